@@ -1,0 +1,99 @@
+//! Shared plumbing of the commands: logging, threads, exit codes, the canonical command line.
+
+use stepwise_core::Error;
+
+/// Logging to stderr: warnings by default, nothing but errors with `--quiet`, more with `-v`.
+pub fn init_logging(quiet: bool, verbose: u8) {
+    let level = if quiet {
+        "error"
+    } else {
+        match verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STEPWISE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+}
+
+/// Size rayon's global pool. Results never depend on it (every random stream is keyed by item, not by thread).
+pub fn init_threads(threads: Option<usize>) -> anyhow::Result<()> {
+    if let Some(n) = threads {
+        if n == 0 {
+            anyhow::bail!("--threads must be at least 1");
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+    }
+    Ok(())
+}
+
+/// Exit code for an error: the library error's own (2 bad input/usage, 1 runtime), 2 for anyhow errors that wrap
+/// an input problem, else 1.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    for cause in e.chain() {
+        if let Some(se) = cause.downcast_ref::<Error>() {
+            return se.exit_code() as u8;
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// A usage problem found by a command itself (bad option combination): exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Return early from a command with a usage error (exit code 2).
+#[macro_export]
+macro_rules! usage_bail {
+    ($($t:tt)*) => { return Err(anyhow::Error::new($crate::cli_util::UsageError(format!($($t)*)))) };
+}
+
+/// The command line recorded in manifests: `stepwise` and the arguments, without options that do not change
+/// results (output path, threads, verbosity, --force), so reruns into another folder give identical manifests.
+pub fn canonical_command_line(args: impl Iterator<Item = String>) -> Vec<String> {
+    const DROP_WITH_VALUE: &[&str] = &["-o", "--output", "--threads"];
+    const DROP_FLAG: &[&str] = &["-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--force"];
+    let mut out = vec!["stepwise".to_string()];
+    let mut skip_next = false;
+    for a in args.skip(1) {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        if DROP_WITH_VALUE.contains(&a.as_str()) {
+            skip_next = true;
+            continue;
+        }
+        if DROP_FLAG.contains(&a.as_str()) || DROP_WITH_VALUE.iter().any(|f| a.starts_with(&format!("{f}="))) {
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_drops_output_and_threads() {
+        let args = ["target/stepwise", "world", "generate", "-n", "5", "-o", "x", "--threads=2", "--seed", "3", "-q"];
+        let c = canonical_command_line(args.iter().map(|s| s.to_string()));
+        assert_eq!(c, ["stepwise", "world", "generate", "-n", "5", "--seed", "3"]);
+    }
+}

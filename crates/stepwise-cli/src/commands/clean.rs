@@ -1,0 +1,8 @@
+//! `stepwise clean` — not implemented yet (placeholder until its issue lands).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`stepwise clean` is not implemented yet")
+}

@@ -1,0 +1,8 @@
+//! `stepwise ingest` — not implemented yet (placeholder until its issue lands).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`stepwise ingest` is not implemented yet")
+}

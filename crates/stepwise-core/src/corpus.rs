@@ -1,0 +1,145 @@
+//! A corpus on disk: a folder with `procedures.jsonl` (the interchange format), `procedures.parquet` (the same
+//! rows for pyarrow / HF `datasets`) and `manifest.json`, optionally `images/` and `taskset/`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Location, Result};
+use crate::json::{read_jsonl, write_canonical};
+use crate::manifest::{MANIFEST_FILE, Manifest};
+use crate::output::write_file_atomic;
+use crate::procedure::Procedure;
+
+pub const PROCEDURES_JSONL: &str = "procedures.jsonl";
+pub const PROCEDURES_PARQUET: &str = "procedures.parquet";
+/// Sub-folder of a corpus holding a task set that came with it (e.g. RecipeQA questions).
+pub const TASKSET_DIR: &str = "taskset";
+
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    /// The corpus folder (or, for a bare JSONL file, the folder holding it).
+    pub dir: PathBuf,
+    /// Where step image paths are resolved from.
+    pub image_root: PathBuf,
+    pub manifest: Option<Manifest>,
+    pub procedures: Vec<Procedure>,
+}
+
+impl Corpus {
+    /// Load a corpus folder, or a bare procedure-JSONL file (images relative to the file's folder).
+    pub fn load(path: &Path) -> Result<Self> {
+        if path.is_file() {
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+            let procedures = read_procedures_jsonl(path)?;
+            return Ok(Corpus { image_root: dir.clone(), dir, manifest: None, procedures });
+        }
+        let jsonl = path.join(PROCEDURES_JSONL);
+        if !jsonl.exists() {
+            return Err(Error::bad_input(format!(
+                "{}: not a corpus (no {PROCEDURES_JSONL}); create one with `stepwise ingest` or `stepwise world generate`",
+                path.display()
+            )));
+        }
+        let manifest = if path.join(MANIFEST_FILE).exists() { Some(Manifest::read(path)?) } else { None };
+        let image_root = match manifest.as_ref().and_then(|m| m.image_root.as_deref()) {
+            Some(r) if Path::new(r).is_absolute() => PathBuf::from(r),
+            Some(r) => path.join(r),
+            None => path.to_path_buf(),
+        };
+        let procedures = read_procedures_jsonl(&jsonl)?;
+        Ok(Corpus { dir: path.to_path_buf(), image_root, manifest, procedures })
+    }
+
+    /// The file of a step image path.
+    pub fn image_path(&self, rel: &str) -> PathBuf {
+        self.image_root.join(rel)
+    }
+
+    /// The task set stored with the corpus, if any.
+    pub fn taskset_dir(&self) -> Option<PathBuf> {
+        let d = self.dir.join(TASKSET_DIR);
+        d.is_dir().then_some(d)
+    }
+}
+
+/// Read a procedure-JSONL file. Errors name the line and field; duplicate ids name both lines; an empty file is
+/// an error.
+pub fn read_procedures_jsonl(path: &Path) -> Result<Vec<Procedure>> {
+    let records = read_jsonl(path)?;
+    if records.is_empty() {
+        return Err(Error::Empty { path: path.to_path_buf(), what: "no procedures".into() });
+    }
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(records.len());
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let loc = Location::Line { line: r.line, column: None };
+        let p = Procedure::from_json(&r.value, path, &loc)?;
+        if let Some(first) = seen.insert(p.id.clone(), r.line) {
+            return Err(Error::Duplicate {
+                id: p.id,
+                first: format!("{}:{first}", path.display()),
+                second: format!("{}:{}", path.display(), r.line),
+            });
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Check ids are unique across procedures from several sources; `origin(i)` describes record i.
+pub fn check_unique_ids(procedures: &[Procedure], origin: impl Fn(usize) -> String) -> Result<()> {
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(procedures.len());
+    for (i, p) in procedures.iter().enumerate() {
+        if let Some(first) = seen.insert(p.id.as_str(), i) {
+            return Err(Error::Duplicate { id: p.id.clone(), first: origin(first), second: origin(i) });
+        }
+    }
+    Ok(())
+}
+
+/// Write procedures as canonical JSONL (one sorted-key object per line), atomically.
+pub fn write_procedures_jsonl(path: &Path, procedures: &[Procedure]) -> Result<()> {
+    write_file_atomic(path, |w| {
+        for p in procedures {
+            write_canonical(w, &p.to_json())?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}
+
+/// Write the corpus files (JSONL, Parquet, manifest with counts) into `dir` (normally an
+/// [`crate::output::OutputDir`] that the caller commits).
+pub fn write_corpus_files(dir: &Path, procedures: &[Procedure], manifest: &mut Manifest) -> Result<()> {
+    write_procedures_jsonl(&dir.join(PROCEDURES_JSONL), procedures)?;
+    crate::parquet::write_procedures_parquet(&dir.join(PROCEDURES_PARQUET), procedures)?;
+    let steps: usize = procedures.iter().map(|p| p.steps.len()).sum();
+    let images: usize = procedures.iter().map(|p| p.step_images().count()).sum();
+    manifest.count("procedures", procedures.len() as u64);
+    manifest.count("steps", steps as u64);
+    manifest.count("step_images", images as u64);
+    manifest.write(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_ids_name_both_lines() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("p.jsonl");
+        std::fs::write(&f, "{\"id\":\"a\",\"steps\":[]}\n\n{\"id\":\"a\",\"steps\":[]}\n").unwrap();
+        let e = read_procedures_jsonl(&f).unwrap_err().to_string();
+        assert!(e.contains("p.jsonl:1") && e.contains("p.jsonl:3"), "{e}");
+    }
+
+    #[test]
+    fn empty_file_is_an_error() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("p.jsonl");
+        std::fs::write(&f, "\n").unwrap();
+        assert!(matches!(read_procedures_jsonl(&f), Err(Error::Empty { .. })));
+    }
+}

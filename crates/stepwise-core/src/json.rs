@@ -1,0 +1,331 @@
+//! JSON and JSONL reading with precise error locations, and canonical (sorted-key) writing.
+//!
+//! Readers never panic on malformed input: invalid UTF-8 is reported with its byte offset, syntax errors with
+//! `file:line:column`, and field errors through [`Obj`], which names the record and the field path.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, IoResultExt, Location, Result};
+
+/// Read a whole file as UTF-8 text; invalid UTF-8 is an error with the byte offset and line.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).at(path)?;
+    text_from_bytes(path, bytes)
+}
+
+/// Check that `bytes` read from `path` are UTF-8 (a leading BOM is dropped).
+pub fn text_from_bytes(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    match String::from_utf8(bytes) {
+        Ok(mut s) => {
+            if s.starts_with('\u{feff}') {
+                s.drain(..3);
+            }
+            Ok(s)
+        }
+        Err(e) => {
+            let offset = e.utf8_error().valid_up_to();
+            let line = 1 + e.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count();
+            Err(Error::Utf8 { path: path.to_path_buf(), offset, line })
+        }
+    }
+}
+
+/// Parse a whole JSON document; a syntax error names `file:line:column`.
+pub fn parse_json(path: &Path, text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| syntax_error(path, 0, &e))
+}
+
+/// Read and parse a JSON file.
+pub fn read_json(path: &Path) -> Result<Value> {
+    let text = read_text(path)?;
+    parse_json(path, &text)
+}
+
+/// One parsed line of a JSONL file: its 1-based line number and value.
+pub struct JsonlRecord {
+    pub line: usize,
+    pub value: Value,
+}
+
+/// Parse every non-blank line of a JSONL text. The first syntax error stops parsing and names its line and column.
+pub fn parse_jsonl(path: &Path, text: &str) -> Result<Vec<JsonlRecord>> {
+    let mut out = Vec::new();
+    for (i, line) in text.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| syntax_error(path, i, &e))?;
+        out.push(JsonlRecord { line: i + 1, value });
+    }
+    Ok(out)
+}
+
+/// Read and parse a JSONL file.
+pub fn read_jsonl(path: &Path) -> Result<Vec<JsonlRecord>> {
+    let text = read_text(path)?;
+    parse_jsonl(path, &text)
+}
+
+fn syntax_error(path: &Path, line_offset: usize, e: &serde_json::Error) -> Error {
+    let what = match e.classify() {
+        serde_json::error::Category::Eof => "unexpected end of input",
+        serde_json::error::Category::Syntax => "invalid JSON",
+        serde_json::error::Category::Data => "unexpected JSON value",
+        serde_json::error::Category::Io => "read error",
+    };
+    // serde_json's message ends with " at line L column C"; we print our own location instead.
+    let msg = e.to_string();
+    let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+    Error::Syntax {
+        path: path.to_path_buf(),
+        location: Location::Line { line: line_offset + e.line().max(1), column: Some(e.column()) },
+        message: format!("{what}: {msg}"),
+    }
+}
+
+/// Write `value` as compact JSON with object keys sorted (recursively), the canonical form of stepwise files.
+/// Strings are written as UTF-8 (no `\u` escapes for non-ASCII), like Python's `json.dumps(ensure_ascii=False,
+/// sort_keys=True, separators=(",", ":"))`.
+pub fn write_canonical<W: Write + ?Sized>(w: &mut W, value: &Value) -> std::io::Result<()> {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            w.write_all(b"{")?;
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                serde_json::to_writer(&mut *w, k)?;
+                w.write_all(b":")?;
+                write_canonical(w, &map[k])?;
+            }
+            w.write_all(b"}")
+        }
+        Value::Array(items) => {
+            w.write_all(b"[")?;
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write_canonical(w, v)?;
+            }
+            w.write_all(b"]")
+        }
+        other => serde_json::to_writer(&mut *w, other).map_err(std::io::Error::other),
+    }
+}
+
+/// [`write_canonical`] into a `String`.
+pub fn to_canonical_string(value: &Value) -> String {
+    let mut buf = Vec::new();
+    write_canonical(&mut buf, value).expect("writing to a Vec cannot fail");
+    String::from_utf8(buf).expect("serde_json writes UTF-8")
+}
+
+/// Serialize any `Serialize` value to pretty JSON with sorted keys (for manifests and reports people read).
+pub fn to_pretty_sorted<T: serde::Serialize>(value: &T) -> String {
+    let v = serde_json::to_value(value).expect("stepwise types serialize to JSON");
+    let sorted = sort_keys(v);
+    let mut s = serde_json::to_string_pretty(&sorted).expect("JSON value serializes");
+    s.push('\n');
+    s
+}
+
+/// Return `value` with every object's keys in sorted order (independent of serde_json's map feature flags).
+pub fn sort_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<String, Value> = map.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
+/// A JSON object being read field by field, with errors that name the file, the record and the field path.
+///
+/// ```
+/// # use stepwise_core::json::Obj;
+/// # use stepwise_core::Location;
+/// let v = serde_json::json!({"id": "a", "steps": []});
+/// let path = std::path::Path::new("x.jsonl");
+/// let obj = Obj::new(&v, path, &Location::Line { line: 1, column: None }, "").unwrap();
+/// assert_eq!(obj.req_str("id").unwrap(), "a");
+/// assert!(obj.req_str("title").is_err());
+/// ```
+pub struct Obj<'a> {
+    pub map: &'a serde_json::Map<String, Value>,
+    pub path: &'a Path,
+    pub location: &'a Location,
+    /// Field path prefix, e.g. `steps[3].`; empty at the top level.
+    pub prefix: String,
+}
+
+impl<'a> Obj<'a> {
+    /// View `value` as an object; `prefix` is the field path of `value` itself ("" at the top level).
+    pub fn new(value: &'a Value, path: &'a Path, location: &'a Location, prefix: &str) -> Result<Self> {
+        match value {
+            Value::Object(map) => Ok(Obj { map, path, location, prefix: prefix.to_string() }),
+            other => Err(Error::field(
+                path,
+                location.clone(),
+                if prefix.is_empty() { "(record)".to_string() } else { prefix.trim_end_matches('.').to_string() },
+                format!("expected an object, found {}", kind(other)),
+            )),
+        }
+    }
+
+    /// The full field path of `key`.
+    pub fn field_name(&self, key: &str) -> String {
+        format!("{}{}", self.prefix, key)
+    }
+
+    /// An error about `key` in this object.
+    pub fn error(&self, key: &str, message: impl Into<String>) -> Error {
+        Error::field(self.path, self.location.clone(), self.field_name(key), message)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key)
+    }
+
+    pub fn req(&self, key: &str) -> Result<&'a Value> {
+        self.map.get(key).ok_or_else(|| self.error(key, "missing"))
+    }
+
+    pub fn req_str(&self, key: &str) -> Result<&'a str> {
+        match self.req(key)? {
+            Value::String(s) => Ok(s),
+            other => Err(self.error(key, format!("expected a string, found {}", kind(other)))),
+        }
+    }
+
+    /// A string that may be absent or null.
+    pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(self.error(key, format!("expected a string or null, found {}", kind(other)))),
+        }
+    }
+
+    pub fn req_u64(&self, key: &str) -> Result<u64> {
+        match self.req(key)? {
+            Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
+            other => Err(self.error(key, format!("expected a non-negative integer, found {}", kind(other)))),
+        }
+    }
+
+    pub fn req_array(&self, key: &str) -> Result<&'a Vec<Value>> {
+        match self.req(key)? {
+            Value::Array(a) => Ok(a),
+            other => Err(self.error(key, format!("expected an array, found {}", kind(other)))),
+        }
+    }
+
+    /// An array that may be absent (None) — null is an error, since absent and null would round-trip differently.
+    pub fn opt_array(&self, key: &str) -> Result<Option<&'a Vec<Value>>> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Array(a)) => Ok(Some(a)),
+            Some(other) => Err(self.error(key, format!("expected an array, found {}", kind(other)))),
+        }
+    }
+
+    /// An array of strings (required).
+    pub fn req_str_array(&self, key: &str) -> Result<Vec<String>> {
+        let arr = self.req_array(key)?;
+        self.strings(key, arr)
+    }
+
+    /// An array of strings that may be absent.
+    pub fn opt_str_array(&self, key: &str) -> Result<Option<Vec<String>>> {
+        match self.opt_array(key)? {
+            None => Ok(None),
+            Some(arr) => self.strings(key, arr).map(Some),
+        }
+    }
+
+    fn strings(&self, key: &str, arr: &[Value]) -> Result<Vec<String>> {
+        arr.iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(Error::field(
+                    self.path,
+                    self.location.clone(),
+                    format!("{}{}[{}]", self.prefix, key, i),
+                    format!("expected a string, found {}", kind(other)),
+                )),
+            })
+            .collect()
+    }
+
+    /// The fields of this object not in `known`, kept so unknown keys survive a round trip.
+    pub fn extra(&self, known: &[&str]) -> BTreeMap<String, Value> {
+        self.map.iter().filter(|(k, _)| !known.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+/// A short name of a JSON value's type for error messages.
+pub fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_error_names_line_and_column() {
+        let text = "{\"a\":1}\n{\"a\":\n";
+        let err = parse_jsonl(Path::new("f.jsonl"), text).err().expect("must fail");
+        let msg = err.to_string();
+        assert!(msg.starts_with("f.jsonl:2:"), "{msg}");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn utf8_error_names_offset() {
+        let err = text_from_bytes(Path::new("f"), vec![b'a', b'\n', b'b', 0xff, b'c']).err().expect("must fail");
+        match err {
+            Error::Utf8 { offset, line, .. } => {
+                assert_eq!(offset, 3);
+                assert_eq!(line, 2);
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[test]
+    fn canonical_sorts_keys_and_keeps_unicode() {
+        let v = serde_json::json!({"b": 1, "a": {"d": "é", "c": [null, true]}});
+        assert_eq!(to_canonical_string(&v), r#"{"a":{"c":[null,true],"d":"é"},"b":1}"#);
+    }
+
+    #[test]
+    fn field_errors_name_the_path() {
+        let v = serde_json::json!({"steps": [{"images": [1]}]});
+        let loc = Location::Line { line: 7, column: None };
+        let p = Path::new("x.jsonl");
+        let obj = Obj::new(&v, p, &loc, "").unwrap();
+        let steps = obj.req_array("steps").unwrap();
+        let step = Obj::new(&steps[0], p, &loc, "steps[0].").unwrap();
+        let err = step.req_str_array("images").err().unwrap().to_string();
+        assert_eq!(err, "x.jsonl:7: field `steps[0].images[0]`: expected a string, found a number");
+    }
+}

@@ -1,0 +1,35 @@
+//! stepwise-core: the data model every stepwise crate shares.
+//!
+//! - [`procedure`]: procedures, steps and their annotations (the procedure-JSONL interchange format)
+//! - [`corpus`]: a corpus folder on disk (JSONL + Parquet + manifest)
+//! - [`taskset`]: multiple-choice task sets in RecipeQA's JSON layout
+//! - [`sequencing`]: step-sequencing instances and predictions
+//! - [`split`]: train/val/test splits by procedure
+//! - [`manifest`]: `manifest.json` (what an output holds and how it was made)
+//! - [`json`]: JSON/JSONL reading with precise errors, canonical writing
+//! - [`parquet`]: Parquet copies of tables
+//! - [`output`]: atomic output folders and files
+//! - [`error`]: the error type and exit codes
+//! - [`rng`], [`hash`], [`progress`]: seeded randomness, content hashes, progress bars
+
+pub mod corpus;
+pub mod error;
+pub mod hash;
+pub mod json;
+pub mod manifest;
+pub mod output;
+pub mod parquet;
+pub mod procedure;
+pub mod progress;
+pub mod rng;
+pub mod sequencing;
+pub mod split;
+pub mod taskset;
+
+pub use corpus::Corpus;
+pub use error::{Error, IoResultExt, Location, Result};
+pub use manifest::Manifest;
+pub use procedure::{Procedure, ProcedureAnnotations, Step, StepAnnotations};
+pub use sequencing::{OrderPrediction, SequencingInstance};
+pub use split::Split;
+pub use taskset::{Choice, Question, Task, TaskSet};
