@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
-use crate::json::{read_jsonl, write_canonical};
+use crate::json::write_canonical;
 use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::output::write_file_atomic;
 use crate::procedure::Procedure;
@@ -66,13 +66,10 @@ impl Corpus {
 /// Read a procedure-JSONL file. Errors name the line and field; duplicate ids name both lines; an empty file is
 /// an error.
 pub fn read_procedures_jsonl(path: &Path) -> Result<Vec<Procedure>> {
-    let records = read_jsonl(path)?;
-    if records.is_empty() {
-        return Err(Error::Empty { path: path.to_path_buf(), what: "no procedures".into() });
-    }
-    let mut seen: HashMap<String, usize> = HashMap::with_capacity(records.len());
-    let mut out = Vec::with_capacity(records.len());
-    for r in records {
+    // Streamed line by line (not `read_jsonl`): a 300 MB corpus must not sit in memory as text and values too.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    crate::json::for_each_jsonl(path, |r| {
         let loc = Location::Line { line: r.line, column: None };
         let p = Procedure::from_json(&r.value, path, &loc)?;
         if let Some(first) = seen.insert(p.id.clone(), r.line) {
@@ -83,6 +80,10 @@ pub fn read_procedures_jsonl(path: &Path) -> Result<Vec<Procedure>> {
             });
         }
         out.push(p);
+        Ok(())
+    })?;
+    if out.is_empty() {
+        return Err(Error::Empty { path: path.to_path_buf(), what: "no procedures".into() });
     }
     Ok(out)
 }

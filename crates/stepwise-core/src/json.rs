@@ -71,6 +71,41 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<JsonlRecord>> {
     parse_jsonl(path, &text)
 }
 
+/// Stream the non-blank lines of a JSONL file to `f`, one parsed record at a time, so memory holds one line and
+/// not the whole file (large corpora). Errors as [`read_jsonl`]: invalid UTF-8 names its byte offset and line,
+/// a syntax error `file:line:column`; the first error from `f` stops reading.
+pub fn for_each_jsonl(path: &Path, mut f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).at(path)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut buf = Vec::new();
+    let (mut offset, mut line_no) = (0usize, 0usize);
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).at(path)?;
+        if n == 0 {
+            return Ok(());
+        }
+        line_no += 1;
+        let mut line = std::str::from_utf8(&buf).map_err(|e| Error::Utf8 {
+            path: path.to_path_buf(),
+            offset: offset + e.valid_up_to(),
+            line: line_no,
+        })?;
+        if line_no == 1 {
+            line = line.strip_prefix('\u{feff}').unwrap_or(line);
+        }
+        offset += n;
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| syntax_error(path, line_no - 1, &e))?;
+        f(JsonlRecord { line: line_no, value })?;
+    }
+}
+
 fn syntax_error(path: &Path, line_offset: usize, e: &serde_json::Error) -> Error {
     let what = match e.classify() {
         serde_json::error::Category::Eof => "unexpected end of input",
@@ -309,6 +344,26 @@ mod tests {
             }
             other => panic!("unexpected {other}"),
         }
+    }
+
+    #[test]
+    fn streamed_jsonl_matches_whole_file_reading() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("f.jsonl");
+        std::fs::write(&f, "\u{feff}{\"a\":1}\r\n\n{\"a\":2}").unwrap();
+        let mut lines = Vec::new();
+        for_each_jsonl(&f, |r| {
+            lines.push((r.line, r.value["a"].as_i64()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(lines, [(1, Some(1)), (3, Some(2))]);
+        std::fs::write(&f, b"{\"a\":1}\n{\"a\":\"\xff\"}\n").unwrap();
+        let e = for_each_jsonl(&f, |_| Ok(())).unwrap_err();
+        assert!(matches!(e, Error::Utf8 { offset: 14, line: 2, .. }), "{e}");
+        std::fs::write(&f, "{\"a\":1}\n{\"a\":\n").unwrap();
+        let e = for_each_jsonl(&f, |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("f.jsonl:2:"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The instances file inside a sequencing folder (`stepwise generate --task sequencing`).
+pub const INSTANCES_JSONL: &str = "instances.jsonl";
+/// Its Parquet copy.
+pub const INSTANCES_PARQUET: &str = "instances.parquet";
+
 /// One step shown to a sequencing model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SequencingItem {

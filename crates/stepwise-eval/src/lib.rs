@@ -1,1 +1,21 @@
-//! placeholder
+//! stepwise-eval: the field's metrics computed the way the papers computed them, and dataset audits.
+//!
+//! - [`bootstrap`]: percentile bootstrap confidence intervals (seeded, thread-count independent), reusable
+//! - [`predictions`]: reading prediction, annotation and sequencing-instance files with precise errors
+//! - [`accuracy`]: multiple-choice accuracy per task (missing = wrong, invalid, extra, refusal of foreign files)
+//! - [`sequence_metrics`]: position accuracy, PMR, distance, L_q, L_r, Kendall's τ, and pooled variants
+//! - [`multiref`]: picking the best of several valid reference orders
+//! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
+//! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
+//! - [`markdown`]: number formatting of the reports
+//! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
+
+pub mod accuracy;
+pub mod agreement;
+pub mod audit;
+pub mod bootstrap;
+pub mod markdown;
+pub mod multiref;
+pub mod predictions;
+pub mod sequence_metrics;
+pub mod sequencing_eval;

@@ -3,6 +3,17 @@
 //! API contract used by task generators, baselines and audits: distances are "lower is closer" for every metric
 //! (cosine: 1 − cos; inner product: −⟨q, x⟩; L2: Euclidean distance), results are sorted by (distance, index),
 //! and a filter can exclude candidates per query (e.g. "not from the same procedure").
+//!
+//! How: queries × base are cut into tiles; each tile's scores come from one matrix multiply (the `gemm` crate,
+//! the kernel candle uses), are turned into distances in place and scanned against each query's current k-th
+//! distance, so only the few candidates that beat it reach a bounded max-heap — never a full sort. Tiles run
+//! in parallel (rayon) and memory stays within one score tile per worker ([`TileConfig`]). Tile shapes depend
+//! on the data sizes only, never on the thread count, so results are identical for any `--threads`.
+//! Cosine uses the vectors' norms instead of normalised copies (no second copy of the base); L2 uses
+//! ‖q‖² + ‖x‖² − 2⟨q, x⟩.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -13,6 +24,19 @@ pub enum Metric {
     Cosine,
     InnerProduct,
     L2,
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cosine" | "cos" => Ok(Metric::Cosine),
+            "ip" | "inner_product" | "dot" => Ok(Metric::InnerProduct),
+            "l2" | "euclidean" => Ok(Metric::L2),
+            other => Err(format!("unknown metric {other:?} (expected cosine, ip or l2)")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +56,34 @@ pub struct KnnOptions {
 /// Keeps candidate `j` for query `q` when it returns true.
 pub type Filter<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
 
+/// Tile sizes of the exact search. Results do not depend on them beyond float rounding of the scores (a score
+/// is computed by the same kernel call for any thread count, so results are reproducible for a given config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileConfig {
+    /// Base rows per tile.
+    pub base_tile: usize,
+    /// Bytes of one score tile (query rows × base rows × 4): the memory each worker needs beyond the inputs.
+    pub tile_budget_bytes: usize,
+}
+
+impl Default for TileConfig {
+    fn default() -> Self {
+        // Measured on 300k x 512 (2 cores): larger query tiles pack the base fewer times (~5% faster than 4 MiB).
+        TileConfig { base_tile: 2048, tile_budget_bytes: 16 << 20 }
+    }
+}
+
+impl TileConfig {
+    /// Query rows per tile for `nq` queries: as many as the budget allows, but (with many queries) at most a
+    /// eighth of them so tiles can run in parallel, and never fewer than 64 (matrix-multiply efficiency). It
+    /// depends on the sizes only, never on the thread count.
+    fn query_tile(&self, nq: usize, base_tile: usize) -> usize {
+        let by_budget = (self.tile_budget_bytes / (4 * base_tile.max(1))).max(1);
+        let by_count = nq.div_ceil(8).max(64);
+        by_budget.min(by_count).clamp(1, nq.max(1))
+    }
+}
+
 /// The distance between two vectors under `metric` (lower is closer).
 pub fn distance(a: &[f32], b: &[f32], metric: Metric) -> f32 {
     match metric {
@@ -49,31 +101,389 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Top-k neighbours in `base` (row-major, `dim` columns) of each row of `queries`.
-pub fn knn(base: &[f32], queries: &[f32], dim: usize, opts: KnnOptions, filter: Option<Filter<'_>>) -> Vec<Vec<Neighbor>> {
-    let nq = if dim == 0 { 0 } else { queries.len() / dim };
-    (0..nq)
-        .into_par_iter()
-        .map(|qi| {
-            let q = &queries[qi * dim..(qi + 1) * dim];
+/// Top-k neighbours in `base` (row-major, `dim` columns) of each row of `queries`, with the default tiles.
+pub fn knn(
+    base: &[f32],
+    queries: &[f32],
+    dim: usize,
+    opts: KnnOptions,
+    filter: Option<Filter<'_>>,
+) -> Vec<Vec<Neighbor>> {
+    knn_with(base, queries, dim, opts, filter, &TileConfig::default())
+}
+
+/// [`knn`] with explicit tile sizes.
+pub fn knn_with(
+    base: &[f32],
+    queries: &[f32],
+    dim: usize,
+    opts: KnnOptions,
+    filter: Option<Filter<'_>>,
+    tiles: &TileConfig,
+) -> Vec<Vec<Neighbor>> {
+    if dim == 0 {
+        return Vec::new();
+    }
+    assert!(
+        base.len().is_multiple_of(dim) && queries.len().is_multiple_of(dim),
+        "knn: matrix lengths are not multiples of dim"
+    );
+    let nb = base.len() / dim;
+    let nq = queries.len() / dim;
+    if opts.k == 0 || nb == 0 {
+        return vec![Vec::new(); nq];
+    }
+    let base_norms = Norms::of(base, dim, opts.metric);
+    let query_norms = Norms::of(queries, dim, opts.metric);
+    let bt = tiles.base_tile.clamp(1, nb);
+    let qt = tiles.query_tile(nq, bt);
+    let n_qt = nq.div_ceil(qt);
+    let n_bt = nb.div_ceil(bt);
+    // Split the base too when there are too few query tiles to keep every worker busy. This only changes which
+    // worker scans which base tiles; the merge below is exact, so results do not depend on it.
+    let workers = rayon::current_num_threads().max(1);
+    let splits = if n_qt >= 2 * workers { 1 } else { (2 * workers).div_ceil(n_qt).min(n_bt) };
+    let per_split = n_bt.div_ceil(splits);
+    let units: Vec<(usize, usize, usize)> = (0..n_qt)
+        .flat_map(|q| (0..splits).map(move |s| (q, s * per_split, ((s + 1) * per_split).min(n_bt))))
+        .filter(|&(_, a, b)| a < b)
+        .collect();
+    let search = Search { base, queries, dim, nb, nq, bt, qt, opts, filter, base_norms, query_norms };
+    let partial: Vec<(usize, Vec<Vec<Neighbor>>)> =
+        units.par_iter().map(|&(q, b0, b1)| (q, search.unit(q, b0 * bt, (b1 * bt).min(nb)))).collect();
+    let mut out: Vec<Vec<Neighbor>> = vec![Vec::new(); nq];
+    for (q, lists) in partial {
+        for (r, list) in lists.into_iter().enumerate() {
+            out[q * qt + r].extend(list);
+        }
+    }
+    if splits > 1 {
+        for list in &mut out {
+            list.sort_by(cmp_neighbor);
+            list.truncate(opts.k);
+        }
+    }
+    out
+}
+
+/// What a metric needs besides the dot products.
+enum Norms {
+    None,
+    /// 1/‖x‖ (0 for a zero vector, which makes its cosine distance 1).
+    Inverse(Vec<f32>),
+    /// ‖x‖².
+    Squared(Vec<f32>),
+}
+
+impl Norms {
+    fn of(m: &[f32], dim: usize, metric: Metric) -> Norms {
+        let sq = || -> Vec<f32> { m.par_chunks(dim).map(|r| dot(r, r)).collect() };
+        match metric {
+            Metric::InnerProduct => Norms::None,
+            Metric::Cosine => {
+                Norms::Inverse(sq().into_iter().map(|s| if s > 0.0 { 1.0 / s.sqrt() } else { 0.0 }).collect())
+            }
+            Metric::L2 => Norms::Squared(sq()),
+        }
+    }
+
+    fn get(&self, i: usize) -> f32 {
+        match self {
+            Norms::None => 0.0,
+            Norms::Inverse(v) | Norms::Squared(v) => v[i],
+        }
+    }
+
+    fn slice(&self, a: usize, b: usize) -> &[f32] {
+        match self {
+            Norms::None => &[],
+            Norms::Inverse(v) | Norms::Squared(v) => &v[a..b],
+        }
+    }
+}
+
+struct Search<'a> {
+    base: &'a [f32],
+    queries: &'a [f32],
+    dim: usize,
+    nb: usize,
+    nq: usize,
+    bt: usize,
+    qt: usize,
+    opts: KnnOptions,
+    filter: Option<Filter<'a>>,
+    base_norms: Norms,
+    query_norms: Norms,
+}
+
+impl Search<'_> {
+    /// Query tile `q` against base rows `b_start..b_end` (whole base tiles): each query's top k, sorted.
+    fn unit(&self, q: usize, b_start: usize, b_end: usize) -> Vec<Vec<Neighbor>> {
+        let dim = self.dim;
+        let q0 = q * self.qt;
+        let q1 = (q0 + self.qt).min(self.nq);
+        let rows = q1 - q0;
+        let mut tops: Vec<TopK> = (0..rows).map(|_| TopK::new(self.opts.k)).collect();
+        let mut scores = vec![0f32; rows * self.bt];
+        let mut j0 = b_start;
+        while j0 < b_end {
+            let j1 = (j0 + self.bt).min(b_end);
+            let cols = j1 - j0;
+            // scores[r][c] = ⟨query q0 + r, base j0 + c⟩.
+            // SAFETY: lhs is rows×dim row-major inside `queries`, rhs is the transpose of cols×dim row-major
+            // rows inside `base` (row stride 1, column stride dim), dst is rows×cols row-major inside `scores`
+            // (cols ≤ bt); all ranges were checked against the slice lengths above.
+            unsafe {
+                gemm::gemm(
+                    rows,
+                    cols,
+                    dim,
+                    scores.as_mut_ptr(),
+                    1,
+                    cols as isize,
+                    false,
+                    self.queries[q0 * dim..q1 * dim].as_ptr(),
+                    1,
+                    dim as isize,
+                    self.base[j0 * dim..j1 * dim].as_ptr(),
+                    dim as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+            for (r, top) in tops.iter_mut().enumerate() {
+                let row = &mut scores[r * cols..(r + 1) * cols];
+                self.to_distances(row, q0 + r, j0, j1);
+                match self.filter {
+                    None => top.scan(row, j0, |_| true),
+                    Some(f) => top.scan(row, j0, |j| f(q0 + r, j)),
+                }
+            }
+            j0 = j1;
+        }
+        debug_assert!(b_end <= self.nb);
+        tops.into_iter().enumerate().map(|(r, top)| self.finish(q0 + r, top)).collect()
+    }
+
+    /// The final distances of one query's winners. L2 is recomputed directly as √Σ(q−x)²: the expansion
+    /// ‖q‖² + ‖x‖² − 2⟨q, x⟩ that ranks them cancels badly for near-identical vectors (a vector's distance to
+    /// itself would come out as ~3e-4 instead of 0).
+    fn finish(&self, qi: usize, top: TopK) -> Vec<Neighbor> {
+        let dim = self.dim;
+        let q = &self.queries[qi * dim..(qi + 1) * dim];
+        let mut v: Vec<Neighbor> = top
+            .heap
+            .into_vec()
+            .into_iter()
+            .map(|c| Neighbor {
+                index: c.index,
+                distance: match self.opts.metric {
+                    Metric::L2 => distance(q, &self.base[c.index * dim..(c.index + 1) * dim], Metric::L2),
+                    _ => c.key,
+                },
+            })
+            .collect();
+        v.sort_by(cmp_neighbor);
+        v
+    }
+
+    /// Turn dot products into the ranking key in place: the distance itself, except squared for L2 (the final
+    /// L2 distances are recomputed in [`Search::finish`]).
+    fn to_distances(&self, row: &mut [f32], qi: usize, j0: usize, j1: usize) {
+        match self.opts.metric {
+            Metric::InnerProduct => row.iter_mut().for_each(|v| *v = -*v),
+            Metric::Cosine => {
+                let iq = self.query_norms.get(qi);
+                for (v, &ix) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
+                    *v = 1.0 - *v * iq * ix;
+                }
+            }
+            Metric::L2 => {
+                let sq = self.query_norms.get(qi);
+                for (v, &sx) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
+                    let d2 = sq + sx - 2.0 * *v;
+                    // Rounding can make d² slightly negative; NaN stays NaN.
+                    *v = if d2 < 0.0 { 0.0 } else { d2 };
+                }
+            }
+        }
+    }
+}
+
+/// One candidate in a max-heap ordered by (distance, index): the top is the current k-th best.
+#[derive(Debug, Clone, Copy)]
+struct Cand {
+    key: f32,
+    index: usize,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Cand {}
+
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Cand {
+    fn cmp(&self, other: &Self) -> Ordering {
+        cmp_distance(self.key, other.key).then(self.index.cmp(&other.index))
+    }
+}
+
+/// The k best candidates of one query seen so far.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Cand>,
+    /// The k-th best key once the heap is full (+∞ before).
+    threshold: f32,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        TopK { k, heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1), threshold: f32::INFINITY }
+    }
+
+    /// Offer `keys[c]` for candidate `j0 + c`, in increasing index order, so an equal key never displaces an
+    /// earlier (smaller) index. `keep(j)` is asked only for candidates that would enter.
+    #[inline]
+    fn scan(&mut self, keys: &[f32], j0: usize, keep: impl Fn(usize) -> bool) {
+        // Until the heap is full, every candidate is offered.
+        let mut c = 0;
+        while self.heap.len() < self.k && c < keys.len() {
+            self.offer(keys[c], j0 + c, &keep);
+            c += 1;
+        }
+        // Then most candidates lose to the threshold: test blocks of 16 at once (a vectorisable reduction) and
+        // look closer only at blocks with a winner. A NaN threshold (NaN among the best) lets everything through
+        // to the exact comparison in `offer`.
+        const BLOCK: usize = 16;
+        while c < keys.len() {
+            let end = (c + BLOCK).min(keys.len());
+            let t = self.threshold;
+            if t.is_nan() || keys[c..end].iter().fold(false, |any, &d| any | (d < t)) {
+                for (i, &d) in keys[c..end].iter().enumerate() {
+                    if d < self.threshold || self.threshold.is_nan() {
+                        self.offer(d, j0 + c + i, &keep);
+                    }
+                }
+            }
+            c = end;
+        }
+    }
+
+    #[inline]
+    fn offer(&mut self, key: f32, index: usize, keep: &impl Fn(usize) -> bool) {
+        let cand = Cand { key, index };
+        if self.heap.len() >= self.k {
+            let worst = self.heap.peek().expect("a full heap has a top");
+            if cand >= *worst || !keep(index) {
+                return;
+            }
+            self.heap.pop();
+            self.heap.push(cand);
+        } else {
+            if !keep(index) {
+                return;
+            }
+            self.heap.push(cand);
+        }
+        if self.heap.len() >= self.k {
+            self.threshold = self.heap.peek().map_or(f32::INFINITY, |c| c.key);
+        }
+    }
+}
+
+/// Order by distance, then index (total order, NaN last).
+pub fn cmp_neighbor(a: &Neighbor, b: &Neighbor) -> std::cmp::Ordering {
+    cmp_distance(a.distance, b.distance).then(a.index.cmp(&b.index))
+}
+
+/// A total order on distances: IEEE order where it is defined (so −0 ties with +0), NaN after everything.
+fn cmp_distance(a: f32, b: f32) -> Ordering {
+    if a == b { Ordering::Equal } else { a.total_cmp(&b) }
+}
+
+/// Brute-force reference: every distance by [`distance`], fully sorted. For tests and cross-checks only.
+pub fn knn_brute_force(
+    base: &[f32],
+    queries: &[f32],
+    dim: usize,
+    opts: KnnOptions,
+    filter: Option<Filter<'_>>,
+) -> Vec<Vec<Neighbor>> {
+    if dim == 0 {
+        return Vec::new();
+    }
+    queries
+        .chunks(dim)
+        .enumerate()
+        .map(|(qi, q)| {
             let mut all: Vec<Neighbor> = base
                 .chunks(dim)
                 .enumerate()
                 .filter(|(j, _)| filter.is_none_or(|f| f(qi, *j)))
                 .map(|(j, x)| Neighbor { index: j, distance: distance(q, x, opts.metric) })
                 .collect();
-            let k = opts.k.min(all.len());
-            if k < all.len() {
-                all.select_nth_unstable_by(k, cmp_neighbor);
-                all.truncate(k);
-            }
             all.sort_by(cmp_neighbor);
+            all.truncate(opts.k);
             all
         })
         .collect()
 }
 
-/// Order by distance, then index (total order, NaN last).
-pub fn cmp_neighbor(a: &Neighbor, b: &Neighbor) -> std::cmp::Ordering {
-    a.distance.total_cmp(&b.distance).then(a.index.cmp(&b.index))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_example_all_metrics() {
+        let base = [1.0, 0.0, 0.0, 1.0, 2.0, 2.0, -1.0, 0.0];
+        let q = [1.0, 0.1];
+        let ip = knn(&base, &q, 2, KnnOptions { k: 2, metric: Metric::InnerProduct }, None);
+        assert_eq!(ip[0].iter().map(|n| n.index).collect::<Vec<_>>(), [2, 0]);
+        let cos = knn(&base, &q, 2, KnnOptions { k: 4, metric: Metric::Cosine }, None);
+        assert_eq!(cos[0].iter().map(|n| n.index).collect::<Vec<_>>(), [0, 2, 1, 3]);
+        let l2 = knn(&base, &q, 2, KnnOptions { k: 1, metric: Metric::L2 }, None);
+        assert_eq!(l2[0][0].index, 0);
+        assert!((l2[0][0].distance - 0.1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn l2_distance_to_itself_is_exactly_zero() {
+        // ‖q‖² + ‖x‖² − 2⟨q, x⟩ alone would leave rounding noise here; the final distances are recomputed.
+        let base: Vec<f32> = (0..64 * 3).map(|i| ((i * 37) % 101) as f32 / 7.3 - 6.0).collect();
+        let r = knn(&base, &base, 64, KnnOptions { k: 1, metric: Metric::L2 }, None);
+        for (i, n) in r.iter().enumerate() {
+            assert_eq!((n[0].index, n[0].distance), (i, 0.0));
+        }
+    }
+
+    #[test]
+    fn empty_inputs() {
+        let o = KnnOptions { k: 3, metric: Metric::L2 };
+        assert!(knn(&[], &[], 4, o, None).is_empty());
+        assert_eq!(knn(&[], &[1.0, 2.0], 2, o, None), vec![Vec::<Neighbor>::new()]);
+        assert_eq!(knn(&[1.0, 2.0], &[1.0, 2.0], 2, KnnOptions { k: 0, ..o }, None), vec![Vec::<Neighbor>::new()]);
+    }
+
+    #[test]
+    fn nan_rows_rank_last() {
+        let base = [f32::NAN, 0.0, 1.0, 0.0, 0.0, 1.0];
+        let r = knn(&base, &[1.0, 0.0], 2, KnnOptions { k: 3, metric: Metric::L2 }, None);
+        assert_eq!(r[0].iter().map(|n| n.index).collect::<Vec<_>>(), [1, 2, 0]);
+        let r = knn(&base, &[1.0, 0.0], 2, KnnOptions { k: 2, metric: Metric::L2 }, None);
+        assert_eq!(r[0].iter().map(|n| n.index).collect::<Vec<_>>(), [1, 2]);
+    }
 }

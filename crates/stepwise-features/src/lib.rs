@@ -1,16 +1,42 @@
 //! stepwise-features: encoders, the on-disk feature store, and nearest-neighbour search.
 //!
 //! - [`encoder`]: the [`Encoder`] trait every text and image encoder implements
+//! - [`registry`]: every encoder by name, and how to build it ([`registry::build_encoder`])
+//! - [`builtin`]: encoders without downloaded weights (word2vec, TF-IDF, classical image descriptor)
+//! - [`pretrained`]: encoders from the local models folder (MiniLM, EfficientNet-Lite, GloVe, CLIP)
+//! - [`items`]: item ids (`text:`, `title:`, `image:`, `str:`) and the items of a corpus
+//! - [`image_source`]: where images come from (files, or any source rendering them on demand)
+//! - [`embed`]: incremental, resumable embedding of items into a feature store
+//! - [`work`]: the resumable state of an unfinished embedding run
+//! - [`store`]: the on-disk feature store, read through a memory map
+//! - [`npy`]: NumPy `.npy` reading (whole or memory-mapped) and writing
 //! - [`vectors`]: ids + row-major vectors, the in-memory view of features
 //! - [`knn`]: exact top-k search (lower distance = closer), with per-query filters
+//! - [`ann`]: approximate search (HNSW, via usearch), with recall measured against exact search
+//! - [`bench`]: the `stepwise bench features` measurements
 
+pub mod ann;
+pub mod bench;
+pub mod builtin;
+pub mod embed;
 pub mod encoder;
+pub mod image_source;
+pub mod items;
 pub mod knn;
+pub mod npy;
+pub mod pretrained;
+pub mod registry;
+pub mod store;
 pub mod vectors;
+pub mod work;
 
 pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
 pub use knn::{KnnOptions, Metric, Neighbor, knn};
+pub use registry::{EncoderContext, build_encoder};
+pub use store::FeatureStore;
 pub use vectors::Vectors;
+/// The `image` crate the encoders and image sources use (so callers name the same `RgbImage`).
+pub use image;
 
 /// Errors of this crate: feature-store problems and encoder failures, plus core errors.
 #[derive(Debug, thiserror::Error)]

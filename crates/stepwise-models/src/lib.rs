@@ -1,1 +1,26 @@
-//! placeholder
+//! stepwise-models: baselines and trainable models over precomputed features (CPU).
+//!
+//! Step sequencing:
+//! - [`item_features`]: the feature vector of each item of a sequencing instance (text, image, multimodal)
+//! - [`random_order`]: the random baseline
+//! - [`text_position`]: the text-position heuristic (position cue words)
+//! - [`image_chain`]: the image-chain heuristic (nearest-neighbour chaining)
+//! - [`pairwise`]: the pairwise order classifier (candle) — trained on pairs, decoded by topological sort
+//! - [`topo_decode`]: topological-sort decoding of pairwise probabilities, breaking cycles
+//! - [`sequencer`]: running a baseline over an instances file (split or cross-validation)
+//! - [`order_evidence`]: training-free order evidence of a modality's features (golden-set selection)
+//!
+//! Multiple choice and probes:
+//! - [`hasty`]: the Hasty Student (RecipeQA §4.2): answers from choice–question similarity alone
+//! - [`logreg`]: L2 logistic regression by Newton's method (the distance probe's classifier)
+
+pub mod hasty;
+pub mod image_chain;
+pub mod item_features;
+pub mod logreg;
+pub mod order_evidence;
+pub mod pairwise;
+pub mod random_order;
+pub mod sequencer;
+pub mod text_position;
+pub mod topo_decode;

@@ -1,1 +1,30 @@
-//! placeholder
+//! stepwise-tasks: benchmark questions from a corpus and its features — RecipeQA's four tasks made the way
+//! RecipeQA made them or with Meta-RecipeQA's control knobs, suites of all settings, and sequencing instances.
+//!
+//! - [`config`]: tasks' parameters, modes and knob settings ([`GenerateConfig`], [`Mode`], [`KnobSetting`])
+//! - [`catalog`]: the items of a task (titles, texts, images) with vectors and owning procedures
+//! - [`plan`]: procedure filters and question positions (RecipeQA mode, knob 1)
+//! - [`neighbors`]: nearest neighbours among other procedures' items
+//! - [`negatives`]: distractor rules (adaptive neighbourhood, knobs 2 and 3, wrong orderings)
+//! - [`questions`]: one question of each task in the RecipeQA layout, with provenance
+//! - [`generate`]: one task in one or more modes, in parallel and deterministic
+//! - [`suite`]: all settings × tasks with train/val/test splits, counts table, on-disk layout
+//! - [`counts`]: skip reasons and counts
+//! - [`titles`]: step-number removal and content keys
+//! - [`sequencing`]: step-sequencing instances
+
+pub mod catalog;
+pub mod config;
+pub mod counts;
+pub mod generate;
+pub mod negatives;
+pub mod neighbors;
+pub mod plan;
+pub mod questions;
+pub mod sequencing;
+pub mod suite;
+pub mod titles;
+
+pub use config::{ClozeField, GenerateConfig, ItemKind, KnobSetting, Mode, NeighborSearch, QuestionsPerProcedure};
+pub use counts::{Counts, SkipReason};
+pub use generate::{Generated, Inputs, TaskGenerator, generate};

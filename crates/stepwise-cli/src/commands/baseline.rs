@@ -1,8 +1,459 @@
-//! `stepwise baseline` — not implemented yet (placeholder until its issue lands).
+//! `stepwise baseline`: sequencing baselines over precomputed features, and the paper-style results table.
+//!
+//! - one model: `stepwise baseline INSTANCES --model M [--features F [--features F2]] -o PREDICTIONS.jsonl`
+//!   writes `{"id", "order"}` lines (what `stepwise eval` reads);
+//! - all models: `stepwise baseline INSTANCES --table NAME --features F [--features F2] -o DIR` runs every
+//!   method with every feature view available (text, image, multimodal) and writes `predictions/`,
+//!   `results.json`, `results.md`, `manifest.json`;
+//! - `stepwise baseline --merge DIR1 DIR2 ... -o DIR` joins the results of several datasets into one table.
 
+pub mod features;
+pub mod table;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use stepwise_core::json::write_canonical;
+use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
+use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
+use stepwise_core::{Manifest, json::to_pretty_sorted};
+use stepwise_models::item_features::FeatureKind;
+use stepwise_models::pairwise::PairwiseConfig;
+use stepwise_models::pairwise::net::Classifier;
+use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig, RunOutput};
+
+use crate::usage_bail;
+use features::{LoadedFeatures, load_features};
+use table::{Results, Row};
+
+/// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+    stepwise baseline seq/ --model pairwise --features feats-text --features feats-image -o preds.jsonl\n  \
+    stepwise eval seq/ --predictions preds.jsonl --split test\n  \
+    stepwise baseline seq/ --table world --features feats-text --features feats-image -o results/world\n  \
+    stepwise baseline --merge results/world --merge results/recipeqa -o results/all\n\n\
+    Models: random (uniform permutation); text-position (position cue words such as first/then/finally, no \
+    training); image-chain (nearest-neighbour chaining of item vectors from the least typical item); pairwise \
+    (a logistic-regression or MLP classifier on [f_i, f_j, f_i - f_j, f_i * f_j] predicting \"i before j\", \
+    trained with candle on the train split and selected on val, decoded by a topological sort that drops the \
+    least confident edges of cycles). Features: one text store and/or one image store (`stepwise embed`); both \
+    = multimodal (each L2-normalised, concatenated).")]
+pub struct Args {
+    /// Sequencing instances (a folder from `stepwise generate --task sequencing`, or its instances.jsonl).
+    #[arg(value_name = "INSTANCES", required_unless_present = "merge")]
+    pub instances: Option<PathBuf>,
+    /// The model to run (with -o PREDICTIONS.jsonl).
+    #[arg(long, value_enum, conflicts_with_all = ["table", "merge"], required_unless_present_any = ["table", "merge"])]
+    pub model: Option<ModelArg>,
+    /// Run every model with every feature view and write the results table; the value names the dataset.
+    #[arg(long, value_name = "DATASET", conflicts_with = "merge")]
+    pub table: Option<String>,
+    /// Join the results of earlier `--table` runs (folders with results.json) into one table.
+    #[arg(long, value_name = "DIR")]
+    pub merge: Vec<PathBuf>,
+    /// A feature store (`stepwise embed`); give a text store and/or an image store.
+    #[arg(long, value_name = "DIR")]
+    pub features: Vec<PathBuf>,
+    /// Output: the predictions file (--model) or folder (--table, --merge).
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
+    /// Replace an existing output.
+    #[arg(long)]
+    pub force: bool,
+    /// Predict the instances of this split (the pairwise model trains on `train` and selects on `val`).
+    #[arg(long, default_value = "test", conflicts_with = "cv")]
+    pub split: String,
+    /// Instead of the split: K-fold cross-validation by procedure, predicting every instance (small datasets).
+    #[arg(long, value_name = "K")]
+    pub cv: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print the metrics of the predictions (--model).
+    #[arg(long = "eval")]
+    pub evaluate: bool,
+    /// Image-chain: start from the least typical item (`outlier`) or keep the best chain over all starts.
+    #[arg(long, value_enum, default_value = "outlier")]
+    pub chain_start: ChainStartArg,
+    /// Pairwise: classifier.
+    #[arg(long, value_enum, default_value = "mlp")]
+    pub classifier: ClassifierArg,
+    /// Pairwise: hidden units of the MLP.
+    #[arg(long, default_value_t = 64)]
+    pub hidden: usize,
+    /// Pairwise: maximum training epochs.
+    #[arg(long, default_value_t = 60)]
+    pub epochs: usize,
+    /// Pairwise: AdamW learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Pairwise: AdamW weight decay.
+    #[arg(long, default_value_t = 1e-2)]
+    pub weight_decay: f64,
+    /// Pairwise: pairs per mini-batch.
+    #[arg(long, default_value_t = 256)]
+    pub batch_size: usize,
+    /// Pairwise: stop after this many epochs without a better validation loss.
+    #[arg(long, default_value_t = 8)]
+    pub patience: usize,
+    /// Pairwise: item vectors wider than this are reduced by a seeded random projection (0 = never).
+    #[arg(long, default_value_t = 256)]
+    pub max_dim: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`stepwise baseline` is not implemented yet")
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelArg {
+    Random,
+    TextPosition,
+    ImageChain,
+    Pairwise,
+}
+
+impl From<ModelArg> for ModelKind {
+    fn from(m: ModelArg) -> Self {
+        match m {
+            ModelArg::Random => ModelKind::Random,
+            ModelArg::TextPosition => ModelKind::TextPosition,
+            ModelArg::ImageChain => ModelKind::ImageChain,
+            ModelArg::Pairwise => ModelKind::Pairwise,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainStartArg {
+    Outlier,
+    Best,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassifierArg {
+    Logreg,
+    Mlp,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if !args.merge.is_empty() {
+        return run_merge(&args);
+    }
+    let path = args.instances.clone().expect("clap requires INSTANCES unless --merge");
+    let instances = stepwise_eval::predictions::read_instances(&path)?;
+    let config = run_config(&args, ModelKind::Random)?;
+    let loaded = load_features(&args.features, &instances)?;
+    match (args.model, &args.table) {
+        (Some(m), _) => run_one(&args, &instances, &loaded, RunConfig { model: m.into(), ..config }),
+        (None, Some(name)) => {
+            let out = TableOutput { dir: args.output.clone(), force: args.force, seed: args.seed, progress: true };
+            let results = run_table(&out, &path, name, &instances, &loaded, config)?;
+            print!("{}", table::markdown(&results));
+            if !stepwise_core::progress::is_quiet() {
+                eprintln!("wrote {}", args.output.display());
+            }
+            Ok(())
+        }
+        (None, None) => usage_bail!("give --model, --table or --merge"),
+    }
+}
+
+/// The run configuration from the options (model set by the caller).
+pub fn run_config(args: &Args, model: ModelKind) -> anyhow::Result<RunConfig> {
+    let evaluation = match args.cv {
+        Some(k) if k < 3 => usage_bail!("--cv needs at least 3 folds, got {k}"),
+        Some(k) => Evaluation::CrossValidation(k),
+        None => Evaluation::Split(args.split.clone()),
+    };
+    if args.hidden == 0 || args.batch_size == 0 || args.epochs == 0 {
+        usage_bail!("--hidden, --batch-size and --epochs must be at least 1");
+    }
+    if !(args.lr > 0.0 && args.lr.is_finite() && args.weight_decay >= 0.0 && args.weight_decay.is_finite()) {
+        usage_bail!("--lr must be positive and --weight-decay non-negative");
+    }
+    Ok(RunConfig {
+        model,
+        evaluation,
+        chain_start: match args.chain_start {
+            ChainStartArg::Outlier => ChainStartName::Outlier,
+            ChainStartArg::Best => ChainStartName::Best,
+        },
+        pairwise: PairwiseConfig {
+            classifier: match args.classifier {
+                ClassifierArg::Logreg => Classifier::LogReg,
+                ClassifierArg::Mlp => Classifier::Mlp { hidden: args.hidden },
+            },
+            epochs: args.epochs,
+            batch_size: args.batch_size,
+            learning_rate: args.lr,
+            weight_decay: args.weight_decay,
+            patience: args.patience,
+            max_dim: args.max_dim,
+            seed: args.seed,
+        },
+        seed: args.seed,
+    })
+}
+
+fn eval_split(config: &RunConfig) -> Option<&str> {
+    match &config.evaluation {
+        Evaluation::Split(s) => Some(s.as_str()),
+        Evaluation::CrossValidation(_) => None,
+    }
+}
+
+fn write_predictions(path: &std::path::Path, predictions: &[OrderPrediction]) -> anyhow::Result<()> {
+    write_file_atomic(path, |w| {
+        for p in predictions {
+            write_canonical(w, &serde_json::to_value(p).expect("predictions serialize"))?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+fn training_note(method: &str, features: &str, out: &RunOutput) -> Option<String> {
+    if out.training.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = out
+        .training
+        .iter()
+        .map(|t| {
+            format!(
+                "{} train / {} val pairs, best epoch {}/{}, val pair accuracy {}",
+                t.train_pairs,
+                t.val_pairs,
+                t.best_epoch,
+                t.epochs_run,
+                t.val_pair_accuracy.map_or("n/a".into(), |a| format!("{:.1}%", a * 100.0))
+            )
+        })
+        .collect();
+    Some(format!("{method} ({features}): {}", parts.join("; ")))
+}
+
+fn run_one(args: &Args, instances: &[SequencingInstance], loaded: &LoadedFeatures, config: RunConfig) -> anyhow::Result<()> {
+    if args.output.exists() && !args.force {
+        usage_bail!("{}: output exists; choose another path or pass --force to replace it", args.output.display());
+    }
+    if !config.model.needs_features() && !args.features.is_empty() {
+        tracing::warn!("the {} model reads no features; --features ignored", config.model.as_str());
+    }
+    let out = sequencer::run(instances, &loaded.set(), &config)?;
+    write_predictions(&args.output, &out.predictions)?;
+    let kind = if config.model.needs_features() { loaded.set().kind().map_or("-", |k| k.as_str()) } else { "-" };
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!("{} predictions ({}, features {kind}) → {}", out.predictions.len(), config.model.as_str(), args.output.display());
+        if let Some(n) = training_note(config.model.as_str(), kind, &out) {
+            eprintln!("{n}");
+        }
+    }
+    if args.evaluate {
+        let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), args.seed)?;
+        let results = Results {
+            rows: vec![Row {
+                dataset: args.instances.as_ref().map_or(String::new(), |p| p.display().to_string()),
+                method: config.model.as_str().into(),
+                features: kind.into(),
+                sequences: n,
+                multi_reference: multi_ref,
+                single,
+                multi,
+            }],
+            notes: vec![],
+        };
+        print!("{}", table::markdown(&results));
+    }
+    Ok(())
+}
+
+/// Every (method, feature view) the loaded stores and the instances allow.
+fn table_runs(instances: &[SequencingInstance], loaded: &LoadedFeatures) -> Vec<(ModelKind, Option<FeatureKind>)> {
+    let has_text = instances.iter().any(|i| i.items.iter().any(|it| it.text.is_some() || it.title.is_some()));
+    let kinds: Vec<FeatureKind> = FeatureKind::ALL.into_iter().filter(|k| loaded.set().restrict(*k).is_some()).collect();
+    let mut runs = vec![(ModelKind::Random, None)];
+    if has_text {
+        runs.push((ModelKind::TextPosition, None));
+    }
+    for model in [ModelKind::ImageChain, ModelKind::Pairwise] {
+        for &k in &kinds {
+            runs.push((model, Some(k)));
+        }
+    }
+    runs
+}
+
+/// Where and how a table run writes.
+struct TableOutput {
+    dir: PathBuf,
+    force: bool,
+    seed: u64,
+    /// One line per finished method on stderr (unless --quiet).
+    progress: bool,
+}
+
+fn run_table(
+    args: &TableOutput,
+    path: &std::path::Path,
+    name: &str,
+    instances: &[SequencingInstance],
+    loaded: &LoadedFeatures,
+    base: RunConfig,
+) -> anyhow::Result<Results> {
+    let out_dir = OutputDir::create(&args.dir, args.force)?;
+    std::fs::create_dir_all(out_dir.path().join("predictions"))?;
+    let mut rows = Vec::new();
+    let mut notes = vec![match &base.evaluation {
+        Evaluation::Split(s) => format!("{name}: predictions on the `{s}` split; the pairwise model trains on `train`, selects its epoch on `val`"),
+        Evaluation::CrossValidation(k) => format!("{name}: {k}-fold cross-validation by procedure (every instance predicted by a model that never saw its procedure)"),
+    }];
+    for (model, kind) in table_runs(instances, loaded) {
+        let set = match kind {
+            Some(k) => loaded.set().restrict(k).expect("runs only for available views"),
+            None => Default::default(),
+        };
+        let features = kind.map_or("-", |k| k.as_str());
+        let config = RunConfig { model, ..base.clone() };
+        let out = sequencer::run(instances, &set, &config).with_context(|| format!("{} ({features})", model.as_str()))?;
+        let file = match kind {
+            Some(k) => format!("{}-{}.jsonl", model.as_str(), k.as_str()),
+            None => format!("{}.jsonl", model.as_str()),
+        };
+        write_predictions(&out_dir.path().join("predictions").join(file), &out.predictions)?;
+        let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), args.seed)?;
+        if let Some(note) = training_note(model.as_str(), features, &out) {
+            notes.push(format!("{name}: {note}"));
+        }
+        if args.progress && !stepwise_core::progress::is_quiet() {
+            eprintln!(
+                "{name}: {} ({features}): PMR {:.1}%, τ {:.3} over {n} sequences",
+                model.as_str(),
+                single["pmr"].value * 100.0,
+                single["kendall_tau"].value
+            );
+        }
+        rows.push(Row {
+            dataset: name.to_string(),
+            method: model.as_str().into(),
+            features: features.into(),
+            sequences: n,
+            multi_reference: multi_ref,
+            single,
+            multi,
+        });
+    }
+    let results = Results { rows, notes };
+    write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&results))?;
+    write_string_atomic(&out_dir.path().join("results.md"), &table::markdown(&results))?;
+    let mut m = Manifest::new("sequencing-results").with_seed(args.seed);
+    let mut inputs = vec![stepwise_eval::predictions::instances_file(path)];
+    inputs.extend(loaded.meta_files());
+    m.add_inputs(&inputs)?;
+    m.count("rows", results.rows.len() as u64);
+    m.count("instances", instances.len() as u64);
+    m.param("dataset", name);
+    m.param("run", &base);
+    m.param(
+        "features",
+        loaded.sources.iter().map(|(k, _, enc)| format!("{k}:{enc}")).collect::<BTreeSet<_>>(),
+    );
+    m.write(out_dir.path())?;
+    out_dir.commit()?;
+    Ok(results)
+}
+
+/// The sequencing stage of `stepwise demo`: multimodal instances of `corpus` (exact multi-references when the
+/// corpus is the built-in world) into `<out>/sequencing`, then every baseline with the given feature stores
+/// (one text and/or one image store), evaluated, into `<out>/sequencing-results` (`results.md` is the table).
+/// Returns a one-line summary; fails loudly like any command.
+#[allow(dead_code)] // called by `stepwise demo` once its owner adds the stage; tested below
+pub fn demo_stage(corpus: &std::path::Path, features: &[PathBuf], out: &std::path::Path, seed: u64) -> anyhow::Result<String> {
+    use clap::Parser;
+    let instances_dir = out.join("sequencing");
+    let mut seq = super::generate_sequencing::SequencingArgs::with_defaults(&["--modality", "multimodal"])?;
+    seq.corpus = corpus.to_path_buf();
+    seq.output = instances_dir.clone();
+    seq.seed = seed;
+    seq.force = true;
+    let (_, stats) = super::generate_sequencing::make_sequencing(&seq)?;
+
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: Args,
+    }
+    // The defaults of `stepwise baseline --table` (the output path is given below).
+    let defaults = Wrap::try_parse_from(["baseline", "x", "--table", "demo", "-o", "x"])?.args;
+    let config = run_config(&defaults, ModelKind::Random)?;
+    let instances = stepwise_eval::predictions::read_instances(&instances_dir)?;
+    let loaded = load_features(features, &instances)?;
+    let results_dir = out.join("sequencing-results");
+    let target = TableOutput { dir: results_dir.clone(), force: true, seed, progress: false };
+    let results = run_table(&target, &instances_dir, "demo", &instances, &loaded, config)?;
+    let pmr = |method: &str, f: &str| {
+        results.rows.iter().find(|r| r.method == method && r.features == f).and_then(|r| r.multi.get("pmr")).map(|v| v.value)
+    };
+    let best = ["multimodal", "text", "image"].into_iter().find_map(|f| pmr("pairwise", f).map(|v| (f, v)));
+    Ok(format!(
+        "{} sequencing instances ({} with several valid orders); {} baseline runs in {}/results.md{}",
+        stats.instances_per_split.values().sum::<usize>(),
+        stats.multi_reference,
+        results.rows.len(),
+        results_dir.display(),
+        match (best, pmr("random", "-")) {
+            (Some((f, v)), Some(r)) => format!("; multi-reference PMR: pairwise ({f}) {:.1}%, random {:.1}%", v * 100.0, r * 100.0),
+            _ => String::new(),
+        }
+    ))
+}
+
+fn run_merge(args: &Args) -> anyhow::Result<()> {
+    let mut all = Results { rows: Vec::new(), notes: Vec::new() };
+    for dir in &args.merge {
+        let file = dir.join("results.json");
+        let v = stepwise_core::json::read_json(&file)?;
+        let r: Results = serde_json::from_value(v).map_err(|e| {
+            stepwise_core::Error::field(&file, stepwise_core::Location::File, "(results)", e.to_string())
+        })?;
+        all.rows.extend(r.rows);
+        all.notes.extend(r.notes);
+    }
+    let out_dir = OutputDir::create(&args.output, args.force)?;
+    write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&all))?;
+    write_string_atomic(&out_dir.path().join("results.md"), &table::markdown(&all))?;
+    let mut m = Manifest::new("sequencing-results");
+    let inputs: Vec<PathBuf> = args.merge.iter().map(|d| d.join("results.json")).collect();
+    m.add_inputs(&inputs)?;
+    m.count("rows", all.rows.len() as u64);
+    m.write(out_dir.path())?;
+    out_dir.commit()?;
+    print!("{}", table::markdown(&all));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_stage_runs_on_a_small_world() {
+        let td = tempfile::tempdir().unwrap();
+        let corpus = td.path().join("world");
+        let params = stepwise_world::WorldParams::new(3, stepwise_world::Domain::Cooking, 40);
+        stepwise_world::write_corpus(&params, &corpus, false, &|_| {}).unwrap();
+        let loaded = stepwise_core::Corpus::load(&corpus).unwrap();
+        let opts = |e: &str| stepwise_features::embed::EmbedOptions::new(e);
+        let (text, image) = (td.path().join("text"), td.path().join("image"));
+        stepwise_features::embed::embed_corpus(&loaded, &text, None, &[], &opts("tfidf")).unwrap();
+        stepwise_features::embed::embed_corpus(&loaded, &image, None, &[], &opts("descriptor")).unwrap();
+        let out = td.path().join("demo");
+        let summary = demo_stage(&corpus, &[text, image], &out, 1).unwrap();
+        assert!(summary.contains("multi-reference PMR: pairwise (multimodal)"), "{summary}");
+        let results: Results =
+            serde_json::from_str(&std::fs::read_to_string(out.join("sequencing-results/results.json")).unwrap()).unwrap();
+        // random, text-position, image-chain and pairwise with text, image and multimodal features.
+        assert_eq!(results.rows.len(), 8);
+        assert!(results.rows.iter().all(|r| r.multi_reference > 0), "the world has alternative orders");
+    }
 }

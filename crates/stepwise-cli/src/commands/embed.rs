@@ -1,8 +1,186 @@
-//! `stepwise embed` — not implemented yet (placeholder until its issue lands).
+//! `stepwise embed CORPUS --encoder E -o FEATURES`: embed a corpus's step texts or step images into a feature
+//! store (incremental and resumable; see `stepwise_features::embed`).
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use stepwise_core::Corpus;
+use stepwise_core::manifest::InputHash;
+use stepwise_features::embed::{EmbedOptions, embed_corpus};
+use stepwise_features::image_source::{FsImageSource, ImageSource};
+use stepwise_features::items::{ItemSpec, string_items};
+use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
+use stepwise_features::store::FAILURES_FILE;
+use stepwise_world::WorldImages;
+
+use super::models::feature_error;
+use crate::usage_bail;
+
+/// Embed a corpus into a feature store: step texts for text encoders, step images for image encoders.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+    stepwise embed corpus/ --encoder descriptor -o features/descriptor\n  \
+    stepwise embed corpus/ --encoder w2v --encoder-opt dim=200 --seed 7 -o features/w2v\n  \
+    stepwise embed corpus/ --encoder minilm --models models -o features/minilm --strings choices.txt\n\n\
+    The store holds vectors.npy (float32, NumPy-readable), ids, keys, meta.json, failures.jsonl, manifest.json \
+    (and model/ for corpus-trained encoders). Item ids: text:{procedure}#{step}, title:{procedure}#{step}, \
+    image:{path}, str:{blake3}.\n\
+    Re-running adds only new or changed items (\"0 new items\" when there is nothing to do); an interrupted run \
+    resumes where it stopped. Unreadable images are listed in failures.jsonl and skipped.\n\
+    Encoders: see `stepwise models list` (built in: w2v, tfidf, descriptor).")]
+pub struct Args {
+    /// Corpus folder or procedure-JSONL file.
+    pub corpus: PathBuf,
+    /// Encoder name (w2v, tfidf, descriptor, or a pretrained one).
+    #[arg(short, long)]
+    pub encoder: String,
+    /// Output feature-store folder (created, or extended when it holds features of the same encoder).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Pretrained models folder (filled by scripts/fetch-models.sh).
+    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    pub models: PathBuf,
+    /// Seed of encoders that train on the corpus (w2v).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Encoder option, repeatable, e.g. `--encoder-opt dim=200` (see the encoder's description).
+    #[arg(long = "encoder-opt", value_name = "KEY=VALUE")]
+    pub encoder_opt: Vec<String>,
+    /// Also embed every line of this UTF-8 file as a `str:{blake3 of the line}` item (text encoders only).
+    #[arg(long, value_name = "FILE")]
+    pub strings: Option<PathBuf>,
+    /// Replace existing features (another encoder or settings, or a fresh fit) instead of extending them.
+    #[arg(long)]
+    pub force: bool,
+    /// Testing aid: stop after this many new items, as if interrupted (the next run resumes).
+    #[arg(long, hide = true)]
+    pub stop_after: Option<usize>,
+    /// Items per checkpoint.
+    #[arg(long, hide = true, default_value_t = 2048)]
+    pub chunk_items: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`stepwise embed` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let entry = match registry::find(&args.encoder) {
+        Some(e) => e,
+        None => {
+            let names: Vec<&str> = registry::list().iter().map(|e| e.name).collect();
+            usage_bail!("unknown encoder `{}` (available: {})", args.encoder, names.join(", "));
+        }
+    };
+    let options = parse_options(&args.encoder_opt)?;
+    let corpus = Corpus::load(&args.corpus)?;
+    let mut inputs = vec![InputHash::of(&corpus_file(&args.corpus))?];
+    let mut extra: Vec<ItemSpec> = Vec::new();
+    if let Some(path) = &args.strings {
+        if entry.modality != stepwise_features::Modality::Text {
+            usage_bail!("--strings needs a text encoder; `{}` reads images", entry.name);
+        }
+        let text = stepwise_core::json::read_text(path)?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        extra = string_items(&lines);
+        inputs.push(InputHash::of(path)?);
+    }
+    let mut opts = EmbedOptions::new(&args.encoder);
+    opts.ctx = EncoderContext { models_dir: args.models.clone(), seed: args.seed, options, ..Default::default() };
+    opts.force = args.force;
+    opts.inputs = inputs;
+    opts.stop_after = args.stop_after;
+    opts.chunk_items = args.chunk_items.max(1);
+    opts.label = args.encoder.clone();
+    let images = image_source(&corpus)?;
+    let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
+    let out = args.output.display();
+    if stepwise_core::progress::is_quiet() {
+        return Ok(());
+    }
+    if report.interrupted {
+        eprintln!(
+            "stopped after {} new items (--stop-after); {} holds the progress: re-run the same command to resume",
+            report.encoded, out
+        );
+    } else if report.up_to_date {
+        eprintln!("0 new items: {out} is up to date ({} items, {} failures)", report.stored, report.failed);
+    } else {
+        eprintln!(
+            "{out}: {} items with `{}` ({} new inputs encoded, {} reused, {} failed)",
+            report.stored, args.encoder, report.encoded, report.reused, report.failed
+        );
+    }
+    if report.failed > 0 && !report.interrupted {
+        eprintln!(
+            "warning: {} items could not be encoded: see {}",
+            report.failed,
+            args.output.join(FAILURES_FILE).display()
+        );
+    }
+    Ok(())
+}
+
+/// Where a corpus's images come from: files under its image root or, for a built-in world corpus made without
+/// stored images (`stepwise world generate --no-images`), rendered on demand from the manifest's world
+/// parameters.
+pub fn image_source(corpus: &Corpus) -> anyhow::Result<Box<dyn ImageSource>> {
+    if let Some(m) = &corpus.manifest
+        && let Some(world) = WorldImages::from_manifest(m)
+    {
+        let world = world?;
+        if !world.params.images_stored {
+            return Ok(Box::new(RenderedWorld::new(world, corpus)?));
+        }
+    }
+    Ok(Box::new(FsImageSource::new(&corpus.image_root)))
+}
+
+/// World images rendered on demand.
+///
+/// Fingerprints must not cost a render each (a re-run with nothing new would redo half the work), so an image's
+/// key is its path plus a key of the renderer: the world parameters and the pixels of a few reference images
+/// (first, middle and last image of the corpus), rendered once per run — a renderer change shows there.
+struct RenderedWorld {
+    world: WorldImages,
+    renderer_key: String,
+}
+
+impl RenderedWorld {
+    fn new(world: WorldImages, corpus: &Corpus) -> anyhow::Result<Self> {
+        let paths: Vec<&str> = corpus.procedures.iter().flat_map(|p| p.step_images()).collect();
+        let mut bytes = serde_json::to_vec(&world.params)?;
+        if !paths.is_empty() {
+            for rel in [paths[0], paths[paths.len() / 2], paths[paths.len() - 1]] {
+                bytes.extend_from_slice(rel.as_bytes());
+                bytes.extend_from_slice(world.render(rel)?.as_raw());
+            }
+        }
+        Ok(RenderedWorld { world, renderer_key: stepwise_core::hash::hash_bytes(&bytes) })
+    }
+}
+
+impl ImageSource for RenderedWorld {
+    fn load(&self, rel_path: &str) -> Result<stepwise_features::image::RgbImage, String> {
+        self.world.render(rel_path).map_err(|e| e.to_string())
+    }
+
+    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
+        Ok(stepwise_core::hash::hash_str(&format!("world-render\n{}\n{rel_path}", self.renderer_key)))
+    }
+}
+
+/// The procedure file of a corpus argument (the file itself, or `procedures.jsonl` in the folder).
+fn corpus_file(path: &Path) -> PathBuf {
+    if path.is_file() { path.to_path_buf() } else { path.join(stepwise_core::corpus::PROCEDURES_JSONL) }
+}
+
+fn parse_options(raw: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for r in raw {
+        let Some((k, v)) = r.split_once('=') else {
+            usage_bail!("--encoder-opt {r:?}: expected KEY=VALUE");
+        };
+        if k.trim().is_empty() {
+            usage_bail!("--encoder-opt {r:?}: empty key");
+        }
+        out.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
 }

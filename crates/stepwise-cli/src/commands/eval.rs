@@ -1,8 +1,496 @@
-//! `stepwise eval` — not implemented yet (placeholder until its issue lands).
+//! `stepwise eval`: score predictions the way the papers scored them.
+//!
+//! - Multiple-choice task sets (a RecipeQA JSON file, a task-set folder, several of them, or a suite folder):
+//!   accuracy per task (and per set) with percentile bootstrap intervals; missing predictions count as wrong.
+//! - Sequencing instances (`instances.jsonl` or its folder): position accuracy, PMR, distance, L_q, L_r,
+//!   Kendall's τ against the best reference (optionally the pooled variants), or, with `--agreement`, Cohen's κ
+//!   among annotators.
+//!
+//! The Markdown table goes to stdout; `--json FILE` writes the results as JSON; `-o DIR` writes a folder with
+//! `results.json`, `results.md`, the per-question or per-instance JSONL and `manifest.json`.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use stepwise_core::json::{to_pretty_sorted, write_canonical};
+use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
+use stepwise_core::taskset::QUESTIONS_JSON;
+use stepwise_core::{Error, Manifest, TaskSet};
+use stepwise_eval::accuracy::{self, ChoiceSetReport, MatchOptions, QuestionResult, ResampleUnit, ScoreOptions};
+use stepwise_eval::bootstrap::BootstrapConfig;
+use stepwise_eval::predictions::{self, ChoiceFormat, ChoiceRecord, instances_file};
+use stepwise_eval::sequence_metrics::{Metric, PooledMetric};
+use stepwise_eval::sequencing_eval::{self, SequencingOptions};
+
+use crate::usage_bail;
+
+/// Score predictions: multiple-choice accuracy with bootstrap CIs, or the sequencing metrics.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+    stepwise eval val.json -p preds.jsonl          # one {\"qid\", \"answer\"} per line\n  \
+    stepwise eval val.json -p official.json        # {\"textual_cloze\": [i, ...], ...}\n  \
+    stepwise eval val.json -p tc.json --task textual_cloze\n  \
+    stepwise eval SUITE -p PREDS -o results        # PREDS/<set>/predictions.jsonl\n  \
+    stepwise eval SEQ -p orders.jsonl --split test --pooled\n  \
+    stepwise eval SEQ --agreement annotations.jsonl\n\n\
+    Multiple choice: missing predictions count as wrong; invalid indices are wrong and counted; \
+    unknown qids are counted, and the file is refused when fewer than --min-overlap of them are \
+    known.\n\
+    Sequencing (JSONL {\"id\", \"order\"}): the multimodal sequencing paper's metrics (per-sequence \
+    averages; distance is a sum over items; L_q/L_r are raw lengths), each against the best \
+    reference; --pooled adds the topological-sort paper's micro averages. Agreement (JSONL \
+    {\"id\", \"annotator\", \"order\", \"alternatives\"}): Cohen's kappa.")]
+pub struct Args {
+    /// Task sets (RecipeQA JSON file, task-set folder, suite folder) or sequencing instances (JSONL or folder).
+    #[arg(required = true, value_name = "TARGET")]
+    pub targets: Vec<PathBuf>,
+    /// Predictions: a file, or for several task sets a folder with one file per set
+    /// (`DIR/<set>/predictions.jsonl` or `DIR/<set>.jsonl`, `<set>` as named in the report).
+    #[arg(short, long, value_name = "FILE|DIR", required_unless_present = "agreement")]
+    pub predictions: Option<PathBuf>,
+    /// Annotators' orders of sequencing instances: report agreement (Cohen's κ) instead of scoring predictions.
+    #[arg(long, value_name = "FILE", conflicts_with = "predictions")]
+    pub agreement: Option<PathBuf>,
+    /// Layout of multiple-choice predictions.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: FormatArg,
+    /// Score only this task's questions (also names the task of a bare official answer list).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Bootstrap resamples for the confidence intervals (0: no intervals).
+    #[arg(long, value_name = "N", default_value_t = stepwise_eval::bootstrap::DEFAULT_RESAMPLES)]
+    pub bootstrap: usize,
+    /// Confidence level of the intervals.
+    #[arg(long, value_name = "C", default_value_t = stepwise_eval::bootstrap::DEFAULT_CONFIDENCE)]
+    pub confidence: f64,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// What the bootstrap resamples: multiple choice `question` (default) or `recipe` (all its questions
+    /// together); sequencing `instance` (default) or `procedure` (all its instances together).
+    #[arg(long, value_enum)]
+    pub bootstrap_unit: Option<UnitArg>,
+    /// Refuse predictions when fewer than this share of their ids exist in the evaluated data.
+    #[arg(long, value_name = "SHARE", default_value_t = accuracy::DEFAULT_MIN_OVERLAP)]
+    pub min_overlap: f64,
+    /// Sequencing: evaluate only instances of this split.
+    #[arg(long)]
+    pub split: Option<String>,
+    /// Sequencing: leave out instances without a prediction (counted) instead of failing.
+    #[arg(long)]
+    pub skip_missing: bool,
+    /// Sequencing: also report the pooled (micro) variants of the topological-sort paper.
+    #[arg(long)]
+    pub pooled: bool,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a results folder (results.json, results.md, per-item JSONL, manifest.json).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Replace an existing output folder.
+    #[arg(long)]
+    pub force: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`stepwise eval` is not implemented yet")
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatArg {
+    Auto,
+    Jsonl,
+    Official,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitArg {
+    Question,
+    Recipe,
+    Instance,
+    Procedure,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = BootstrapConfig { resamples: args.bootstrap, confidence: args.confidence, seed: args.seed };
+    if let Err(m) = config.validate() {
+        usage_bail!("--confidence: {m}");
+    }
+    if !(0.0..=1.0).contains(&args.min_overlap) {
+        usage_bail!("--min-overlap must be between 0 and 1, got {}", args.min_overlap);
+    }
+    let out = match resolve_targets(&args.targets)? {
+        Targets::Choice(sets) => eval_choice(&args, &sets, &config)?,
+        Targets::Sequencing(path) => match &args.agreement {
+            Some(ann) => {
+                if args.split.is_some() || args.skip_missing || args.pooled || args.bootstrap_unit.is_some() {
+                    usage_bail!("--split, --skip-missing, --pooled and --bootstrap-unit do not apply to --agreement");
+                }
+                eval_agreement(&path, ann, &config)?
+            }
+            None => eval_sequencing(&args, &path, &config)?,
+        },
+    };
+    print!("{}", out.markdown);
+    write_outputs(&args, &config, out)
+}
+
+/// What was evaluated, found from the command-line targets.
+enum Targets {
+    Choice(Vec<SetTarget>),
+    Sequencing(PathBuf),
+}
+
+/// One multiple-choice task set.
+struct SetTarget {
+    /// Name in the report: its path, or its folder relative to a suite.
+    name: String,
+    /// The questions file.
+    file: PathBuf,
+}
+
+fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
+    let mut sets = Vec::new();
+    let mut sequencing = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            usage_bail!("{}: no such file or folder", p.display());
+        }
+        if p.is_file() {
+            if p.extension().is_some_and(|e| e == "jsonl") {
+                sequencing.push(p.clone());
+            } else {
+                sets.push(SetTarget { name: p.display().to_string(), file: p.clone() });
+            }
+        } else if p.join(QUESTIONS_JSON).is_file() {
+            sets.push(SetTarget { name: p.display().to_string(), file: p.join(QUESTIONS_JSON) });
+        } else if instances_file(p).is_file() {
+            sequencing.push(p.clone());
+        } else {
+            let found = suite_sets(p)?;
+            if found.is_empty() {
+                usage_bail!(
+                    "{}: not a task set (no {QUESTIONS_JSON}), a sequencing folder (no instances.jsonl) or a suite \
+                     (no subfolder with {QUESTIONS_JSON})",
+                    p.display()
+                );
+            }
+            let single = paths.len() == 1;
+            for (rel, file) in found {
+                let name = if single { rel } else { format!("{}/{rel}", p.display()) };
+                sets.push(SetTarget { name, file });
+            }
+        }
+    }
+    match (sets.is_empty(), sequencing.len()) {
+        (false, 0) => Ok(Targets::Choice(sets)),
+        (true, 1) => Ok(Targets::Sequencing(sequencing.remove(0))),
+        (true, _) => usage_bail!("give one sequencing instances file or folder at a time"),
+        (false, _) => usage_bail!("give either task sets or sequencing instances, not both"),
+    }
+}
+
+/// Task-set folders under a suite folder (any depth), as (relative path with `/`, questions file), sorted.
+fn suite_sets(root: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+            if !path.is_dir() || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            if path.join(QUESTIONS_JSON).is_file() {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                out.push((rel, path.join(QUESTIONS_JSON)));
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What a mode produced, ready to print and write.
+struct Outcome {
+    markdown: String,
+    results: Value,
+    /// File name and lines of the per-item JSONL.
+    per_item: (&'static str, Vec<Value>),
+    inputs: Vec<PathBuf>,
+    counts: Vec<(&'static str, u64)>,
+}
+
+fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+    if args.split.is_some() || args.skip_missing || args.pooled {
+        usage_bail!("--split, --skip-missing and --pooled apply to sequencing instances, not task sets");
+    }
+    let Some(pred_path) = &args.predictions else { usage_bail!("--agreement applies to sequencing instances") };
+    let loaded: Vec<(&SetTarget, TaskSet)> =
+        sets.iter().map(|s| Ok((s, TaskSet::load(&s.file)?))).collect::<stepwise_core::Result<_>>()?;
+    let format = match args.format {
+        FormatArg::Auto => ChoiceFormat::Auto,
+        FormatArg::Jsonl => ChoiceFormat::Jsonl,
+        FormatArg::Official => ChoiceFormat::Official,
+    };
+    let options = ScoreOptions {
+        matching: MatchOptions { task: args.task.clone(), min_overlap: args.min_overlap },
+        unit: match args.bootstrap_unit {
+            None | Some(UnitArg::Question) => ResampleUnit::Question,
+            Some(UnitArg::Recipe) => ResampleUnit::Recipe,
+            Some(_) => usage_bail!("task sets resample by --bootstrap-unit question or recipe"),
+        },
+        bootstrap: *config,
+    };
+    let mut inputs: Vec<PathBuf> = sets.iter().map(|s| s.file.clone()).collect();
+
+    // Predictions per set: one file for one set; a folder of per-set files; or one JSONL file split by qid.
+    let mut per_set: Vec<(Vec<ChoiceRecord>, String)> = Vec::new();
+    let mut unmatched = 0usize;
+    if loaded.len() == 1 {
+        if pred_path.is_dir() {
+            usage_bail!("{}: for one task set, give a predictions file", pred_path.display());
+        }
+        let records =
+            predictions::read_choice_predictions(pred_path, format, Some(&loaded[0].1), args.task.as_deref())?;
+        per_set.push((records, pred_path.display().to_string()));
+        inputs.push(pred_path.clone());
+    } else if pred_path.is_dir() {
+        for (set, ts) in &loaded {
+            let file = per_set_file(pred_path, set)?;
+            let records = predictions::read_choice_predictions(&file, format, Some(ts), args.task.as_deref())?;
+            per_set.push((records, file.display().to_string()));
+            inputs.push(file);
+        }
+    } else {
+        let format = if format == ChoiceFormat::Official {
+            usage_bail!("official per-task lists belong to one task set; give a folder with one file per set");
+        } else {
+            ChoiceFormat::Jsonl
+        };
+        let records = predictions::read_choice_predictions(pred_path, format, None, None)?;
+        let total = records.len();
+        let named: Vec<(&str, &TaskSet)> = loaded.iter().map(|(s, ts)| (s.name.as_str(), ts)).collect();
+        let (routed, rest) = accuracy::route_by_qid(&named, records)?;
+        let examples: Vec<String> = rest.iter().take(5).map(|r| r.qid.clone()).collect();
+        accuracy::check_overlap(
+            total,
+            total - rest.len(),
+            &examples,
+            &pred_path.display().to_string(),
+            "the task sets",
+            args.min_overlap,
+        )?;
+        unmatched = rest.len();
+        for records in routed {
+            per_set.push((records, pred_path.display().to_string()));
+        }
+        inputs.push(pred_path.clone());
+    }
+
+    let mut reports: Vec<ChoiceSetReport> = Vec::new();
+    let mut per_question = Vec::new();
+    for ((set, ts), (records, source)) in loaded.iter().zip(&per_set) {
+        // A routed set may have received no records: every question is missing, no overlap check needed.
+        let (report, results) = if records.is_empty() {
+            let opts = ScoreOptions {
+                matching: MatchOptions { min_overlap: 0.0, ..options.matching.clone() },
+                ..options.clone()
+            };
+            accuracy::score_set(&set.name, ts, records, source, &opts)?
+        } else {
+            accuracy::score_set(&set.name, ts, records, source, &options)?
+        };
+        if args.output.is_some() {
+            per_question.extend(results.iter().map(|r| question_line(&set.name, r)));
+        }
+        reports.push(report);
+    }
+    let mut markdown = accuracy::markdown(&reports, config);
+    if unmatched > 0 {
+        markdown.push_str(&format!("- {unmatched} predictions match no question of any task set (ignored)\n"));
+    }
+    let questions: usize = reports.iter().map(|r| r.counts.questions).sum();
+    let results = json!({
+        "kind": "multiple_choice",
+        "bootstrap": config,
+        "bootstrap_unit": options.unit,
+        "sets": reports,
+        "unmatched_predictions": unmatched,
+    });
+    Ok(Outcome {
+        markdown,
+        results,
+        per_item: ("per_question.jsonl", per_question),
+        inputs,
+        counts: vec![("sets", reports.len() as u64), ("questions", questions as u64)],
+    })
+}
+
+/// The predictions file of `set` inside a predictions folder.
+fn per_set_file(dir: &Path, set: &SetTarget) -> anyhow::Result<PathBuf> {
+    let candidates = [
+        dir.join(&set.name).join("predictions.jsonl"),
+        dir.join(format!("{}.jsonl", set.name)),
+        dir.join(&set.name).join("predictions.json"),
+        dir.join(format!("{}.json", set.name)),
+    ];
+    match candidates.iter().find(|c| c.is_file()) {
+        Some(c) => Ok(c.clone()),
+        None => {
+            let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+            Err(Error::bad_input(format!("no predictions for task set {}: tried {}", set.name, tried.join(", ")))
+                .into())
+        }
+    }
+}
+
+fn question_line(set: &str, r: &QuestionResult) -> Value {
+    json!({
+        "set": set,
+        "qid": r.qid,
+        "task": r.task,
+        "recipe_id": r.recipe_id,
+        "answer": r.answer,
+        "predicted": r.predicted,
+        "outcome": r.outcome,
+    })
+}
+
+fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+    if args.task.is_some() || args.format != FormatArg::Auto {
+        usage_bail!("--task and --format apply to multiple-choice task sets");
+    }
+    let resample_procedures = match args.bootstrap_unit {
+        None | Some(UnitArg::Instance) => false,
+        Some(UnitArg::Procedure) => true,
+        Some(_) => usage_bail!("sequencing instances resample by --bootstrap-unit instance or procedure"),
+    };
+    let Some(pred_path) = &args.predictions else { usage_bail!("give --predictions or --agreement") };
+    let instances = predictions::read_instances(path)?;
+    let preds = predictions::read_order_predictions(pred_path)?;
+    let options = SequencingOptions {
+        split: args.split.clone(),
+        skip_missing: args.skip_missing,
+        min_overlap: args.min_overlap,
+        bootstrap: *config,
+        resample_procedures,
+    };
+    let report = sequencing_eval::evaluate_orders(&instances, &preds, pred_path, &options)?;
+    let markdown = sequencing_eval::markdown(&report, config, args.pooled);
+    let per_instance: Vec<Value> = report
+        .instances
+        .iter()
+        .filter(|_| args.output.is_some())
+        .map(|r| {
+            let mut line = json!({
+                "id": r.id, "procedure": r.procedure, "split": r.split, "modality": r.modality, "n": r.score.n,
+                "references": r.references, "reference": r.reference,
+            });
+            for m in Metric::ALL {
+                line[m.name()] = json!(m.value(&r.score));
+            }
+            line
+        })
+        .collect();
+    let definitions: serde_json::Map<String, Value> = Metric::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), json!(m.formula())))
+        .chain(PooledMetric::ALL.iter().map(|m| (m.name().to_string(), json!(m.formula()))))
+        .collect();
+    let results = json!({
+        "kind": "sequencing",
+        "bootstrap": config,
+        "bootstrap_unit": if resample_procedures { "procedure" } else { "instance" },
+        "split": args.split,
+        "counts": report.counts,
+        "groups": report.groups,
+        "definitions": definitions,
+        "multi_reference_rule": "per sequence, the one reference maximising (position accuracy, PMR, L_r, L_q, tau) \
+                                 lexicographically (ties: released code's swap counts, then distance); every metric \
+                                 against it",
+    });
+    Ok(Outcome {
+        markdown,
+        results,
+        per_item: ("per_instance.jsonl", per_instance),
+        inputs: vec![instances_file(path), pred_path.clone()],
+        counts: vec![("instances", report.counts.scored as u64)],
+    })
+}
+
+fn eval_agreement(path: &Path, ann_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+    let instances = predictions::read_instances(path)?;
+    let annotations = predictions::read_annotations(ann_path)?;
+    let report = sequencing_eval::evaluate_agreement(&instances, &annotations, ann_path, config)?;
+    let markdown = sequencing_eval::agreement_markdown(&report, config);
+    let per_instance: Vec<Value> = report.per_instance.iter().map(|p| json!(p)).collect();
+    let results = json!({
+        "kind": "agreement",
+        "bootstrap": config,
+        "instances": report.instances,
+        "order_instances": report.order_instances,
+        "order_kappa": report.order_kappa,
+        "alternative_instances": report.alternative_instances,
+        "alternative_kappa": report.alternative_kappa,
+    });
+    Ok(Outcome {
+        markdown,
+        results,
+        per_item: ("per_instance.jsonl", per_instance),
+        inputs: vec![instances_file(path), ann_path.to_path_buf()],
+        counts: vec![("instances", report.instances as u64)],
+    })
+}
+
+#[derive(Serialize)]
+struct Params<'a> {
+    bootstrap: usize,
+    confidence: f64,
+    min_overlap: f64,
+    task: &'a Option<String>,
+    split: &'a Option<String>,
+}
+
+fn write_outputs(args: &Args, config: &BootstrapConfig, out: Outcome) -> anyhow::Result<()> {
+    let results_text = to_pretty_sorted(&out.results);
+    if let Some(path) = &args.json {
+        write_string_atomic(path, &results_text)?;
+    }
+    if let Some(dir) = &args.output {
+        let folder = OutputDir::create(dir, args.force)?;
+        write_string_atomic(&folder.path().join("results.json"), &results_text)?;
+        write_string_atomic(&folder.path().join("results.md"), &out.markdown)?;
+        let (name, lines) = &out.per_item;
+        write_file_atomic(&folder.path().join(name), |w| {
+            for line in lines {
+                write_canonical(w, line)?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        })?;
+        let mut manifest = Manifest::new("eval").with_seed(config.seed);
+        manifest.add_inputs(&out.inputs)?;
+        for (k, v) in &out.counts {
+            manifest.count(k, *v);
+        }
+        manifest.param(
+            "eval",
+            Params {
+                bootstrap: config.resamples,
+                confidence: config.confidence,
+                min_overlap: args.min_overlap,
+                task: &args.task,
+                split: &args.split,
+            },
+        );
+        manifest.write(folder.path())?;
+        let dest = folder.commit()?;
+        if !stepwise_core::progress::is_quiet() {
+            eprintln!("wrote {}", dest.display());
+        }
+    }
+    Ok(())
 }

@@ -1,8 +1,111 @@
-//! `stepwise sweep` — not implemented yet (placeholder until its issue lands).
+//! `stepwise sweep CORPUS --features F --task T -o SUITE`: the Meta-RecipeQA benchmark — every knob setting (and
+//! RecipeQA mode) × task as separate task sets with train/val/test splits by procedure, one manifest and the
+//! counts table.
 
+use std::path::PathBuf;
+
+use stepwise_core::output::OutputDir;
+use stepwise_core::{Corpus, Task};
+use stepwise_tasks::catalog::FeatureSources;
+use stepwise_tasks::suite::{SuiteConfig, counts_markdown, write_suite_summary, write_suite_tasksets};
+use stepwise_tasks::Mode;
+
+use super::generate::{GenOptions, LoadedFeatures, base_manifest, load_pool, parse_tasks, store_for};
+use crate::usage_bail;
+
+/// Generate a suite of graded difficulty: all knob settings and RecipeQA mode, every task.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+    stepwise sweep corpus/ --features feats/minilm --features feats/descriptor -o suite\n  \
+    stepwise sweep corpus/ --features feats/descriptor --task visual_cloze --distractor-pool grocery/ -o suite-vc\n\n\
+    Layout: SUITE/manifest.json, SUITE/counts.json, SUITE/counts.md (questions, train/val/test, procedures used, \
+    skips by reason), SUITE/<setting>/<task>/{questions.json, questions.parquet, manifest.json} with <setting> \
+    `recipeqa` or `knobs-K1-K2-K3`. A procedure is in the same split in every task set. Settings sharing k1 ask \
+    the same question positions and differ only in their negatives.")]
+pub struct Args {
+    /// Corpus folder or procedure-JSONL file.
+    pub corpus: PathBuf,
+    /// Task(s): textual_cloze, visual_cloze, visual_coherence, visual_ordering (comma-separated or repeated) or
+    /// `all`.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub task: Vec<String>,
+    /// Settings to include (comma-separated): `recipeqa` and/or knob settings like `0,1,1` written `knobs-0-1-1`;
+    /// default all nine.
+    #[arg(long, value_delimiter = ',')]
+    pub settings: Vec<String>,
+    /// Output suite folder.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Replace an existing output folder.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub options: GenOptions,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`stepwise sweep` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let tasks = parse_tasks(&args.task)?;
+    let modes: Vec<Mode> = if args.settings.is_empty() {
+        Mode::suite()
+    } else {
+        let mut m = Vec::new();
+        for s in &args.settings {
+            match Mode::parse_label(s.trim()) {
+                Some(x) if !m.contains(&x) => m.push(x),
+                Some(_) => {}
+                None => usage_bail!("--settings: unknown setting {s:?} (recipeqa or knobs-K1-K2-K3)"),
+            }
+        }
+        m
+    };
+    let cfg = args.options.config(args.seed)?;
+    for &t in &tasks {
+        if let Err(e) = cfg.validate_for(t) {
+            usage_bail!("{e}");
+        }
+    }
+    let fractions = args.options.split_fractions()?;
+    let out = OutputDir::create(&args.output, args.force)?;
+    let corpus = Corpus::load(&args.corpus)?;
+    let mut features = LoadedFeatures::open(&args.options.features)?;
+    let store_of: Vec<usize> = tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
+    let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
+    let pool = match &args.options.distractor_pool {
+        Some(p) if image_store.is_some() => Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?),
+        _ => None,
+    };
+    let base = base_manifest(&args.corpus, &features, args.options.distractor_pool.as_deref())?;
+    for &si in &store_of {
+        features.load(si)?;
+    }
+    // Tasks grouped by store: one suite write per store, each task with the store that holds its items.
+    let mut rows = Vec::new();
+    let mut groups: Vec<(usize, Vec<Task>)> = Vec::new();
+    for (&t, &s) in tasks.iter().zip(&store_of) {
+        match groups.iter_mut().find(|g| g.0 == s) {
+            Some(g) => g.1.push(t),
+            None => groups.push((s, vec![t])),
+        }
+    }
+    for (si, group) in groups {
+        let suite = SuiteConfig { generate: cfg.clone(), tasks: group, modes: modes.clone(), split_fractions: fractions };
+        let sources = FeatureSources {
+            features: features.get(si),
+            extra_pool: pool.as_ref(),
+            allow_missing: args.options.allow_missing_features,
+        };
+        rows.extend(write_suite_tasksets(out.path(), &corpus.procedures, sources, &suite, &base)?);
+    }
+    // One manifest and counts table for every task, whichever store it read.
+    let all = SuiteConfig { generate: cfg.clone(), tasks: tasks.clone(), modes, split_fractions: fractions };
+    rows.sort_by_key(|r| (tasks.iter().position(|t| *t == r.task), Mode::parse_label(&r.setting)));
+    write_suite_summary(out.path(), &corpus.procedures, &all, &base, &rows)?;
+    let dest = out.commit()?;
+    if !stepwise_core::progress::is_quiet() {
+        eprint!("{}", counts_markdown(&rows));
+        eprintln!("\nwrote {}", dest.display());
+    }
+    Ok(())
 }

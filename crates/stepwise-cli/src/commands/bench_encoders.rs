@@ -1,0 +1,271 @@
+//! `stepwise bench encoders`: throughput of the pretrained encoders against the same models run by onnxruntime
+//! (`scripts/bench/encoders_ref.py`) in the same invocation.
+//!
+//! - MiniLM: sentences/s on sentences of exactly 48 word pieces (the same token ids for both), batches of 32.
+//!   Target: at least 0.5x onnxruntime.
+//! - EfficientNet-Lite0: images/s on 224x224 inputs, network only (as the reference) and end to end from
+//!   512x384 RGB images (resize + crop + network). Target: at least 20 images/s end to end.
+//!
+//! Each rate is the best of `--repeats` timed runs after a warm-up, measured before and after the reference. Without a Python that has onnxruntime the
+//! reference is reported as unavailable and only absolute rates are printed.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use rand::Rng;
+use stepwise_features::pretrained::efficientnet_lite::{EfficientNetEncoder, EfficientNetLite, Output, Variant};
+use stepwise_features::pretrained::minilm::MiniLm;
+use stepwise_features::pretrained::preprocess::synthetic_photo;
+use stepwise_features::registry::DEFAULT_MODELS_DIR;
+use stepwise_features::{Encoder, Item};
+
+use super::models::feature_error;
+
+const TOKENS: usize = 48;
+const MINILM_TARGET_RATIO: f64 = 0.5;
+const EFFNET_TARGET_IMAGES_PER_S: f64 = 20.0;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  stepwise bench encoders --models models --python /tmp/venv/bin/python\n\n\
+    The reference needs a Python with: numpy onnx onnxruntime safetensors tokenizers.")]
+pub struct Args {
+    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    pub models: PathBuf,
+    /// Sentences for MiniLM.
+    #[arg(long, default_value_t = 256)]
+    pub sentences: usize,
+    /// Images for EfficientNet-Lite0.
+    #[arg(long, default_value_t = 64)]
+    pub images: usize,
+    /// Timed runs per measurement, on each side of the reference (the best is reported).
+    #[arg(long, default_value_t = 2)]
+    pub repeats: usize,
+    /// Python for the onnxruntime reference (default: $STEPWISE_BENCH_PYTHON, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The reference script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench/encoders_ref.py"))]
+    pub reference: PathBuf,
+    /// Exit with status 1 when a target is missed.
+    #[arg(long)]
+    pub check: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.sentences == 0 || args.images == 0 || args.repeats == 0 {
+        crate::usage_bail!("--sentences, --images and --repeats must be at least 1");
+    }
+    let threads = rayon::current_num_threads();
+    println!("encoder benchmark: {threads} threads, best of {} runs", args.repeats);
+
+    // --- inputs, identical for stepwise and the reference
+    let minilm = MiniLm::from_models_dir(&args.models).map_err(feature_error)?;
+    let ids = sentence_ids(&minilm, args.sentences)?;
+    let lite0 = EfficientNetLite::from_models_dir(&args.models, Variant::Lite0).map_err(feature_error)?;
+    let images: Vec<_> =
+        (0..args.images).map(|i| synthetic_photo(512, 384, &format!("bench-encoders/image/{i}"))).collect();
+
+    // --- stepwise, then the reference, then stepwise again: the machine's load varies, so each side keeps
+    // its best rate and neither is measured only in a busy moment.
+    let refs: Vec<&_> = images.iter().collect();
+    let inputs = lite0.preprocess(&refs).map_err(feature_error)?;
+    let encoder = EfficientNetEncoder::new(lite0, Output::Features);
+    let items: Vec<Item> = images.iter().map(Item::Image).collect();
+    let measure = || -> anyhow::Result<[f64; 3]> {
+        let minilm_rate =
+            best_rate(args.repeats, ids.len(), || minilm.embed_ids(&ids).map(|_| ()).map_err(feature_error))?;
+        let net = best_rate(args.repeats, images.len(), || {
+            std::hint::black_box(encoder.model().features_from_inputs(&inputs));
+            Ok(())
+        })?;
+        let e2e = best_rate(args.repeats, images.len(), || {
+            for chunk in items.chunks(encoder.batch_size()) {
+                encoder.encode(chunk).map_err(feature_error)?;
+            }
+            Ok(())
+        })?;
+        Ok([minilm_rate, net, e2e])
+    };
+    let first = measure()?;
+    let reference = run_reference(&args, &ids, threads);
+    let second = measure()?;
+    let [ours_minilm, ours_net, ours_e2e] = [0, 1, 2].map(|i| first[i].max(second[i]));
+
+    println!("\nMiniLM (all-MiniLM-L6-v2), {} sentences x {TOKENS} tokens, batches of 32:", ids.len());
+    println!("  stepwise (candle)     {ours_minilm:>9.1} sentences/s");
+    let minilm_ok = match &reference {
+        Ok(r) => {
+            let ratio = ours_minilm / r.minilm;
+            println!("  onnxruntime {:<9} {:>9.1} sentences/s (reference, same run)", r.version, r.minilm);
+            println!(
+                "  ratio                 {ratio:>9.2}x   target >= {MINILM_TARGET_RATIO}x: {}",
+                verdict(ratio >= MINILM_TARGET_RATIO)
+            );
+            Some(ratio >= MINILM_TARGET_RATIO)
+        }
+        Err(e) => {
+            println!("  reference unavailable: {e}");
+            None
+        }
+    };
+    println!("\nEfficientNet-Lite0, {} images 224x224:", images.len());
+    println!("  stepwise network only         {ours_net:>8.1} images/s");
+    println!("  stepwise with preprocessing   {ours_e2e:>8.1} images/s (from 512x384 RGB)");
+    if let Ok(r) = &reference {
+        println!("  onnxruntime network only      {:>8.1} images/s (reference, same run)", r.effnet);
+        println!("  ratio (network only)          {:>8.2}x", ours_net / r.effnet);
+    }
+    let effnet_ok = ours_e2e >= EFFNET_TARGET_IMAGES_PER_S;
+    println!("  target >= {EFFNET_TARGET_IMAGES_PER_S} images/s with preprocessing: {}", verdict(effnet_ok));
+
+    if args.check && (!effnet_ok || minilm_ok == Some(false)) {
+        anyhow::bail!("an encoder throughput target was missed");
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+/// Items per second of the best of `repeats` timed runs after one warm-up run.
+fn best_rate(repeats: usize, items: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    f()?;
+    let mut best = 0f64;
+    for _ in 0..repeats {
+        let t = Instant::now();
+        f()?;
+        best = best.max(items as f64 / t.elapsed().as_secs_f64());
+    }
+    Ok(best)
+}
+
+/// `n` token-id sequences of exactly 48 word pieces ([CLS] ... [SEP]) from seeded pseudo-sentences.
+fn sentence_ids(minilm: &MiniLm, n: usize) -> anyhow::Result<Vec<Vec<u32>>> {
+    const WORDS: &[&str] = &[
+        "whisk",
+        "the",
+        "eggs",
+        "with",
+        "sugar",
+        "until",
+        "pale",
+        "and",
+        "fluffy",
+        "then",
+        "fold",
+        "in",
+        "flour",
+        "gently",
+        "preheat",
+        "oven",
+        "to",
+        "180",
+        "degrees",
+        "remove",
+        "screws",
+        "from",
+        "back",
+        "panel",
+        "carefully",
+        "lift",
+        "display",
+        "assembly",
+        "disconnect",
+        "cable",
+        "simmer",
+        "sauce",
+        "for",
+        "ten",
+        "minutes",
+        "stirring",
+        "occasionally",
+        "season",
+        "salt",
+        "pepper",
+        "serve",
+        "warm",
+        "garnish",
+        "chopped",
+        "parsley",
+    ];
+    let texts: Vec<String> = (0..n)
+        .map(|i| {
+            let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-encoders/sentence/{i}"));
+            (0..60).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let full = minilm.tokenize(&refs).map_err(feature_error)?;
+    full.into_iter()
+        .map(|ids| {
+            if ids.len() < TOKENS {
+                anyhow::bail!("a benchmark sentence has only {} tokens", ids.len());
+            }
+            let sep = ids[ids.len() - 1];
+            let mut v = ids[..TOKENS - 1].to_vec();
+            v.push(sep);
+            Ok(v)
+        })
+        .collect()
+}
+
+struct Reference {
+    minilm: f64,
+    effnet: f64,
+    version: String,
+}
+
+fn run_reference(args: &Args, ids: &[Vec<u32>], threads: usize) -> Result<Reference, String> {
+    if !args.reference.is_file() {
+        return Err(format!("{} not found", args.reference.display()));
+    }
+    let python = args
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("STEPWISE_BENCH_PYTHON").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let dir = std::env::temp_dir().join(format!("stepwise-bench-encoders-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let ids_path = dir.join("ids.npy");
+    // Token ids (< 2^24) are exact in float32, the one dtype our .npy writer uses.
+    let flat: Vec<f32> = ids.iter().flatten().map(|&i| i as f32).collect();
+    let result = stepwise_features::npy::write_matrix(&ids_path, ids.len(), TOKENS, &flat)
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            Command::new(&python)
+                .arg(&args.reference)
+                .arg("--models")
+                .arg(&args.models)
+                .arg("--ids")
+                .arg(&ids_path)
+                .arg("--images")
+                .arg(args.images.to_string())
+                .arg("--threads")
+                .arg(threads.to_string())
+                .arg("--repeats")
+                .arg(args.repeats.to_string())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", python.display()))
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = result?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+        return Err(format!("{} failed: {last}", python.display()));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| format!("no JSON in the reference's output: {stdout}"))?;
+    let num = |k: &str| v.get(k).and_then(|x| x.as_f64()).ok_or_else(|| format!("reference output lacks {k}"));
+    Ok(Reference {
+        minilm: num("minilm_sentences_per_s")?,
+        effnet: num("effnet_lite0_images_per_s")?,
+        version: v.get("onnxruntime").and_then(|x| x.as_str()).unwrap_or("?").to_string(),
+    })
+}

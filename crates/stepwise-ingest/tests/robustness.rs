@@ -1,0 +1,121 @@
+//! Property tests: random bytes, truncated valid files and random JSON values never panic the readers (they return
+//! errors), and the text functions never panic on arbitrary strings and keep their invariants.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use serde_json::Value;
+use stepwise_ingest::clean::{CleanConfig, CleanResources, clean_procedures};
+use stepwise_ingest::text::{markup, normalize, tokenize, units};
+use stepwise_ingest::{ReadOptions, Registry};
+
+const JSONL: &str = r#"{"category":"side","id":"s/1","lang":"en","license":"MIT","source":"x","steps":[{"images":["images/a.jpg"],"text":"Mix <b>it</b> well.","title":null},{"images":[],"text":"Bake at 350F.","title":"Bake"}],"title":"T"}
+{"category":null,"id":"s/2","lang":"zh","license":"MIT","source":"x","steps":[{"images":[],"text":"切好。","title":null}],"title":"U","gallery":[]}
+"#;
+
+const RECIPEQA: &str = r#"{"data": [{"answer": 1, "choice_list": ["A", "B"], "context": [{"body": "b1", "id": 1, "images": ["r_1_0.jpg"]}, {"body": "b2", "id": 2, "title": "t2"}], "context_modality": ["body", "images"], "qid": "1000-1", "question": ["A", "@placeholder"], "question_modality": ["title"], "question_text": "Choose", "recipe_id": "r", "split": "val", "task": "textual_cloze"}]}"#;
+
+const RECIPES: &str = r#"{"source": "s", "recipes": [{"recipe_id": "r", "explorer_category": "pie", "steps": [{"id": 1, "body": "b", "title": "t", "images": ["r_1_0.jpg"]}]}]}"#;
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Every built-in reader on the file: any result is fine, a panic is not (proptest reports panics as failures).
+fn read_with_all(path: &Path) {
+    let registry = Registry::builtin();
+    let _ = registry.detect(path);
+    for f in registry.formats() {
+        let _ = f.read(&[path.to_path_buf()], &ReadOptions::default());
+    }
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        prop_oneof![Just("id".to_string()), Just("steps".to_string()), ".{0,12}".prop_map(|s| s)].prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        let key = prop_oneof![
+            Just("id".to_string()),
+            Just("steps".to_string()),
+            Just("text".to_string()),
+            Just("images".to_string()),
+            Just("data".to_string()),
+            Just("qid".to_string()),
+            Just("recipe_id".to_string()),
+            Just("choice_list".to_string()),
+            Just("answer".to_string()),
+            Just("context".to_string()),
+            Just("recipes".to_string()),
+            Just("body".to_string()),
+            "[a-z]{1,6}".prop_map(|s| s),
+        ];
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map(key, inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), ext in prop_oneof![Just("jsonl"), Just("json")]) {
+        let td = tempfile::tempdir().unwrap();
+        read_with_all(&write(td.path(), &format!("f.{ext}"), &bytes));
+    }
+
+    #[test]
+    fn truncated_files_never_panic(cut in 0usize..2000, which in 0usize..3) {
+        let text = [JSONL, RECIPEQA, RECIPES][which];
+        let cut = cut.min(text.len());
+        let td = tempfile::tempdir().unwrap();
+        read_with_all(&write(td.path(), "f.jsonl", &text.as_bytes()[..cut]));
+    }
+
+    #[test]
+    fn random_json_values_never_panic(v in json_value()) {
+        let td = tempfile::tempdir().unwrap();
+        let line = serde_json::to_string(&v).unwrap();
+        read_with_all(&write(td.path(), "line.jsonl", format!("{line}\n").as_bytes()));
+        // The same value where each format expects a record.
+        read_with_all(&write(td.path(), "q.json", format!("{{\"data\": [{line}]}}").as_bytes()));
+        read_with_all(&write(td.path(), "r.json", format!("{{\"recipes\": [{line}]}}").as_bytes()));
+    }
+
+    #[test]
+    fn text_functions_never_panic(s in "\\PC{0,80}|[<>&;#*_`\\[\\]()!a-zA-Z0-9 .\\n/-]{0,80}") {
+        let mut c = markup::MarkupCounts::default();
+        let _ = markup::strip_markup(&s, &mut c);
+        let _ = normalize::nfkc(&s);
+        let _ = normalize::ascii_fold(&s);
+        let _ = normalize::fix_sentence_spacing(&s);
+        if let Some(w) = normalize::collapse_whitespace(&s, true) {
+            prop_assert!(!w.contains("  ") && !w.starts_with(' ') && !w.ends_with(' '));
+        }
+        for t in tokenize::tokens(&s) {
+            prop_assert_eq!(&s[t.start..t.end()], t.text);
+            let _ = units::split_number_unit(t.text, |_| true);
+        }
+        let _ = tokenize::count_sentences(&s);
+    }
+
+    #[test]
+    fn cleaning_arbitrary_text_never_panics(texts in prop::collection::vec("\\PC{0,60}|[<>&;a-zA-Z0-9 .]{0,60}", 1..8)) {
+        let p = stepwise_core::Procedure {
+            id: "p".into(),
+            steps: texts.into_iter().map(|t| stepwise_core::Step { text: Some(t), ..Default::default() }).collect(),
+            ..Default::default()
+        };
+        let cfg = CleanConfig { min_steps: None, ascii_fold: true, ..Default::default() };
+        let (out, report) = clean_procedures(vec![p], &cfg, CleanResources::default()).unwrap();
+        prop_assert_eq!(report.procedures_out as usize, out.len());
+    }
+}

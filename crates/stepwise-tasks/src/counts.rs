@@ -1,0 +1,140 @@
+//! Why procedures, steps and questions were left out, and the counts a generation run reports.
+//!
+//! Constraints are never relaxed: a question whose constraint cannot be met is skipped and counted here by
+//! reason, so a suite's counts table says exactly what each setting cost.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a procedure, a step or a question attempt was not used. The `as_str` names are stable (they are keys of
+/// manifests and counts tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    // --- procedures
+    /// Fewer than `min_steps` or more than `max_steps` steps (RecipeQA §3: 3–25).
+    StepCountOutOfRange,
+    /// Fewer eligible steps than items per question.
+    TooFewEligibleSteps,
+    /// Knob 1: fewer than `knob1_min_steps` eligible steps (Meta-RecipeQA: 5).
+    Knob1TooFewSteps,
+    // --- steps
+    /// The first step (narrative introduction) is not a question item.
+    FirstStep,
+    /// No title (after removing step numbers) / no text / no image, depending on the task.
+    NoItem,
+    /// The same title or image as an earlier step of the procedure: a question would show it twice.
+    RepeatedItem,
+    /// The features have no vector for the step's item (only with `--allow-missing-features`).
+    MissingFeatures,
+    // --- question attempts
+    /// Knob 1: the pool of steps ran out before the procedure's question budget.
+    Knob1PoolExhausted,
+    /// RecipeQA mode: fewer candidates than negatives needed after the adaptive neighbourhood.
+    TooFewCandidates,
+    /// Knob 2: fewer candidates than negatives needed in the ball (setting 0) or shell (setting 1).
+    Knob2RegionTooSmall,
+    /// Knob 3: no (or too few) candidates as close to the question as the answer.
+    Knob3NoCloseNegative,
+    /// Ordering: fewer distinct wrong orders than negatives needed.
+    TooFewOrderings,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::StepCountOutOfRange => "step_count_out_of_range",
+            SkipReason::TooFewEligibleSteps => "too_few_eligible_steps",
+            SkipReason::Knob1TooFewSteps => "knob1_too_few_steps",
+            SkipReason::FirstStep => "first_step",
+            SkipReason::NoItem => "no_item",
+            SkipReason::RepeatedItem => "repeated_item",
+            SkipReason::MissingFeatures => "missing_features",
+            SkipReason::Knob1PoolExhausted => "knob1_pool_exhausted",
+            SkipReason::TooFewCandidates => "too_few_candidates",
+            SkipReason::Knob2RegionTooSmall => "knob2_region_too_small",
+            SkipReason::Knob3NoCloseNegative => "knob3_no_close_negative",
+            SkipReason::TooFewOrderings => "too_few_orderings",
+        }
+    }
+}
+
+/// What one generation run (one task, one mode) produced and left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub questions: u64,
+    /// Questions per split (`train`, `val`, `test`).
+    pub questions_by_split: BTreeMap<String, u64>,
+    /// Procedures in the corpus.
+    pub procedures: u64,
+    /// Procedures with at least one question.
+    pub procedures_used: u64,
+    /// Procedures not used at all, by reason.
+    pub procedures_skipped: BTreeMap<String, u64>,
+    /// Steps that could not be question items, by reason (over procedures that passed the step-count filter).
+    pub steps_excluded: BTreeMap<String, u64>,
+    /// Question attempts that were skipped, by reason.
+    pub questions_skipped: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    pub fn skip_procedure(&mut self, r: SkipReason) {
+        *self.procedures_skipped.entry(r.as_str().to_string()).or_insert(0) += 1;
+    }
+
+    pub fn exclude_steps(&mut self, r: SkipReason, n: u64) {
+        if n > 0 {
+            *self.steps_excluded.entry(r.as_str().to_string()).or_insert(0) += n;
+        }
+    }
+
+    pub fn skip_questions(&mut self, r: SkipReason, n: u64) {
+        if n > 0 {
+            *self.questions_skipped.entry(r.as_str().to_string()).or_insert(0) += n;
+        }
+    }
+
+    /// Total skipped question attempts.
+    pub fn questions_skipped_total(&self) -> u64 {
+        self.questions_skipped.values().sum()
+    }
+
+    /// Add another run's counts (procedures are summed too: use it to merge disjoint parts).
+    pub fn merge(&mut self, o: &Counts) {
+        self.questions += o.questions;
+        self.procedures += o.procedures;
+        self.procedures_used += o.procedures_used;
+        for (dst, src) in [
+            (&mut self.questions_by_split, &o.questions_by_split),
+            (&mut self.procedures_skipped, &o.procedures_skipped),
+            (&mut self.steps_excluded, &o.steps_excluded),
+            (&mut self.questions_skipped, &o.questions_skipped),
+        ] {
+            for (k, v) in src {
+                *dst.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+    }
+
+    /// The counts as manifest entries (`questions`, `procedures_used`, `skipped.<reason>`, ...).
+    pub fn manifest_entries(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        m.insert("questions".to_string(), self.questions);
+        m.insert("procedures".to_string(), self.procedures);
+        m.insert("procedures_used".to_string(), self.procedures_used);
+        for (k, v) in &self.questions_by_split {
+            m.insert(format!("questions.{k}"), *v);
+        }
+        for (k, v) in &self.procedures_skipped {
+            m.insert(format!("procedures_skipped.{k}"), *v);
+        }
+        for (k, v) in &self.steps_excluded {
+            m.insert(format!("steps_excluded.{k}"), *v);
+        }
+        for (k, v) in &self.questions_skipped {
+            m.insert(format!("questions_skipped.{k}"), *v);
+        }
+        m
+    }
+}

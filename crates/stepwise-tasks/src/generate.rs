@@ -1,0 +1,198 @@
+//! Generating questions: catalog → plans (one per task and mode) → nearest neighbours of every planned query item
+//! (computed once, shared by the tasks and modes) → questions, in parallel over procedures.
+//!
+//! A [`TaskGenerator`] serves every task of one item kind: the three visual tasks share one image catalog and
+//! one neighbour table, so a suite searches neighbours once for all of them.
+//!
+//! Determinism: every random choice is drawn from `rng_for(seed, key)` with a key per procedure and question, and
+//! results are collected in corpus order, so the output does not depend on the number of threads.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rayon::prelude::*;
+use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
+
+use crate::catalog::{Catalog, FeatureSources};
+use crate::config::{GenerateConfig, ItemKind, Mode};
+use crate::counts::{Counts, SkipReason};
+use crate::neighbors::NeighborTable;
+use crate::plan::{Plan, plan};
+use crate::questions::{Maker, ProcView, context_steps};
+
+/// What questions are made from.
+pub struct Inputs<'a> {
+    pub procedures: &'a [Procedure],
+    pub sources: FeatureSources<'a>,
+    /// The split of each procedure (by id); questions of procedures not in the map have no `split`.
+    pub splits: Option<&'a BTreeMap<String, Split>>,
+}
+
+/// The questions of one task in one mode, and what was left out.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub task: Task,
+    pub mode: Mode,
+    pub questions: Vec<Question>,
+    pub counts: Counts,
+}
+
+/// Generates the questions of the tasks of one item kind, in any number of modes, sharing the catalog and the
+/// neighbours. It keeps no reference to the feature vectors (the catalog holds the rows it needs), so callers
+/// may free them once it is built.
+pub struct TaskGenerator<'a> {
+    pub kind: ItemKind,
+    pub cfg: GenerateConfig,
+    procedures: &'a [Procedure],
+    splits: Option<&'a BTreeMap<String, Split>>,
+    cat: Catalog,
+    table: NeighborTable,
+}
+
+impl<'a> TaskGenerator<'a> {
+    /// Build the catalog of `kind` items. Errors: invalid configuration (usage), missing features (bad input).
+    pub fn for_kind(
+        kind: ItemKind,
+        procedures: &'a [Procedure],
+        sources: &FeatureSources<'_>,
+        splits: Option<&'a BTreeMap<String, Split>>,
+        cfg: &GenerateConfig,
+    ) -> Result<Self> {
+        cfg.validate().map_err(Error::usage)?;
+        let cat = Catalog::build(procedures, sources, kind, cfg)?;
+        Ok(TaskGenerator { kind, cfg: cfg.clone(), procedures, splits, cat, table: NeighborTable::new(cfg.k, cfg.neighbors) })
+    }
+
+    /// A generator for the item kind of `task`.
+    pub fn new(task: Task, inputs: &Inputs<'a>, cfg: &GenerateConfig) -> Result<Self> {
+        cfg.validate_for(task).map_err(Error::usage)?;
+        Self::for_kind(cfg.item_kind(task), inputs.procedures, &inputs.sources, inputs.splits, cfg)
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.cat
+    }
+
+    /// Plan the questions of `task` in `mode` (positions only; cheap).
+    pub fn plan(&self, task: Task, mode: Mode) -> Result<Plan> {
+        self.cfg.validate_for(task).map_err(Error::usage)?;
+        if self.cfg.item_kind(task) != self.kind {
+            return Err(Error::usage(format!("{task} is not made of {:?} items", self.kind)));
+        }
+        Ok(plan(task, mode, self.procedures, &self.cat, &self.cfg))
+    }
+
+    /// Compute the neighbours every plan in `plans` will ask for.
+    pub fn prepare(&mut self, plans: &[&Plan]) -> Result<()> {
+        let mut queries = BTreeSet::new();
+        for p in plans {
+            queries.extend(query_items(p, &self.cat));
+        }
+        self.table.ensure(&self.cat, &queries)
+    }
+
+    /// Query items whose neighbours have been computed.
+    pub fn neighbor_queries(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The neighbours of `items` (computed if needed), as (item, distance) lists.
+    pub fn neighbors_of(&mut self, items: &[u32]) -> Result<Vec<Vec<(u32, f32)>>> {
+        self.table.ensure(&self.cat, &items.iter().copied().collect())?;
+        Ok(items.iter().map(|&i| self.table.get(i).to_vec()).collect())
+    }
+
+    /// How neighbours were searched so far (`exact`, `hnsw`) and how many HNSW queries fell back to exact.
+    pub fn neighbor_methods(&self) -> (Vec<&'static str>, usize) {
+        (self.table.methods(), self.table.exact_fallbacks)
+    }
+
+    /// Make the planned questions (neighbours must be prepared for this plan).
+    pub fn build(&self, plan: &Plan) -> Generated {
+        let task = plan.task;
+        let maker = Maker { task, mode: plan.mode, cfg: &self.cfg, cat: &self.cat, table: &self.table };
+        let procs = self.procedures;
+        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>)> = (0..procs.len())
+            .into_par_iter()
+            .map(|i| {
+                let pp = &plan.procs[i];
+                if pp.questions.is_empty() {
+                    return (Vec::new(), Vec::new());
+                }
+                let p = &procs[i];
+                let context = context_steps(p, task, &self.cfg);
+                let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
+                let view = ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split, context: &context };
+                let mut qs = Vec::new();
+                let mut skips = Vec::new();
+                for pq in &pp.questions {
+                    match maker.make(&view, pq) {
+                        Ok(q) => qs.push(q),
+                        Err(r) => skips.push(r),
+                    }
+                }
+                (qs, skips)
+            })
+            .collect();
+
+        let mut counts = Counts { procedures: procs.len() as u64, ..Default::default() };
+        let mut questions = Vec::new();
+        for (i, (qs, skips)) in per_proc.into_iter().enumerate() {
+            let pp = &plan.procs[i];
+            if let Some(r) = pp.skipped {
+                counts.skip_procedure(r);
+            }
+            if pp.skipped != Some(SkipReason::StepCountOutOfRange) {
+                for &(r, n) in &self.cat.procs[i].excluded {
+                    counts.exclude_steps(r, n);
+                }
+            }
+            counts.skip_questions(SkipReason::Knob1PoolExhausted, pp.exhausted);
+            for r in skips {
+                counts.skip_questions(r, 1);
+            }
+            if !qs.is_empty() {
+                counts.procedures_used += 1;
+            }
+            for q in &qs {
+                let split = q.split.clone().unwrap_or_else(|| "none".to_string());
+                *counts.questions_by_split.entry(split).or_insert(0) += 1;
+            }
+            counts.questions += qs.len() as u64;
+            questions.extend(qs);
+        }
+        Generated { task, mode: plan.mode, questions, counts }
+    }
+
+    /// Plan, prepare and build one task in one mode.
+    pub fn generate(&mut self, task: Task, mode: Mode) -> Result<Generated> {
+        let p = self.plan(task, mode)?;
+        self.prepare(&[&p])?;
+        Ok(self.build(&p))
+    }
+}
+
+/// The items whose neighbours a plan's questions need: the answer (cloze), the replaced image (coherence in
+/// RecipeQA mode) or the coherent images (coherence with knobs); none for ordering.
+fn query_items(plan: &Plan, cat: &Catalog) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (entry, pp) in cat.procs.iter().zip(&plan.procs) {
+        for q in &pp.questions {
+            let item = |pos: usize| entry.eligible[pos].item;
+            match (plan.task, plan.mode) {
+                (Task::TextualCloze | Task::VisualCloze, _) | (Task::VisualCoherence, Mode::RecipeQa) => {
+                    out.push(item(q.positions[q.slot]))
+                }
+                (Task::VisualCoherence, Mode::Knobs(_)) => {
+                    out.extend(q.positions.iter().enumerate().filter(|(s, _)| *s != q.slot).map(|(_, &p)| item(p)))
+                }
+                (Task::VisualOrdering, _) => {}
+            }
+        }
+    }
+    out
+}
+
+/// Generate the questions of `task` in `mode` (a [`TaskGenerator`] for a single task and mode).
+pub fn generate(task: Task, inputs: &Inputs<'_>, cfg: &GenerateConfig, mode: Mode) -> Result<Generated> {
+    TaskGenerator::new(task, inputs, cfg)?.generate(task, mode)
+}

@@ -1,0 +1,256 @@
+//! Nearest neighbours of question items among the items of *other* procedures (RecipeQA §3: distractors come
+//! from other recipes through k-NN), computed once per item and shared by every mode of a sweep.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use stepwise_features::ann::{AnnIndex, AnnParams};
+use stepwise_features::knn::{KnnOptions, knn};
+use stepwise_features::Metric;
+use stepwise_core::{Error, Result};
+
+use crate::catalog::Catalog;
+use crate::config::NeighborSearch;
+
+/// Queries per k-NN call: bounds the memory of one batch's results.
+const BATCH: usize = 4096;
+
+/// The K nearest neighbours (item, distance), sorted by (distance, item), of the items asked for so far.
+/// Neighbours never share a procedure with the query item.
+pub struct NeighborTable {
+    k: usize,
+    search: NeighborSearch,
+    lists: HashMap<u32, Box<[(u32, f32)]>>,
+    /// The HNSW graph, built on first use.
+    index: Option<AnnIndex>,
+    /// How the neighbours were found (`exact`, `hnsw`), for manifests.
+    used: BTreeSet<&'static str>,
+    /// HNSW queries that had to fall back to exact search (too many results from their own procedure).
+    pub exact_fallbacks: usize,
+}
+
+impl NeighborTable {
+    pub fn new(k: usize, search: NeighborSearch) -> Self {
+        NeighborTable { k, search, lists: HashMap::new(), index: None, used: BTreeSet::new(), exact_fallbacks: 0 }
+    }
+
+    /// The search methods used so far (`exact`, `hnsw`).
+    pub fn methods(&self) -> Vec<&'static str> {
+        self.used.iter().copied().collect()
+    }
+
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn len(&self) -> usize {
+        self.lists.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+
+    /// The neighbours of `item`; it must have been computed with [`NeighborTable::ensure`].
+    pub fn get(&self, item: u32) -> &[(u32, f32)] {
+        self.lists.get(&item).map(|b| &b[..]).expect("neighbours are computed for every planned query item")
+    }
+
+    /// Compute the neighbours of the `queries` not computed yet.
+    pub fn ensure(&mut self, cat: &Catalog, queries: &BTreeSet<u32>) -> Result<()> {
+        let todo: Vec<u32> = queries.iter().copied().filter(|q| !self.lists.contains_key(q)).collect();
+        if todo.is_empty() || cat.is_empty() {
+            return Ok(());
+        }
+        let ef = match self.search {
+            NeighborSearch::Exact => None,
+            NeighborSearch::Hnsw { ef } => Some(ef),
+            NeighborSearch::Auto => {
+                let pairs = todo.len() as u64 * cat.len() as u64;
+                (pairs > NeighborSearch::EXACT_PAIR_LIMIT).then_some(NeighborSearch::DEFAULT_EF)
+            }
+        };
+        match ef {
+            None => self.exact(cat, &todo),
+            Some(ef) => self.hnsw(cat, &todo, ef)?,
+        }
+        Ok(())
+    }
+
+    /// Cosine on unit rows is 1 − dot: search by inner product (cheaper) and shift the distances back.
+    fn search_metric(cat: &Catalog) -> (Metric, f32) {
+        match cat.metric {
+            Metric::Cosine => (Metric::InnerProduct, 1.0f32),
+            m => (m, 0.0),
+        }
+    }
+
+    /// Exact search, parallel over queries, neighbours of the query's own procedures filtered out.
+    fn exact(&mut self, cat: &Catalog, todo: &[u32]) {
+        self.used.insert("exact");
+        let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
+        let (metric, shift) = Self::search_metric(cat);
+        let opts = KnnOptions { k: self.k, metric };
+        for chunk in todo.chunks(BATCH) {
+            let mut queries = Vec::with_capacity(chunk.len() * cat.dim);
+            for &q in chunk {
+                queries.extend_from_slice(cat.row(q));
+            }
+            let filter = |qi: usize, j: usize| {
+                let q = chunk[qi];
+                j as u32 != q && !cat.share_owner(q, j as u32)
+            };
+            let results = knn(&cat.data, &queries, cat.dim, opts, Some(&filter));
+            for (&q, res) in chunk.iter().zip(results) {
+                let list: Box<[(u32, f32)]> = res.into_iter().map(|n| (n.index as u32, n.distance + shift)).collect();
+                self.lists.insert(q, list);
+            }
+            pb.inc(chunk.len() as u64);
+        }
+        pb.finish_and_clear();
+    }
+
+    /// HNSW search: the graph is built on one thread in catalog order (reproducible); each query asks for K plus
+    /// the number of items of its own procedures, which are then filtered out. A query left with fewer than K
+    /// neighbours (when the catalog has more) is answered exactly instead.
+    fn hnsw(&mut self, cat: &Catalog, todo: &[u32], ef: usize) -> Result<()> {
+        self.used.insert("hnsw");
+        let (metric, shift) = Self::search_metric(cat);
+        if self.index.is_none() {
+            let pb = stepwise_core::progress::spinner("building the neighbour graph");
+            let params = AnnParams { connectivity: 16, expansion_add: 128, expansion_search: ef, parallel_build: false };
+            let index = AnnIndex::build(&cat.data, cat.dim, metric, &params).map_err(|e| Error::runtime(e.to_string()))?;
+            pb.finish_and_clear();
+            self.index = Some(index);
+        }
+        let index = self.index.as_ref().expect("built above");
+        // Items per procedure: how many results a query can lose to the filter.
+        let n_procs = cat.procs.len();
+        let mut per_proc = vec![0usize; n_procs];
+        for it in &cat.items {
+            for &o in &it.owners {
+                per_proc[o as usize] += 1;
+            }
+        }
+        let slack = |q: u32| -> usize { cat.items[q as usize].owners.iter().map(|&o| per_proc[o as usize]).sum::<usize>() + 1 };
+        let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
+        let mut fallback = Vec::new();
+        // Queries grouped by how many results they need, so most ask for little more than K.
+        let mut by_need: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for &q in todo {
+            let need = (self.k + slack(q)).min(cat.len());
+            by_need.entry(need.next_power_of_two().min(cat.len())).or_default().push(q);
+        }
+        for (need, qs) in by_need {
+            index.set_expansion_search(ef.max(need));
+            for chunk in qs.chunks(BATCH) {
+                let mut queries = Vec::with_capacity(chunk.len() * cat.dim);
+                for &q in chunk {
+                    queries.extend_from_slice(cat.row(q));
+                }
+                let results = index.search(&queries, need).map_err(|e| Error::runtime(e.to_string()))?;
+                for (&q, res) in chunk.iter().zip(results) {
+                    let list: Box<[(u32, f32)]> = res
+                        .into_iter()
+                        .filter(|n| n.index as u32 != q && !cat.share_owner(q, n.index as u32))
+                        .take(self.k)
+                        .map(|n| (n.index as u32, n.distance + shift))
+                        .collect();
+                    let possible = cat.len().saturating_sub(slack(q)).min(self.k);
+                    if list.len() < possible {
+                        fallback.push(q);
+                    } else {
+                        self.lists.insert(q, list);
+                    }
+                }
+                pb.inc(chunk.len() as u64);
+            }
+        }
+        pb.finish_and_clear();
+        if !fallback.is_empty() {
+            self.exact_fallbacks += fallback.len();
+            self.exact(cat, &fallback);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Item;
+    use crate::config::ItemKind;
+
+    fn cat(points: &[(f32, f32)], owners: &[&[u32]], metric: Metric) -> Catalog {
+        Catalog {
+            kind: ItemKind::Image,
+            metric,
+            dim: 2,
+            data: points.iter().flat_map(|&(x, y)| [x, y]).collect(),
+            items: owners
+                .iter()
+                .enumerate()
+                .map(|(i, o)| Item { feature_id: format!("image:{i}"), content: format!("{i}"), owners: o.to_vec() })
+                .collect(),
+            procs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn neighbours_skip_items_of_the_same_procedure_and_are_sorted() {
+        let c = cat(&[(0.0, 0.0), (0.1, 0.0), (0.5, 0.0), (0.2, 0.0), (3.0, 0.0)], &[&[0], &[0], &[1], &[0, 2], &[]], Metric::L2);
+        let mut t = NeighborTable::new(10, NeighborSearch::Exact);
+        t.ensure(&c, &BTreeSet::from([0])).unwrap();
+        let got: Vec<u32> = t.get(0).iter().map(|n| n.0).collect();
+        // item 1 (same procedure) and 3 (shared with procedure 0) are excluded; the pool item is a candidate.
+        assert_eq!(got, vec![2, 4]);
+        assert!((t.get(0)[0].1 - 0.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn hnsw_agrees_with_exact_search_and_is_reproducible() {
+        // 600 items in 60 procedures of 10, random unit vectors in 8 dimensions.
+        use rand::Rng;
+        let mut rng = stepwise_core::rng::rng_for(1, "hnsw-test");
+        let n = 600;
+        let points: Vec<(f32, f32)> = Vec::new();
+        let mut c = cat(&points, &[], Metric::Cosine);
+        c.dim = 8;
+        c.data = (0..n * 8).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        stepwise_features::encoder::l2_normalize_rows(&mut c.data, 8);
+        c.items = (0..n)
+            .map(|i| Item { feature_id: format!("image:{i}"), content: format!("{i}"), owners: vec![(i / 10) as u32] })
+            .collect();
+        c.procs = vec![crate::catalog::ProcEntry { eligible: Vec::new(), excluded: Vec::new() }; 60];
+        let queries: BTreeSet<u32> = (0..n as u32).step_by(7).collect();
+        let mut exact = NeighborTable::new(20, NeighborSearch::Exact);
+        exact.ensure(&c, &queries).unwrap();
+        let mut approx = NeighborTable::new(20, NeighborSearch::Hnsw { ef: 128 });
+        approx.ensure(&c, &queries).unwrap();
+        let mut again = NeighborTable::new(20, NeighborSearch::Hnsw { ef: 128 });
+        again.ensure(&c, &queries).unwrap();
+        let (mut hit, mut total) = (0, 0);
+        for &q in &queries {
+            let e: BTreeSet<u32> = exact.get(q).iter().map(|n| n.0).collect();
+            let a = approx.get(q);
+            assert_eq!(a.len(), 20);
+            assert!(a.iter().all(|n| !c.share_owner(q, n.0)));
+            assert_eq!(a, again.get(q));
+            hit += a.iter().filter(|n| e.contains(&n.0)).count();
+            total += 20;
+        }
+        assert!(hit as f64 / total as f64 > 0.95, "recall {hit}/{total}");
+        assert_eq!(approx.methods(), vec!["hnsw"]);
+    }
+
+    #[test]
+    fn cosine_distances_match_the_metric() {
+        let mut c = cat(&[(1.0, 0.0), (0.0, 2.0), (1.0, 1.0)], &[&[0], &[1], &[2]], Metric::Cosine);
+        stepwise_features::encoder::l2_normalize_rows(&mut c.data, 2);
+        let mut t = NeighborTable::new(2, NeighborSearch::Exact);
+        t.ensure(&c, &BTreeSet::from([0])).unwrap();
+        let l = t.get(0);
+        assert_eq!(l[0].0, 2);
+        assert!((l[0].1 - (1.0 - 0.5f32.sqrt())).abs() < 1e-5);
+        assert!((l[1].1 - 1.0).abs() < 1e-5);
+    }
+}

@@ -1,0 +1,375 @@
+//! Making one question of each task from a planned question: negatives, choices, context and provenance, in the
+//! official RecipeQA layout (field names, `@placeholder`, 0-based `answer`, question texts).
+
+use std::collections::BTreeMap;
+
+use rand::seq::SliceRandom;
+use serde_json::{Value, json};
+use stepwise_core::rng::{ChaCha8Rng, rng_for};
+use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
+use stepwise_core::{Choice, Procedure, Question, Task};
+
+use crate::catalog::{Catalog, ProcEntry};
+use crate::config::{ClozeField, GenerateConfig, Mode};
+use crate::counts::SkipReason;
+use crate::negatives::{
+    Cand, SelectionStats, adaptive_neighbourhood, draw_with_constraint, knob2_region, valid, wrong_orders,
+};
+use crate::neighbors::NeighborTable;
+use crate::plan::PlannedQuestion;
+
+/// RecipeQA's question texts (official release).
+pub const TEXT_TITLE_CLOZE: &str = "Choose the best title for the missing blank to correctly complete the recipe.";
+pub const TEXT_BODY_CLOZE: &str = "Choose the best text for the missing blank to correctly complete the recipe.";
+pub const TEXT_VISUAL_CLOZE: &str = "Choose the best image for the missing blank to correctly complete the recipe.";
+pub const TEXT_COHERENCE: &str = "Select the incoherent image in the following sequence of images.";
+pub const TEXT_ORDERING: &str = "What is the correct order of the images?";
+pub const ORDERING_QUESTION: &str = "Choose the correct order of images to make a story";
+
+/// Everything a question of one procedure needs.
+pub struct ProcView<'a> {
+    /// Index of the procedure in the corpus (the recipe number of the qid).
+    pub index: usize,
+    pub procedure: &'a Procedure,
+    pub entry: &'a ProcEntry,
+    pub split: Option<&'a str>,
+    /// The procedure's context steps for this task (built once, cloned into each question).
+    pub context: &'a [ContextStep],
+}
+
+/// Shared inputs of question making.
+pub struct Maker<'a> {
+    pub task: Task,
+    pub mode: Mode,
+    pub cfg: &'a GenerateConfig,
+    pub cat: &'a Catalog,
+    pub table: &'a NeighborTable,
+}
+
+impl Maker<'_> {
+    /// The question for `pq`, or why it had to be skipped.
+    pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Result<Question, SkipReason> {
+        let key = format!("tasks/negatives/{}/{}/{}/{}", self.task, self.mode.label(), view.procedure.id, pq.attempt);
+        let mut rng = rng_for(self.cfg.seed, &key);
+        let mut q = match self.task {
+            Task::TextualCloze | Task::VisualCloze => self.cloze(view, pq, &mut rng)?,
+            Task::VisualCoherence => self.coherence(view, pq, &mut rng)?,
+            Task::VisualOrdering => self.ordering(view, pq, &mut rng)?,
+        };
+        let first = usize::from(self.cfg.skip_first_step);
+        let positions: Vec<String> =
+            pq.positions.iter().map(|&p| (view.entry.eligible[p].step - first).to_string()).collect();
+        q.qid = format!("{}-{}-{}", self.task.qid_prefix(), view.index, positions.join("-"));
+        q.recipe_id = view.procedure.id.clone();
+        q.task = self.task.as_str().to_string();
+        q.split = view.split.map(str::to_string);
+        q.context = view.context.to_vec();
+        Ok(q)
+    }
+
+    fn steps(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Vec<usize> {
+        pq.positions.iter().map(|&p| view.entry.eligible[p].step).collect()
+    }
+
+    fn item_of(&self, view: &ProcView<'_>, pos: usize) -> u32 {
+        view.entry.eligible[pos].item
+    }
+
+    /// Textual and visual cloze: hide one item; the answer and `n_choices − 1` negatives from other procedures.
+    fn cloze(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+        let cat = self.cat;
+        let answer_pos = pq.positions[pq.slot];
+        let answer = self.item_of(view, answer_pos);
+        let visible: Vec<u32> =
+            pq.positions.iter().enumerate().filter(|(s, _)| *s != pq.slot).map(|(_, &p)| self.item_of(view, p)).collect();
+        let centroid = cat.centroid(&visible);
+        let n_neg = self.cfg.n_choices - 1;
+        let cands = valid(self.table.get(answer), self.cfg.duplicate_epsilon as f32, &[]);
+        // Knob 3 (§3.2): a negative at least as close to the question (the mean of its items) as the answer.
+        let answer_to_question = cat.distance_to(&centroid, answer);
+        let (negs, stats) = self.select(&cands, n_neg, |c| cat.distance_to(&centroid, c.item) <= answer_to_question, rng)?;
+
+        // Choices in random order; the answer shows the procedure's own text/image.
+        let mut entries: Vec<(u32, String, bool)> = vec![(answer, view.entry.eligible[answer_pos].display.clone(), true)];
+        entries.extend(negs.iter().map(|n| (n.item, cat.items[n.item as usize].content.clone(), false)));
+        entries.shuffle(rng);
+        let answer_idx = entries.iter().position(|e| e.2).expect("the answer is among the choices");
+
+        let question: Vec<String> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .map(|(s, &p)| if s == pq.slot { PLACEHOLDER.to_string() } else { view.entry.eligible[p].display.clone() })
+            .collect();
+        let question_items: Vec<Value> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .map(|(s, &p)| if s == pq.slot { Value::Null } else { json!(cat.items[self.item_of(view, p) as usize].feature_id) })
+            .collect();
+        let steps = self.steps(view, pq);
+        let meta = self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, answer, stats);
+        let (question_modality, question_text) = match (self.task, self.cfg.cloze_field) {
+            (Task::TextualCloze, ClozeField::Title) => ("title", TEXT_TITLE_CLOZE),
+            (Task::TextualCloze, ClozeField::Text) => ("body", TEXT_BODY_CLOZE),
+            _ => ("images", TEXT_VISUAL_CLOZE),
+        };
+        Ok(Question {
+            context_modality: context_modality(self.task, self.cfg.cloze_field),
+            question,
+            question_modality: vec![question_modality.to_string()],
+            question_text: Some(question_text.to_string()),
+            choice_list: entries.into_iter().map(|e| Choice::Item(e.1)).collect(),
+            answer: answer_idx,
+            extra: BTreeMap::from([("meta".to_string(), meta)]),
+            ..Default::default()
+        })
+    }
+
+    /// Visual coherence: one of the ordered images is replaced by an image of another procedure; the choices are
+    /// the shown images and the answer is the replaced position.
+    fn coherence(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+        let cat = self.cat;
+        let replaced = self.item_of(view, pq.positions[pq.slot]);
+        let coherent: Vec<u32> =
+            pq.positions.iter().enumerate().filter(|(s, _)| *s != pq.slot).map(|(_, &p)| self.item_of(view, p)).collect();
+        let centroid = cat.centroid(&coherent);
+        let (cands, close_limit) = match self.mode {
+            // RecipeQA: the distractor is a neighbour of the image it replaces.
+            Mode::RecipeQa => (valid(self.table.get(replaced), self.cfg.duplicate_epsilon as f32, &[]), f32::NAN),
+            // Knob 2 (appendix B): the union of the neighbours of the coherent images, each at its smallest
+            // distance to one of them. Knob 3: the incoherent image must be closer to the coherent images' mean
+            // than the closest pair of coherent images is to each other.
+            Mode::Knobs(_) => {
+                let mut best: BTreeMap<u32, f32> = BTreeMap::new();
+                for &c in &coherent {
+                    for cand in valid(self.table.get(c), self.cfg.duplicate_epsilon as f32, &[]) {
+                        let e = best.entry(cand.item).or_insert(cand.dist);
+                        *e = e.min(cand.dist);
+                    }
+                }
+                let mut union: Vec<Cand> = best.into_iter().map(|(item, dist)| Cand { item, dist }).collect();
+                union.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+                let mut min_pair = f32::INFINITY;
+                for (i, &a) in coherent.iter().enumerate() {
+                    for &b in &coherent[i + 1..] {
+                        min_pair = min_pair.min(cat.distance(a, b));
+                    }
+                }
+                (union, min_pair)
+            }
+        };
+        let (negs, stats) = self.select(&cands, 1, |c| cat.distance_to(&centroid, c.item) < close_limit, rng)?;
+        let odd = negs[0].item;
+        let shown: Vec<u32> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .map(|(s, &p)| if s == pq.slot { odd } else { self.item_of(view, p) })
+            .collect();
+        let displays: Vec<String> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .map(|(s, &p)| if s == pq.slot { cat.items[odd as usize].content.clone() } else { view.entry.eligible[p].display.clone() })
+            .collect();
+        let entries: Vec<(u32, String, bool)> =
+            shown.iter().zip(&displays).enumerate().map(|(s, (&i, d))| (i, d.clone(), s == pq.slot)).collect();
+        let steps = self.steps(view, pq);
+        let question_items: Vec<Value> = shown.iter().map(|&i| json!(cat.items[i as usize].feature_id)).collect();
+        let mut meta = self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, replaced, stats);
+        // For coherence the question is each image's fit with the other three.
+        let to_rest: Vec<f32> = (0..shown.len())
+            .map(|s| {
+                let others: Vec<u32> = shown.iter().enumerate().filter(|(t, _)| *t != s).map(|(_, &i)| i).collect();
+                cat.distance_to(&cat.centroid(&others), shown[s])
+            })
+            .collect();
+        meta["distances"]["to_question"] = json!(round_all(&to_rest));
+        if close_limit.is_finite() {
+            meta["distances"]["min_coherent_pair"] = json!(round(close_limit));
+        }
+        Ok(Question {
+            context_modality: context_modality(self.task, self.cfg.cloze_field),
+            question: displays.clone(),
+            question_modality: vec!["images".to_string()],
+            question_text: Some(TEXT_COHERENCE.to_string()),
+            choice_list: displays.into_iter().map(Choice::Item).collect(),
+            answer: pq.slot,
+            extra: BTreeMap::from([("meta".to_string(), meta)]),
+            ..Default::default()
+        })
+    }
+
+    /// Visual ordering: the images in procedural order is the answer; the negatives are wrong orders.
+    fn ordering(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+        let cat = self.cat;
+        let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
+        let path_length = |perm: &[usize]| -> f64 {
+            perm.windows(2).map(|w| cat.distance(items[w[0]], items[w[1]]) as f64).sum()
+        };
+        // Knob 2 (appendix B): setting 1 weights each wrong order by Σ dist(φ(x_i), φ(x_{i+1})) along it;
+        // RecipeQA and setting 0 draw wrong orders uniformly. Knob 3 is not defined for ordering.
+        let weighted = matches!(self.mode, Mode::Knobs(k) if k.k2 == 1);
+        let weight: Option<&dyn Fn(&[usize]) -> f64> = if weighted { Some(&path_length) } else { None };
+        let (wrong, weights) = wrong_orders(pq.positions.len(), self.cfg.n_choices - 1, weight, rng)?;
+        let mut orders: Vec<(Vec<usize>, bool)> = vec![((0..items.len()).collect(), true)];
+        orders.extend(wrong.into_iter().map(|o| (o, false)));
+        orders.shuffle(rng);
+        let answer = orders.iter().position(|o| o.1).expect("the correct order is among the choices");
+        let displays: Vec<&str> = pq.positions.iter().map(|&p| view.entry.eligible[p].display.as_str()).collect();
+        let steps = self.steps(view, pq);
+        let choice_list: Vec<Choice> =
+            orders.iter().map(|(o, _)| Choice::Sequence(o.iter().map(|&i| displays[i].to_string()).collect())).collect();
+        let mean_step: Vec<f64> =
+            orders.iter().map(|(o, _)| path_length(o) / (o.len().saturating_sub(1).max(1)) as f64).collect();
+        let meta = json!({
+            "generator": "stepwise-tasks",
+            "setting": self.mode.label(),
+            "procedure": view.procedure.id,
+            "question_steps": steps,
+            "answer_step": Value::Null,
+            "knob1_removed_step": matches!(self.mode, Mode::Knobs(_)).then(|| steps[pq.slot]),
+            "question_items": items.iter().map(|&i| cat.items[i as usize].feature_id.clone()).collect::<Vec<_>>(),
+            "choice_orders": orders.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>(),
+            "choice_steps": orders.iter().map(|(o, _)| o.iter().map(|&i| steps[i]).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            "distances": {
+                "metric": metric_name(cat),
+                "mean_consecutive": mean_step.iter().map(|&d| round(d as f32)).collect::<Vec<_>>(),
+                "wrong_order_weights": weights.iter().map(|&w| round(w as f32)).collect::<Vec<_>>(),
+            },
+        });
+        Ok(Question {
+            context_modality: context_modality(self.task, self.cfg.cloze_field),
+            question: vec![ORDERING_QUESTION.to_string()],
+            question_modality: vec!["images".to_string()],
+            question_text: Some(TEXT_ORDERING.to_string()),
+            choice_list,
+            answer,
+            extra: BTreeMap::from([("meta".to_string(), meta)]),
+            ..Default::default()
+        })
+    }
+
+    /// The mode's negative-selection rule over `cands` (sorted by distance). `close` is knob 3's constraint.
+    fn select(
+        &self,
+        cands: &[Cand],
+        n: usize,
+        close: impl Fn(&Cand) -> bool,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<(Vec<Cand>, SelectionStats), SkipReason> {
+        match self.mode {
+            Mode::RecipeQa => adaptive_neighbourhood(cands, self.cfg.margin as f32, n, rng),
+            Mode::Knobs(k) => {
+                let (region, mut stats) = knob2_region(cands, self.cfg.k_c, k.k2);
+                let n_constrained = if k.k3 == 1 { self.cfg.n_constrained.min(n) } else { 0 };
+                let negs = draw_with_constraint(&region, n, n_constrained, close, &mut stats, rng)?;
+                Ok((negs, stats))
+            }
+        }
+    }
+
+    /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.
+    #[allow(clippy::too_many_arguments)]
+    fn meta(
+        &self,
+        view: &ProcView<'_>,
+        steps: &[usize],
+        answer_step: Option<usize>,
+        question_items: Vec<Value>,
+        entries: &[(u32, String, bool)],
+        centroid: &[f32],
+        anchor: u32,
+        stats: SelectionStats,
+    ) -> Value {
+        let cat = self.cat;
+        let sources: Vec<Value> = entries
+            .iter()
+            .map(|(item, _, is_answer)| {
+                let it = &cat.items[*item as usize];
+                if *is_answer && self.task != Task::VisualCoherence {
+                    json!({"procedure": view.procedure.id, "step": answer_step})
+                } else if it.is_pool() {
+                    json!({"pool": true})
+                } else if it.owners.binary_search(&(view.index as u32)).is_ok() {
+                    let step = view.entry.eligible.iter().find(|e| e.item == *item).map(|e| e.step);
+                    json!({"procedure": view.procedure.id, "step": step})
+                } else {
+                    json!({"procedure": Value::Null, "other_procedure": true})
+                }
+            })
+            .collect();
+        json!({
+            "generator": "stepwise-tasks",
+            "setting": self.mode.label(),
+            "procedure": view.procedure.id,
+            "question_steps": steps,
+            "answer_step": answer_step,
+            "question_items": question_items,
+            "choice_items": entries.iter().map(|(i, _, _)| cat.items[*i as usize].feature_id.clone()).collect::<Vec<_>>(),
+            "choice_sources": sources,
+            "distances": {
+                "metric": metric_name(cat),
+                "to_answer": entries.iter().map(|(i, _, _)| round(if *i == anchor { 0.0 } else { cat.distance(anchor, *i) })).collect::<Vec<_>>(),
+                "to_question": entries.iter().map(|(i, _, _)| round(cat.distance_to(centroid, *i))).collect::<Vec<_>>(),
+                "selection": stats,
+            },
+        })
+    }
+}
+
+/// The context steps of a procedure for a task (RecipeQA: every step but the narrative first one; textual cloze
+/// shows bodies and images, the visual tasks bodies and titles).
+pub fn context_steps(p: &Procedure, task: Task, cfg: &GenerateConfig) -> Vec<ContextStep> {
+    let first = usize::from(cfg.skip_first_step);
+    p.steps
+        .iter()
+        .enumerate()
+        .skip(first)
+        .map(|(i, s)| {
+            let mut c = ContextStep { id: json!(i), ..Default::default() };
+            match (task, cfg.cloze_field) {
+                (Task::TextualCloze, ClozeField::Title) => {
+                    c.body = Some(s.text.clone().unwrap_or_default());
+                    c.images = Some(s.images.clone());
+                }
+                (Task::TextualCloze, ClozeField::Text) => {
+                    c.title = s.title.clone();
+                    c.images = Some(s.images.clone());
+                }
+                _ => {
+                    c.title = s.title.clone();
+                    c.body = Some(s.text.clone().unwrap_or_default());
+                }
+            }
+            c
+        })
+        .collect()
+}
+
+fn context_modality(task: Task, field: ClozeField) -> Vec<String> {
+    let m: &[&str] = match (task, field) {
+        (Task::TextualCloze, ClozeField::Title) => &["body", "images"],
+        (Task::TextualCloze, ClozeField::Text) => &["title", "images"],
+        _ => &["body", "title"],
+    };
+    m.iter().map(|s| s.to_string()).collect()
+}
+
+fn metric_name(cat: &Catalog) -> &'static str {
+    match cat.metric {
+        stepwise_features::Metric::Cosine => "cosine",
+        stepwise_features::Metric::InnerProduct => "inner_product",
+        stepwise_features::Metric::L2 => "l2",
+    }
+}
+
+/// Distances in provenance are rounded to 6 decimals (stable text, plenty for audits).
+fn round(x: f32) -> f64 {
+    ((x as f64) * 1e6).round() / 1e6
+}
+
+fn round_all(xs: &[f32]) -> Vec<f64> {
+    xs.iter().map(|&x| round(x)).collect()
+}

@@ -1,0 +1,25 @@
+//! Time step rendering, one thread: `cargo run --release -p stepwise-world --example render_speed`.
+use std::time::Instant;
+use stepwise_world::Domain;
+use stepwise_world::plan::plan;
+fn main() {
+    for domain in [Domain::Cooking, Domain::Assembly] {
+        let plans: Vec<_> = (0..40).map(|i| plan(0, domain, i).unwrap()).collect();
+        let t = Instant::now();
+        let mut n = 0;
+        for p in &plans {
+            n += std::hint::black_box(stepwise_world::render::render_plan_steps(p, 0, 224)).len();
+        }
+        let dt = t.elapsed().as_secs_f64();
+        println!("{domain:?}: {n} images in {dt:.2} s = {:.2} ms/image (one thread)", dt * 1e3 / n as f64);
+        // The background and lighting alone (no shapes).
+        let style = stepwise_world::render::style::Style::new(domain, &mut stepwise_world::plan::stream(0, domain, 0, "style"));
+        let t = Instant::now();
+        for _ in 0..100 {
+            let mut c = stepwise_world::render::raster::Canvas::new(224, 224, style.camera);
+            c.fill(|p| style.background(p));
+            std::hint::black_box(c.finish(|p| [style.light(p); 3], |x, y| stepwise_world::render::raster::hash2(x as i32, y as i32, 3)));
+        }
+        println!("  background + lighting only: {:.2} ms/image", t.elapsed().as_secs_f64() * 10.0);
+    }
+}
