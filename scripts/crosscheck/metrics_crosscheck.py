@@ -27,7 +27,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -41,19 +40,7 @@ from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score
 
 TOL = 1e-12
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def find_stepwise(given):
-    if given:
-        return given
-    if os.environ.get("STEPWISE_BIN"):
-        return os.environ["STEPWISE_BIN"]
-    for profile in ("release", "debug"):
-        p = ROOT / "target" / profile / "stepwise"
-        if p.exists():
-            return str(p)
-    sys.exit("stepwise binary not found: build it (cargo build -p stepwise-cli) or pass --stepwise / STEPWISE_BIN")
+from common import find_stepwise  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------------------

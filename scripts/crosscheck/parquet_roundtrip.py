@@ -16,7 +16,6 @@ pip: pyarrow
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,20 +23,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[2]
+from common import find_stepwise, shared_data as shared_data_dir  # noqa: E402
 PROCEDURE_KEYS = {"id", "title", "source", "license", "lang", "category", "steps", "ingredients", "gallery", "annotations"}
-
-
-def find_stepwise(given):
-    if given:
-        return given
-    if os.environ.get("STEPWISE_BIN"):
-        return os.environ["STEPWISE_BIN"]
-    for profile in ("release", "debug"):
-        p = ROOT / "target" / profile / "stepwise"
-        if p.exists():
-            return str(p)
-    sys.exit("stepwise binary not found: build it (cargo build -p stepwise-cli) or pass --stepwise / STEPWISE_BIN")
 
 
 def canonical(v):
@@ -132,7 +119,7 @@ def main():
         corpora = list(args.corpora)
         if not corpora:
             stepwise = find_stepwise(args.stepwise)
-            data = Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+            data = shared_data_dir()
             if not (data / "procedures").is_dir():
                 sys.exit(f"shared data not found at {data} (set STEPWISE_SHARED_DATA)")
             jobs = [("procedures", sorted((data / "procedures").glob("*.jsonl"))),

@@ -37,24 +37,12 @@ from pathlib import Path
 
 import wordninja
 
-ROOT = Path(__file__).resolve().parents[2]
+from common import ROOT, find_stepwise, shared_data as shared_data_dir  # noqa: E402
 WORD = re.compile(r"[^\W\d_]+")
 
 
-def find_stepwise(given):
-    if given:
-        return given
-    if os.environ.get("STEPWISE_BIN"):
-        return os.environ["STEPWISE_BIN"]
-    for profile in ("release", "debug"):
-        p = ROOT / "target" / profile / "stepwise"
-        if p.exists():
-            return str(p)
-    sys.exit("stepwise binary not found: build it (cargo build -p stepwise-cli) or pass --stepwise / STEPWISE_BIN")
-
-
 def shared_data():
-    d = Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+    d = shared_data_dir()
     if not (d / "recipeqa" / "val-dev.json").is_file():
         sys.exit(f"shared data not found at {d} (set STEPWISE_SHARED_DATA)")
     return d

@@ -38,10 +38,12 @@ enum Command {
     Ingest(commands::ingest::Args),
     Clean(commands::clean::Args),
     Stats(commands::stats::Args),
+    /// The built-in procedure world: generate a corpus with exact ground truth, render images, contact sheets.
     #[command(subcommand)]
     World(commands::world::WorldCommand),
     Embed(commands::embed::Args),
     Neighbors(commands::neighbors::Args),
+    /// Pretrained models in the local models folder: list, convert, classify images, encode texts or images.
     #[command(subcommand)]
     Models(commands::models::ModelsCommand),
     Generate(commands::generate::Args),
@@ -51,6 +53,7 @@ enum Command {
     Baseline(commands::baseline::Args),
     SelectGolden(commands::select_golden::Args),
     Report(commands::report::Args),
+    /// Benchmarks that print their targets and ratios against a reference measured in the same run.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
 }
@@ -71,7 +74,19 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
-    let result = match cli.command {
+    let result = dispatch(cli.command);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(cli_util::exit_code(&e))
+        }
+    }
+}
+
+/// Run one command (the arms of the CLI, shared by `main` and [`run_in_process`]).
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Demo(a) => commands::demo::run(a),
         Command::Ingest(a) => commands::ingest::run(a),
         Command::Clean(a) => commands::clean::run(a),
@@ -88,12 +103,19 @@ fn main() -> ExitCode {
         Command::SelectGolden(a) => commands::select_golden::run(a),
         Command::Report(a) => commands::report::run(a),
         Command::Bench(c) => commands::bench::run(c),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(cli_util::exit_code(&e))
-        }
     }
+}
+
+/// Run a `stepwise` command line in this process (`argv` without the program name), exactly as the CLI would —
+/// `stepwise demo` runs its stages this way. Process-wide settings (`--quiet`, `--threads`, logging) stay as the
+/// outer invocation set them; manifests written meanwhile record this command line (then the outer one again).
+/// A command line that does not parse is a usage error.
+pub(crate) fn run_in_process<S: AsRef<str>>(argv: &[S]) -> anyhow::Result<()> {
+    let args: Vec<String> = std::iter::once("stepwise").chain(argv.iter().map(AsRef::as_ref)).map(String::from).collect();
+    let cli = Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
+    let outer = stepwise_core::manifest::command_line();
+    stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(args.into_iter()));
+    let result = dispatch(cli.command);
+    stepwise_core::manifest::set_command_line(outer);
+    result
 }

@@ -44,7 +44,7 @@ impl Corpus {
         let manifest = if path.join(MANIFEST_FILE).exists() { Some(Manifest::read(path)?) } else { None };
         let image_root = match manifest.as_ref().and_then(|m| m.image_root.as_deref()) {
             Some(r) if Path::new(r).is_absolute() => PathBuf::from(r),
-            Some(r) => path.join(r),
+            Some(r) => crate::paths::normalize(&path.join(r)),
             None => path.to_path_buf(),
         };
         let procedures = read_procedures_jsonl(&jsonl)?;

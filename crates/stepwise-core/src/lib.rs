@@ -9,6 +9,7 @@
 //! - [`json`]: JSON/JSONL reading with precise errors, canonical writing
 //! - [`parquet`]: Parquet copies of tables
 //! - [`output`]: atomic output folders and files
+//! - [`paths`]: lexical path arithmetic (absolute, normalised, relative)
 //! - [`error`]: the error type and exit codes
 //! - [`rng`], [`hash`], [`progress`]: seeded randomness, content hashes, progress bars
 
@@ -19,6 +20,7 @@ pub mod json;
 pub mod manifest;
 pub mod output;
 pub mod parquet;
+pub mod paths;
 pub mod procedure;
 pub mod progress;
 pub mod rng;

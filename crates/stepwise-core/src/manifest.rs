@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::RwLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,16 +20,17 @@ use crate::output::write_string_atomic;
 pub const SCHEMA_VERSION: u32 = 1;
 pub const MANIFEST_FILE: &str = "manifest.json";
 
-static COMMAND_LINE: OnceLock<Vec<String>> = OnceLock::new();
+static COMMAND_LINE: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Called once by the CLI with the canonical command line (see module docs). Libraries read it when they build
-/// a manifest.
+/// Set by the CLI with the canonical command line (see module docs), and again for each command a pipeline such
+/// as `stepwise demo` runs in-process. Libraries read it when they build a manifest.
 pub fn set_command_line(args: Vec<String>) {
-    let _ = COMMAND_LINE.set(args);
+    // A poisoned lock only means a panic elsewhere; the value is a plain Vec, still usable.
+    *COMMAND_LINE.write().unwrap_or_else(|e| e.into_inner()) = args;
 }
 
 pub fn command_line() -> Vec<String> {
-    COMMAND_LINE.get().cloned().unwrap_or_default()
+    COMMAND_LINE.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// A fingerprint of one input file.

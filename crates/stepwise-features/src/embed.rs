@@ -136,7 +136,9 @@ pub fn embed_items(
     if opts.force && work_path.exists() {
         std::fs::remove_dir_all(&work_path).at(&work_path)?;
     }
+    let dir_existed = dir.exists();
     let mut work = WorkDir::open(&work_path)?;
+    let work_existed = work.exists();
     let run = work.read_run()?;
     let requested = RunConfig {
         encoder: opts.encoder.clone(),
@@ -229,7 +231,20 @@ pub fn embed_items(
         Some(work.model_dir())
     };
     let fit_texts = fitted.then(|| Arc::new(fit_texts(items)));
-    let encoder = build(entry.name, opts, state_dir.clone(), fit_texts)?;
+    let encoder = match build(entry.name, opts, state_dir.clone(), fit_texts) {
+        Ok(e) => e,
+        Err(e) => {
+            // Nothing was encoded: leave no trace of this run (a missing model must not leave an "unfinished
+            // run" behind that later commands would trip over).
+            if !work_existed {
+                let _ = std::fs::remove_dir_all(&work_path);
+                if !dir_existed {
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
+            return Err(e);
+        }
+    };
     let info = encoder.info().clone();
     if let Some(s) = &store {
         check_same_encoder(dir, s.info(), &info)?;

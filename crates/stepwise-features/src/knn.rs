@@ -91,10 +91,17 @@ pub fn distance(a: &[f32], b: &[f32], metric: Metric) -> f32 {
         Metric::Cosine => {
             let na = dot(a, a).sqrt();
             let nb = dot(b, b).sqrt();
-            if na == 0.0 || nb == 0.0 { 1.0 } else { 1.0 - dot(a, b) / (na * nb) }
+            if na == 0.0 || nb == 0.0 { 1.0 } else { clamp_rounding(1.0 - dot(a, b) / (na * nb)) }
         }
         Metric::L2 => a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>().sqrt(),
     }
+}
+
+/// Rounding can put 1 − cos of (nearly) parallel vectors slightly below 0; distances are never negative. NaN
+/// stays NaN (it ranks last).
+#[inline]
+fn clamp_rounding(d: f32) -> f32 {
+    if d < 0.0 { 0.0 } else { d }
 }
 
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -300,15 +307,13 @@ impl Search<'_> {
             Metric::Cosine => {
                 let iq = self.query_norms.get(qi);
                 for (v, &ix) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
-                    *v = 1.0 - *v * iq * ix;
+                    *v = clamp_rounding(1.0 - *v * iq * ix);
                 }
             }
             Metric::L2 => {
                 let sq = self.query_norms.get(qi);
                 for (v, &sx) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
-                    let d2 = sq + sx - 2.0 * *v;
-                    // Rounding can make d² slightly negative; NaN stays NaN.
-                    *v = if d2 < 0.0 { 0.0 } else { d2 };
+                    *v = clamp_rounding(sq + sx - 2.0 * *v);
                 }
             }
         }
@@ -467,6 +472,19 @@ mod tests {
         let r = knn(&base, &base, 64, KnnOptions { k: 1, metric: Metric::L2 }, None);
         for (i, n) in r.iter().enumerate() {
             assert_eq!((n[0].index, n[0].distance), (i, 0.0));
+        }
+    }
+
+    #[test]
+    fn cosine_distance_of_parallel_vectors_is_never_negative() {
+        // 1 − cos rounds below zero for some parallel pairs; the reported distance is clamped at 0.
+        let base: Vec<f32> = (0..200 * 7).map(|i| ((i * 53) % 97) as f32 / 9.1 - 5.0).collect();
+        let scaled: Vec<f32> = base.iter().map(|x| x * 3.0).collect();
+        let r = knn(&base, &scaled, 7, KnnOptions { k: 1, metric: Metric::Cosine }, None);
+        for (i, n) in r.iter().flatten().enumerate() {
+            assert!(n.distance >= 0.0 && n.distance < 1e-6, "{n:?}");
+            let d = distance(&base[i * 7..(i + 1) * 7], &scaled[i * 7..(i + 1) * 7], Metric::Cosine);
+            assert!((0.0..1e-6).contains(&d), "row {i}: {d}");
         }
     }
 

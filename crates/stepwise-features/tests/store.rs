@@ -10,7 +10,9 @@ use stepwise_features::embed::{EmbedOptions, EmbedReport, embed_corpus};
 use stepwise_features::items::{ItemRef, string_items};
 use stepwise_features::registry::EncoderContext;
 use stepwise_features::store::{FAILURES_FILE, FeatureStore, IDS_FILE, META_FILE, VECTORS_FILE, WORK_DIR};
+use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::{FeatureError, Item};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn image(seed: u32) -> image::RgbImage {
     image::RgbImage::from_fn(40 + seed, 30, move |x, y| {
@@ -58,6 +60,23 @@ fn embed(corpus: &Path, out: &Path, opts: &EmbedOptions) -> Result<EmbedReport, 
     embed_corpus(&c, out, None, &[], opts)
 }
 
+/// Image files, counting how many were decoded (to prove a re-run decodes and encodes nothing).
+struct CountingSource {
+    inner: FsImageSource,
+    loads: AtomicUsize,
+}
+
+impl ImageSource for CountingSource {
+    fn load(&self, rel_path: &str) -> Result<image::RgbImage, String> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(rel_path)
+    }
+
+    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
+        self.inner.fingerprint(rel_path)
+    }
+}
+
 fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
@@ -103,9 +122,12 @@ fn rerun_with_nothing_new_does_no_work_and_new_items_are_added() {
     embed(&corpus, &out, &EmbedOptions::new("descriptor")).unwrap();
     let before = (read(&out.join(VECTORS_FILE)), read(&out.join(META_FILE)), read(&out.join(FAILURES_FILE)));
     let mtime = std::fs::metadata(out.join(VECTORS_FILE)).unwrap().modified().unwrap();
-    let r = embed(&corpus, &out, &EmbedOptions::new("descriptor")).unwrap();
+    let counting = CountingSource { inner: FsImageSource::new(&cdir), loads: AtomicUsize::new(0) };
+    let c = Corpus::load(&corpus).unwrap();
+    let r = embed_corpus(&c, &out, Some(&counting), &[], &EmbedOptions::new("descriptor")).unwrap();
     assert!(r.up_to_date, "{r:?}");
     assert_eq!(r.encoded, 0);
+    assert_eq!(counting.loads.load(Ordering::SeqCst), 0, "a re-run with nothing new decoded images");
     assert_eq!(std::fs::metadata(out.join(VECTORS_FILE)).unwrap().modified().unwrap(), mtime, "store rewritten");
     assert_eq!((read(&out.join(VECTORS_FILE)), read(&out.join(META_FILE)), read(&out.join(FAILURES_FILE))), before);
 
@@ -211,9 +233,12 @@ fn outputs_are_identical_for_any_thread_count() {
             pool.install(|| embed(&corpus, &out, &opts)).unwrap();
             out
         };
-        let (a, b) = (run(1), run(4));
-        for f in [VECTORS_FILE, IDS_FILE, META_FILE, "keys", FAILURES_FILE, "manifest.json"] {
-            assert_eq!(read(&a.join(f)), read(&b.join(f)), "{encoder}: {f} differs between 1 and 4 threads");
+        let a = run(1);
+        for threads in [2, 4] {
+            let b = run(threads);
+            for f in [VECTORS_FILE, IDS_FILE, META_FILE, "keys", FAILURES_FILE, "manifest.json"] {
+                assert_eq!(read(&a.join(f)), read(&b.join(f)), "{encoder}: {f} differs between 1 and {threads} threads");
+            }
         }
     }
 }
@@ -288,4 +313,20 @@ fn broken_stores_are_clear_errors() {
     let e = stepwise_features::embed::embed_items(&td.path().join("x"), &items, &src, &EmbedOptions::new("tfidf"))
         .unwrap_err();
     assert_eq!(e.exit_code(), 2, "{e}");
+}
+
+#[test]
+fn missing_model_folder_says_how_to_install_and_leaves_nothing_behind() {
+    let td = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(&td.path().join("c"), 2, false);
+    let out = td.path().join("feat");
+    for encoder in ["minilm", "effnet-lite0", "glove-50d"] {
+        let mut opts = EmbedOptions::new(encoder);
+        opts.ctx.models_dir = td.path().join("no-models");
+        let e = embed(&corpus, &out, &opts).unwrap_err();
+        assert!(matches!(e, FeatureError::MissingModel(_)), "{encoder}: {e}");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("scripts/fetch-models.sh"), "{encoder}: {e}");
+        assert!(!out.exists(), "{encoder}: a failed run left {}", out.display());
+    }
 }

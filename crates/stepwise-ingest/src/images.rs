@@ -47,28 +47,7 @@ impl std::str::FromStr for OnMissingImage {
     }
 }
 
-/// An absolute, lexically normalised path (`.` and `..` resolved without touching the file system).
-pub fn absolute_normalized(p: &Path) -> Result<PathBuf> {
-    let abs = std::path::absolute(p).at(p)?;
-    Ok(normalize(&abs))
-}
-
-/// Resolve `.` and `..` components lexically.
-pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
+pub use stepwise_core::paths::{absolute_normalized, normalize};
 
 fn common_ancestor(a: &Path, b: &Path) -> PathBuf {
     a.components().zip(b.components()).take_while(|(x, y)| x == y).map(|(x, _)| x.as_os_str()).collect()

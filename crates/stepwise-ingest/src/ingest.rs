@@ -149,7 +149,7 @@ pub fn ingest(inputs: &[PathBuf], output: &Path, registry: &Registry, opts: &Ing
         let n = copy_images(&mut all.procedures, &root, out.path())?;
         ("images".to_string(), Some(n))
     } else {
-        (root.to_string_lossy().into_owned(), None)
+        (stepwise_core::paths::image_root_for(output, &root)?, None)
     };
 
     let mut manifest = Manifest::new("corpus");

@@ -144,19 +144,7 @@ fn clean_recipeqa_improves_in_vocab_rate() {
     let res = CleanResources { vocab: Some(&vocab), dictionary: None };
     let report = clean_corpus_dir(&raw, &out, &CleanConfig::default(), res, false).unwrap();
     let v = report.vocab.as_ref().unwrap();
-    println!(
-        "RecipeQA val-dev in-vocabulary rate ({} words): tokens {:.2}% → {:.2}%, word tokens {:.2}% → {:.2}%, \
-         whitespace tokens {:.2}% → {:.2}%, types {:.2}% → {:.2}%",
-        v.vocab_words,
-        100.0 * v.before.rate,
-        100.0 * v.after.rate,
-        100.0 * v.before.word_rate,
-        100.0 * v.after.word_rate,
-        100.0 * v.before.ws_rate,
-        100.0 * v.after.ws_rate,
-        100.0 * v.before.type_rate,
-        100.0 * v.after.type_rate
-    );
+    println!("RecipeQA val-dev in-vocabulary rate ({} words): {}", v.vocab_words, v.rates_line());
     println!("procedures {} → {}; segmentation edits {}, number/unit edits {}",
         report.procedures_in, report.procedures_out, report.rules["segmentation"].edits, report.rules["number_unit"].edits);
     assert!(v.after.rate > v.before.rate && v.after.ws_rate > v.before.ws_rate);

@@ -1,14 +1,22 @@
 //! Plots as SVG and PNG, drawn with plotters. Text uses DejaVu Sans, embedded in the binary (Bitstream Vera
 //! licence, `assets/DejaVuSans-LICENSE.txt`), so PNGs look the same on every machine and need no system fonts.
 //! Outputs are deterministic (no timestamps) and written atomically.
+//!
+//! - [`Histogram`] / [`write_histogram`]: overlaid histograms over shared bins (the audit's distance plots);
+//! - [`BarChart`] / [`write_bar_chart`]: grouped bars over named categories, with optional confidence intervals
+//!   and a reference line (accuracy per knob setting against chance, counts per setting, steps per procedure).
 
 use std::path::Path;
 use std::sync::OnceLock;
+
+mod bars;
 
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Error, IoResultExt, Result};
+
+pub use bars::{BarChart, BarSeries, PALETTE, bar_chart_svg, write_bar_chart};
 
 /// The family name plots use for the embedded font.
 pub const FONT_FAMILY: &str = "stepwise-sans";
@@ -51,18 +59,29 @@ const SIZE: (u32, u32) = (900, 540);
 pub fn write_histogram(h: &Histogram<'_>, svg: &Path, png: &Path) -> Result<()> {
     check(h)?;
     ensure_font()?;
+    write_svg_and_png(svg, png, SIZE, |root| draw(h, root), |root| draw(h, root))
+}
+
+/// Draw the same picture into an SVG file and a PNG file (atomically).
+pub(crate) fn write_svg_and_png(
+    svg: &Path,
+    png: &Path,
+    size: (u32, u32),
+    draw_svg: impl FnOnce(DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> std::result::Result<(), String>,
+    draw_png: impl FnOnce(DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> std::result::Result<(), String>,
+) -> Result<()> {
     let mut text = String::new();
     {
-        let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
-        draw(h, root).map_err(|e| Error::runtime(format!("drawing {}: {e}", svg.display())))?;
+        let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
+        draw_svg(root).map_err(|e| Error::runtime(format!("drawing {}: {e}", svg.display())))?;
     }
     write_string_atomic(svg, &text)?;
     // The bitmap backend picks the format from the extension: draw into a temporary .png next to the target.
     let name = png.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "plot.png".into());
     let tmp = png.with_file_name(format!(".{name}.partial-{}.png", std::process::id()));
     {
-        let root = BitMapBackend::new(&tmp, SIZE).into_drawing_area();
-        let r = draw(h, root.clone()).and_then(|_| root.present().map_err(|e| e.to_string()));
+        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        let r = draw_png(root.clone()).and_then(|_| root.present().map_err(|e| e.to_string()));
         if let Err(e) = r {
             let _ = std::fs::remove_file(&tmp);
             return Err(Error::runtime(format!("drawing {}: {e}", png.display())));
@@ -73,7 +92,7 @@ pub fn write_histogram(h: &Histogram<'_>, svg: &Path, png: &Path) -> Result<()> 
 
 fn check(h: &Histogram<'_>) -> Result<()> {
     let bins = h.edges.len().saturating_sub(1);
-    if bins == 0 || h.edges.windows(2).any(|w| !(w[1] > w[0])) || h.edges.iter().any(|e| !e.is_finite()) {
+    if bins == 0 || h.edges.windows(2).any(|w| w[1].partial_cmp(&w[0]) != Some(std::cmp::Ordering::Greater)) || h.edges.iter().any(|e| !e.is_finite()) {
         return Err(Error::runtime("histogram edges must be finite and increasing"));
     }
     if h.series.iter().any(|s| s.counts.len() != bins) {

@@ -168,23 +168,38 @@ pub struct GenerateConfig {
     pub neighbors: NeighborSearch,
 }
 
-/// Exact neighbours, or an HNSW graph for catalogs where exact search is too slow.
+/// Exact neighbours, or an approximate index (IVF or HNSW) for catalogs where exact search is too slow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NeighborSearch {
-    /// Exact when (query items × catalog items) ≤ `EXACT_PAIR_LIMIT`, else HNSW.
+    /// Exact when (query items × catalog items) ≤ `EXACT_PAIR_LIMIT`, else IVF with the default probes.
     Auto,
     Exact,
+    /// Inverted file ([`crate::ivf`]): k-means lists (⌈√n⌉), each query scans its `probes` nearest lists
+    /// exactly. Reproducible for any thread count.
+    Ivf { probes: usize },
     /// HNSW (usearch through `stepwise_features::ann`), built on one thread in catalog order so the graph and
     /// the answers are reproducible; `ef` is the search-time candidate list size (recall grows with it).
     Hnsw { ef: usize },
 }
 
 impl NeighborSearch {
-    /// Above this many query–item pairs, `Auto` switches to HNSW (about a minute of exact search on 2 cores
-    /// at a few hundred dimensions).
+    /// Above this many query–item pairs, `Auto` switches to IVF (exact search of that many pairs at a few
+    /// hundred dimensions takes tens of seconds on 2 cores).
     pub const EXACT_PAIR_LIMIT: u64 = 2_000_000_000;
     pub const DEFAULT_EF: usize = 256;
+    pub const DEFAULT_PROBES: usize = 12;
+
+    /// The method `Auto` resolves to for `queries` query items over `items` catalog items.
+    pub fn resolve(self, queries: usize, items: usize) -> NeighborSearch {
+        match self {
+            NeighborSearch::Auto if queries as u64 * items as u64 > Self::EXACT_PAIR_LIMIT => {
+                NeighborSearch::Ivf { probes: Self::DEFAULT_PROBES }
+            }
+            NeighborSearch::Auto => NeighborSearch::Exact,
+            other => other,
+        }
+    }
 }
 
 impl FromStr for NeighborSearch {
@@ -194,10 +209,23 @@ impl FromStr for NeighborSearch {
             "auto" => Ok(NeighborSearch::Auto),
             "exact" => Ok(NeighborSearch::Exact),
             "hnsw" => Ok(NeighborSearch::Hnsw { ef: NeighborSearch::DEFAULT_EF }),
-            other => match other.strip_prefix("hnsw:").map(str::parse::<usize>) {
-                Some(Ok(ef)) if ef > 0 => Ok(NeighborSearch::Hnsw { ef }),
-                _ => Err(format!("neighbour search {other:?}: expected auto, exact, hnsw or hnsw:EF")),
-            },
+            "ivf" => Ok(NeighborSearch::Ivf { probes: NeighborSearch::DEFAULT_PROBES }),
+            other => {
+                let bad = || format!("neighbour search {other:?}: expected auto, exact, ivf, ivf:PROBES, hnsw or hnsw:EF");
+                if let Some(x) = other.strip_prefix("hnsw:") {
+                    match x.parse::<usize>() {
+                        Ok(ef) if ef > 0 => Ok(NeighborSearch::Hnsw { ef }),
+                        _ => Err(bad()),
+                    }
+                } else if let Some(x) = other.strip_prefix("ivf:") {
+                    match x.parse::<usize>() {
+                        Ok(probes) if probes > 0 => Ok(NeighborSearch::Ivf { probes }),
+                        _ => Err(bad()),
+                    }
+                } else {
+                    Err(bad())
+                }
+            }
         }
     }
 }

@@ -19,6 +19,10 @@ use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
 use crate::questions::{Maker, ProcView, context_steps};
 
+/// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
+/// of questions in memory.
+const BUILD_CHUNK: usize = 512;
+
 /// What questions are made from.
 pub struct Inputs<'a> {
     pub procedures: &'a [Procedure],
@@ -59,7 +63,7 @@ impl<'a> TaskGenerator<'a> {
     ) -> Result<Self> {
         cfg.validate().map_err(Error::usage)?;
         let cat = Catalog::build(procedures, sources, kind, cfg)?;
-        Ok(TaskGenerator { kind, cfg: cfg.clone(), procedures, splits, cat, table: NeighborTable::new(cfg.k, cfg.neighbors) })
+        Ok(TaskGenerator { kind, cfg: cfg.clone(), procedures, splits, cat, table: NeighborTable::with_seed(cfg.k, cfg.neighbors, cfg.seed) })
     }
 
     /// A generator for the item kind of `task`.
@@ -102,16 +106,44 @@ impl<'a> TaskGenerator<'a> {
     }
 
     /// How neighbours were searched so far (`exact`, `hnsw`) and how many HNSW queries fell back to exact.
-    pub fn neighbor_methods(&self) -> (Vec<&'static str>, usize) {
+    pub fn neighbor_methods(&self) -> (Vec<String>, usize) {
         (self.table.methods(), self.table.exact_fallbacks)
     }
 
     /// Make the planned questions (neighbours must be prepared for this plan).
     pub fn build(&self, plan: &Plan) -> Generated {
+        let mut questions = Vec::new();
+        let counts = self
+            .build_chunked(plan, |qs| {
+                questions.extend(qs);
+                Ok(())
+            })
+            .expect("collecting into a Vec cannot fail");
+        Generated { task: plan.task, mode: plan.mode, questions, counts }
+    }
+
+    /// Make the planned questions a chunk of procedures at a time, handing each chunk's questions (in corpus
+    /// order) to `sink` — a writer can stream them to disk. Chunks are cut by procedure count, never by thread
+    /// count, so the sequence of questions is the same for any `--threads`.
+    pub fn build_chunked(&self, plan: &Plan, mut sink: impl FnMut(Vec<Question>) -> Result<()>) -> Result<Counts> {
+        let mut counts = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
+        let n = self.procedures.len();
+        let mut start = 0;
+        while start < n {
+            let end = (start + BUILD_CHUNK).min(n);
+            sink(self.build_range(plan, start..end, &mut counts))?;
+            start = end;
+        }
+        Ok(counts)
+    }
+
+    /// The questions of procedures `range`, adding their counts to `counts`.
+    fn build_range(&self, plan: &Plan, range: std::ops::Range<usize>, counts: &mut Counts) -> Vec<Question> {
         let task = plan.task;
         let maker = Maker { task, mode: plan.mode, cfg: &self.cfg, cat: &self.cat, table: &self.table };
         let procs = self.procedures;
-        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>)> = (0..procs.len())
+        let offset = range.start;
+        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>)> = range
             .into_par_iter()
             .map(|i| {
                 let pp = &plan.procs[i];
@@ -134,9 +166,9 @@ impl<'a> TaskGenerator<'a> {
             })
             .collect();
 
-        let mut counts = Counts { procedures: procs.len() as u64, ..Default::default() };
         let mut questions = Vec::new();
-        for (i, (qs, skips)) in per_proc.into_iter().enumerate() {
+        for (j, (qs, skips)) in per_proc.into_iter().enumerate() {
+            let i = offset + j;
             let pp = &plan.procs[i];
             if let Some(r) = pp.skipped {
                 counts.skip_procedure(r);
@@ -160,7 +192,7 @@ impl<'a> TaskGenerator<'a> {
             counts.questions += qs.len() as u64;
             questions.extend(qs);
         }
-        Generated { task, mode: plan.mode, questions, counts }
+        questions
     }
 
     /// Plan, prepare and build one task in one mode.

@@ -5,10 +5,12 @@
 //! - [`catalog`]: the items of a task (titles, texts, images) with vectors and owning procedures
 //! - [`plan`]: procedure filters and question positions (RecipeQA mode, knob 1)
 //! - [`neighbors`]: nearest neighbours among other procedures' items
+//! - [`ivf`]: inverted-file (k-means) neighbour search for large catalogs
 //! - [`negatives`]: distractor rules (adaptive neighbourhood, knobs 2 and 3, wrong orderings)
 //! - [`questions`]: one question of each task in the RecipeQA layout, with provenance
 //! - [`generate`]: one task in one or more modes, in parallel and deterministic
 //! - [`suite`]: all settings × tasks with train/val/test splits, counts table, on-disk layout
+//! - [`taskset_writer`]: task sets streamed to JSON + Parquet as they are generated
 //! - [`counts`]: skip reasons and counts
 //! - [`titles`]: step-number removal and content keys
 //! - [`sequencing`]: step-sequencing instances
@@ -17,12 +19,14 @@ pub mod catalog;
 pub mod config;
 pub mod counts;
 pub mod generate;
+pub mod ivf;
 pub mod negatives;
 pub mod neighbors;
 pub mod plan;
 pub mod questions;
 pub mod sequencing;
 pub mod suite;
+pub mod taskset_writer;
 pub mod titles;
 
 pub use config::{ClozeField, GenerateConfig, ItemKind, KnobSetting, Mode, NeighborSearch, QuestionsPerProcedure};

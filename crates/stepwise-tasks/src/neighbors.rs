@@ -10,6 +10,7 @@ use stepwise_core::{Error, Result};
 
 use crate::catalog::Catalog;
 use crate::config::NeighborSearch;
+use crate::ivf::{Ivf, IvfParams};
 
 /// Queries per k-NN call: bounds the memory of one batch's results.
 const BATCH: usize = 4096;
@@ -22,6 +23,9 @@ pub struct NeighborTable {
     lists: HashMap<u32, Box<[(u32, f32)]>>,
     /// The HNSW graph, built on first use.
     index: Option<AnnIndex>,
+    /// The IVF lists, trained on first use (seeded by `seed`).
+    ivf: Option<Ivf>,
+    seed: u64,
     /// How the neighbours were found (`exact`, `hnsw`), for manifests.
     used: BTreeSet<&'static str>,
     /// HNSW queries that had to fall back to exact search (too many results from their own procedure).
@@ -30,12 +34,33 @@ pub struct NeighborTable {
 
 impl NeighborTable {
     pub fn new(k: usize, search: NeighborSearch) -> Self {
-        NeighborTable { k, search, lists: HashMap::new(), index: None, used: BTreeSet::new(), exact_fallbacks: 0 }
+        Self::with_seed(k, search, 0)
     }
 
-    /// The search methods used so far (`exact`, `hnsw`).
-    pub fn methods(&self) -> Vec<&'static str> {
-        self.used.iter().copied().collect()
+    /// A table whose approximate index (IVF) is trained with `seed`.
+    pub fn with_seed(k: usize, search: NeighborSearch, seed: u64) -> Self {
+        NeighborTable {
+            k,
+            search,
+            lists: HashMap::new(),
+            index: None,
+            ivf: None,
+            seed,
+            used: BTreeSet::new(),
+            exact_fallbacks: 0,
+        }
+    }
+
+    /// The search methods used so far (`exact`, `hnsw`, `ivf`), IVF with its lists and probes
+    /// (`ivf(lists=483,probes=12)`).
+    pub fn methods(&self) -> Vec<String> {
+        self.used
+            .iter()
+            .map(|&m| match (m, &self.ivf) {
+                ("ivf", Some(ivf)) => format!("ivf(lists={},probes={})", ivf.lists(), ivf.probes()),
+                _ => m.to_string(),
+            })
+            .collect()
     }
 
     pub fn k(&self) -> usize {
@@ -61,19 +86,48 @@ impl NeighborTable {
         if todo.is_empty() || cat.is_empty() {
             return Ok(());
         }
-        let ef = match self.search {
-            NeighborSearch::Exact => None,
-            NeighborSearch::Hnsw { ef } => Some(ef),
-            NeighborSearch::Auto => {
-                let pairs = todo.len() as u64 * cat.len() as u64;
-                (pairs > NeighborSearch::EXACT_PAIR_LIMIT).then_some(NeighborSearch::DEFAULT_EF)
-            }
-        };
-        match ef {
-            None => self.exact(cat, &todo),
-            Some(ef) => self.hnsw(cat, &todo, ef)?,
+        match self.search.resolve(todo.len(), cat.len()) {
+            NeighborSearch::Hnsw { ef } => self.hnsw(cat, &todo, ef)?,
+            NeighborSearch::Ivf { probes } => self.ivf(cat, &todo, probes),
+            _ => self.exact(cat, &todo),
         }
         Ok(())
+    }
+
+    /// IVF search ([`crate::ivf`]): k-means lists trained once per catalog (seeded by `seed`), each query scans
+    /// its nearest lists exactly. A query left with fewer than K neighbours (when the catalog has more) is
+    /// answered exactly instead.
+    fn ivf(&mut self, cat: &Catalog, todo: &[u32], probes: usize) {
+        self.used.insert("ivf");
+        let (metric, shift) = Self::search_metric(cat);
+        if self.ivf.is_none() {
+            let pb = stepwise_core::progress::spinner("clustering the catalog");
+            let params = IvfParams { probes, ..Default::default() };
+            self.ivf = Some(Ivf::build(&cat.data, cat.dim, metric, &params, self.seed));
+            pb.finish_and_clear();
+        }
+        let ivf = self.ivf.as_ref().expect("built above");
+        let slack = own_items(cat);
+        let keep = |q: u32, j: u32| j != q && !cat.share_owner(q, j);
+        let mut fallback = Vec::new();
+        let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
+        for chunk in todo.chunks(BATCH * 16) {
+            let found = ivf.search(&cat.data, chunk, self.k, &keep);
+            for (&q, list) in chunk.iter().zip(found) {
+                let possible = cat.len().saturating_sub(slack(q)).min(self.k);
+                if list.len() < possible {
+                    fallback.push(q);
+                } else {
+                    self.lists.insert(q, list.into_iter().map(|(i, d)| (i, d + shift)).collect());
+                }
+            }
+            pb.inc(chunk.len() as u64);
+        }
+        pb.finish_and_clear();
+        if !fallback.is_empty() {
+            self.exact_fallbacks += fallback.len();
+            self.exact(cat, &fallback);
+        }
     }
 
     /// Cosine on unit rows is 1 − dot: search by inner product (cheaper) and shift the distances back.
@@ -123,15 +177,7 @@ impl NeighborTable {
             self.index = Some(index);
         }
         let index = self.index.as_ref().expect("built above");
-        // Items per procedure: how many results a query can lose to the filter.
-        let n_procs = cat.procs.len();
-        let mut per_proc = vec![0usize; n_procs];
-        for it in &cat.items {
-            for &o in &it.owners {
-                per_proc[o as usize] += 1;
-            }
-        }
-        let slack = |q: u32| -> usize { cat.items[q as usize].owners.iter().map(|&o| per_proc[o as usize]).sum::<usize>() + 1 };
+        let slack = own_items(cat);
         let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
         let mut fallback = Vec::new();
         // Queries grouped by how many results they need, so most ask for little more than K.
@@ -172,6 +218,18 @@ impl NeighborTable {
         }
         Ok(())
     }
+}
+
+/// For a query item, an upper bound on the catalog items the same-procedure filter removes (the items of its
+/// procedures, plus itself).
+fn own_items(cat: &Catalog) -> impl Fn(u32) -> usize + '_ {
+    let mut per_proc = vec![0usize; cat.procs.len()];
+    for it in &cat.items {
+        for &o in &it.owners {
+            per_proc[o as usize] += 1;
+        }
+    }
+    move |q: u32| cat.items[q as usize].owners.iter().map(|&o| per_proc[o as usize]).sum::<usize>() + 1
 }
 
 #[cfg(test)]

@@ -141,15 +141,14 @@ impl Maker<'_> {
             // distance to one of them. Knob 3: the incoherent image must be closer to the coherent images' mean
             // than the closest pair of coherent images is to each other.
             Mode::Knobs(_) => {
-                let mut best: BTreeMap<u32, f32> = BTreeMap::new();
+                let mut union: Vec<Cand> = Vec::with_capacity(coherent.len() * self.table.k());
                 for &c in &coherent {
-                    for cand in valid(self.table.get(c), self.cfg.duplicate_epsilon as f32, &[]) {
-                        let e = best.entry(cand.item).or_insert(cand.dist);
-                        *e = e.min(cand.dist);
-                    }
+                    union.extend(valid(self.table.get(c), self.cfg.duplicate_epsilon as f32, &[]));
                 }
-                let mut union: Vec<Cand> = best.into_iter().map(|(item, dist)| Cand { item, dist }).collect();
-                union.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+                // Each item once, at its smallest distance; then nearest first.
+                union.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(a.dist.total_cmp(&b.dist)));
+                union.dedup_by_key(|c| c.item);
+                union.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
                 let mut min_pair = f32::INFINITY;
                 for (i, &a) in coherent.iter().enumerate() {
                     for &b in &coherent[i + 1..] {
@@ -205,9 +204,17 @@ impl Maker<'_> {
     fn ordering(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
         let cat = self.cat;
         let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
-        let path_length = |perm: &[usize]| -> f64 {
-            perm.windows(2).map(|w| cat.distance(items[w[0]], items[w[1]]) as f64).sum()
-        };
+        // Pairwise distances once (the 23 wrong orders reuse them).
+        let n = items.len();
+        let mut pair = vec![0f32; n * n];
+        for a in 0..n {
+            for b in a + 1..n {
+                let d = cat.distance(items[a], items[b]);
+                pair[a * n + b] = d;
+                pair[b * n + a] = d;
+            }
+        }
+        let path_length = |perm: &[usize]| -> f64 { perm.windows(2).map(|w| pair[w[0] * n + w[1]] as f64).sum() };
         // Knob 2 (appendix B): setting 1 weights each wrong order by Σ dist(φ(x_i), φ(x_{i+1})) along it;
         // RecipeQA and setting 0 draw wrong orders uniformly. Knob 3 is not defined for ordering.
         let weighted = matches!(self.mode, Mode::Knobs(k) if k.k2 == 1);

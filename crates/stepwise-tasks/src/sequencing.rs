@@ -5,6 +5,8 @@
 //! - [`truncate`]: step-text truncation (sentences, tokens)
 //! - [`alt_orders`]: human-annotated alternative orders (JSONL)
 //! - [`write`]: the instances folder (`instances.jsonl`, `instances.parquet`, `manifest.json`)
+//! - [`blind`]: the model's view (`inputs.jsonl`): items in the same shuffled order with opaque keys, no step
+//!   indices and no references
 //!
 //! How an instance is made (conventions of `stepwise_core::sequencing`):
 //! 1. *Usable steps*: text — steps with non-empty title or text; image and multimodal — steps with at least one
@@ -22,8 +24,12 @@
 //!    uniform sample); its `valid_orders` restricted to the window; else the authored order alone.
 //! 4. *Shuffle*: a uniform permutation from `rng_for(seed, "sequencing/shuffle/<id>")`.
 //! 5. *Split* by procedure (`assign_splits` over the procedures that give instances, stratified by category).
+//!
+//! `instances.jsonl` is the gold file (items carry their `step`, instances their `references`); give models
+//! the blind `inputs.jsonl` ([`blind`], `SequencingConfig::blind_inputs`).
 
 pub mod alt_orders;
+pub mod blind;
 pub mod orders;
 pub mod truncate;
 pub mod write;
@@ -91,6 +97,8 @@ pub struct SequencingConfig {
     pub max_references: usize,
     pub fractions: SplitFractions,
     pub seed: u64,
+    /// Also write the blind inputs file (`inputs.jsonl`, see [`blind`]).
+    pub blind_inputs: bool,
 }
 
 impl Default for SequencingConfig {
@@ -105,6 +113,7 @@ impl Default for SequencingConfig {
             max_references: 1000,
             fractions: SplitFractions::default(),
             seed: 0,
+            blind_inputs: false,
         }
     }
 }

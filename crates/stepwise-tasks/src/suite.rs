@@ -25,6 +25,7 @@ use crate::catalog::FeatureSources;
 use crate::config::{GenerateConfig, ItemKind, Mode};
 use crate::counts::Counts;
 use crate::generate::{Generated, TaskGenerator};
+use crate::taskset_writer::TasksetWriter;
 
 /// What a suite holds.
 #[derive(Debug, Clone)]
@@ -111,13 +112,16 @@ pub fn write_kind_tasksets(
     let (methods, fallbacks) = tg.neighbor_methods();
     let mut rows = Vec::new();
     for plan in &plans {
-        let generated = tg.build(plan);
+        // Streamed: each chunk of questions is written as soon as it is made.
         let sub = dir.join(plan.mode.label()).join(plan.task.as_str());
+        let mut writer = TasksetWriter::create(&sub)?;
+        let counts = tg.build_chunked(plan, |qs| writer.append(qs))?;
+        let generated = Generated { task: plan.task, mode: plan.mode, questions: Vec::new(), counts };
         let mut manifest = taskset_manifest(base, &cfg.generate, &generated, Some(cfg.split_fractions));
         manifest.param("neighbor_search", &methods);
         manifest.count("neighbor_exact_fallbacks", fallbacks as u64);
-        let Generated { questions, counts, task, .. } = generated;
-        write_taskset(&sub, questions, &manifest)?;
+        writer.finish(&manifest)?;
+        let Generated { counts, task, .. } = generated;
         tracing::info!("{}/{}: {} questions", plan.mode.label(), task, counts.questions);
         rows.push(SuiteRow { setting: plan.mode.label(), task, counts });
     }

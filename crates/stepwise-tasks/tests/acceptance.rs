@@ -140,6 +140,11 @@ fn print_table(name: &str, rows: &[(Mode, Generated, TaskAudit)]) {
         let (h, p) = pct(t);
         println!("  {:<14} {:>9}  {:>7}  {:<22} {}", m.label(), g.counts.questions, g.counts.questions_skipped_total(), h, p);
     }
+    println!("  skipped question attempts by reason:");
+    for (m, g, _) in rows {
+        let reasons: Vec<String> = g.counts.questions_skipped.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        println!("  {:<14} {}", m.label(), if reasons.is_empty() { "none".to_string() } else { reasons.join(", ") });
+    }
 }
 
 #[test]
@@ -189,7 +194,7 @@ fn visual_cloze_on_the_built_in_world() {
         ..stepwise_world::WorldParams::new(0, stepwise_world::Domain::Cooking, 200)
     };
     let procedures = stepwise_world::generate(&params).expect("world generates");
-    let world = stepwise_world::WorldImages { params: params.clone() };
+    let world = stepwise_world::WorldImages::new(params.clone());
     let enc = build_encoder("descriptor", &EncoderContext::default()).expect("the built-in descriptor");
     let paths: Vec<String> = procedures.iter().flat_map(|p| p.step_images().map(str::to_string)).collect();
     let render = |_: &Path, rel: &str| world.render(rel).ok();

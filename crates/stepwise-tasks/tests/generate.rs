@@ -254,3 +254,65 @@ fn settings_sharing_k1_ask_the_same_positions() {
     };
     assert_eq!(qids(KnobSetting { k1: 0, k2: 0, k3: 0 }), qids(KnobSetting { k1: 0, k2: 1, k3: 1 }));
 }
+
+/// Every byte of a written suite (streamed JSON + Parquet, manifests, counts) is the same for any thread count,
+/// with exact neighbours and with the approximate IVF search; and the two searches give the same number of
+/// questions here (IVF scanning every list is exact).
+#[test]
+fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search() {
+    use stepwise_core::manifest::Manifest;
+    use stepwise_tasks::NeighborSearch;
+    use stepwise_tasks::suite::{SuiteConfig, write_suite};
+    let (procs, v) = corpus(60, 9);
+    let files = |dir: &std::path::Path| -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        out
+    };
+    let write = |threads: usize, neighbors: NeighborSearch| -> BTreeMap<String, Vec<u8>> {
+        let td = tempfile::tempdir().unwrap();
+        let cfg = SuiteConfig {
+            generate: GenerateConfig { seed: 4, k: 30, k_c: 15, neighbors, ..Default::default() },
+            tasks: Task::ALL.to_vec(),
+            modes: Mode::suite(),
+            split_fractions: Default::default(),
+        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let sources = FeatureSources { features: &v, extra_pool: None, allow_missing: false };
+            write_suite(td.path(), &procs, sources, &cfg, &Manifest::new("suite")).unwrap();
+        });
+        files(td.path())
+    };
+    for search in [NeighborSearch::Exact, NeighborSearch::Ivf { probes: 3 }] {
+        let one = write(1, search);
+        assert!(one.keys().any(|k| k.ends_with("questions.parquet")));
+        assert!(one.len() >= 9 * 4 * 3 + 3, "{} files", one.len());
+        assert_eq!(one, write(3, search), "{search:?}");
+    }
+    // IVF over every list (probes ≥ lists: ⌈√n⌉ lists) finds exactly the exact neighbours.
+    let exact = write(2, NeighborSearch::Exact);
+    let all_lists = write(2, NeighborSearch::Ivf { probes: 1000 });
+    // Question ids per task set (distances may differ in the last float bits between the two searches).
+    let questions = |f: &BTreeMap<String, Vec<u8>>| -> Vec<(String, Vec<String>)> {
+        f.iter()
+            .filter(|(k, _)| k.ends_with("questions.json"))
+            .map(|(k, b)| {
+                let v: Value = serde_json::from_slice(b).unwrap();
+                let ids = v["data"].as_array().unwrap().iter().map(|q| q["qid"].as_str().unwrap().to_string()).collect();
+                (k.clone(), ids)
+            })
+            .collect()
+    };
+    assert_eq!(questions(&exact), questions(&all_lists));
+}

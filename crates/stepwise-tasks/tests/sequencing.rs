@@ -292,3 +292,81 @@ proptest! {
         }
     }
 }
+
+/// Kendall's τ of `order` against `gold` (both lists of item indices in procedural order).
+fn kendall_tau(order: &[usize], gold: &[usize]) -> f64 {
+    let mut pos = vec![0; gold.len()];
+    for (p, &k) in gold.iter().enumerate() {
+        pos[k] = p;
+    }
+    let ranks: Vec<usize> = order.iter().map(|&k| pos[k]).collect();
+    let n = ranks.len();
+    let mut discordant = 0;
+    for i in 0..n {
+        for j in i + 1..n {
+            discordant += usize::from(ranks[i] > ranks[j]);
+        }
+    }
+    1.0 - 4.0 * discordant as f64 / (n * (n - 1)) as f64
+}
+
+/// Mean τ of the item orders `sort_key` gives, over instances, and its standard error.
+fn mean_tau(instances: &[SequencingInstance], order_of: impl Fn(&SequencingInstance) -> Vec<usize>) -> (f64, f64) {
+    let taus: Vec<f64> = instances.iter().map(|i| kendall_tau(&order_of(i), &i.references[0])).collect();
+    let n = taus.len() as f64;
+    let mean = taus.iter().sum::<f64>() / n;
+    let var = taus.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
+}
+
+fn sorted_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&k| key(k));
+    order
+}
+
+#[test]
+fn blind_inputs_of_the_world_do_not_leak_the_order() {
+    // World procedures: their image file names are hashes of (procedure, step).
+    let mut params = stepwise_world::WorldParams::new(2, stepwise_world::Domain::Cooking, 300);
+    params.images_stored = false;
+    let procs = stepwise_world::generate(&params).unwrap();
+    let cfg = SequencingConfig { modality: SeqModality::Multimodal, windows: Windows::Count(2), seed: 4, blind_inputs: true, ..Default::default() };
+    let g = generate(&procs, &cfg);
+    assert!(g.instances.len() > 400, "{} instances", g.instances.len());
+    let td = tempfile::tempdir().unwrap();
+    let dest = td.path().join("seq");
+    sequencing::write_instances_dir(&dest, false, &g, &cfg, &[]).unwrap();
+    let text = std::fs::read_to_string(dest.join(sequencing::blind::INPUTS_JSONL)).unwrap();
+    let blind: Vec<sequencing::blind::BlindInstance> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(blind.len(), g.instances.len());
+    for (b, line) in blind.iter().zip(text.lines()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v.get("references").is_none() && v.get("procedure").is_none());
+        assert!(v["items"].as_array().unwrap().iter().all(|it| it.get("step").is_none()), "{line}");
+        let keys: BTreeSet<&str> = b.items.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys.len(), b.items.len(), "keys are unique within an instance");
+    }
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(dest.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["counts"]["blind_items_with_step_numbered_images"], 0, "world image names carry no step numbers");
+
+    let by_id: BTreeMap<&str, &sequencing::blind::BlindInstance> = blind.iter().map(|b| (b.id.as_str(), b)).collect();
+    // The same items in the same order as the gold file (so predicted item indices need no mapping).
+    for inst in &g.instances {
+        let b = by_id[inst.id.as_str()];
+        assert_eq!(b.items.iter().map(|i| &i.images).collect::<Vec<_>>(), inst.items.iter().map(|i| &i.images).collect::<Vec<_>>());
+        assert_eq!(b.items.iter().map(|i| &i.text).collect::<Vec<_>>(), inst.items.iter().map(|i| &i.text).collect::<Vec<_>>());
+    }
+
+    // The test can see a leak: the gold file's step field sorts every instance into the authored order.
+    let (tau, _) = mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| i.items[k].step));
+    assert_eq!(tau, 1.0);
+    // What a model sees does not: sorting by key, by image path or by shown position is chance (τ ≈ 0, within
+    // four standard errors).
+    let by_key = mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| by_id[i.id.as_str()].items[k].key.clone()));
+    let by_image = mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| by_id[i.id.as_str()].items[k].images.clone()));
+    let as_shown = mean_tau(&g.instances, |i| (0..i.items.len()).collect());
+    for (what, (mean, se)) in [("key", by_key), ("image path", by_image), ("shown position", as_shown)] {
+        assert!(mean.abs() < 4.0 * se + 0.01, "sorting by {what}: mean τ {mean:.3} ± {se:.3}");
+    }
+}

@@ -22,7 +22,7 @@ fn main() {
         let _v = serde_json::to_value(&truth).unwrap();
         t[3] += s.elapsed().as_secs_f64();
         let s = Instant::now();
-        let pr = stepwise_world::truth::procedure(&p, &text, 0, 100, 20).unwrap();
+        let pr = stepwise_world::truth::procedure(&p, &text, 0, 100, 20, None).unwrap();
         t[4] += s.elapsed().as_secs_f64();
         let s = Instant::now();
         let mut buf = Vec::new();

@@ -2,23 +2,27 @@
 //! byte-identical for any thread count), step images rendered and stored as JPEG or left to be rendered on
 //! demand, and the normal corpus files (JSONL, Parquet, manifest with `params.world`).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use image::RgbImage;
+use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use stepwise_core::corpus::{PROCEDURES_JSONL, PROCEDURES_PARQUET};
 use stepwise_core::json::write_canonical;
 use stepwise_core::parquet::write_procedures_parquet;
 use stepwise_core::output::OutputDir;
+use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use stepwise_core::{Error, IoResultExt, Manifest, Procedure, Result};
 
 use crate::model::Domain;
 use crate::plan::{Plan, plan, stream};
-use crate::render::{render_plan_step, render_plan_steps};
+use crate::render::{Backdrop, backdrop, draw_step};
 use crate::text::realise;
 use crate::truth::{image_path, parse_image_path, procedure};
 
@@ -47,6 +51,13 @@ pub struct WorldParams {
     /// Otherwise the authored order and up to this many distinct uniform samples.
     #[serde(default = "default_order_samples")]
     pub order_samples: usize,
+    /// None (the default): every procedure has its own background, lighting and camera — the per-recipe
+    /// "same background" shortcut of real photos, at full strength. Some(k): procedures share k styles
+    /// ("kitchens" or workshops), each procedure's drawn deterministically from (seed, procedure), so two
+    /// procedures can look alike and the shortcut is weaker the smaller k is. Recorded per procedure in
+    /// `annotations.world.style`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub styles: Option<u64>,
 }
 
 fn default_order_samples() -> usize {
@@ -63,6 +74,7 @@ impl WorldParams {
             images_stored: true,
             max_orders: DEFAULT_MAX_ORDERS,
             order_samples: DEFAULT_ORDER_SAMPLES,
+            styles: None,
         }
     }
 
@@ -79,7 +91,29 @@ impl WorldParams {
         if self.max_orders == 0 || self.order_samples == 0 {
             return Err(Error::usage("max orders and order samples must be at least 1"));
         }
+        if self.styles == Some(0) {
+            return Err(Error::usage("the number of shared styles must be at least 1"));
+        }
         Ok(())
+    }
+
+    /// The shared style procedure `index` is drawn in (None when every procedure has its own).
+    pub fn style_of(&self, index: u64) -> Option<u64> {
+        let k = self.styles?;
+        Some(rng_for(self.seed, &format!("world/{}/{index}/style-choice", self.domain.as_str())).random_range(0..k.max(1)))
+    }
+
+    /// The random stream procedure `index`'s style is drawn from: its own, or its shared style's.
+    pub fn style_stream(&self, index: u64) -> ChaCha8Rng {
+        match self.style_of(index) {
+            None => stream(self.seed, self.domain, index, "style"),
+            Some(k) => rng_for(self.seed, &format!("world/{}/shared-style/{k}", self.domain.as_str())),
+        }
+    }
+
+    /// The backdrop every step image of procedure `index` is drawn on.
+    pub fn backdrop(&self, index: u64) -> Backdrop {
+        backdrop(self.domain, &mut self.style_stream(index), self.image_size)
     }
 }
 
@@ -95,7 +129,7 @@ pub fn generate_procedure(params: &WorldParams, index: u64) -> Result<Procedure>
 
 fn build(params: &WorldParams, p: &Plan) -> Result<Procedure> {
     let text = realise(p, &mut stream(params.seed, params.domain, p.index, "text"));
-    procedure(p, &text, params.seed, params.max_orders, params.order_samples).map_err(|e| Error::runtime(format!("procedure {}: {e}", p.index)))
+    procedure(p, &text, params.seed, params.max_orders, params.order_samples, params.style_of(p.index)).map_err(|e| Error::runtime(format!("procedure {}: {e}", p.index)))
 }
 
 /// Generate procedures `0..params.procedures` in parallel, in index order.
@@ -104,20 +138,37 @@ pub fn generate(params: &WorldParams) -> Result<Vec<Procedure>> {
     (0..params.procedures).into_par_iter().map(|i| generate_procedure(params, i)).collect()
 }
 
-/// Render the image of one step, regenerating the procedure's plan.
+/// Render the image of one step, regenerating the procedure's plan (for many images use [`WorldImages`],
+/// which keeps recent plans, or [`render_procedure_images`]).
 pub fn render_image(params: &WorldParams, index: u64, step: usize) -> Result<RgbImage> {
-    let p = plan_of(params, index)?;
-    if step >= p.steps.len() {
-        return Err(Error::bad_input(format!("procedure {index} has {} steps; no step {step}", p.steps.len())));
-    }
-    Ok(render_plan_step(&p, params.seed, step, params.image_size))
+    Prepared::new(params, index)?.render(params, step)
 }
 
-/// All step images of one procedure (one plan and one background for all steps: the fast path for rendering
-/// many images on demand).
+/// All step images of one procedure (one plan and one backdrop for all steps).
 pub fn render_procedure_images(params: &WorldParams, index: u64) -> Result<Vec<RgbImage>> {
     let p = plan_of(params, index)?;
-    Ok(render_plan_steps(&p, params.seed, params.image_size))
+    let b = params.backdrop(index);
+    Ok((0..p.steps.len()).map(|s| draw_step(&p, params.seed, s, &b)).collect())
+}
+
+/// What rendering any step of one procedure needs: its plan and backdrop.
+struct Prepared {
+    plan: Plan,
+    backdrop: Backdrop,
+}
+
+impl Prepared {
+    fn new(params: &WorldParams, index: u64) -> Result<Self> {
+        Ok(Prepared { plan: plan_of(params, index)?, backdrop: params.backdrop(index) })
+    }
+
+    fn render(&self, params: &WorldParams, step: usize) -> Result<RgbImage> {
+        let n = self.plan.steps.len();
+        if step >= n {
+            return Err(Error::bad_input(format!("procedure {} has {n} steps; no step {step}", self.plan.index)));
+        }
+        Ok(draw_step(&self.plan, params.seed, step, &self.backdrop))
+    }
 }
 
 /// Encode an image as JPEG at [`JPEG_QUALITY`].
@@ -145,26 +196,68 @@ pub fn save_image(img: &RgbImage, path: &Path) -> Result<()> {
 }
 
 /// Renders the images of a world corpus from its manifest, for corpora made with `--no-images` (or to check
-/// stored ones).
-#[derive(Debug, Clone)]
+/// stored ones). Image paths come one at a time (a feature extractor loads them in batches, from several
+/// threads), so the plans and backdrops of the most recently used procedures are kept: the images of one
+/// procedure, usually requested together, cost one plan and one backdrop between them.
 pub struct WorldImages {
+    /// Fixed once images are rendered (the kept plans belong to these parameters): for other parameters make
+    /// another `WorldImages`.
     pub params: WorldParams,
+    recent: Mutex<VecDeque<(u64, Arc<Prepared>)>>,
+}
+
+/// Procedures whose plan and backdrop [`WorldImages`] keeps (about 0.6 MB each at 224×224): enough for
+/// every thread of a large machine to be working on a different procedure.
+const RECENT_PROCEDURES: usize = 32;
+
+impl std::fmt::Debug for WorldImages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorldImages").field("params", &self.params).finish_non_exhaustive()
+    }
+}
+
+impl Clone for WorldImages {
+    fn clone(&self) -> Self {
+        WorldImages::new(self.params.clone())
+    }
 }
 
 impl WorldImages {
-    /// From a corpus manifest; None when the corpus is not a world corpus.
-    pub fn from_manifest(m: &Manifest) -> Option<Result<Self>> {
-        WorldParams::from_manifest(m).map(|r| r.map(|params| WorldImages { params }))
+    pub fn new(params: WorldParams) -> Self {
+        WorldImages { params, recent: Mutex::new(VecDeque::with_capacity(RECENT_PROCEDURES)) }
     }
 
-    /// The image at a corpus image path (`images/world-cooking_000042/03.jpg`).
+    /// From a corpus manifest; None when the corpus is not a world corpus.
+    pub fn from_manifest(m: &Manifest) -> Option<Result<Self>> {
+        WorldParams::from_manifest(m).map(|r| r.map(WorldImages::new))
+    }
+
+    /// The image at a corpus image path (`images/world-cooking_000042/3f09c2a17b4e.jpg`).
     pub fn render(&self, rel_path: &str) -> Result<RgbImage> {
         let (index, step) = parse_image_path(self.params.domain, rel_path)
             .ok_or_else(|| Error::bad_input(format!("{rel_path}: not an image path of this {} world", self.params.domain.as_str())))?;
         if index >= self.params.procedures {
             return Err(Error::bad_input(format!("{rel_path}: the corpus has {} procedures", self.params.procedures)));
         }
-        render_image(&self.params, index, step)
+        self.prepared(index)?.render(&self.params, step)
+    }
+
+    /// The plan and backdrop of a procedure, from the recent ones or made now (outside the lock: two threads
+    /// asking for the same new procedure may both make it; the results are identical).
+    fn prepared(&self, index: u64) -> Result<Arc<Prepared>> {
+        let lock = || self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, p)) = lock().iter().find(|(i, _)| *i == index) {
+            return Ok(p.clone());
+        }
+        let made = Arc::new(Prepared::new(&self.params, index)?);
+        let mut recent = lock();
+        if !recent.iter().any(|(i, _)| *i == index) {
+            if recent.len() == RECENT_PROCEDURES {
+                recent.pop_front();
+            }
+            recent.push_back((index, made.clone()));
+        }
+        Ok(made)
     }
 }
 
@@ -200,8 +293,9 @@ pub fn write_corpus(params: &WorldParams, out: &Path, overwrite: bool, on_progre
         let p = plan_of(params, i)?;
         let proc = build(params, &p)?;
         if params.images_stored {
-            for (s, img) in render_plan_steps(&p, params.seed, params.image_size).iter().enumerate() {
-                let bytes = encode_jpeg(img)?;
+            let backdrop = params.backdrop(i);
+            for s in 0..p.steps.len() {
+                let bytes = encode_jpeg(&draw_step(&p, params.seed, s, &backdrop))?;
                 let path = root.join(image_path(params.domain, i, s));
                 if s == 0 {
                     let parent = path.parent().expect("image paths have a folder");

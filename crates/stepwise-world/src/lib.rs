@@ -7,6 +7,11 @@
 //! the scene after it, deterministic from (seed, procedure, step), so images can be rendered on demand.
 //! The schema of the ground truth is documented in [`truth`].
 //!
+//! Image files are named by a hash of (procedure, step) (`images/world-cooking_000042/3f09c2a17b4e.jpg`,
+//! [`truth::image_path`]), so paths do not tell the order. Each procedure has its own visual style by default
+//! (the "same background" shortcut of real photos, on purpose); `WorldParams::styles` makes procedures share a
+//! fixed number of styles instead, to dial that shortcut down.
+//!
 //! - [`model`]: entities, props, states, actions; [`model::apply`] checks preconditions and reports accesses
 //! - [`builder`]: what a category's recipe function uses to declare the world and emit actions
 //! - [`cooking`], [`assembly`]: the two domains' catalogues and categories

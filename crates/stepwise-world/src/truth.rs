@@ -21,7 +21,8 @@
 //!             used_in_steps: [...], mentions: [...], implicit_mentions: [...] }],
 //!   actions: [{ verb, step, patients, tools, container?, destination?, habitat?, result?, base?, orientation?,
 //!               consumes?: [entity, n], detail? }],                     // canonical order (ids used by action_edges)
-//!   action_edges: [[a, b], ...] }                                       // transitive reduction of the action DAG
+//!   action_edges: [[a, b], ...],                                        // transitive reduction of the action DAG
+//!   style? }                                  // shared style id, only in worlds made with `--styles N`
 //! ```
 //!
 //! Labels of states: see [`crate::model::state_label`]. The step DAG is `annotations.order_constraints`
@@ -134,6 +135,10 @@ pub struct WorldTruth {
     pub props: Vec<PropTruth>,
     pub actions: Vec<ActionTruth>,
     pub action_edges: Vec<[usize; 2]>,
+    /// The shared visual style ("kitchen" or workshop) the procedure is drawn in, when the world was made with
+    /// a fixed number of styles (`WorldParams::styles`); absent when every procedure has its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub style: Option<u64>,
 }
 
 impl WorldTruth {
@@ -300,6 +305,7 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
         props,
         actions,
         action_edges: plan.action_edges.clone(),
+        style: None,
     }
 }
 
@@ -308,30 +314,55 @@ pub fn procedure_id(domain: Domain, index: u64) -> String {
     format!("world-{}/{index:06}", domain.as_str())
 }
 
-/// The image path of a step (`images/world-cooking_000042/03.jpg`), relative to the corpus folder.
-pub fn image_path(domain: Domain, index: u64, step: usize) -> String {
-    format!("images/world-{}_{index:06}/{step:02}.jpg", domain.as_str())
+/// The file stem of a step image: 12 hex digits of a hash of (domain, procedure, step), so a path names its
+/// procedure but not the step's position — a model or annotator reading paths (or sorting them) learns nothing
+/// about the order. The names hide the order from readers of paths only: the corpus itself lists each step's
+/// images in order.
+pub fn image_stem(domain: Domain, index: u64, step: usize) -> String {
+    let h = stepwise_core::hash::hash64(&[b"stepwise-world/image", domain.as_str().as_bytes(), &index.to_le_bytes(), &(step as u64).to_le_bytes()]);
+    format!("{:012x}", h >> 16)
 }
 
-/// Parse an image path back to (index, step); None when it is not one of the world's.
+/// The image path of a step (`images/world-cooking_000042/3f09c2a17b4e.jpg`), relative to the corpus folder.
+pub fn image_path(domain: Domain, index: u64, step: usize) -> String {
+    format!("images/world-{}_{index:06}/{}.jpg", domain.as_str(), image_stem(domain, index, step))
+}
+
+/// Parse an image path back to (index, step); None when it is not one of the world's. Accepts the current
+/// hashed names (the step is found by hashing every possible step, at most [`crate::plan::MAX_STEPS`]) and
+/// the step-numbered names of corpora made before them (`.../03.jpg`).
 pub fn parse_image_path(domain: Domain, path: &str) -> Option<(u64, usize)> {
     let rest = path.strip_prefix("images/")?.strip_prefix("world-")?.strip_prefix(domain.as_str())?.strip_prefix('_')?;
     let (idx, file) = rest.split_once('/')?;
-    let step = file.strip_suffix(".jpg")?;
-    if idx.is_empty() || step.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) || !step.bytes().all(|b| b.is_ascii_digit()) {
+    let stem = file.strip_suffix(".jpg")?;
+    if idx.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((idx.parse().ok()?, step.parse().ok()?))
+    let index: u64 = idx.parse().ok()?;
+    let step = match stem.len() {
+        12 => (0..crate::plan::MAX_STEPS).find(|&s| image_stem(domain, index, s) == stem)?,
+        1..=3 if stem.bytes().all(|b| b.is_ascii_digit()) => stem.parse().ok()?,
+        _ => return None,
+    };
+    Some((index, step))
 }
 
 /// Assemble the corpus record of a plan: steps with text, image paths and annotations, the ingredient or parts
 /// list, the exact order constraints and valid orders, and the world truth.
-pub fn procedure(plan: &Plan, text: &ProcedureText, seed: u64, max_orders: usize, order_samples: usize) -> Result<Procedure, String> {
+/// `style` is the shared style the images are drawn in (None: the procedure's own).
+pub fn procedure(
+    plan: &Plan,
+    text: &ProcedureText,
+    seed: u64,
+    max_orders: usize,
+    order_samples: usize,
+    style: Option<u64>,
+) -> Result<Procedure, String> {
     let domain = plan.spec.domain;
     let n = plan.steps.len();
     let le = LinearExtensions::new(n, &plan.step_edges).map_err(|e| e.to_string())?;
     let valid = le.valid_orders(max_orders, order_samples, &mut stream(seed, domain, plan.index, "orders"));
-    let truth = world_truth(plan, text);
+    let truth = WorldTruth { style, ..world_truth(plan, text) };
     let steps = (0..n)
         .map(|s| {
             let t = &text.steps[s];
@@ -378,10 +409,37 @@ mod tests {
     #[test]
     fn image_paths_round_trip() {
         let p = image_path(Domain::Assembly, 1234567, 12);
-        assert_eq!(p, "images/world-assembly_1234567/12.jpg");
+        assert!(p.starts_with("images/world-assembly_1234567/") && p.ends_with(".jpg"), "{p}");
         assert_eq!(parse_image_path(Domain::Assembly, &p), Some((1234567, 12)));
         assert_eq!(parse_image_path(Domain::Cooking, &p), None);
         assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_/1.jpg"), None);
         assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_12/x.jpg"), None);
+        assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_12/0123456789ab.jpg"), None, "not a step's hash");
+        // Step-numbered names of older corpora still parse.
+        assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_000042/03.jpg"), Some((42, 3)));
+    }
+
+    #[test]
+    fn image_names_do_not_reveal_the_step() {
+        let max = crate::plan::MAX_STEPS;
+        let mut sorted_first = 0usize;
+        let procedures = 4000u64;
+        for index in 0..procedures {
+            let stems: Vec<String> = (0..max).map(|s| image_stem(Domain::Cooking, index, s)).collect();
+            // Distinct within a procedure, so every name parses back to its own step.
+            let distinct: BTreeSet<&String> = stems.iter().collect();
+            assert_eq!(distinct.len(), max, "procedure {index}");
+            for s in 0..max {
+                assert_eq!(parse_image_path(Domain::Cooking, &image_path(Domain::Cooking, index, s)), Some((index, s)));
+            }
+            // Sorting the names of a 5-step window recovers its order no more often than chance.
+            let mut window: Vec<usize> = (0..5).collect();
+            window.sort_by(|&a, &b| stems[a].cmp(&stems[b]));
+            sorted_first += usize::from(window[0] == 0);
+        }
+        // The first name in sorted order is the first step about 1/5 of the time (binomial, 4000 draws:
+        // standard deviation 0.0063, so 0.17..0.23 is a ±4.7σ band).
+        let rate = sorted_first as f64 / procedures as f64;
+        assert!((0.17..0.23).contains(&rate), "sorted name puts the first step first in {rate:.3} of procedures");
     }
 }

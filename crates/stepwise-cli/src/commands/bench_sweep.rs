@@ -2,17 +2,18 @@
 //! built-in-world corpus with precomputed features, against references measured in the same run.
 //!
 //! Setup (not timed): the world corpus (default 20,000 cooking procedures, images not stored — about 233,000
-//! step images) and its features. Rendering and describing every image would dominate the run, so the features
-//! are synthetic vectors *with the shape of the real ones*: 480-d image vectors (the built-in `descriptor`'s
-//! dimension) with a per-procedure style component, as the world's images have a per-procedure visual style,
-//! and 384-d title vectors (MiniLM's dimension), one per distinct title. The world's ground-truth annotations
-//! are dropped (the generators never read them).
+//! step images) and its features: every step image rendered on demand and described by the built-in
+//! `descriptor` encoder (480-d), and every distinct step title embedded by a text encoder (MiniLM by default).
+//! Feature extraction is the slow part (minutes at 20,000 procedures), so with `--work-dir` the features are
+//! cached there (`.npy` + ids, keyed by world size, seed and encoders) and later runs reuse them. `--synthetic`
+//! replaces them with random vectors of the same shape (a quick check of the sweep alone). The world's
+//! ground-truth annotations are dropped (the generators never read them).
 //!
 //! Timed: the sweep — catalogs, plans, neighbour search, questions, and writing every task set (JSON + Parquet
-//! + manifests) and the counts table — with peak resident memory (VmHWM, reset before the sweep where Linux
-//! allows). References: the same sweep with one setting (what the other eight add), and exact brute-force
+//! + manifests, streamed) and the counts table — with peak resident memory (VmHWM, reset before the sweep where
+//! Linux allows). References: the same sweep with one setting (what the other eight add), and exact brute-force
 //! neighbour search timed on a sample of the queries and extrapolated to all of them (what an exact sweep would
-//! need for its neighbours alone), with the recall of the neighbours actually used.
+//! need for its neighbours alone), with the recall of the sweep's neighbour method on that sample.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -46,7 +47,8 @@ pub struct Args {
     pub n: u64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Neighbour search of the sweep (auto: HNSW above 2·10⁹ query–item pairs).
+    /// Neighbour search of the sweep: auto (IVF with 12 probes above 2·10⁹ query–item pairs, else exact), exact,
+    /// ivf[:PROBES], hnsw[:EF].
     #[arg(long, default_value = "auto")]
     pub neighbors: String,
     /// Queries timed with exact search for the extrapolated reference.
@@ -64,6 +66,18 @@ pub struct Args {
     /// Pass/fail target for peak resident memory, in MiB.
     #[arg(long, default_value_t = 2048.0)]
     pub target_mib: f64,
+    /// Cache the extracted features here and reuse them in later runs (default: extract, use, forget).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Text encoder for the step titles (minilm, glove-50d, tfidf, w2v).
+    #[arg(long, default_value = "minilm")]
+    pub text_encoder: String,
+    /// Pretrained models folder.
+    #[arg(long, default_value = "models")]
+    pub models: PathBuf,
+    /// Random vectors with the features' shape instead of rendered images and embedded titles.
+    #[arg(long)]
+    pub synthetic: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -79,23 +93,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // --- setup (not timed)
     let t = Instant::now();
     let params = WorldParams { images_stored: false, ..WorldParams::new(args.seed, Domain::Cooking, args.n) };
-    let mut procedures = stepwise_world::generate(&params)?;
-    for p in &mut procedures {
-        p.annotations = None;
-        for s in &mut p.steps {
-            s.annotations = None;
-        }
-    }
+    // One procedure at a time, its ground truth dropped at once (the whole world's annotations would take
+    // gigabytes that the sweep never reads).
+    let procedures: Vec<stepwise_core::Procedure> = (0..args.n)
+        .into_par_iter()
+        .map(|i| {
+            let mut p = stepwise_world::generate_procedure(&params, i)?;
+            p.annotations = None;
+            for s in &mut p.steps {
+                s.annotations = None;
+            }
+            Ok(p)
+        })
+        .collect::<stepwise_core::Result<_>>()?;
     let steps: usize = procedures.iter().map(|p| p.steps.len()).sum();
-    let images = image_features(&procedures, args.seed);
-    let titles = title_features(&procedures, args.seed);
-    eprintln!(
-        "setup (not timed): {} procedures, {steps} steps, {} images ({IMAGE_DIM}-d synthetic), {} title items \
-         ({TEXT_DIM}-d synthetic) in {:.1} s",
-        procedures.len(),
+    eprintln!("world: {} procedures, {steps} steps in {:.1} s", procedures.len(), t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let features = Features::new(&args, &params, &procedures)?;
+    let (images, titles) = features.load()?;
+    println!(
+        "setup (not timed): {} image vectors ({}-d, {}), {} title vectors ({}-d, {}) in {:.1} s{}",
         images.len(),
+        images.dim,
+        features.image_source,
         titles.len(),
-        t.elapsed().as_secs_f64()
+        titles.dim,
+        features.text_source,
+        t.elapsed().as_secs_f64(),
+        features.cache_note()
     );
     let cfg = GenerateConfig { seed: args.seed, neighbors, ..Default::default() };
     let fractions = SplitFractions::default();
@@ -138,8 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // --- references
     let mut ratio_lines = Vec::new();
     if !args.no_reference {
-        let images = image_features(&procedures, args.seed);
-        let titles = title_features(&procedures, args.seed);
+        let (images, titles) = features.load()?;
         let one = SuiteConfig { modes: vec![Mode::Knobs(KnobSetting { k1: 0, k2: 0, k3: 0 })], ..suite.clone() };
         let dir1 = std::env::temp_dir().join(format!("stepwise-bench-sweep1-{}", std::process::id()));
         let t = Instant::now();
@@ -150,8 +174,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ratio_lines.push(format!("full / one setting = {:.2}", secs / secs1));
     }
     if args.exact_sample > 0 {
-        let images = image_features(&procedures, args.seed);
-        let (exact_secs, recall) = exact_reference(&procedures, &images, &cfg, args.exact_sample, queries.image_queries)?;
+        let (images, _) = features.load()?;
+        let used = cfg.neighbors.resolve(queries.image_queries, queries.image_items);
+        let (exact_secs, recall) =
+            exact_reference(&procedures, &images, &GenerateConfig { neighbors: used, ..cfg.clone() }, args.exact_sample, queries.image_queries)?;
         println!(
             "  reference, exact brute-force neighbours for the {} image queries (extrapolated from {}): {exact_secs:.1} s; \
              the whole sweep takes {:.2}× that",
@@ -267,8 +293,208 @@ fn exact_reference(
     Ok((secs, (all > 0).then(|| hit as f64 / all as f64)))
 }
 
+impl Drop for Features<'_> {
+    fn drop(&mut self) {
+        if let Some(root) = &self.temporary {
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
+
+/// Where the bench's features come from, and their cache.
+struct Features<'a> {
+    procedures: &'a [stepwise_core::Procedure],
+    params: WorldParams,
+    seed: u64,
+    synthetic: bool,
+    text_encoder: String,
+    models: PathBuf,
+    /// The cache folder of this world and these encoders, if any.
+    cache: Option<PathBuf>,
+    /// A temporary cache root, removed when the bench ends.
+    temporary: Option<PathBuf>,
+    image_source: String,
+    text_source: String,
+    /// Whether the cache already held the features when the run started.
+    cached: std::cell::Cell<Option<bool>>,
+}
+
+impl<'a> Features<'a> {
+    fn new(args: &Args, params: &WorldParams, procedures: &'a [stepwise_core::Procedure]) -> anyhow::Result<Self> {
+        let (image_source, text_source) = if args.synthetic {
+            (format!("synthetic, {IMAGE_DIM}-d"), format!("synthetic, {TEXT_DIM}-d"))
+        } else {
+            ("rendered on demand + descriptor".to_string(), args.text_encoder.clone())
+        };
+        // Without --work-dir the features are still kept on disk for the run (the references reload them
+        // instead of holding a second copy in memory while the sweep is measured), then removed.
+        let temporary = args.work_dir.is_none();
+        let root = args.work_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("stepwise-bench-sweep-features-{}", std::process::id())));
+        let key = if args.synthetic { "synthetic".to_string() } else { format!("descriptor+{}", args.text_encoder) };
+        let cache = Some(root.join(format!("world-{}-n{}-seed{}-{key}", params.domain.as_str(), params.procedures, params.seed)));
+        Ok(Features {
+            procedures,
+            params: params.clone(),
+            seed: args.seed,
+            synthetic: args.synthetic,
+            text_encoder: args.text_encoder.clone(),
+            models: args.models.clone(),
+            cache,
+            temporary: temporary.then_some(root),
+            image_source,
+            text_source,
+            cached: std::cell::Cell::new(None),
+        })
+    }
+
+    fn cache_note(&self) -> String {
+        match (&self.cache, self.cached.get()) {
+            (Some(d), Some(true)) => format!(" (read from the cache {})", d.display()),
+            (Some(_), _) if self.temporary.is_some() => " (extracted; pass --work-dir to keep them for later runs)".to_string(),
+            (Some(d), _) => format!(" (extracted; cached in {})", d.display()),
+            (None, _) => String::new(),
+        }
+    }
+
+    /// The image and title vectors: from the cache, or extracted (and cached).
+    fn load(&self) -> anyhow::Result<(Vectors, Vectors)> {
+        if let Some(dir) = &self.cache
+            && dir.join("done").exists()
+        {
+            if self.cached.get().is_none() {
+                self.cached.set(Some(true));
+            }
+            return Ok((read_vectors(dir, "images")?, read_vectors(dir, "titles")?));
+        }
+        self.cached.set(Some(false));
+        let (images, titles) = if self.synthetic {
+            (synthetic_images(self.procedures, self.seed), synthetic_titles(self.procedures, self.seed))
+        } else {
+            let t = Instant::now();
+            let images = rendered_images(&self.params, self.procedures)?;
+            eprintln!("  rendered and described {} images in {:.1} s", images.len(), t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let titles = embedded_titles(self.procedures, &self.text_encoder, &self.models, self.seed)?;
+            eprintln!("  embedded the titles ({} ids) in {:.1} s", titles.len(), t.elapsed().as_secs_f64());
+            (images, titles)
+        };
+        if let Some(dir) = &self.cache {
+            std::fs::create_dir_all(dir)?;
+            write_vectors(dir, "images", &images)?;
+            write_vectors(dir, "titles", &titles)?;
+            stepwise_core::output::write_string_atomic(&dir.join("done"), "")?;
+        }
+        Ok((images, titles))
+    }
+}
+
+fn write_vectors(dir: &std::path::Path, name: &str, v: &Vectors) -> anyhow::Result<()> {
+    stepwise_features::npy::write_matrix(&dir.join(format!("{name}.npy")), v.len(), v.dim, &v.data)?;
+    let mut ids = v.ids.join("\n");
+    ids.push('\n');
+    stepwise_core::output::write_string_atomic(&dir.join(format!("{name}.ids")), &ids)?;
+    Ok(())
+}
+
+fn read_vectors(dir: &std::path::Path, name: &str) -> anyhow::Result<Vectors> {
+    let ((rows, dim), data) = stepwise_features::npy::read_matrix(&dir.join(format!("{name}.npy")))?;
+    let ids: Vec<String> = std::fs::read_to_string(dir.join(format!("{name}.ids")))?.lines().map(str::to_string).collect();
+    if ids.len() != rows {
+        anyhow::bail!("{}: {} ids for {rows} vectors; delete the cache folder", dir.display(), ids.len());
+    }
+    Ok(Vectors::new(dim, ids, data))
+}
+
+/// Every step image rendered (one plan and backdrop per procedure) and described by the built-in descriptor,
+/// in parallel over procedures, in corpus order.
+fn rendered_images(params: &WorldParams, procedures: &[stepwise_core::Procedure]) -> anyhow::Result<Vectors> {
+    let enc = stepwise_features::build_encoder("descriptor", &stepwise_features::EncoderContext::default())?;
+    let dim = enc.info().dim;
+    let pb = stepwise_core::progress::bar(procedures.len() as u64, "rendering + describing images");
+    let rows: Vec<(Vec<String>, Vec<f32>)> = procedures
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| -> anyhow::Result<(Vec<String>, Vec<f32>)> {
+            let imgs = stepwise_world::render_procedure_images(params, i as u64)?;
+            let mut ids = Vec::new();
+            let mut items = Vec::new();
+            for (s, step) in p.steps.iter().enumerate() {
+                for img in &step.images {
+                    let Some(im) = imgs.get(s) else {
+                        anyhow::bail!("procedure {}: no rendered image for step {s}", p.id);
+                    };
+                    ids.push(format!("image:{img}"));
+                    items.push(stepwise_features::Item::Image(im));
+                }
+            }
+            let data = enc.encode(&items)?;
+            pb.inc(1);
+            Ok((ids, data))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    pb.finish_and_clear();
+    let mut ids = Vec::new();
+    let mut data = Vec::new();
+    for (i, d) in rows {
+        ids.extend(i);
+        data.extend(d);
+    }
+    Ok(Vectors::new(dim, ids, data))
+}
+
+/// Every distinct step title embedded once by `encoder`; each titled step's id (`title:{procedure}#{step}`)
+/// gets its title's vector.
+fn embedded_titles(procedures: &[stepwise_core::Procedure], encoder: &str, models: &std::path::Path, seed: u64) -> anyhow::Result<Vectors> {
+    let mut distinct: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for p in procedures {
+        for s in &p.steps {
+            if let Some(t) = s.title.as_deref().filter(|t| !t.trim().is_empty()) {
+                let n = distinct.len();
+                distinct.entry(t).or_insert(n);
+            }
+        }
+    }
+    let mut texts = vec![""; distinct.len()];
+    for (t, &i) in &distinct {
+        texts[i] = t;
+    }
+    let ctx = stepwise_features::EncoderContext {
+        models_dir: models.to_path_buf(),
+        seed,
+        fit_texts: Some(std::sync::Arc::new(texts.iter().map(|t| t.to_string()).collect())),
+        ..Default::default()
+    };
+    let enc = stepwise_features::build_encoder(encoder, &ctx)
+        .map_err(|e| anyhow::anyhow!("text encoder {encoder:?}: {e} (or pass --text-encoder tfidf, or --synthetic)"))?;
+    let dim = enc.info().dim;
+    let pb = stepwise_core::progress::bar(texts.len() as u64, "embedding titles");
+    let vecs: Vec<f32> = texts
+        .par_chunks(256)
+        .map(|chunk| -> anyhow::Result<Vec<f32>> {
+            let items: Vec<stepwise_features::Item<'_>> = chunk.iter().map(|t| stepwise_features::Item::Text(t)).collect();
+            let v = enc.encode(&items)?;
+            pb.inc(chunk.len() as u64);
+            Ok(v)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .concat();
+    pb.finish_and_clear();
+    let mut ids = Vec::new();
+    let mut data = Vec::new();
+    for p in procedures {
+        for (i, s) in p.steps.iter().enumerate() {
+            if let Some(t) = s.title.as_deref().filter(|t| !t.trim().is_empty()) {
+                let r = distinct[t];
+                ids.push(format!("title:{}#{i}", p.id));
+                data.extend_from_slice(&vecs[r * dim..(r + 1) * dim]);
+            }
+        }
+    }
+    Ok(Vectors::new(dim, ids, data))
+}
+
 /// One 480-d unit vector per step image: 0.6 × the procedure's style + 0.8 × noise, seeded per item.
-fn image_features(procedures: &[stepwise_core::Procedure], seed: u64) -> Vectors {
+fn synthetic_images(procedures: &[stepwise_core::Procedure], seed: u64) -> Vectors {
     let rows: Vec<(Vec<String>, Vec<f32>)> = procedures
         .par_iter()
         .map(|p| {
@@ -296,7 +522,7 @@ fn image_features(procedures: &[stepwise_core::Procedure], seed: u64) -> Vectors
 }
 
 /// One 384-d unit vector per titled step, seeded by the title text (equal titles, equal vectors).
-fn title_features(procedures: &[stepwise_core::Procedure], seed: u64) -> Vectors {
+fn synthetic_titles(procedures: &[stepwise_core::Procedure], seed: u64) -> Vectors {
     let mut ids = Vec::new();
     let mut data = Vec::new();
     for p in procedures {
@@ -325,7 +551,19 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 }
 
 /// Reset the peak-RSS counter (Linux: writing 5 to /proc/self/clear_refs), so VmHWM covers what follows.
+/// Before resetting, hand the heap the setup freed back to the system (glibc keeps it otherwise, and the reset
+/// peak would start from it).
 fn reset_peak_rss() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: glibc's malloc_trim only releases free heap pages; it has no preconditions.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 

@@ -116,6 +116,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("  corpus with images  {t_img:>7.2} s  = {:.0} images/s (render + JPEG + write, plus text and ground truth)", s.images_written as f64 / t_img);
         println!("  reference (render only, same images): {t_render:.2} s = {:.0} images/s", rendered as f64 / t_render);
         println!("  corpus / render-only: {:.2}×", t_img / t_render);
+        // On demand, one image path at a time (how `stepwise embed` loads a --no-images world corpus).
+        let paths: Vec<String> = stepwise_world::generate(&params)?
+            .iter()
+            .flat_map(|p| p.step_images().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        let world = stepwise_world::WorldImages::new(params.clone());
+        let t = Instant::now();
+        let on_demand = paths
+            .par_iter()
+            .map(|p| world.render(p).map(|img| img.width() as usize))
+            .collect::<Result<Vec<_>, _>>()?
+            .len();
+        let t_demand = t.elapsed().as_secs_f64();
+        println!(
+            "  on demand (WorldImages::render per image path, as `stepwise embed` does): {t_demand:.2} s = {:.0} images/s ({:.2}× render-only)",
+            on_demand as f64 / t_demand,
+            t_demand / t_render
+        );
     }
     if args.work_dir.is_some() {
         eprintln!("files kept in {}", work.keep().display());

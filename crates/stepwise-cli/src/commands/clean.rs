@@ -184,18 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("  filter {name:<17} {:>6} procedures, {:>6} steps dropped", f.procedures, f.steps);
         }
         if let Some(v) = &report.vocab {
-            eprintln!(
-                "  in-vocabulary rate: {:.2}% → {:.2}% of tokens, {:.2}% → {:.2}% of word tokens, {:.2}% → {:.2}% of \
-                 whitespace tokens, {:.2}% → {:.2}% of types",
-                100.0 * v.before.rate,
-                100.0 * v.after.rate,
-                100.0 * v.before.word_rate,
-                100.0 * v.after.word_rate,
-                100.0 * v.before.ws_rate,
-                100.0 * v.after.ws_rate,
-                100.0 * v.before.type_rate,
-                100.0 * v.after.type_rate
-            );
+            eprintln!("  in-vocabulary rate ({} words): {}", v.vocab_words, v.rates_line());
         }
         eprintln!("  report: {}", output.join(stepwise_ingest::clean::CLEAN_REPORT_MD).display());
     }

@@ -1,31 +1,41 @@
 //! `stepwise demo`: the main pipeline on the built-in world corpus, as a list of named stages.
 //!
-//! Each stage reads what earlier stages left in the demo folder and returns a one-line summary; a failing
-//! stage stops the demo with its name in the error (nothing is skipped silently) and, because the folder is
-//! built as an [`OutputDir`], nothing half-made is left behind. Later stages (clean, stats, embed, tasks,
-//! sequencing, baselines, audit, eval, report) plug in by adding an entry to [`STAGES`].
+//! Each stage runs public `stepwise` command lines in this process (the same parser and dispatch as the binary,
+//! through [`crate::run_in_process`]), so the demo exercises exactly what a user types and survives internal
+//! refactors. A stage returns a one-line summary with its key number, read back from the files it wrote. A
+//! failing stage stops the demo with its name in the error (nothing is skipped silently) and, because the
+//! folder is built as an [`OutputDir`], nothing half-made is left behind.
+//!
+//! The stages run with the working directory set to the folder being built and pass relative paths, so the
+//! manifests, reports and summaries name `clean/procedures.jsonl`, not a temporary folder: two runs with the
+//! same seed give identical files wherever the demo folder is.
+
+mod hasty;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use serde_json::Value;
+use stepwise_core::json::{read_json, to_pretty_sorted};
 use stepwise_core::output::{OutputDir, write_string_atomic};
-use stepwise_core::{Corpus, Procedure};
-use stepwise_world::contact_sheet::contact_sheet;
-use stepwise_world::corpus::save_image;
-use stepwise_world::truth::parse_image_path;
-use stepwise_world::{Domain, WorldParams, render_procedure_images, write_corpus};
+use stepwise_core::{Corpus, Manifest, Procedure};
 
 use crate::usage_bail;
 
-/// Run the main pipeline on a generated world corpus (no downloads, no model weights).
+/// Run the whole pipeline on a generated world corpus (no downloads, no model weights) and write a report.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  stepwise demo                      # ./stepwise-demo/\n  \
     stepwise demo -o /tmp/demo --force\n  stepwise demo --domain assembly -n 200\n\n\
-    Outputs: corpus/ (procedures with exact ground truth and step images), contact_sheet.png (one procedure's \
-    steps side by side), report.md (what each stage made).")]
+    Stages (each a public stepwise command): world generate → clean → stats → world sheet (contact sheet) → \
+    embed (w2v text, descriptor image) → generate the four RecipeQA tasks → sweep (RecipeQA mode and the 8 \
+    knob settings) → audit every task set of the sweep → sequencing instances with exact multi-references → \
+    baseline table (random, text-position, image-chain, pairwise + topological sort; text, image, multimodal) → \
+    eval of baseline predictions → eval of Hasty Student predictions → report.\n\
+    Outputs: report.html (self-contained) and report.md, demo.json (the stages and their summaries), and one \
+    folder per stage (corpus/, clean/, features/, tasks/, suite/, audit/, sequencing/, sequencing-results/, \
+    predictions/, eval/).")]
 pub struct Args {
     /// The demo folder.
     #[arg(short, long, default_value = "stepwise-demo")]
@@ -37,124 +47,410 @@ pub struct Args {
     pub seed: u64,
     #[arg(long, default_value = "cooking", value_parser = ["cooking", "assembly"])]
     pub domain: String,
+    /// Sequencing instances per procedure (contiguous windows of steps).
+    #[arg(long, default_value_t = 2)]
+    pub windows: u64,
     /// Replace the demo folder if it exists.
     #[arg(long)]
     pub force: bool,
 }
 
-/// What the stages share: the folder being built and what earlier stages reported.
+/// What the stages share.
 struct Demo {
-    /// The (temporary) folder being written; renamed into place when every stage succeeded.
-    dir: PathBuf,
-    params: WorldParams,
-    /// Stage name → summary, for the report.
-    done: BTreeMap<usize, (&'static str, String)>,
-}
-
-impl Demo {
-    fn corpus_dir(&self) -> PathBuf {
-        self.dir.join("corpus")
-    }
+    n: u64,
+    seed: u64,
+    domain: String,
+    windows: u64,
+    /// Stage name → summary, in order, for demo.json and the report.
+    done: Vec<(&'static str, String)>,
 }
 
 type Stage = fn(&mut Demo) -> anyhow::Result<String>;
 
 /// The pipeline, in order.
-const STAGES: &[(&str, Stage)] = &[("world", world), ("contact-sheet", sheet), ("report", report)];
+const STAGES: &[(&str, Stage)] = &[
+    ("world", world),
+    ("clean", clean),
+    ("stats", stats),
+    ("contact-sheet", sheet),
+    ("embed-text", embed_text),
+    ("embed-image", embed_image),
+    ("tasks", tasks),
+    ("sweep", sweep),
+    ("audit", audit),
+    ("sequencing", sequencing),
+    ("baselines", baselines),
+    ("eval-baselines", eval_baselines),
+    ("eval-hasty", eval_hasty),
+    ("report", report),
+];
+
+// Folder layout (relative to the demo folder).
+const CORPUS: &str = "corpus";
+const CLEAN: &str = "clean";
+const TEXT_FEATURES: &str = "features/w2v";
+const IMAGE_FEATURES: &str = "features/descriptor";
+const TASKS: &str = "tasks/recipeqa";
+const SUITE: &str = "suite";
+const SEQUENCING: &str = "sequencing";
+const SEQ_RESULTS: &str = "sequencing-results";
+const HASTY_PREDICTIONS: &str = "predictions/hasty-student.jsonl";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.n == 0 {
-        usage_bail!("-n must be at least 1");
+    if args.n == 0 || args.windows == 0 {
+        usage_bail!("-n and --windows must be at least 1");
     }
-    let domain = Domain::parse(&args.domain).expect("clap checks the domain");
-    let out = OutputDir::create(&args.output, args.force)?;
-    let mut demo = Demo { dir: out.path().to_path_buf(), params: WorldParams::new(args.seed, domain, args.n), done: BTreeMap::new() };
+    let dest = std::env::current_dir()?.join(&args.output);
+    let out = OutputDir::create(&dest, args.force)?;
     let quiet = stepwise_core::progress::is_quiet();
+    let mut demo = Demo { n: args.n, seed: args.seed, domain: args.domain.clone(), windows: args.windows, done: Vec::new() };
     let t_all = Instant::now();
-    for (i, (name, stage)) in STAGES.iter().enumerate() {
-        let t = Instant::now();
-        let summary = stage(&mut demo).with_context(|| format!("demo stage {}/{} `{name}` failed", i + 1, STAGES.len()))?;
-        if !quiet {
-            eprintln!("[{}/{}] {name:<14} {:>6.1} s  {summary}", i + 1, STAGES.len(), t.elapsed().as_secs_f64());
+    {
+        let _cwd = WorkingDir::enter(out.path())?;
+        for (i, (name, stage)) in STAGES.iter().enumerate() {
+            let t = Instant::now();
+            // The commands' own summaries would drown the demo's: keep them quiet while a stage runs.
+            stepwise_core::progress::set_quiet(true);
+            let result = stage(&mut demo);
+            stepwise_core::progress::set_quiet(quiet);
+            let summary = result.with_context(|| format!("demo stage {}/{} `{name}` failed", i + 1, STAGES.len()))?;
+            if !quiet {
+                eprintln!("[{:>2}/{}] {name:<15} {:>6.1} s  {summary}", i + 1, STAGES.len(), t.elapsed().as_secs_f64());
+            }
+            demo.done.push((name, summary));
         }
-        demo.done.insert(i, (name, summary));
     }
     let dest = out.commit()?;
-    println!("demo finished in {:.1} s: {}", t_all.elapsed().as_secs_f64(), dest.display());
-    println!("  corpus:        {}", dest.join("corpus").display());
-    println!("  contact sheet: {}", dest.join("contact_sheet.png").display());
-    println!("report: {}", dest.join("report.md").display());
+    println!("stepwise demo: {} {} procedures, seed {}, {:.1} s", args.n, args.domain, args.seed, t_all.elapsed().as_secs_f64());
+    for (name, summary) in &demo.done {
+        println!("  {name:<15} {summary}");
+    }
+    println!("report: {}", dest.join("report.html").display());
     Ok(())
+}
+
+/// Sets the working directory for the stages and restores it when dropped (also on errors).
+struct WorkingDir {
+    previous: PathBuf,
+}
+
+impl WorkingDir {
+    fn enter(dir: &Path) -> anyhow::Result<Self> {
+        let previous = std::env::current_dir()?;
+        std::env::set_current_dir(dir).with_context(|| format!("entering {}", dir.display()))?;
+        Ok(WorkingDir { previous })
+    }
+}
+
+impl Drop for WorkingDir {
+    fn drop(&mut self) {
+        let _ = std::env::set_current_dir(&self.previous);
+    }
+}
+
+/// Run a stepwise command line in this process; the error names the command.
+fn stepwise(argv: &[&str]) -> anyhow::Result<()> {
+    crate::run_in_process(argv).with_context(|| format!("`stepwise {}`", argv.join(" ")))
+}
+
+fn json(path: &str) -> anyhow::Result<Value> {
+    Ok(read_json(Path::new(path))?)
+}
+
+/// A number at a JSON pointer, or an error naming the file and the field.
+fn number(v: &Value, file: &str, pointer: &str) -> anyhow::Result<f64> {
+    v.pointer(pointer).and_then(Value::as_f64).with_context(|| format!("{file}: no number at `{pointer}`"))
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
 }
 
 /// Stage `world`: generate the corpus with stored images.
 fn world(d: &mut Demo) -> anyhow::Result<String> {
-    let bar = stepwise_core::progress::bar(d.params.procedures, "world");
-    let s = write_corpus(&d.params, &d.corpus_dir(), false, &|k| bar.set_position(k))?;
-    bar.finish_and_clear();
+    let (n, seed) = (d.n.to_string(), d.seed.to_string());
+    stepwise(&["world", "generate", "-n", &n, "--seed", &seed, "--domain", &d.domain, "-o", CORPUS])?;
+    let m = Manifest::read(Path::new(CORPUS))?;
+    let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
+    Ok(format!("{} {} procedures, {} steps, {} step images in {CORPUS}/", c("procedures"), d.domain, c("steps"), c("step_images")))
+}
+
+/// Stage `clean`: the default cleaning (Meta-RecipeQA's 3–25 steps, markup, spacing, fused words).
+fn clean(_: &mut Demo) -> anyhow::Result<String> {
+    stepwise(&["clean", CORPUS, "-o", CLEAN])?;
+    check_image_root(Path::new(CLEAN), &format!("../{CORPUS}"))?;
+    let r = json(&format!("{CLEAN}/clean_report.json"))?;
+    let f = |p: &str| number(&r, "clean_report.json", p);
+    let edits: f64 = r
+        .get("rules")
+        .and_then(Value::as_object)
+        .map(|rules| rules.values().filter_map(|x| x.get("edits").and_then(Value::as_f64)).sum())
+        .unwrap_or(0.0);
     Ok(format!(
-        "{} {} procedures, {} steps, {} images ({:.1} MB) in corpus/",
-        s.procedures,
-        d.params.domain.as_str(),
-        s.steps,
-        s.images_written,
-        s.image_bytes as f64 / 1e6
+        "{} → {} procedures, {} → {} steps, {edits} text edits",
+        f("/procedures_in")?,
+        f("/procedures_out")?,
+        f("/steps_in")?,
+        f("/steps_out")?
+    ))
+}
+
+/// The demo folder is built in a temporary folder and renamed, so the cleaned corpus must point at its source
+/// images relatively (`stepwise clean` records the image root relative to its output).
+fn check_image_root(corpus: &Path, root: &str) -> anyhow::Result<()> {
+    let m = Manifest::read(corpus)?;
+    if m.image_root.as_deref() != Some(root) {
+        bail!("{}: image root {:?}, expected {root:?}", corpus.display(), m.image_root);
+    }
+    let loaded = Corpus::load(corpus)?;
+    let first = loaded.procedures.iter().flat_map(|p| &p.steps).flat_map(|s| &s.images).next();
+    if let Some(img) = first
+        && !loaded.image_path(img).is_file()
+    {
+        bail!("{}: image {img} not found under the image root {root}", corpus.display());
+    }
+    Ok(())
+}
+
+/// Stage `stats`: corpus statistics as JSON (read by the report).
+fn stats(_: &mut Demo) -> anyhow::Result<String> {
+    stepwise(&["stats", CLEAN, "--format", "json", "-o", "stats.json"])?;
+    let s = json("stats.json")?;
+    let f = |p: &str| number(&s, "stats.json", p);
+    Ok(format!(
+        "{:.1} steps per procedure, {:.1} tokens per step, {} word types",
+        f("/all/steps_per_procedure/mean")?,
+        f("/all/tokens_per_step/mean")?,
+        f("/all/types")?
     ))
 }
 
 /// The procedure shown on the contact sheet: the first with 8 to 12 steps (else the first).
-fn showcase(procs: &[Procedure]) -> &Procedure {
-    procs.iter().find(|p| (8..=12).contains(&p.steps.len())).unwrap_or(&procs[0])
+fn showcase(procs: &[Procedure]) -> Option<&Procedure> {
+    procs.iter().find(|p| (8..=12).contains(&p.steps.len())).or(procs.first())
 }
 
 /// Stage `contact-sheet`: one procedure's step images side by side with captions.
-fn sheet(d: &mut Demo) -> anyhow::Result<String> {
-    let corpus = Corpus::load(&d.corpus_dir())?;
-    let p = showcase(&corpus.procedures);
-    let first = p.steps.first().and_then(|s| s.images.first()).map(String::as_str).unwrap_or("");
-    let (index, _) = parse_image_path(d.params.domain, first).context("the showcase procedure has no world image path")?;
-    let images = render_procedure_images(&d.params, index)?;
-    save_image(&contact_sheet(p, &images, 4), &d.dir.join("contact_sheet.png"))?;
+fn sheet(_: &mut Demo) -> anyhow::Result<String> {
+    let corpus = Corpus::load(Path::new(CORPUS))?;
+    let p = showcase(&corpus.procedures).context("the corpus has no procedures")?;
+    stepwise(&["world", "sheet", CORPUS, "--procedure", &p.id, "--columns", "4", "-o", "contact_sheet.png"])?;
     Ok(format!("contact_sheet.png: {} ({} steps)", p.id, p.steps.len()))
 }
 
-/// Stage `report`: what the corpus holds and what each stage made (deterministic: no timings).
-fn report(d: &mut Demo) -> anyhow::Result<String> {
-    let corpus = Corpus::load(&d.corpus_dir())?;
-    let md = report_markdown(&corpus.procedures, &d.params, &d.done);
-    write_string_atomic(&d.dir.join("report.md"), &md)?;
-    Ok("report.md".into())
+fn embed_summary(store: &str) -> anyhow::Result<String> {
+    let m = json(&format!("{store}/meta.json"))?;
+    let f = |p: &str| number(&m, "meta.json", p);
+    Ok(format!(
+        "{} items → {}-d `{}` vectors in {store}/ ({} failures)",
+        f("/count")?,
+        f("/encoder/dim")?,
+        m.pointer("/encoder/name").and_then(Value::as_str).unwrap_or("?"),
+        f("/failures")?
+    ))
 }
 
-fn report_markdown(procs: &[Procedure], params: &WorldParams, done: &BTreeMap<usize, (&'static str, String)>) -> String {
-    let mut md = String::new();
-    let _ = writeln!(md, "# stepwise demo\n");
-    let _ = writeln!(md, "Built-in world corpus: {} {} procedures, seed {}.\n", procs.len(), params.domain.as_str(), params.seed);
-    let steps: usize = procs.iter().map(|p| p.steps.len()).sum();
-    let mut cats: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut multi = 0usize;
-    let mut log_orders = 0f64;
-    let mut complete = 0usize;
-    for p in procs {
-        *cats.entry(p.category.as_deref().unwrap_or("-")).or_default() += 1;
-        if let Some(v) = p.annotations.as_ref().and_then(|a| a.valid_orders.as_ref()) {
-            multi += usize::from(v.count > 1);
-            log_orders += (v.count as f64).log10();
-            complete += usize::from(v.complete);
+/// Stage `embed-text`: word2vec trained on the corpus's own step texts (no weights to download).
+fn embed_text(d: &mut Demo) -> anyhow::Result<String> {
+    stepwise(&["embed", CLEAN, "--encoder", "w2v", "--seed", &d.seed.to_string(), "-o", TEXT_FEATURES])?;
+    embed_summary(TEXT_FEATURES)
+}
+
+/// Stage `embed-image`: the classical colour + gradient descriptor.
+fn embed_image(_: &mut Demo) -> anyhow::Result<String> {
+    stepwise(&["embed", CLEAN, "--encoder", "descriptor", "-o", IMAGE_FEATURES])?;
+    embed_summary(IMAGE_FEATURES)
+}
+
+const TASK_NAMES: [&str; 4] = ["textual_cloze", "visual_cloze", "visual_coherence", "visual_ordering"];
+
+/// Stage `tasks`: the four RecipeQA tasks, made the way RecipeQA made them.
+fn tasks(d: &mut Demo) -> anyhow::Result<String> {
+    let seed = d.seed.to_string();
+    stepwise(&[
+        "generate", CLEAN, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--task", "all", "--mode", "recipeqa", "--seed", &seed,
+        "-o", TASKS,
+    ])?;
+    let m = Manifest::read(Path::new(TASKS))?;
+    let parts: Vec<String> =
+        TASK_NAMES.iter().map(|t| format!("{t} {}", m.counts.get(&format!("{t}.questions")).copied().unwrap_or(0))).collect();
+    Ok(format!("RecipeQA-mode questions: {}", parts.join(", ")))
+}
+
+/// `counts.json` of the suite: (setting, task) → questions.
+fn suite_counts() -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let v = json(&format!("{SUITE}/counts.json"))?;
+    let rows = v.as_array().context("suite/counts.json: expected an array")?;
+    let mut out = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string).with_context(|| format!("suite/counts.json: [{i}].{k}"));
+        let q = r.get("questions").and_then(Value::as_u64).with_context(|| format!("suite/counts.json: [{i}].questions"))?;
+        out.insert((s("setting")?, s("task")?), q);
+    }
+    Ok(out)
+}
+
+/// Stage `sweep`: RecipeQA mode and the 8 knob settings, every task.
+fn sweep(d: &mut Demo) -> anyhow::Result<String> {
+    let seed = d.seed.to_string();
+    stepwise(&["sweep", CLEAN, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", SUITE])?;
+    let counts = suite_counts()?;
+    let settings: std::collections::BTreeSet<&str> = counts.keys().map(|(s, _)| s.as_str()).collect();
+    let vc = |s: &str| counts.get(&(s.to_string(), "visual_cloze".to_string())).copied().unwrap_or(0);
+    Ok(format!(
+        "{} task sets ({} settings × {} tasks), {} questions; visual cloze: {} in RecipeQA mode, {} with knobs (0,1,1)",
+        counts.len(),
+        settings.len(),
+        counts.len() / settings.len().max(1),
+        counts.values().sum::<u64>(),
+        vc("recipeqa"),
+        vc("knobs-0-1-1")
+    ))
+}
+
+/// Stage `audit`: the Hasty Student and the distance probe on every non-empty task set of the sweep.
+fn audit(d: &mut Demo) -> anyhow::Result<String> {
+    let counts = suite_counts()?;
+    let seed = d.seed.to_string();
+    let (mut audited, mut empty) = (0, Vec::new());
+    for ((setting, task), n) in &counts {
+        if *n == 0 {
+            // Nothing to audit; named in the summary rather than skipped silently.
+            empty.push(format!("{setting}/{task}"));
+            continue;
+        }
+        let input = format!("{SUITE}/{setting}/{task}");
+        let out = format!("audit/{setting}/{task}");
+        stepwise(&["audit", &input, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", &out])?;
+        audited += 1;
+    }
+    // The probe needs enough questions for its cross-validation; with too few the audit leaves it out.
+    let probe = |setting: &str| -> anyhow::Result<String> {
+        let file = format!("audit/{setting}/visual_cloze/audit.json");
+        if !Path::new(&file).is_file() {
+            return Ok("– (no questions)".into());
+        }
+        let v = json(&file)?;
+        Ok(v.pointer("/tasks/0/distance_probe/accuracy/value").and_then(Value::as_f64).map_or("– (too few questions)".into(), pct))
+    };
+    let mut s = format!(
+        "{audited} task sets audited; visual cloze distance probe {} in RecipeQA mode, {} with knobs (0,1,1) (chance 25%)",
+        probe("recipeqa")?,
+        probe("knobs-0-1-1")?
+    );
+    if !empty.is_empty() {
+        s.push_str(&format!("; empty, not audited: {}", empty.join(", ")));
+    }
+    Ok(s)
+}
+
+/// Stage `sequencing`: multimodal instances (text and image per step) with every valid order as a reference.
+fn sequencing(d: &mut Demo) -> anyhow::Result<String> {
+    let (seed, windows) = (d.seed.to_string(), d.windows.to_string());
+    stepwise(&["generate", CLEAN, "--task", "sequencing", "--modality", "multimodal", "--windows", &windows, "--seed", &seed, "-o", SEQUENCING])?;
+    let m = Manifest::read(Path::new(SEQUENCING))?;
+    let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
+    Ok(format!(
+        "{} five-step instances (train {}, val {}, test {}); {} with several valid orders, {} references in all",
+        c("instances"),
+        c("instances_train"),
+        c("instances_val"),
+        c("instances_test"),
+        c("instances_multi_reference"),
+        c("references")
+    ))
+}
+
+/// The multi-reference PMR of a (method, features) row of the baseline table.
+fn table_pmr(results: &Value, method: &str, features: &str) -> Option<f64> {
+    results.get("rows")?.as_array()?.iter().find(|r| r["method"] == method && r["features"] == features)?.pointer("/multi/pmr/value")?.as_f64()
+}
+
+/// Stage `baselines`: every baseline with text, image and multimodal features, scored on the test split.
+fn baselines(d: &mut Demo) -> anyhow::Result<String> {
+    let seed = d.seed.to_string();
+    stepwise(&["baseline", SEQUENCING, "--table", "world", "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", SEQ_RESULTS])?;
+    let r = json(&format!("{SEQ_RESULTS}/results.json"))?;
+    let rows = r.get("rows").and_then(Value::as_array).map_or(0, Vec::len);
+    let pmr = |m: &str, f: &str| table_pmr(&r, m, f).map_or("–".into(), pct);
+    Ok(format!(
+        "{rows} baseline runs; multi-reference PMR: pairwise text {}, image {}, multimodal {}; random {}",
+        pmr("pairwise", "text"),
+        pmr("pairwise", "image"),
+        pmr("pairwise", "multimodal"),
+        pmr("random", "-")
+    ))
+}
+
+/// Stage `eval-baselines`: score two of the baselines' prediction files with `stepwise eval`.
+fn eval_baselines(d: &mut Demo) -> anyhow::Result<String> {
+    let seed = d.seed.to_string();
+    let mut parts = Vec::new();
+    for name in ["pairwise-multimodal", "random"] {
+        let preds = format!("{SEQ_RESULTS}/predictions/{name}.jsonl");
+        let out = format!("eval/{name}");
+        stepwise(&["eval", SEQUENCING, "-p", &preds, "--split", "test", "--seed", &seed, "-o", &out])?;
+        let file = format!("{out}/results.json");
+        let r = json(&file)?;
+        parts.push(format!(
+            "{name}: PMR {}, τ {:.3}",
+            pct(number(&r, &file, "/groups/0/metrics/pmr/value")?),
+            number(&r, &file, "/groups/0/metrics/kendall_tau/value")?
+        ));
+    }
+    Ok(format!("{} (test split, best valid order)", parts.join("; ")))
+}
+
+/// Stage `eval-hasty`: Hasty Student predictions for the RecipeQA-mode task set, scored by `stepwise eval` —
+/// how a user's predictions file is scored, and a cross-check of the audit's Hasty Student numbers.
+fn eval_hasty(d: &mut Demo) -> anyhow::Result<String> {
+    let n = hasty::write_predictions(Path::new(TASKS), &[Path::new(TEXT_FEATURES), Path::new(IMAGE_FEATURES)], Path::new(HASTY_PREDICTIONS))?;
+    stepwise(&["eval", TASKS, "-p", HASTY_PREDICTIONS, "--seed", &d.seed.to_string(), "-o", "eval/hasty-student"])?;
+    let file = "eval/hasty-student/results.json";
+    let r = json(file)?;
+    let tasks = r.pointer("/sets/0/tasks").and_then(Value::as_array).with_context(|| format!("{file}: no sets[0].tasks"))?;
+    let mut parts = Vec::new();
+    let mut disagree = Vec::new();
+    for t in tasks {
+        let (Some(task), Some(acc)) = (t["task"].as_str(), t.pointer("/accuracy/value").and_then(Value::as_f64)) else {
+            bail!("{file}: a task without `task` or `accuracy.value`");
+        };
+        parts.push(format!("{task} {}", pct(acc)));
+        // The RecipeQA-mode task set and the suite's RecipeQA setting hold the same questions, so the audit's
+        // Hasty Student must agree.
+        let audit = format!("audit/recipeqa/{task}/audit.json");
+        if Path::new(&audit).is_file() {
+            let a = number(&json(&audit)?, &audit, "/tasks/0/hasty_student/value")?;
+            if (a - acc).abs() > 1e-9 {
+                disagree.push(format!("{task}: eval {} vs audit {}", pct(acc), pct(a)));
+            }
         }
     }
-    let n = procs.len().max(1) as f64;
-    let _ = writeln!(md, "| what | value |\n|---|---|");
-    let _ = writeln!(md, "| steps | {steps} ({:.1} per procedure) |", steps as f64 / n);
-    let _ = writeln!(md, "| procedures with more than one valid order | {multi} ({:.0}%) |", 100.0 * multi as f64 / n);
-    let _ = writeln!(md, "| mean log10(valid orders) | {:.2} |", log_orders / n);
-    let _ = writeln!(md, "| procedures whose valid orders are all listed | {complete} |");
-    let cats: Vec<String> = cats.iter().map(|(c, k)| format!("{c} {k}")).collect();
-    let _ = writeln!(md, "| categories | {} |\n", cats.join(", "));
-    let _ = writeln!(md, "## Stages\n");
-    for (i, (name, summary)) in done {
-        let _ = writeln!(md, "{}. `{name}`: {summary}", i + 1);
-    }
-    let _ = writeln!(md, "\n![contact sheet](contact_sheet.png)");
-    md
+    let check = if disagree.is_empty() { "equal to the audit's Hasty Student".to_string() } else { format!("DIFFERS from the audit ({})", disagree.join("; ")) };
+    Ok(format!("{n} predictions; accuracy {} ({check})", parts.join(", ")))
+}
+
+/// Stage `report`: write demo.json (the stages so far) and the HTML + Markdown report of the whole folder.
+fn report(d: &mut Demo) -> anyhow::Result<String> {
+    let stages: Vec<Value> = d.done.iter().map(|(n, s)| serde_json::json!({"name": n, "summary": s})).collect();
+    let demo = serde_json::json!({
+        "kind": "demo",
+        "procedures": d.n,
+        "seed": d.seed,
+        "domain": d.domain,
+        "stages": stages,
+    });
+    write_string_atomic(Path::new("demo.json"), &to_pretty_sorted(&demo))?;
+    let mut m = Manifest::new("demo").with_seed(d.seed);
+    m.param("domain", &d.domain);
+    m.param("windows", d.windows);
+    m.count("procedures", d.n);
+    m.count("stages", STAGES.len() as u64);
+    m.write(Path::new("."))?;
+    let title = format!("stepwise demo: {} {} procedures, seed {}", d.n, d.domain, d.seed);
+    stepwise(&["report", ".", "-o", "report.html", "--title", &title])?;
+    let html = std::fs::metadata("report.html").context("report.html was not written")?.len();
+    let md = std::fs::read_to_string("report.md").context("report.md was not written")?;
+    let sections = md.lines().filter(|l| l.starts_with("## ")).count();
+    Ok(format!("report.html ({:.1} MB, self-contained) and report.md: {sections} sections", html as f64 / 1e6))
 }

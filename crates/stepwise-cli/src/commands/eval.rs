@@ -130,7 +130,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => eval_sequencing(&args, &path, &config)?,
         },
     };
-    print!("{}", out.markdown);
+    // With --quiet the tables go only to the output files (when there are any).
+    if !(stepwise_core::progress::is_quiet() && (args.output.is_some() || args.json.is_some())) {
+        print!("{}", out.markdown);
+    }
     write_outputs(&args, &config, out)
 }
 

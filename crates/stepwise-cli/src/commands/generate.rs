@@ -131,8 +131,9 @@ pub struct GenOptions {
     /// Distance for neighbours and knobs: cosine, l2 or ip.
     #[arg(long, default_value = "cosine", help_heading = "Question parameters")]
     pub metric: String,
-    /// Neighbour search: `exact`, `hnsw` / `hnsw:EF` (approximate, reproducible; for very large corpora) or
-    /// `auto` (exact unless queries × items exceed 2·10⁹).
+    /// Neighbour search: `exact`; `ivf` / `ivf:PROBES` (k-means lists, each query scans its PROBES nearest
+    /// lists exactly — approximate, reproducible for any --threads; default 12 probes); `hnsw` / `hnsw:EF`; or
+    /// `auto` (exact unless queries × items exceed 2·10⁹, then ivf). The manifest records the method used.
     #[arg(long, default_value = "auto", help_heading = "Question parameters")]
     pub neighbors: String,
     /// Leave out steps whose item has no vector (counted) instead of failing.

@@ -51,6 +51,12 @@ pub struct SequencingArgs {
     /// Sequencing: train,val,test fractions of procedures (split by procedure, stratified by category).
     #[arg(long = "seq-split", value_name = "T,V,E", default_value = "0.8,0.1,0.1", help_heading = "Sequencing")]
     pub seq_split: String,
+    /// Sequencing: also write `inputs.jsonl`, the file to give a model or annotator: the same instances with
+    /// items in the same shuffled order but identified by opaque keys, without step indices or references
+    /// (`instances.jsonl` is the gold file the evaluator reads). Predictions are `{"id", "order"}` with item
+    /// indices, as for the gold file.
+    #[arg(long, help_heading = "Sequencing")]
+    pub blind: bool,
 
     /// Set by `generate`: the corpus folder or procedure-JSONL file.
     #[arg(skip)]
@@ -134,6 +140,17 @@ pub fn make_sequencing(args: &SequencingArgs) -> anyhow::Result<(PathBuf, Genera
     }
     let dest = sequencing::write_instances_dir(&args.output, args.force, &generated, &config, &inputs)
         .with_context(|| format!("writing {}", args.output.display()))?;
+    if config.blind_inputs && !stepwise_core::progress::is_quiet() {
+        let leaky = sequencing::blind::leaky_image_names(&generated.instances);
+        if leaky > 0 {
+            eprintln!(
+                "warning: {leaky} items of {} have an image file name containing their step number; such names \
+                 still reveal the order in {}",
+                generated.instances.iter().map(|i| i.items.len()).sum::<usize>(),
+                sequencing::blind::INPUTS_JSONL
+            );
+        }
+    }
     Ok((dest, generated.stats))
 }
 
@@ -168,6 +185,7 @@ pub fn config_from_args(args: &SequencingArgs) -> anyhow::Result<SequencingConfi
         max_references: args.max_references,
         fractions,
         seed: args.seed,
+        blind_inputs: args.blind,
     })
 }
 
@@ -177,5 +195,18 @@ fn parse_fractions(s: &str) -> anyhow::Result<SplitFractions> {
     match nums.as_deref() {
         Some([t, v, e]) if t + v + e > 0.0 => Ok(SplitFractions { train: *t, val: *v, test: *e }),
         _ => usage_bail!("--seq-split must be three non-negative numbers `train,val,test` with a positive sum, got {s:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blind_inputs_are_opt_in() {
+        let default = config_from_args(&SequencingArgs::with_defaults(&[]).unwrap()).unwrap();
+        assert!(!default.blind_inputs);
+        let blind = config_from_args(&SequencingArgs::with_defaults(&["--blind"]).unwrap()).unwrap();
+        assert!(blind.blind_inputs);
     }
 }

@@ -51,6 +51,12 @@ pub struct GenerateArgs {
     /// List all valid orders of a procedure when there are at most this many, else sample this many.
     #[arg(long, default_value_t = stepwise_world::corpus::DEFAULT_MAX_ORDERS)]
     pub max_orders: usize,
+    /// Draw procedures in N shared visual styles (background, lighting, camera), each procedure's chosen
+    /// deterministically from the seed, instead of one style per procedure (the default). Few styles weaken the
+    /// "same background" shortcut: a wrong image can share the answer's background. Recorded in the manifest
+    /// (`params.world.styles`) and per procedure (`annotations.world.style`).
+    #[arg(long, value_name = "N")]
+    pub styles: Option<u64>,
     /// Replace CORPUS if it exists.
     #[arg(long)]
     pub force: bool,
@@ -58,7 +64,8 @@ pub struct GenerateArgs {
 
 /// Render one step image of a world corpus to a PNG or JPEG file.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  stepwise world render corpora/world images/world-cooking_000042/03.jpg -o step.png")]
+#[command(after_help = "Example:\n  stepwise world render corpora/world images/world-cooking_000042/3f09c2a17b4e.jpg -o step.png\n\n\
+    Image file names are hashes of (procedure, step), so they do not reveal the order; take them from the corpus.")]
 pub struct RenderArgs {
     /// The world corpus folder.
     pub corpus: PathBuf,
@@ -103,6 +110,10 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     params.images_stored = !args.no_images;
     params.image_size = args.image_size;
     params.max_orders = args.max_orders;
+    if args.styles == Some(0) {
+        usage_bail!("--styles must be at least 1");
+    }
+    params.styles = args.styles;
     let bar = stepwise_core::progress::bar(args.n, "world");
     let t = std::time::Instant::now();
     let summary = write_corpus(&params, &args.output, args.force, &|done| bar.set_position(done))?;

@@ -440,7 +440,7 @@ pub fn learn_word_model(mut procedures: Vec<Procedure>, cfg: &CleanConfig, dicti
 }
 
 /// Clean the corpus folder (or procedure-JSONL file) `input` into the corpus folder `output`, atomically.
-/// The output references the input's images (absolute image root) and carries its task set unchanged.
+/// The output references the input's images (image root relative to `output`) and carries its task set unchanged.
 pub fn clean_corpus_dir(
     input: &Path,
     output: &Path,
@@ -452,7 +452,7 @@ pub fn clean_corpus_dir(
     let spinner = stepwise_core::progress::spinner("loading corpus");
     let corpus = Corpus::load(input)?;
     spinner.finish_and_clear();
-    let image_root = crate::images::absolute_normalized(&corpus.image_root)?;
+    let image_root = stepwise_core::paths::image_root_for(output, &corpus.image_root)?;
     let taskset = corpus.taskset_dir();
     let source_file: PathBuf =
         if input.is_file() { input.to_path_buf() } else { input.join(stepwise_core::corpus::PROCEDURES_JSONL) };
@@ -461,7 +461,7 @@ pub fn clean_corpus_dir(
     let out = OutputDir::create(output, overwrite)?;
     let mut manifest = Manifest::new("corpus");
     manifest.add_inputs(&[source_file])?;
-    manifest.image_root = Some(image_root.to_string_lossy().into_owned());
+    manifest.image_root = Some(image_root);
     manifest.param("clean", cfg);
     if let Some(v) = res.vocab.and_then(|v| v.source.as_ref()) {
         manifest.param("vocab", v.to_string_lossy());

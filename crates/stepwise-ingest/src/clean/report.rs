@@ -78,6 +78,25 @@ pub struct VocabReport {
     pub after: VocabRateReport,
 }
 
+impl VocabReport {
+    /// One line: the four in-vocabulary rates before → after, in percent.
+    pub fn rates_line(&self) -> String {
+        let (b, a) = (&self.before, &self.after);
+        format!(
+            "tokens {:.2}% → {:.2}%, word tokens {:.2}% → {:.2}%, whitespace tokens {:.2}% → {:.2}%, types {:.2}% → \
+             {:.2}%",
+            100.0 * b.rate,
+            100.0 * a.rate,
+            100.0 * b.word_rate,
+            100.0 * a.word_rate,
+            100.0 * b.ws_rate,
+            100.0 * a.ws_rate,
+            100.0 * b.type_rate,
+            100.0 * a.type_rate
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VocabRateReport {
     #[serde(flatten)]

@@ -123,5 +123,7 @@ fn clean_corpus_dir_writes_report_and_keeps_taskset() {
     assert!(out.join(TASKSET_DIR).join("questions.json").is_file());
     let cleaned = Corpus::load(&out).unwrap();
     assert_eq!(cleaned.procedures.len(), 12);
-    assert!(cleaned.image_root.is_absolute());
+    // The image root is stored relative to the cleaned corpus and resolves to the input's folder.
+    assert_eq!(cleaned.manifest.as_ref().unwrap().image_root.as_deref(), Some("../in"));
+    assert_eq!(stepwise_core::paths::normalize(&cleaned.image_root), stepwise_core::paths::normalize(&input));
 }

@@ -1,5 +1,6 @@
 //! The instances folder: `instances.jsonl` (one `SequencingInstance` per line, canonical JSON), `instances.parquet`
-//! (the same rows; `items` and `references` as canonical JSON strings) and `manifest.json` (kind `sequencing`).
+//! (the same rows; `items` and `references` as canonical JSON strings), `manifest.json` (kind `sequencing`) and,
+//! when asked, the blind `inputs.jsonl` for models ([`super::blind`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,6 +55,9 @@ pub fn write_instances_dir(
     let out = OutputDir::create(dest, overwrite)?;
     write_instances_jsonl(&out.path().join(INSTANCES_JSONL), &generated.instances)?;
     write_instances_parquet(&out.path().join(INSTANCES_PARQUET), &generated.instances)?;
+    if cfg.blind_inputs {
+        super::blind::write_inputs_jsonl(&out.path().join(super::blind::INPUTS_JSONL), &generated.instances, cfg.seed)?;
+    }
     let mut m = Manifest::new("sequencing").with_seed(cfg.seed);
     let files: Vec<PathBuf> = inputs
         .iter()
@@ -88,6 +92,11 @@ pub fn write_instances_dir(
     m.param("max_tokens", cfg.max_tokens);
     m.param("max_references", cfg.max_references);
     m.param("split_fractions", cfg.fractions);
+    if cfg.blind_inputs {
+        m.param("blind_inputs", super::blind::INPUTS_JSONL);
+        // Image file names that number the steps still tell the order in the blind file (a warning, not an error).
+        m.count("blind_items_with_step_numbered_images", super::blind::leaky_image_names(&generated.instances) as u64);
+    }
     m.write(out.path())?;
     out.commit()
 }

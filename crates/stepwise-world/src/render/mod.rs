@@ -17,34 +17,51 @@ pub mod workshop;
 use image::RgbImage;
 
 use crate::model::Domain;
+use stepwise_core::rng::ChaCha8Rng;
+
 use crate::plan::{Plan, stream};
 use paint::Painter;
 use raster::{Canvas, hash2};
 use style::Style;
 
-/// Render step `step` of `plan` (the world after that step) as a `size`×`size` image.
-pub fn render_plan_step(plan: &Plan, seed: u64, step: usize, size: u32) -> RgbImage {
-    let (style, base) = background(plan, seed, size);
-    draw_step(plan, seed, step, &style, base)
+/// What every step image of a procedure shares: its style and the lit-less background canvas. Compute it
+/// once per procedure ([`backdrop`]) and draw each step on a copy ([`draw_step`]).
+#[derive(Clone)]
+pub struct Backdrop {
+    pub style: Style,
+    canvas: Canvas,
 }
 
-/// Render every step of `plan`; the background (the same for all steps) is computed once, which makes this
-/// several times faster per image than [`render_plan_step`] in a loop.
-pub fn render_plan_steps(plan: &Plan, seed: u64, size: u32) -> Vec<RgbImage> {
-    let (style, base) = background(plan, seed, size);
-    (0..plan.steps.len()).map(|s| draw_step(plan, seed, s, &style, base.clone())).collect()
-}
-
-fn background(plan: &Plan, seed: u64, size: u32) -> (Style, Canvas) {
-    let domain = plan.spec.domain;
-    let style = Style::new(domain, &mut stream(seed, domain, plan.index, "style"));
+/// The backdrop of a procedure of `domain`, its style drawn from `style_rng` (the procedure's own stream,
+/// or a shared style's: see `crate::corpus::style_stream`).
+pub fn backdrop(domain: Domain, style_rng: &mut ChaCha8Rng, size: u32) -> Backdrop {
+    let style = Style::new(domain, style_rng);
     let mut canvas = Canvas::new(size as usize, size as usize, style.camera);
     canvas.fill(|p| style.background(p));
-    (style, canvas)
+    Backdrop { style, canvas }
 }
 
-fn draw_step(plan: &Plan, seed: u64, step: usize, style: &Style, canvas: Canvas) -> RgbImage {
-    let mut painter = Painter { canvas, shadow_dir: [-style.light_dir[0], -style.light_dir[1]] };
+/// The backdrop of `plan` in its own style (each procedure its own background, lighting and camera).
+pub fn own_backdrop(plan: &Plan, seed: u64, size: u32) -> Backdrop {
+    let domain = plan.spec.domain;
+    backdrop(domain, &mut stream(seed, domain, plan.index, "style"), size)
+}
+
+/// Render step `step` of `plan` (the world after that step) as a `size`×`size` image, in its own style.
+pub fn render_plan_step(plan: &Plan, seed: u64, step: usize, size: u32) -> RgbImage {
+    draw_step(plan, seed, step, &own_backdrop(plan, seed, size))
+}
+
+/// Render every step of `plan` in its own style; the backdrop (the same for all steps) is computed once.
+pub fn render_plan_steps(plan: &Plan, seed: u64, size: u32) -> Vec<RgbImage> {
+    let b = own_backdrop(plan, seed, size);
+    (0..plan.steps.len()).map(|s| draw_step(plan, seed, s, &b)).collect()
+}
+
+/// Draw step `step` of `plan` on (a copy of) `backdrop`, then light it and add per-image sensor noise.
+pub fn draw_step(plan: &Plan, seed: u64, step: usize, backdrop: &Backdrop) -> RgbImage {
+    let style = &backdrop.style;
+    let mut painter = Painter { canvas: backdrop.canvas.clone(), shadow_dir: [-style.light_dir[0], -style.light_dir[1]] };
     match plan.spec.domain {
         Domain::Cooking => kitchen::draw(&mut painter, plan, step),
         Domain::Assembly => workshop::draw(&mut painter, plan, step),

@@ -1,6 +1,8 @@
 //! The per-procedure visual style: background colour and texture, lighting direction and gain, camera jitter.
 //! Every step of a procedure shares it — the "same background" shortcut of real recipe photos, on purpose, so
-//! the control knobs that remove that bias have something to remove.
+//! the control knobs that remove that bias have something to remove. By default every procedure draws its own
+//! style; a world made with `WorldParams::styles = Some(k)` draws it from k shared styles instead (procedures in
+//! the same "kitchen" look alike), which dials the shortcut down.
 
 use rand::Rng;
 use stepwise_core::rng::ChaCha8Rng;

@@ -1,0 +1,87 @@
+//! `stepwise demo` end to end on a small world (every stage through the public CLI), its determinism across
+//! output folders, and `stepwise report` on the demo's folder.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stepwise(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stepwise")).current_dir(cwd).args(args).output().expect("run stepwise")
+}
+
+/// Every file under `dir` (relative path → bytes).
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn demo_runs_every_stage_and_is_identical_in_any_folder() {
+    let td = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(td.path().join("b/nested")).unwrap();
+    let a = stepwise(td.path(), &["demo", "-n", "16", "--windows", "1", "-o", "a"]);
+    let stdout = String::from_utf8_lossy(&a.stdout).into_owned();
+    assert!(a.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&a.stderr));
+    // The closing summary names every stage and the report.
+    for stage in ["world", "clean", "stats", "contact-sheet", "embed-text", "embed-image", "tasks", "sweep", "audit", "sequencing", "baselines", "eval-baselines", "eval-hasty", "report"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
+    let dir = td.path().join("a");
+    for f in ["report.html", "report.md", "demo.json", "manifest.json", "contact_sheet.png", "stats.json", "suite/counts.json",
+              "audit/recipeqa/visual_cloze/audit.json", "sequencing-results/results.json", "eval/hasty-student/results.json",
+              "predictions/hasty-student.jsonl"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in ["## Corpus", "## Corpus statistics", "## Knob sweep", "## Bias audit", "## Step sequencing", "## Evaluation of predictions", "## Pictures"] {
+        assert!(md.contains(section), "{section} missing");
+    }
+    // No temporary folder name leaks into the outputs; the cleaned corpus finds its images from anywhere.
+    let all = files(&dir);
+    assert!(all.values().all(|b| !String::from_utf8_lossy(b).contains(".partial-")), "a temporary path leaked");
+    let clean = std::fs::read_to_string(dir.join("clean/manifest.json")).unwrap();
+    assert!(clean.contains("\"image_root\": \"../corpus\""), "{clean}");
+
+    // The same seed in another folder gives the same bytes, file by file.
+    let b = stepwise(&td.path().join("b/nested"), &["-q", "demo", "-n", "16", "--windows", "1", "-o", "demo", "--force"]);
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let other = files(&td.path().join("b/nested/demo"));
+    assert_eq!(all.keys().collect::<Vec<_>>(), other.keys().collect::<Vec<_>>());
+    for (k, v) in &all {
+        assert!(v == &other[k], "{k} differs between two runs");
+    }
+
+    // `stepwise report` refuses to overwrite without --force, and rewrites the same bytes with it.
+    let r = stepwise(td.path(), &["report", "a", "-o", "a/report.html"]);
+    assert_eq!(r.status.code(), Some(2));
+    let title = "stepwise demo: 16 cooking procedures, seed 7";
+    let r = stepwise(td.path(), &["report", "a", "-o", "a/report.html", "--force", "--title", title]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(dir.join("report.html")).unwrap(), all["report.html"]);
+}
+
+#[test]
+fn report_usage_errors_exit_2() {
+    let td = tempfile::tempdir().unwrap();
+    let r = stepwise(td.path(), &["report", "missing"]);
+    assert_eq!(r.status.code(), Some(2));
+    std::fs::create_dir_all(td.path().join("empty")).unwrap();
+    let r = stepwise(td.path(), &["report", "empty"]);
+    assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("no stepwise outputs found"));
+    let r = stepwise(td.path(), &["report", "empty", "-o", "x.txt"]);
+    assert_eq!(r.status.code(), Some(2));
+}

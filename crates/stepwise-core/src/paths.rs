@@ -1,0 +1,71 @@
+//! Lexical path arithmetic: absolute normalised paths and relative paths between folders (no file-system access,
+//! so they work for outputs that do not exist yet).
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{IoResultExt, Result};
+
+/// `p` made absolute against the working directory, with `.` and `..` resolved lexically.
+pub fn absolute_normalized(p: &Path) -> Result<PathBuf> {
+    let abs = std::path::absolute(p).at(p)?;
+    Ok(normalize(&abs))
+}
+
+/// Resolve `.` and `..` components lexically (a leading `..` of a relative path is kept).
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The relative path from folder `base` to `target` (both absolute and normalised), with `/` separators;
+/// `.` when they are the same.
+pub fn relative_path(base: &Path, target: &Path) -> String {
+    let b: Vec<_> = base.components().collect();
+    let t: Vec<_> = target.components().collect();
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<String> = std::iter::repeat_n("..".to_string(), b.len() - common).collect();
+    parts.extend(t[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    if parts.is_empty() { ".".into() } else { parts.join("/") }
+}
+
+/// How an output folder records where its images live: relative to the folder itself, so a run folder (corpus
+/// next to its images) can be moved or renamed as a whole.
+pub fn image_root_for(output_dir: &Path, image_root: &Path) -> Result<String> {
+    Ok(relative_path(&absolute_normalized(output_dir)?, &absolute_normalized(image_root)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b/c/d.png")), "c/d.png");
+        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/x.png")), "../x.png");
+        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b")), ".");
+        assert_eq!(relative_path(Path::new("/run/clean"), Path::new("/run/corpus")), "../corpus");
+    }
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("../x/./y")), PathBuf::from("../x/y"));
+    }
+
+    #[test]
+    fn image_root_is_relative_to_the_output() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(image_root_for(&cwd.join("run/clean"), &cwd.join("run/corpus")).unwrap(), "../corpus");
+    }
+}

@@ -1,0 +1,244 @@
+//! Bias audits (`stepwise audit`): how much of each task set is answerable without reading — the Hasty
+//! Student and the distance probe against chance, per knob setting when the audited task sets come from a
+//! suite — with the distance histograms of correct and incorrect choices.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use stepwise_core::{Manifest, Result};
+
+use super::{Ctx, count, is_setting, setting_label, setting_order};
+use crate::doc::{Block, Figure, Section, Table, pct, pct_ci};
+use crate::plots::BarChart;
+use crate::read::{Estimate, JsonFile};
+use crate::scan::Artefact;
+
+/// One task of one audit.
+pub struct AuditRow {
+    /// The knob setting of the audited task set (`recipeqa`, `knobs-0-1-1`), when its path says so.
+    pub setting: Option<String>,
+    /// The audit's path relative to the run folder.
+    pub rel: String,
+    pub task: String,
+    pub questions: u64,
+    pub with_vectors: Option<u64>,
+    pub chance: f64,
+    pub hasty: Option<Estimate>,
+    pub probe: Option<Estimate>,
+    pub extreme: Option<f64>,
+    pub correct_mean: Option<f64>,
+    pub incorrect_mean: Option<f64>,
+    pub overlap_same_task: Option<Estimate>,
+    /// The distance histogram picture of this task, if the audit folder has it.
+    pub histogram: Option<PathBuf>,
+}
+
+impl AuditRow {
+    /// The row's name in tables: its setting, else its path.
+    pub fn label(&self) -> String {
+        self.setting.as_deref().map_or_else(|| format!("`{}`", self.rel), setting_label)
+    }
+}
+
+/// The setting of an audit: a `recipeqa` / `knobs-K-K-K` component of the audited task set's path (from the
+/// manifest), else of the audit's own path.
+fn setting_of(dir: &Path, rel: &str) -> Option<String> {
+    let from_manifest = Manifest::read(dir).ok().and_then(|m| m.inputs.first().map(|i| i.path.clone()));
+    let find = |p: &str| p.split(['/', '\\']).find(|c| is_setting(c)).map(str::to_string);
+    from_manifest.as_deref().and_then(find).or_else(|| find(rel))
+}
+
+pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
+    let dir = a.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let rel = a.rel.strip_suffix("/audit.json").unwrap_or(&a.rel).to_string();
+    let setting = setting_of(&dir, &rel);
+    let f = JsonFile::read(&a.path)?;
+    let mut rows = Vec::new();
+    for t in f.root().req("tasks")?.items()? {
+        let task = t.req_str("task")?.to_string();
+        let probe = match t.get("distance_probe")? {
+            Some(p) => Some(p.req("accuracy")?.estimate()?),
+            None => None,
+        };
+        let d = t.get("distances")?;
+        let df = |k: &str| -> Result<Option<f64>> { d.as_ref().map_or(Ok(None), |d| d.opt_f64(k)) };
+        let overlap = match t.get("overlap")? {
+            Some(o) => o.opt_estimate("same_task")?,
+            None => None,
+        };
+        let svg = dir.join(format!("distances-{task}.svg"));
+        rows.push(AuditRow {
+            setting: setting.clone(),
+            rel: rel.clone(),
+            questions: t.req_u64("questions")?,
+            with_vectors: t.opt_u64("with_vectors")?,
+            chance: t.req_f64("chance")?,
+            hasty: t.opt_estimate("hasty_student")?,
+            probe,
+            extreme: df("answer_is_extreme")?,
+            correct_mean: df("correct_mean")?,
+            incorrect_mean: df("incorrect_mean")?,
+            overlap_same_task: overlap,
+            histogram: svg.is_file().then_some(svg),
+            task,
+        });
+    }
+    Ok(rows)
+}
+
+fn sort_key(r: &AuditRow) -> ((u8, String), String) {
+    (setting_order(r.setting.as_deref().unwrap_or("~")), r.rel.clone())
+}
+
+/// Headline numbers: per task, the probe in RecipeQA mode and its lowest value over knob settings.
+pub fn headlines(rows: &[AuditRow]) -> Vec<String> {
+    let tasks: BTreeSet<&str> = rows.iter().map(|r| r.task.as_str()).collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        let of = |pred: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| r.task == task && pred(r)).collect::<Vec<_>>();
+        let rq = of(&|r| r.setting.as_deref() == Some("recipeqa"));
+        let knobs = of(&|r| r.setting.as_deref().is_some_and(|s| s.starts_with("knobs-")));
+        let (Some(rq), Some(low)) = (
+            rq.first().and_then(|r| r.probe.map(|p| (r, p))),
+            knobs.iter().filter_map(|r| r.probe.map(|p| (*r, p))).min_by(|a, b| a.1.value.total_cmp(&b.1.value)),
+        ) else {
+            continue;
+        };
+        out.push(format!(
+            "{task}: distance probe {}% in RecipeQA mode ({} questions) → lowest {}% with knobs {} ({} questions); chance {}%.",
+            pct_ci(rq.1.value, rq.1.ci),
+            count(rq.0.questions),
+            pct_ci(low.1.value, low.1.ci),
+            low.0.label(),
+            count(low.0.questions),
+            pct(rq.0.chance)
+        ));
+    }
+    out
+}
+
+pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut s = Section::new("audit", "Bias audit: answering without reading");
+    s.para(
+        "Hasty Student (RecipeQA §4.2): picks an answer from the choices alone — cloze: the choice most similar to \
+         the question items; coherence: the item least similar to the others; ordering: the order with the closest \
+         consecutive images. Distance probe (Meta-RecipeQA fig. 2): a cross-validated logistic regression on each \
+         choice's distance to the question. Accuracies in % with 95% bootstrap intervals; chance is 1 / choices. \
+         The question the control knobs answer: does the probe fall to chance once the knobs remove the shortcuts? \
+         Settings with only a handful of questions have wide intervals — read them with their counts.",
+    );
+    let tasks: BTreeSet<&str> = rows.iter().map(|r| r.task.as_str()).collect();
+    pivots(&mut s, rows, &tasks);
+    for (ti, task) in tasks.iter().enumerate() {
+        let mut rs: Vec<&AuditRow> = rows.iter().filter(|r| r.task == *task).collect();
+        rs.sort_by_key(|r| sort_key(r));
+        s.push(Block::Heading(task.to_string()));
+        let mut t = Table::new(&[
+            "setting",
+            ">questions",
+            ">chance",
+            "Hasty Student",
+            "distance probe",
+            ">answer is the extreme choice",
+            ">mean distance correct / incorrect",
+            "answer step shown in another question",
+        ]);
+        for r in &rs {
+            let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| pct_ci(e.value, e.ci));
+            let questions = match r.with_vectors {
+                Some(w) if w != r.questions => format!("{} ({} with vectors)", count(r.questions), count(w)),
+                _ => count(r.questions),
+            };
+            t.row(vec![
+                r.label(),
+                questions,
+                pct(r.chance),
+                est(&r.hasty),
+                est(&r.probe),
+                r.extreme.map_or("–".into(), pct),
+                match (r.correct_mean, r.incorrect_mean) {
+                    (Some(c), Some(i)) => format!("{c:.3} / {i:.3}"),
+                    _ => "–".into(),
+                },
+                est(&r.overlap_same_task),
+            ]);
+        }
+        s.table(t);
+        let plotted: Vec<&&AuditRow> = rs.iter().filter(|r| r.hasty.is_some() || r.probe.is_some()).collect();
+        if !plotted.is_empty() {
+            let cats = plotted.iter().map(|r| format!("{}\nn = {}", r.label().replace('`', ""), count(r.questions))).collect();
+            let series = |f: &dyn Fn(&AuditRow) -> Option<Estimate>| -> super::SeriesData {
+                plotted.iter().map(|r| f(r).map_or((None, None), |e| (Some(e.value), e.ci))).unzip()
+            };
+            let (hv, hc) = series(&|r| r.hasty);
+            let (pv, pc) = series(&|r| r.probe);
+            let mut chart = BarChart::new(format!("{task}: accuracy without reading"), "setting", "accuracy", cats)
+                .with_series("Hasty Student", hv, Some(hc))
+                .with_series("distance probe", pv, Some(pc));
+            chart.reference = Some((plotted[0].chance, "chance".into()));
+            chart.y_range = Some((0.0, 1.0));
+            let fig = ctx.plot(
+                &format!("audit-{ti}-{task}"),
+                format!("{task}: Hasty Student and distance-probe accuracy per setting, with 95% intervals; the dashed line is chance."),
+                &chart,
+            )?;
+            s.push(Block::Figures(vec![fig]));
+        }
+        let hist: Vec<Figure> = rs
+            .iter()
+            .filter_map(|r| {
+                r.histogram.as_ref().map(|p| {
+                    let svg = std::fs::metadata(p)
+                        .ok()
+                        .filter(|m| m.len() <= 512 << 10)
+                        .and_then(|_| std::fs::read_to_string(p).ok());
+                    Figure::SvgFile { caption: format!("{task}, {}: distances of correct and incorrect choices", r.label()), path: ctx.link(p), svg }
+                })
+            })
+            .collect();
+        if !hist.is_empty() {
+            s.push(Block::Details { summary: format!("{task}: distance histograms (correct vs incorrect choices)"), blocks: vec![Block::Figures(hist)] });
+        }
+    }
+    Ok(Some(s))
+}
+
+/// Picks one estimate of an audit row.
+type Pick = fn(&AuditRow) -> Option<Estimate>;
+
+/// Settings down, tasks across: the distance probe and the Hasty Student at a glance.
+fn pivots(s: &mut Section, rows: &[AuditRow], tasks: &BTreeSet<&str>) {
+    let mut labels: Vec<((u8, String), String)> = Vec::new();
+    for r in rows {
+        let key = (setting_order(r.setting.as_deref().unwrap_or("~")), r.label());
+        if !labels.contains(&key) {
+            labels.push(key);
+        }
+    }
+    labels.sort();
+    if labels.len() < 2 {
+        return;
+    }
+    let find = |label: &str, task: &str| rows.iter().find(|r| r.label() == label && r.task == task);
+    for (what, pick) in [
+        ("Distance probe", (|r: &AuditRow| r.probe) as Pick),
+        ("Hasty Student", |r: &AuditRow| r.hasty),
+    ] {
+        let mut cols = vec!["setting".to_string()];
+        cols.extend(tasks.iter().map(|t| t.to_string()));
+        let mut t = Table::new(&cols);
+        for (_, label) in &labels {
+            let mut row = vec![label.clone()];
+            row.extend(tasks.iter().map(|task| match find(label, task) {
+                Some(r) => pick(r).map_or("–".into(), |e| format!("{} (n = {})", pct_ci(e.value, e.ci), count(r.questions))),
+                None => "–".into(),
+            }));
+            t.row(row);
+        }
+        s.para(format!("{what} accuracy (%) per setting and task, 95% intervals and question counts:"));
+        s.table(t);
+    }
+}

@@ -1,0 +1,149 @@
+//! Evaluations (`stepwise eval`): multiple-choice accuracy per task with intervals, and sequencing metrics.
+
+use std::path::Path;
+
+use stepwise_core::Result;
+
+use super::sequencing::METRICS;
+use super::{Ctx, command_of, count};
+use crate::doc::{Block, Section, Table, num_ci, pct_ci};
+use crate::plots::BarChart;
+use crate::read::{Estimate, JsonFile};
+use crate::scan::Artefact;
+
+/// One scored task of a multiple-choice evaluation.
+pub struct TaskScore {
+    pub set: String,
+    pub predictions: Option<String>,
+    pub task: String,
+    pub questions: u64,
+    pub accuracy: Estimate,
+    pub missing: u64,
+    pub invalid: u64,
+}
+
+/// One group of a sequencing evaluation.
+pub struct SeqScore {
+    pub group: String,
+    pub sequences: u64,
+    pub metrics: Vec<Option<Estimate>>,
+}
+
+pub enum EvalBody {
+    MultipleChoice(Vec<TaskScore>),
+    Sequencing { groups: Vec<SeqScore>, scored: Option<u64>, alternative_chosen: Option<u64> },
+}
+
+pub struct EvalInfo {
+    pub rel: String,
+    pub command: Option<String>,
+    pub body: EvalBody,
+}
+
+pub fn read(a: &Artefact) -> Result<EvalInfo> {
+    let f = JsonFile::read(&a.path)?;
+    let r = f.root();
+    let kind = r.req_str("kind")?;
+    let body = match kind {
+        "multiple_choice" => {
+            let mut scores = Vec::new();
+            for set in r.req("sets")?.items()? {
+                let name = set.opt_str("name")?.unwrap_or("–").to_string();
+                let predictions = set.opt_str("predictions")?.map(str::to_string);
+                for t in set.req("tasks")?.items()? {
+                    scores.push(TaskScore {
+                        set: name.clone(),
+                        predictions: predictions.clone(),
+                        task: t.req_str("task")?.to_string(),
+                        questions: t.req_u64("questions")?,
+                        accuracy: t.req("accuracy")?.estimate()?,
+                        missing: t.opt_u64("missing")?.unwrap_or(0),
+                        invalid: t.opt_u64("invalid")?.unwrap_or(0),
+                    });
+                }
+            }
+            EvalBody::MultipleChoice(scores)
+        }
+        "sequencing" => {
+            let mut groups = Vec::new();
+            for g in r.req("groups")?.items()? {
+                let m = g.req("metrics")?;
+                groups.push(SeqScore {
+                    group: g.req_str("group")?.to_string(),
+                    sequences: g.req_u64("sequences")?,
+                    metrics: METRICS.iter().map(|(k, _, _)| m.opt_estimate(k)).collect::<Result<_>>()?,
+                });
+            }
+            let counts = r.get("counts")?;
+            let c = |k: &str| counts.as_ref().map_or(Ok(None), |c| c.opt_u64(k));
+            EvalBody::Sequencing { groups, scored: c("scored")?, alternative_chosen: c("alternative_chosen")? }
+        }
+        other => return Err(r.req("kind")?.error(format!("unknown evaluation kind `{other}` (expected multiple_choice or sequencing)"))),
+    };
+    let dir = a.path.parent().unwrap_or(Path::new("."));
+    let is_folder = a.path.file_name().is_some_and(|n| n == "results.json") && dir.join("manifest.json").is_file();
+    let rel = if is_folder { a.rel.strip_suffix("/results.json").unwrap_or(&a.rel).to_string() } else { a.rel.clone() };
+    Ok(EvalInfo { rel, command: if is_folder { command_of(dir) } else { None }, body })
+}
+
+pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
+    if evals.is_empty() {
+        return Ok(None);
+    }
+    let mut s = Section::new("evaluation", "Evaluation of predictions");
+    s.para("Predictions scored by `stepwise eval`: missing predictions count as wrong; intervals are 95% bootstrap intervals.");
+    for (ei, e) in evals.iter().enumerate() {
+        s.push(Block::Heading(format!("`{}`", e.rel)));
+        if let Some(c) = &e.command {
+            s.para(format!("Made by `{c}`."));
+        }
+        match &e.body {
+            EvalBody::MultipleChoice(scores) => {
+                let mut t = Table::new(&["task set", "predictions", "task", ">questions", "accuracy %", ">missing", ">invalid"]);
+                for sc in scores {
+                    t.row(vec![
+                        sc.set.clone(),
+                        sc.predictions.as_deref().map_or("–".into(), |p| format!("`{p}`")),
+                        sc.task.clone(),
+                        count(sc.questions),
+                        pct_ci(sc.accuracy.value, sc.accuracy.ci),
+                        count(sc.missing),
+                        count(sc.invalid),
+                    ]);
+                }
+                s.table(t);
+                let per_task: Vec<&TaskScore> = scores.iter().filter(|x| x.task != "all").collect();
+                if per_task.len() > 1 {
+                    let cats = per_task.iter().map(|x| x.task.clone()).collect();
+                    let chart = BarChart::new("Accuracy per task", "task", "accuracy", cats).with_series(
+                        "accuracy",
+                        per_task.iter().map(|x| Some(x.accuracy.value)).collect(),
+                        Some(per_task.iter().map(|x| x.accuracy.ci).collect()),
+                    );
+                    let chart = BarChart { y_range: Some((0.0, 1.0)), ..chart };
+                    s.push(Block::Figures(vec![ctx.plot(&format!("eval-{ei}"), format!("Accuracy per task of `{}` with 95% intervals.", e.rel), &chart)?]));
+                }
+            }
+            EvalBody::Sequencing { groups, scored, alternative_chosen } => {
+                let mut cols = vec!["group".to_string(), ">sequences".into()];
+                cols.extend(METRICS.iter().map(|(_, c, _)| format!(">{c}")));
+                let mut t = Table::new(&cols);
+                for g in groups {
+                    let mut row = vec![g.group.clone(), count(g.sequences)];
+                    row.extend(METRICS.iter().zip(&g.metrics).map(|((_, _, share), m)| match m {
+                        None => "–".into(),
+                        Some(m) if *share => pct_ci(m.value, m.ci),
+                        Some(m) => num_ci(m.value, m.ci, 3),
+                    }));
+                    t.row(row);
+                }
+                s.para("Each sequence is scored against its best valid order (multi-reference).");
+                s.table(t);
+                if let (Some(n), Some(a)) = (scored, alternative_chosen) {
+                    s.para(format!("{} sequences scored; for {} of them an alternative valid order matched the prediction better than the authored one.", count(*n), count(*a)));
+                }
+            }
+        }
+    }
+    Ok(Some(s))
+}

@@ -1,0 +1,198 @@
+//! Step sequencing: the instances (`stepwise generate --task sequencing`) and the baseline results table
+//! (`stepwise baseline --table`), laid out like table 2 of the multimodal sequencing paper — every metric
+//! against the authored order (single reference) and against the best valid order (multi-reference).
+
+use stepwise_core::{Manifest, Result};
+
+use super::{Ctx, count};
+use crate::doc::{Block, Section, Table, num_ci, pct, pct_ci};
+use crate::plots::BarChart;
+use crate::read::{Estimate, JsonFile, Node};
+use crate::scan::Artefact;
+
+/// The metrics, in the paper's column order: (key, column, is a share shown in %).
+pub const METRICS: [(&str, &str, bool); 6] = [
+    ("position_accuracy", "Acc %", true),
+    ("pmr", "PMR %", true),
+    ("kendall_tau", "τ", false),
+    ("distance", "Dist ↓", false),
+    ("lq", "L_q", false),
+    ("lr", "L_r", false),
+];
+
+pub struct InstancesInfo {
+    pub rel: String,
+    pub manifest: Manifest,
+}
+
+pub fn read_instances(a: &Artefact) -> Result<InstancesInfo> {
+    Ok(InstancesInfo { rel: a.rel.clone(), manifest: Manifest::read(&a.path)? })
+}
+
+pub struct ResultRow {
+    pub dataset: String,
+    pub method: String,
+    pub features: String,
+    pub sequences: u64,
+    pub multi_reference: u64,
+    pub single: Vec<Option<Estimate>>,
+    pub multi: Vec<Option<Estimate>>,
+}
+
+pub struct ResultsInfo {
+    pub rel: String,
+    pub rows: Vec<ResultRow>,
+    pub notes: Vec<String>,
+}
+
+fn metrics(n: Option<Node<'_>>) -> Result<Vec<Option<Estimate>>> {
+    METRICS.iter().map(|(k, _, _)| n.as_ref().map_or(Ok(None), |n| n.opt_estimate(k))).collect()
+}
+
+pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
+    let f = JsonFile::read(&a.path)?;
+    let r = f.root();
+    let mut rows = Vec::new();
+    for row in r.req("rows")?.items()? {
+        rows.push(ResultRow {
+            dataset: row.opt_str("dataset")?.unwrap_or("–").to_string(),
+            method: row.req_str("method")?.to_string(),
+            features: row.opt_str("features")?.unwrap_or("-").to_string(),
+            sequences: row.req_u64("sequences")?,
+            multi_reference: row.opt_u64("multi_reference")?.unwrap_or(0),
+            single: metrics(row.get("single")?)?,
+            multi: metrics(row.get("multi")?)?,
+        });
+    }
+    let mut notes = Vec::new();
+    if let Some(n) = r.get("notes")? {
+        for x in n.items()? {
+            notes.push(x.str()?.to_string());
+        }
+    }
+    let rel = a.rel.strip_suffix("/results.json").unwrap_or(&a.rel).to_string();
+    Ok(ResultsInfo { rel, rows, notes })
+}
+
+fn cell(e: &Option<Estimate>, share: bool, with_ci: bool) -> String {
+    match e {
+        None => "–".into(),
+        Some(e) if share => if with_ci { pct_ci(e.value, e.ci) } else { pct(e.value) },
+        Some(e) => num_ci(e.value, if with_ci { e.ci } else { None }, 3),
+    }
+}
+
+/// Headline: the best multi-reference PMR of each dataset against random.
+pub fn headlines(results: &[ResultsInfo]) -> Vec<String> {
+    let pmr = |r: &ResultRow| r.multi[1].or(r.single[1]).map(|e| e.value);
+    let mut out = Vec::new();
+    for res in results {
+        let best = res.rows.iter().filter(|r| r.method != "random").filter_map(|r| pmr(r).map(|v| (r, v))).max_by(|a, b| a.1.total_cmp(&b.1));
+        let random = res.rows.iter().find(|r| r.method == "random").and_then(pmr);
+        if let Some((r, v)) = best {
+            out.push(format!(
+                "Sequencing (`{}`, {} test sequences): best perfect-match ratio {}% by {} ({} features){}.",
+                res.rel,
+                count(r.sequences),
+                pct(v),
+                r.method,
+                r.features,
+                random.map_or(String::new(), |x| format!(" against {}% for random order", pct(x)))
+            ));
+        }
+    }
+    out
+}
+
+pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) -> Result<Option<Section>> {
+    if instances.is_empty() && results.is_empty() {
+        return Ok(None);
+    }
+    let mut s = Section::new("sequencing", "Step sequencing");
+    s.para(
+        "Put shuffled steps back in order. Metrics as in the multimodal sequencing paper: position accuracy (Acc), \
+         perfect match ratio (PMR), Kendall's τ, summed position distance (Dist, lower is better), longest common \
+         subsequence (L_q) and substring (L_r) as raw lengths; all averaged over sequences. Single reference = the \
+         authored order; multi-reference = per sequence the valid order that scores best, so a model is not \
+         penalised for a different but correct order.",
+    );
+    if !instances.is_empty() {
+        let mut t = Table::new(&["instances", "modality", ">steps", ">instances", ">train / val / test", ">with several valid orders", ">references"]);
+        for i in instances {
+            let c = |k: &str| i.manifest.counts.get(k).copied();
+            let o = |v: Option<u64>| v.map_or("–".into(), count);
+            let p = |k: &str| i.manifest.params.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
+            t.row(vec![
+                format!("`{}`", i.rel),
+                p("modality").unwrap_or_else(|| "–".into()),
+                p("steps").unwrap_or_else(|| "–".into()),
+                o(c("instances")),
+                format!("{} / {} / {}", o(c("instances_train")), o(c("instances_val")), o(c("instances_test"))),
+                o(c("instances_multi_reference")),
+                o(c("references")),
+            ]);
+        }
+        s.table(t);
+    }
+    for (ri, res) in results.iter().enumerate() {
+        s.push(Block::Heading(format!("Baselines (`{}`)", res.rel)));
+        let mut cols = vec!["dataset".to_string(), "method".into(), "features".into(), ">n".into()];
+        for prefix in ["", "multi "] {
+            cols.extend(METRICS.iter().map(|(_, c, _)| format!(">{prefix}{c}")));
+        }
+        let groups = vec![(String::new(), 4), ("single reference".to_string(), 6), ("multi-reference".to_string(), 6)];
+        let mut t = Table::new(&cols).with_groups(groups.clone());
+        let mut ci = Table::new(&cols).with_groups(groups);
+        for r in &res.rows {
+            for (table, with_ci) in [(&mut t, false), (&mut ci, true)] {
+                let mut row = vec![r.dataset.clone(), r.method.clone(), r.features.clone(), count(r.sequences)];
+                row.extend(METRICS.iter().zip(&r.single).map(|((_, _, share), e)| cell(e, *share, with_ci)));
+                let multi: Vec<String> = if r.multi_reference == 0 {
+                    vec!["–".into(); METRICS.len()]
+                } else {
+                    METRICS.iter().zip(&r.multi).map(|((_, _, share), e)| cell(e, *share, with_ci)).collect()
+                };
+                row.extend(multi);
+                table.row(row);
+            }
+        }
+        s.table(t);
+        if !res.notes.is_empty() {
+            s.push(Block::List(res.notes.clone()));
+        }
+        s.push(Block::Details { summary: "The same table with 95% bootstrap intervals".into(), blocks: vec![Block::Table(ci)] });
+        if !res.rows.is_empty() {
+            let cats: Vec<String> = res
+                .rows
+                .iter()
+                .map(|r| if r.features == "-" { r.method.clone() } else { format!("{}\n({})", r.method, r.features) })
+                .collect();
+            let series = |single: bool, m: usize| -> super::SeriesData {
+                res.rows
+                    .iter()
+                    .map(|r| {
+                        let e = if single { r.single[m] } else if r.multi_reference > 0 { r.multi[m] } else { None };
+                        e.map_or((None, None), |e| (Some(e.value), e.ci))
+                    })
+                    .unzip()
+            };
+            let mut chart = BarChart::new("Sequencing baselines", "method (features)", "share of sequences / positions", cats);
+            for (label, single, m) in [
+                ("position accuracy, single", true, 0),
+                ("position accuracy, multi", false, 0),
+                ("PMR, single", true, 1),
+                ("PMR, multi", false, 1),
+            ] {
+                let (v, c) = series(single, m);
+                if v.iter().any(Option::is_some) {
+                    chart = chart.with_series(label, v, Some(c));
+                }
+            }
+            chart.y_range = Some((0.0, 1.0));
+            chart.size = (1000, 480);
+            let fig = ctx.plot(&format!("sequencing-{ri}"), "Position accuracy and perfect match ratio per baseline, against the authored order (single) and the best valid order (multi), with 95% intervals.", &chart)?;
+            s.push(Block::Figures(vec![fig]));
+        }
+    }
+    Ok(Some(s))
+}

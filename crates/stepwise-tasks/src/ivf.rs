@@ -1,0 +1,276 @@
+//! Inverted-file (IVF) neighbour search for catalogs where exact search is too slow (a 20,000-procedure world
+//! has ~230,000 images: exact all-against-all is ~2.6·10¹³ multiply-adds).
+//!
+//! k-means partitions the items into `lists`; each query scans, exactly, the items of the `probes` lists whose
+//! centroids are nearest to it (Jégou et al., "Product quantization for nearest neighbor search", TPAMI 2011,
+//! §IV-A, without the quantization: distances are exact, only the candidate set is approximate). Every scan is
+//! one call of [`stepwise_features::knn::knn`] on the gathered rows of one list and the queries probing it, so
+//! the heavy work stays in the features crate's tiled matrix multiply.
+//!
+//! Determinism: the training sample and the initial centroids come from `rng_for(seed, …)`, centroid sums run
+//! in sample order, every list is scanned by the same knn call whatever the thread count, and the partial
+//! results of a query are merged by the total order (distance, item) — so the neighbours, hence the questions,
+//! are identical for any `--threads`.
+
+use std::sync::Mutex;
+
+use rand::seq::index::sample;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use stepwise_core::rng::rng_for;
+use stepwise_features::Metric;
+use stepwise_features::knn::{KnnOptions, knn};
+
+/// IVF parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IvfParams {
+    /// k-means lists (0: ⌈√n⌉, the usual choice, which balances centroid and list scans).
+    pub lists: usize,
+    /// Lists scanned per query: recall and time grow with it.
+    pub probes: usize,
+    /// k-means iterations (Lloyd).
+    pub iterations: usize,
+    /// Training sample per list (the sample is `lists × sample_per_list` items, or all items).
+    pub sample_per_list: usize,
+}
+
+impl Default for IvfParams {
+    fn default() -> Self {
+        IvfParams { lists: 0, probes: 12, iterations: 8, sample_per_list: 48 }
+    }
+}
+
+impl IvfParams {
+    /// The number of lists for `n` items.
+    pub fn lists_for(&self, n: usize) -> usize {
+        let l = if self.lists == 0 { (n as f64).sqrt().ceil() as usize } else { self.lists };
+        l.clamp(1, n.max(1))
+    }
+}
+
+/// A trained partition of a matrix's rows.
+pub struct Ivf {
+    dim: usize,
+    metric: Metric,
+    /// Rows of each list, increasing.
+    members: Vec<Vec<u32>>,
+    /// The `probes` nearest lists of every row (row-major, `probes` per row), nearest first.
+    probe_of: Vec<u32>,
+    probes: usize,
+}
+
+impl Ivf {
+    /// Train k-means on a seeded sample of `data`'s rows and assign every row to its nearest lists. `metric` is
+    /// the search metric (inner product for unit rows, or L2); with inner product the centroids are
+    /// re-normalised (spherical k-means).
+    pub fn build(data: &[f32], dim: usize, metric: Metric, params: &IvfParams, seed: u64) -> Ivf {
+        let n = data.len() / dim.max(1);
+        let lists = params.lists_for(n);
+        let probes = params.probes.clamp(1, lists);
+        let row = |i: usize| &data[i * dim..(i + 1) * dim];
+
+        // Training sample (sorted rows) and initial centroids (a seeded choice of sample rows).
+        let mut rng = rng_for(seed, "tasks/ivf/sample");
+        let m = (lists * params.sample_per_list.max(1)).min(n);
+        let mut rows: Vec<usize> = if m == n { (0..n).collect() } else { sample(&mut rng, n, m).into_vec() };
+        rows.sort_unstable();
+        let train: Vec<f32> = rows.iter().flat_map(|&i| row(i).iter().copied()).collect();
+        let mut rng = rng_for(seed, "tasks/ivf/init");
+        let mut centroids: Vec<f32> =
+            sample(&mut rng, m, lists).into_iter().flat_map(|i| train[i * dim..(i + 1) * dim].iter().copied()).collect();
+
+        let opts1 = KnnOptions { k: 1, metric };
+        for _ in 0..params.iterations {
+            let assign = knn(&centroids, &train, dim, opts1, None);
+            let mut sums = vec![0f64; lists * dim];
+            let mut counts = vec![0usize; lists];
+            for (i, a) in assign.iter().enumerate() {
+                let Some(c) = a.first().map(|x| x.index) else { continue };
+                counts[c] += 1;
+                for (s, &x) in sums[c * dim..(c + 1) * dim].iter_mut().zip(&train[i * dim..(i + 1) * dim]) {
+                    *s += x as f64;
+                }
+            }
+            for c in 0..lists {
+                // An empty list keeps its centroid.
+                if counts[c] == 0 {
+                    continue;
+                }
+                let dst = &mut centroids[c * dim..(c + 1) * dim];
+                for (d, s) in dst.iter_mut().zip(&sums[c * dim..(c + 1) * dim]) {
+                    *d = (*s / counts[c] as f64) as f32;
+                }
+                if metric == Metric::InnerProduct {
+                    stepwise_features::encoder::l2_normalize_rows(dst, dim);
+                }
+            }
+        }
+        drop(train);
+
+        // Every row's nearest lists; the first is its own list.
+        let assign = knn(&centroids, data, dim, KnnOptions { k: probes, metric }, None);
+        let mut members = vec![Vec::new(); lists];
+        let mut probe_of = vec![0u32; n * probes];
+        for (i, a) in assign.iter().enumerate() {
+            for (p, nb) in a.iter().enumerate() {
+                probe_of[i * probes + p] = nb.index as u32;
+            }
+            // Fewer results than probes only when lists < probes (clamped above): repeat the last.
+            for p in a.len()..probes {
+                probe_of[i * probes + p] = probe_of[i * probes + p.saturating_sub(1)];
+            }
+            if let Some(first) = a.first() {
+                members[first.index].push(i as u32);
+            }
+        }
+        Ivf { dim, metric, members, probe_of, probes }
+    }
+
+    pub fn lists(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn probes(&self) -> usize {
+        self.probes
+    }
+
+    /// The `k` nearest rows of each query row (rows of the same `data`) among the rows of its probed lists that
+    /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
+    pub fn search(
+        &self,
+        data: &[f32],
+        queries: &[u32],
+        k: usize,
+        keep: &(dyn Fn(u32, u32) -> bool + Sync),
+    ) -> Vec<Vec<(u32, f32)>> {
+        let dim = self.dim;
+        let lists = self.members.len();
+        // The queries probing each list (positions into `queries`, increasing).
+        let mut probing: Vec<Vec<u32>> = vec![Vec::new(); lists];
+        for (qp, &q) in queries.iter().enumerate() {
+            let ps = &self.probe_of[q as usize * self.probes..(q as usize + 1) * self.probes];
+            for (i, &c) in ps.iter().enumerate() {
+                if !ps[..i].contains(&c) {
+                    probing[c as usize].push(qp as u32);
+                }
+            }
+        }
+        let acc: Vec<Mutex<Vec<(f32, u32)>>> = (0..queries.len()).map(|_| Mutex::new(Vec::new())).collect();
+        let opts = KnnOptions { k, metric: self.metric };
+        (0..lists).into_par_iter().for_each(|c| {
+            let qs = &probing[c];
+            let base_rows = &self.members[c];
+            if qs.is_empty() || base_rows.is_empty() {
+                return;
+            }
+            let mut base = Vec::with_capacity(base_rows.len() * dim);
+            for &r in base_rows {
+                base.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
+            }
+            let mut qmat = Vec::with_capacity(qs.len() * dim);
+            for &qp in qs {
+                let q = queries[qp as usize] as usize;
+                qmat.extend_from_slice(&data[q * dim..(q + 1) * dim]);
+            }
+            let filter = |qi: usize, j: usize| keep(queries[qs[qi] as usize], base_rows[j]);
+            let found = knn(&base, &qmat, dim, opts, Some(&filter));
+            for (qi, list) in found.into_iter().enumerate() {
+                let mut a = acc[qs[qi] as usize].lock().expect("no panics while merging");
+                a.extend(list.into_iter().map(|nb| (nb.distance, base_rows[nb.index])));
+                if a.len() > 2 * k {
+                    top_k(&mut a, k);
+                }
+            }
+        });
+        acc.into_par_iter()
+            .map(|m| {
+                let mut a = m.into_inner().expect("no panics while merging");
+                top_k(&mut a, k);
+                a.into_iter().map(|(d, i)| (i, d)).collect()
+            })
+            .collect()
+    }
+}
+
+/// Keep the `k` smallest by (distance, row), sorted. A total order, so the result does not depend on the order
+/// partial lists were merged in.
+fn top_k(a: &mut Vec<(f32, u32)>, k: usize) {
+    let cmp = |x: &(f32, u32), y: &(f32, u32)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+    if a.len() > k {
+        a.select_nth_unstable_by(k, cmp);
+        a.truncate(k);
+    }
+    a.sort_unstable_by(cmp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    fn points(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        // Clustered unit vectors: 40 centres, points near them.
+        let mut rng = rng_for(seed, "ivf-test");
+        let centres: Vec<f32> = (0..40 * dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let mut data: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let c = i % 40;
+                let v: Vec<f32> =
+                    (0..dim).map(|d| centres[c * dim + d] + 0.5 * rng.random_range(-1.0f32..1.0)).collect();
+                v
+            })
+            .collect();
+        stepwise_features::encoder::l2_normalize_rows(&mut data, dim);
+        data
+    }
+
+    #[test]
+    fn recall_is_high_and_results_are_reproducible_and_filtered() {
+        let (n, dim, k) = (3000, 16, 20);
+        let data = points(n, dim, 1);
+        let params = IvfParams { probes: 6, ..Default::default() };
+        let ivf = Ivf::build(&data, dim, Metric::InnerProduct, &params, 7);
+        assert_eq!(ivf.lists(), 55);
+        let queries: Vec<u32> = (0..n as u32).step_by(13).collect();
+        // Exclude the query itself and rows of the same "procedure" (blocks of 10).
+        let keep = |q: u32, r: u32| q / 10 != r / 10;
+        let got = ivf.search(&data, &queries, k, &keep);
+        let again = Ivf::build(&data, dim, Metric::InnerProduct, &params, 7).search(&data, &queries, k, &keep);
+        assert_eq!(got, again);
+        let filter = |qi: usize, j: usize| keep(queries[qi], j as u32);
+        let qmat: Vec<f32> = queries.iter().flat_map(|&q| data[q as usize * dim..(q as usize + 1) * dim].to_vec()).collect();
+        let exact = knn(&data, &qmat, dim, KnnOptions { k, metric: Metric::InnerProduct }, Some(&filter));
+        let (mut hit, mut total) = (0, 0);
+        for ((q, g), e) in queries.iter().zip(&got).zip(&exact) {
+            assert!(g.windows(2).all(|w| (w[0].1, w[0].0) <= (w[1].1, w[1].0)));
+            assert!(g.iter().all(|&(r, _)| keep(*q, r)));
+            let e: std::collections::HashSet<u32> = e.iter().map(|nb| nb.index as u32).collect();
+            hit += g.iter().filter(|x| e.contains(&x.0)).count();
+            total += e.len();
+            // Distances are exact for the neighbours found.
+            for &(r, d) in g {
+                let want = -stepwise_features::knn::dot(&data[*q as usize * dim..][..dim], &data[r as usize * dim..][..dim]);
+                assert!((d - want).abs() < 1e-4);
+            }
+        }
+        assert!(hit as f64 / total as f64 > 0.9, "recall {hit}/{total}");
+    }
+
+    #[test]
+    fn probing_every_list_is_exact() {
+        let (n, dim, k) = (500, 8, 10);
+        let data = points(n, dim, 2);
+        let params = IvfParams { lists: 5, probes: 5, ..Default::default() };
+        let ivf = Ivf::build(&data, dim, Metric::InnerProduct, &params, 1);
+        let queries: Vec<u32> = (0..n as u32).collect();
+        let keep = |q: u32, r: u32| q != r;
+        let got = ivf.search(&data, &queries, k, &keep);
+        let filter = |qi: usize, j: usize| qi != j;
+        let exact = knn(&data, &data, dim, KnnOptions { k, metric: Metric::InnerProduct }, Some(&filter));
+        for (g, e) in got.iter().zip(&exact) {
+            let gi: Vec<u32> = g.iter().map(|x| x.0).collect();
+            let ei: Vec<u32> = e.iter().map(|x| x.index as u32).collect();
+            assert_eq!(gi, ei);
+        }
+    }
+}
