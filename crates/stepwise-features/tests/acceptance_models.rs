@@ -16,11 +16,11 @@ use std::time::Instant;
 use stepwise_core::Corpus;
 use stepwise_core::corpus::read_procedures_jsonl;
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
-use stepwise_features::items::corpus_items;
-use stepwise_features::store::{FAILURES_FILE, FeatureStore};
 use stepwise_features::image_source::load_image_file;
+use stepwise_features::items::corpus_items;
 use stepwise_features::pretrained::efficientnet_lite::{EfficientNetLite, Variant};
 use stepwise_features::registry::{self, EncoderContext};
+use stepwise_features::store::{FAILURES_FILE, FeatureStore};
 use stepwise_features::{Encoder, Item, Normalization};
 
 fn workspace() -> PathBuf {

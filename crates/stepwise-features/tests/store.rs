@@ -4,15 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use stepwise_core::Corpus;
 use stepwise_features::builtin::descriptor::Descriptor;
 use stepwise_features::embed::{EmbedOptions, EmbedReport, embed_corpus};
+use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::items::{ItemRef, string_items};
 use stepwise_features::registry::EncoderContext;
 use stepwise_features::store::{FAILURES_FILE, FeatureStore, IDS_FILE, META_FILE, VECTORS_FILE, WORK_DIR};
-use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::{FeatureError, Item};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn image(seed: u32) -> image::RgbImage {
     image::RgbImage::from_fn(40 + seed, 30, move |x, y| {
@@ -237,7 +237,11 @@ fn outputs_are_identical_for_any_thread_count() {
         for threads in [2, 4] {
             let b = run(threads);
             for f in [VECTORS_FILE, IDS_FILE, META_FILE, "keys", FAILURES_FILE, "manifest.json"] {
-                assert_eq!(read(&a.join(f)), read(&b.join(f)), "{encoder}: {f} differs between 1 and {threads} threads");
+                assert_eq!(
+                    read(&a.join(f)),
+                    read(&b.join(f)),
+                    "{encoder}: {f} differs between 1 and {threads} threads"
+                );
             }
         }
     }

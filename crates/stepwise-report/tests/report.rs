@@ -141,7 +141,7 @@ fn the_report_has_a_table_for_every_output() {
     let rq = md.find("| RecipeQA | 40 | 25.0 | 95.0 [90.0, 100.0] | 72.0 [67.0, 77.0] |").expect("recipeqa audit row");
     let k = md.find("| (0,1,1) | 12 | 25.0 | 20.0 [15.0, 25.0] | 31.0 [26.0, 36.0] |").expect("knob audit row");
     assert!(rq < k);
-    assert!(md.contains("visual_cloze: distance probe 72.0 [67.0, 77.0]% in RecipeQA mode (40 questions) → lowest 31.0 [26.0, 36.0]% with knobs (0,1,1)"), "{md}");
+    assert!(md.contains("visual_cloze: distance probe 72.0 [67.0, 77.0]% in RecipeQA mode (40 questions); lowest over the knob settings 31.0 [26.0, 36.0]% with knobs (0,1,1)"), "{md}");
     // Sequencing: table-2 layout, single then multi-reference metrics.
     assert!(md.contains("| demo | pairwise | multimodal | 10 | 60.0 | 30.0 | 0.500 | 3.000 | 3.500 | 2.500 | 90.0 | 80.0 |"), "{md}");
     assert!(md.contains("| tasks | `p.jsonl` | visual_cloze | 40 | 95.0 [90.0, 100.0] | 0 | 0 |"), "{md}");

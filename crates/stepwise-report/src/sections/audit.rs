@@ -105,7 +105,7 @@ pub fn headlines(rows: &[AuditRow]) -> Vec<String> {
             continue;
         };
         out.push(format!(
-            "{task}: distance probe {}% in RecipeQA mode ({} questions) → lowest {}% with knobs {} ({} questions); chance {}%.",
+            "{task}: distance probe {}% in RecipeQA mode ({} questions); lowest over the knob settings {}% with knobs {} ({} questions); chance {}%.",
             pct_ci(rq.1.value, rq.1.ci),
             count(rq.0.questions),
             pct_ci(low.1.value, low.1.ci),
