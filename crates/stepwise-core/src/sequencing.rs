@@ -50,6 +50,28 @@ pub struct OrderPrediction {
     pub order: Vec<usize>,
 }
 
+/// Calls `f` on every permutation of `0..n` in lexicographic order (the identity first); n! calls.
+pub fn for_each_permutation(n: usize, mut f: impl FnMut(&[usize])) {
+    let mut cur: Vec<usize> = (0..n).collect();
+    loop {
+        f(&cur);
+        // Next lexicographic permutation: the last rise, swap with the last larger element, reverse the tail.
+        let Some(i) = (0..n.saturating_sub(1)).rev().find(|&i| cur[i] < cur[i + 1]) else {
+            return;
+        };
+        let j = (i + 1..n).rev().find(|&j| cur[j] > cur[i]).expect("a larger element exists after a rise");
+        cur.swap(i, j);
+        cur[i + 1..].reverse();
+    }
+}
+
+/// All permutations of `0..n` in lexicographic order (the identity first).
+pub fn all_permutations(n: usize) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    for_each_permutation(n, |p| out.push(p.to_vec()));
+    out
+}
+
 /// True when `order` is a permutation of `0..n`.
 pub fn is_permutation(order: &[usize], n: usize) -> bool {
     if order.len() != n {
@@ -63,4 +85,21 @@ pub fn is_permutation(order: &[usize], n: usize) -> bool {
         seen[i] = true;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_are_lexicographic_complete_and_distinct() {
+        let p = all_permutations(4);
+        assert_eq!(p.len(), 24);
+        assert_eq!(p[0], vec![0, 1, 2, 3]);
+        assert_eq!(p[23], vec![3, 2, 1, 0]);
+        assert!(p.windows(2).all(|w| w[0] < w[1]));
+        assert!(p.iter().all(|o| is_permutation(o, 4)));
+        assert_eq!(all_permutations(0), vec![Vec::<usize>::new()]);
+        assert_eq!(all_permutations(1), vec![vec![0]]);
+    }
 }

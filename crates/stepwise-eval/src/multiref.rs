@@ -111,7 +111,7 @@ mod tests {
         let pred: Vec<usize> = vec![2, 0, 4, 1, 3];
         let five = |s: &OrderScore| (s.correct, s.exact(), s.lcsubstr, s.lcs, s.discordant);
         let mut groups: std::collections::BTreeMap<_, Vec<Vec<usize>>> = Default::default();
-        for r in permutations(5) {
+        for r in stepwise_core::sequencing::all_permutations(5) {
             let s = score_order(&pred, &r).unwrap();
             groups.entry(five(&s)).or_default().push(r);
         }
@@ -137,26 +137,5 @@ mod tests {
     fn invalid_reference_is_rejected() {
         assert!(best_reference(&[0, 1], &[vec![0, 1], vec![1, 1]]).is_err());
         assert_eq!(best_reference(&[0, 1], &[]).unwrap(), None);
-    }
-
-    fn permutations(n: usize) -> Vec<Vec<usize>> {
-        fn rec(prefix: &mut Vec<usize>, used: &mut Vec<bool>, out: &mut Vec<Vec<usize>>) {
-            if prefix.len() == used.len() {
-                out.push(prefix.clone());
-                return;
-            }
-            for i in 0..used.len() {
-                if !used[i] {
-                    used[i] = true;
-                    prefix.push(i);
-                    rec(prefix, used, out);
-                    prefix.pop();
-                    used[i] = false;
-                }
-            }
-        }
-        let mut out = Vec::new();
-        rec(&mut Vec::new(), &mut vec![false; n], &mut out);
-        out
     }
 }

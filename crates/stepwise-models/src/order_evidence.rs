@@ -42,8 +42,7 @@ pub fn path_support(x: &ItemMatrix, order: &[usize], seed: u64, key: &str) -> f6
         total += 1;
     };
     if n <= 8 {
-        let mut perm: Vec<usize> = (0..n).collect();
-        heap_permutations(&mut perm, n, &mut tally);
+        stepwise_core::sequencing::for_each_permutation(n, &mut tally);
     } else {
         let mut rng = rng_for(seed, &format!("order-evidence/{key}"));
         let mut perm: Vec<usize> = (0..n).collect();
@@ -56,19 +55,6 @@ pub fn path_support(x: &ItemMatrix, order: &[usize], seed: u64, key: &str) -> f6
         }
     }
     (below as f64 + 0.5 * ties as f64) / total as f64
-}
-
-/// Heap's algorithm: calls `f` on every permutation of `v[..k]`.
-fn heap_permutations(v: &mut [usize], k: usize, f: &mut dyn FnMut(&[usize])) {
-    if k <= 1 {
-        f(v);
-        return;
-    }
-    for i in 0..k - 1 {
-        heap_permutations(v, k - 1, f);
-        if k.is_multiple_of(2) { v.swap(i, k - 1) } else { v.swap(0, k - 1) }
-    }
-    heap_permutations(v, k - 1, f);
 }
 
 #[cfg(test)]
@@ -90,10 +76,6 @@ mod tests {
         // Identical items: every order ties → exactly 0.5.
         let flat = ItemMatrix { dim: 2, data: vec![1.0; 2 * n] };
         assert_eq!(path_support(&flat, &authored, 0, "k"), 0.5);
-        // Permutation count check: Heap's algorithm visits n! orders.
-        let mut count = 0;
-        heap_permutations(&mut [0, 1, 2, 3, 4], 5, &mut |_| count += 1);
-        assert_eq!(count, 120);
     }
 
     #[test]

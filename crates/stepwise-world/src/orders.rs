@@ -303,26 +303,13 @@ mod tests {
 
     fn brute_force(n: usize, edges: &[[usize; 2]]) -> Vec<Vec<usize>> {
         let mut out = Vec::new();
-        let mut perm: Vec<usize> = (0..n).collect();
-        permute(&mut perm, 0, &mut |p| {
+        stepwise_core::sequencing::for_each_permutation(n, |p| {
             if is_topological_order(n, edges, p) {
                 out.push(p.to_vec());
             }
         });
         out.sort();
         out
-    }
-
-    fn permute(p: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
-        if k == p.len() {
-            f(p);
-            return;
-        }
-        for i in k..p.len() {
-            p.swap(k, i);
-            permute(p, k + 1, f);
-            p.swap(k, i);
-        }
     }
 
     #[test]

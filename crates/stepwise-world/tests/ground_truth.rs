@@ -17,21 +17,6 @@ fn corpus(domain: Domain, n: u64, seed: u64) -> Vec<Procedure> {
     generate(&p).unwrap()
 }
 
-fn permutations(n: usize, f: &mut impl FnMut(&[usize])) {
-    fn rec(p: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
-        if k == p.len() {
-            f(p);
-            return;
-        }
-        for i in k..p.len() {
-            p.swap(k, i);
-            rec(p, k + 1, f);
-            p.swap(k, i);
-        }
-    }
-    rec(&mut (0..n).collect(), 0, f);
-}
-
 #[test]
 fn listed_orders_are_topological_and_counts_match_brute_force() {
     let mut checked_small = 0;
@@ -53,7 +38,7 @@ fn listed_orders_are_topological_and_counts_match_brute_force() {
             assert_eq!(v.complete, v.count as usize == v.orders.len());
             if n <= 8 {
                 let mut all = Vec::new();
-                permutations(n, &mut |o| {
+                stepwise_core::sequencing::for_each_permutation(n, |o| {
                     if is_topological_order(n, edges, o) {
                         all.push(o.to_vec());
                     }

@@ -187,8 +187,7 @@ mod tests {
     fn brute_force(pred: &[u32]) -> Vec<Vec<usize>> {
         let n = pred.len();
         let mut out = Vec::new();
-        let mut perm: Vec<usize> = (0..n).collect();
-        permutations(&mut perm, 0, &mut |p| {
+        stepwise_core::sequencing::for_each_permutation(n, |p| {
             let ok = p.iter().enumerate().all(|(k, &i)| {
                 let placed: u32 = p[..k].iter().fold(0, |m, &j| m | (1 << j));
                 pred[i] & !placed == 0
@@ -199,18 +198,6 @@ mod tests {
         });
         out.sort();
         out
-    }
-
-    fn permutations(v: &mut Vec<usize>, k: usize, f: &mut dyn FnMut(&[usize])) {
-        if k == v.len() {
-            f(v);
-            return;
-        }
-        for i in k..v.len() {
-            v.swap(k, i);
-            permutations(v, k + 1, f);
-            v.swap(k, i);
-        }
     }
 
     #[test]
