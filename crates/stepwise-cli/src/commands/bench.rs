@@ -27,3 +27,24 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Sweep(a) => super::bench_sweep::run(a),
     }
 }
+
+/// What the benchmarks measure about this process (Linux /proc; `None` elsewhere).
+pub mod process {
+    /// VmHWM (peak resident set) of this process, in MiB.
+    pub fn peak_rss_mib() -> Option<f64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    }
+
+    /// User + system CPU time of this process so far (all threads), from /proc/self/stat.
+    pub fn cpu_seconds() -> Option<f64> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name (which is in parentheses and may hold spaces): utime is the 14th field.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        Some(ticks / 100.0) // USER_HZ is 100 on Linux
+    }
+}

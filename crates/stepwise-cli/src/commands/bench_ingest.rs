@@ -6,6 +6,7 @@
 //! render). Not timed: generating the input. The reference is the least any reader must do: parse every line of
 //! the same file with serde_json into a value, single-threaded. Peak memory is the process's VmHWM.
 
+use super::bench::process::{cpu_seconds, peak_rss_mib};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -184,22 +185,4 @@ fn reference_parse(path: &Path) -> anyhow::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// User + system CPU time of this process so far (all threads), from /proc/self/stat.
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which is in parentheses and may hold spaces): utime is the 14th field.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0) // USER_HZ is 100 on Linux
-}
-
-/// VmHWM (peak resident set) of this process, in MiB.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }

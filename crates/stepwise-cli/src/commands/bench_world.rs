@@ -7,6 +7,7 @@
 //! Part 2: a smaller corpus with stored images (render + JPEG + write), in images/s; reference: rendering the
 //! same images without encoding or writing.
 
+use super::bench::process::{peak_rss_mib};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -159,13 +160,6 @@ fn reference_reserialize(path: &std::path::Path) -> anyhow::Result<(usize, usize
     Ok((n, complete))
 }
 
-/// VmHWM (peak resident set) of this process, in MiB.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
 
 /// A work folder removed on drop unless kept.
 struct Work(Option<PathBuf>);
