@@ -332,6 +332,13 @@ impl<'a> Features<'a> {
         let root = args.work_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("stepwise-bench-sweep-features-{}", std::process::id())));
         let key = if args.synthetic { "synthetic".to_string() } else { format!("descriptor+{}", args.text_encoder) };
         let cache = Some(root.join(format!("world-{}-n{}-seed{}-{key}", params.domain.as_str(), params.procedures, params.seed)));
+        // A pretrained text encoder that is not installed should fail now, not after minutes of rendering.
+        if !args.synthetic && !matches!(args.text_encoder.as_str(), "tfidf" | "w2v") {
+            let ctx = stepwise_features::EncoderContext { models_dir: args.models.clone(), ..Default::default() };
+            if let Err(e) = stepwise_features::build_encoder(&args.text_encoder, &ctx) {
+                usage_bail!("--text-encoder {}: {e} (or pass --text-encoder tfidf, or --synthetic)", args.text_encoder);
+            }
+        }
         Ok(Features {
             procedures,
             params: params.clone(),
@@ -356,35 +363,49 @@ impl<'a> Features<'a> {
         }
     }
 
-    /// The image and title vectors: from the cache, or extracted (and cached).
+    /// The image and title vectors: from the cache, or extracted (and cached part by part, so a failure while
+    /// embedding the titles does not lose the rendered images).
     fn load(&self) -> anyhow::Result<(Vectors, Vectors)> {
+        let images = self.part("images", || {
+            if self.synthetic {
+                return Ok(synthetic_images(self.procedures, self.seed));
+            }
+            let t = Instant::now();
+            let v = rendered_images(&self.params, self.procedures)?;
+            eprintln!("  rendered and described {} images in {:.1} s", v.len(), t.elapsed().as_secs_f64());
+            Ok(v)
+        })?;
+        let titles = self.part("titles", || {
+            if self.synthetic {
+                return Ok(synthetic_titles(self.procedures, self.seed));
+            }
+            let t = Instant::now();
+            let v = embedded_titles(self.procedures, &self.text_encoder, &self.models, self.seed)?;
+            eprintln!("  embedded the titles ({} ids) in {:.1} s", v.len(), t.elapsed().as_secs_f64());
+            Ok(v)
+        })?;
+        Ok((images, titles))
+    }
+
+    /// One part of the features: read from the cache (`<name>.npy`, `<name>.ids`, marked complete by
+    /// `<name>.done`), or made by `make` and cached.
+    fn part(&self, name: &str, make: impl FnOnce() -> anyhow::Result<Vectors>) -> anyhow::Result<Vectors> {
         if let Some(dir) = &self.cache
-            && dir.join("done").exists()
+            && (dir.join(format!("{name}.done")).exists() || dir.join("done").exists())
         {
             if self.cached.get().is_none() {
                 self.cached.set(Some(true));
             }
-            return Ok((read_vectors(dir, "images")?, read_vectors(dir, "titles")?));
+            return read_vectors(dir, name);
         }
         self.cached.set(Some(false));
-        let (images, titles) = if self.synthetic {
-            (synthetic_images(self.procedures, self.seed), synthetic_titles(self.procedures, self.seed))
-        } else {
-            let t = Instant::now();
-            let images = rendered_images(&self.params, self.procedures)?;
-            eprintln!("  rendered and described {} images in {:.1} s", images.len(), t.elapsed().as_secs_f64());
-            let t = Instant::now();
-            let titles = embedded_titles(self.procedures, &self.text_encoder, &self.models, self.seed)?;
-            eprintln!("  embedded the titles ({} ids) in {:.1} s", titles.len(), t.elapsed().as_secs_f64());
-            (images, titles)
-        };
+        let v = make()?;
         if let Some(dir) = &self.cache {
             std::fs::create_dir_all(dir)?;
-            write_vectors(dir, "images", &images)?;
-            write_vectors(dir, "titles", &titles)?;
-            stepwise_core::output::write_string_atomic(&dir.join("done"), "")?;
+            write_vectors(dir, name, &v)?;
+            stepwise_core::output::write_string_atomic(&dir.join(format!("{name}.done")), "")?;
         }
-        Ok((images, titles))
+        Ok(v)
     }
 }
 

@@ -101,7 +101,8 @@ pub struct GenOptions {
     /// Nearest neighbours searched for distractors (RecipeQA's k, Meta-RecipeQA's K).
     #[arg(long, default_value_t = 100, help_heading = "Question parameters")]
     pub k: usize,
-    /// Knob 2: the K_C nearest neighbours giving m_d, s_d and the pool (default K/2).
+    /// Knob 2: the K_C nearest neighbours giving m_d, s_d and the pool (Meta-RecipeQA names K_C without a
+    /// recoverable value; default K/2).
     #[arg(long = "k-c", help_heading = "Question parameters")]
     pub k_c: Option<usize>,
     /// RecipeQA mode: drop candidates closer than margin × (closest candidate's distance).
