@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn utf8_error_names_offset() {
-        let err = text_from_bytes(Path::new("f"), vec![b'a', b'\n', b'b', 0xff, b'c']).err().expect("must fail");
+        let err = text_from_bytes(Path::new("f"), vec![b'a', b'\n', b'b', 0xff, b'c']).expect_err("must fail");
         match err {
             Error::Utf8 { offset, line, .. } => {
                 assert_eq!(offset, 3);

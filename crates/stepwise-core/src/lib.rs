@@ -5,7 +5,7 @@
 //! - [`taskset`]: multiple-choice task sets in RecipeQA's JSON layout
 //! - [`sequencing`]: step-sequencing instances and predictions
 //! - [`split`]: train/val/test splits by procedure
-//! - [`manifest`]: `manifest.json` (what an output holds and how it was made)
+//! - [`manifest`]: the `manifest.json` file (what an output holds and how it was made)
 //! - [`json`]: JSON/JSONL reading with precise errors, canonical writing
 //! - [`parquet`]: Parquet copies of tables
 //! - [`output`]: atomic output folders and files

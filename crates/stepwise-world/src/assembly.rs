@@ -177,11 +177,10 @@ fn attach_and_fasten(b: &mut Builder, group: EntityId, parts: &[EntityId], base:
     let mut pending = Vec::new();
     for (i, &p) in parts.iter().enumerate() {
         let mut a = act(verb).on(p).making(group).tool(tool);
-        if i == 0 {
-            if let Some(q) = base {
+        if i == 0
+            && let Some(q) = base {
                 a = a.based_on(q);
             }
-        }
         if let Some(o) = orientation {
             a = a.oriented(o);
         }

@@ -549,8 +549,8 @@ pub fn article(word: &str) -> &'static str {
 /// The preposition that goes with a verb of putting.
 fn put_prep(verb: &str, rng: &mut ChaCha8Rng) -> &'static str {
     match verb {
-        "add" => *["to", "into"].choose(rng).expect("preps"),
-        "place" | "put" => *["in", "into"].choose(rng).expect("preps"),
+        "add" => ["to", "into"].choose(rng).expect("preps"),
+        "place" | "put" => ["in", "into"].choose(rng).expect("preps"),
         _ => "into",
     }
 }
@@ -776,12 +776,11 @@ fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: 
             implicit_prop(w, c, t, "tool", event);
         }
     }
-    if let Some(det) = &a.detail {
-        if a.verb() != Verb::Preheat && (style != 3 || rng.random_bool(0.5)) {
+    if let Some(det) = &a.detail
+        && a.verb() != Verb::Preheat && (style != 3 || rng.random_bool(0.5)) {
             w.lit(" for ");
             w.lit(det);
         }
-    }
     if style == 3 {
         w.lit(" ");
         w.lit(until_clause(c, rng));
@@ -805,11 +804,10 @@ fn main_object(c: &Ctx) -> String {
     if let Some(cont) = a.container {
         let contents = c.state.contents(cont);
         let inter = contents.iter().copied().find(|&e| c.ent(e).role == EntityRole::Intermediate);
-        if let Some(e) = inter.or(contents.first().copied()) {
-            if a.verb() != Verb::Grease {
+        if let Some(e) = inter.or(contents.first().copied())
+            && a.verb() != Verb::Grease {
                 return ent_name(e);
             }
-        }
         return c.prop(cont).name().to_string();
     }
     a.habitat.map(|h| c.prop(h).name().to_string()).unwrap_or_default()

@@ -168,7 +168,7 @@ pub fn pieces(p: &mut Painter, col: [u8; 3], c: P, rx: f32, ry: f32, n: usize, s
         let r = rng.f().sqrt();
         let q = [c[0] + a.cos() * r * rx, c[1] + a.sin() * r * ry];
         let v = rng.range(-0.12, 0.12);
-        let pc = if v > 0.0 { shade(col, v) } else { shade(col, v) };
+        let pc = shade(col, v);
         p.rrect(q, size, size * rng.range(0.6, 1.0), size * 0.3, rng.range(0.0, 3.0), pc);
     }
 }

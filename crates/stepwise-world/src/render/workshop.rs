@@ -130,13 +130,12 @@ pub fn draw(p: &mut Painter, plan: &Plan, step: usize) {
         for &e in &order {
             draw_part(p, spec, st, e, pl, lit, &fastenable);
         }
-        if lit {
-            if let Some(cable) = leaves.iter().copied().find(|&e| spec.entities[e].kind == "cable") {
+        if lit
+            && let Some(cable) = leaves.iter().copied().find(|&e| spec.entities[e].kind == "cable") {
                 let g = spec.entities[cable].geometry.expect("parts have geometry");
                 let end = pl.p([g.rect[0] + g.rect[2] / 2.0, g.rect[1]]);
                 p.capsule(end, [0.95, 0.62], 0.004, [35, 35, 38]);
             }
-        }
     }
 
     // Loose parts along the front, each in its own slot.
