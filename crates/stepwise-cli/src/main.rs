@@ -2,6 +2,10 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+// mimalloc: ~20% faster `stepwise bench sweep` than glibc malloc (millions of small allocations).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cli_util;
 mod commands;
 

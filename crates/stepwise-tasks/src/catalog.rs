@@ -276,6 +276,45 @@ impl Catalog {
     }
 }
 
+/// [`Catalog::share_owner`] as a flat array lookup for neighbour-search filters, which ask it for billions of
+/// (query, candidate) pairs: nearly every item has exactly one owner, and comparing two `u32`s from one small
+/// array is much cheaper than chasing two items' owner lists. Same answers as `share_owner`.
+pub struct OwnerIndex {
+    /// The single owner of each item, or [`Self::NONE`] (no owner: pool items) or [`Self::MANY`].
+    code: Vec<u32>,
+}
+
+impl OwnerIndex {
+    const NONE: u32 = u32::MAX;
+    const MANY: u32 = u32::MAX - 1;
+
+    pub fn new(cat: &Catalog) -> OwnerIndex {
+        let code = cat
+            .items
+            .iter()
+            .map(|it| match it.owners.as_slice() {
+                [] => Self::NONE,
+                [o] if *o < Self::MANY => *o,
+                _ => Self::MANY,
+            })
+            .collect();
+        OwnerIndex { code }
+    }
+
+    /// True when items `a` and `b` share a procedure.
+    #[inline]
+    pub fn share(&self, cat: &Catalog, a: u32, b: u32) -> bool {
+        let (x, y) = (self.code[a as usize], self.code[b as usize]);
+        if x == Self::NONE || y == Self::NONE {
+            false
+        } else if x == Self::MANY || y == Self::MANY {
+            cat.share_owner(a, b)
+        } else {
+            x == y
+        }
+    }
+}
+
 /// Dot product with eight independent accumulators: the compiler vectorises it (a single running sum is a
 /// serial chain of additions, several times slower at hundreds of dimensions). Question making computes
 /// millions of these in a large suite.
@@ -383,6 +422,27 @@ mod tests {
         // b's own display keeps its casing although the item is shared.
         assert_eq!(cat.procs[1].eligible[1].display, "enjoy");
         assert!(cat.share_owner(enjoy as u32, cat.procs[1].eligible[0].item) );
+    }
+
+    #[test]
+    fn the_owner_index_answers_like_share_owner() {
+        let procs = vec![proc_("a", &["Intro", "Step 1: Mix", "Bake", "Enjoy!"]), proc_("b", &["Hi", "Chop", "enjoy"])];
+        let v = vectors_for(&procs);
+        let src = FeatureSources { features: &v, extra_pool: None, allow_missing: false };
+        let mut cat = Catalog::build(&procs, &src, ItemKind::Title, &GenerateConfig::default()).unwrap();
+        // Items with no owner (as pool items) and with several owners, next to single-owner items.
+        cat.items[0].owners = Vec::new();
+        cat.items.push(Item { feature_id: "x".into(), content: "x".into(), owners: vec![1, 7] });
+        let idx = OwnerIndex::new(&cat);
+        let n = cat.items.len() as u32;
+        let mut shared = 0;
+        for a in 0..n {
+            for b in 0..n {
+                assert_eq!(idx.share(&cat, a, b), cat.share_owner(a, b), "items {a}, {b}");
+                shared += usize::from(cat.share_owner(a, b));
+            }
+        }
+        assert!(shared > 0 && shared < (n * n) as usize);
     }
 
     #[test]

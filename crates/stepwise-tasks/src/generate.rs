@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
+use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
 use crate::catalog::{Catalog, FeatureSources};
@@ -22,6 +23,26 @@ use crate::questions::{Maker, ProcView, context_steps};
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
 /// of questions in memory.
 const BUILD_CHUNK: usize = 512;
+
+/// The questions of one procedure and the context they all share (their own `context` fields are empty).
+pub struct ProcedureQuestions {
+    pub context: Vec<ContextStep>,
+    pub questions: Vec<Question>,
+}
+
+impl ProcedureQuestions {
+    /// The questions, each with its own copy of the context.
+    pub fn into_questions(self) -> Vec<Question> {
+        let ProcedureQuestions { context, mut questions } = self;
+        if let Some((last, rest)) = questions.split_last_mut() {
+            for q in rest {
+                q.context = context.clone();
+            }
+            last.context = context;
+        }
+        questions
+    }
+}
 
 /// What questions are made from.
 pub struct Inputs<'a> {
@@ -126,6 +147,18 @@ impl<'a> TaskGenerator<'a> {
     /// order) to `sink` — a writer can stream them to disk. Chunks are cut by procedure count, never by thread
     /// count, so the sequence of questions is the same for any `--threads`.
     pub fn build_chunked(&self, plan: &Plan, mut sink: impl FnMut(Vec<Question>) -> Result<()>) -> Result<Counts> {
+        self.build_grouped(plan, |groups| {
+            let mut qs = Vec::with_capacity(groups.iter().map(|g| g.questions.len()).sum());
+            for g in groups {
+                qs.extend(g.into_questions());
+            }
+            sink(qs)
+        })
+    }
+
+    /// As [`Self::build_chunked`], with each procedure's questions grouped with their shared context (not copied
+    /// into each question): a writer serialises the context once per procedure instead of once per question.
+    pub fn build_grouped(&self, plan: &Plan, mut sink: impl FnMut(Vec<ProcedureQuestions>) -> Result<()>) -> Result<Counts> {
         let mut counts = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
         let n = self.procedures.len();
         let mut start = 0;
@@ -137,23 +170,23 @@ impl<'a> TaskGenerator<'a> {
         Ok(counts)
     }
 
-    /// The questions of procedures `range`, adding their counts to `counts`.
-    fn build_range(&self, plan: &Plan, range: std::ops::Range<usize>, counts: &mut Counts) -> Vec<Question> {
+    /// The questions of procedures `range` (one group per procedure with questions), adding their counts to
+    /// `counts`.
+    fn build_range(&self, plan: &Plan, range: std::ops::Range<usize>, counts: &mut Counts) -> Vec<ProcedureQuestions> {
         let task = plan.task;
         let maker = Maker { task, mode: plan.mode, cfg: &self.cfg, cat: &self.cat, table: &self.table };
         let procs = self.procedures;
         let offset = range.start;
-        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>)> = range
+        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>, Vec<ContextStep>)> = range
             .into_par_iter()
             .map(|i| {
                 let pp = &plan.procs[i];
                 if pp.questions.is_empty() {
-                    return (Vec::new(), Vec::new());
+                    return (Vec::new(), Vec::new(), Vec::new());
                 }
                 let p = &procs[i];
-                let context = context_steps(p, task, &self.cfg);
                 let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
-                let view = ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split, context: &context };
+                let view = ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split };
                 let mut qs = Vec::new();
                 let mut skips = Vec::new();
                 for pq in &pp.questions {
@@ -162,12 +195,13 @@ impl<'a> TaskGenerator<'a> {
                         Err(r) => skips.push(r),
                     }
                 }
-                (qs, skips)
+                let context = if qs.is_empty() { Vec::new() } else { context_steps(p, task, &self.cfg) };
+                (qs, skips, context)
             })
             .collect();
 
-        let mut questions = Vec::new();
-        for (j, (qs, skips)) in per_proc.into_iter().enumerate() {
+        let mut groups = Vec::new();
+        for (j, (qs, skips, context)) in per_proc.into_iter().enumerate() {
             let i = offset + j;
             let pp = &plan.procs[i];
             if let Some(r) = pp.skipped {
@@ -190,9 +224,11 @@ impl<'a> TaskGenerator<'a> {
                 *counts.questions_by_split.entry(split).or_insert(0) += 1;
             }
             counts.questions += qs.len() as u64;
-            questions.extend(qs);
+            if !qs.is_empty() {
+                groups.push(ProcedureQuestions { context, questions: qs });
+            }
         }
-        questions
+        groups
     }
 
     /// Plan, prepare and build one task in one mode.

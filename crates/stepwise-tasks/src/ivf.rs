@@ -36,7 +36,7 @@ pub struct IvfParams {
 
 impl Default for IvfParams {
     fn default() -> Self {
-        IvfParams { lists: 0, probes: 12, iterations: 8, sample_per_list: 48 }
+        IvfParams { lists: 0, probes: crate::config::NeighborSearch::DEFAULT_PROBES, iterations: 8, sample_per_list: 48 }
     }
 }
 

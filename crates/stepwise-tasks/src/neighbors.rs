@@ -8,7 +8,7 @@ use stepwise_features::knn::{KnnOptions, knn};
 use stepwise_features::Metric;
 use stepwise_core::{Error, Result};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, OwnerIndex};
 use crate::config::NeighborSearch;
 use crate::ivf::{Ivf, IvfParams};
 
@@ -52,7 +52,7 @@ impl NeighborTable {
     }
 
     /// The search methods used so far (`exact`, `hnsw`, `ivf`), IVF with its lists and probes
-    /// (`ivf(lists=483,probes=12)`).
+    /// (`ivf(lists=483,probes=8)`).
     pub fn methods(&self) -> Vec<String> {
         self.used
             .iter()
@@ -108,7 +108,8 @@ impl NeighborTable {
         }
         let ivf = self.ivf.as_ref().expect("built above");
         let slack = own_items(cat);
-        let keep = |q: u32, j: u32| j != q && !cat.share_owner(q, j);
+        let owners = OwnerIndex::new(cat);
+        let keep = |q: u32, j: u32| j != q && !owners.share(cat, q, j);
         let mut fallback = Vec::new();
         let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
         for chunk in todo.chunks(BATCH * 16) {
@@ -144,6 +145,7 @@ impl NeighborTable {
         let pb = stepwise_core::progress::bar(todo.len() as u64, "neighbours");
         let (metric, shift) = Self::search_metric(cat);
         let opts = KnnOptions { k: self.k, metric };
+        let owners = OwnerIndex::new(cat);
         for chunk in todo.chunks(BATCH) {
             let mut queries = Vec::with_capacity(chunk.len() * cat.dim);
             for &q in chunk {
@@ -151,7 +153,7 @@ impl NeighborTable {
             }
             let filter = |qi: usize, j: usize| {
                 let q = chunk[qi];
-                j as u32 != q && !cat.share_owner(q, j as u32)
+                j as u32 != q && !owners.share(cat, q, j as u32)
             };
             let results = knn(&cat.data, &queries, cat.dim, opts, Some(&filter));
             for (&q, res) in chunk.iter().zip(results) {

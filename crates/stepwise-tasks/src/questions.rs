@@ -33,8 +33,6 @@ pub struct ProcView<'a> {
     pub procedure: &'a Procedure,
     pub entry: &'a ProcEntry,
     pub split: Option<&'a str>,
-    /// The procedure's context steps for this task (built once, cloned into each question).
-    pub context: &'a [ContextStep],
 }
 
 /// Shared inputs of question making.
@@ -47,7 +45,8 @@ pub struct Maker<'a> {
 }
 
 impl Maker<'_> {
-    /// The question for `pq`, or why it had to be skipped.
+    /// The question for `pq`, or why it had to be skipped. Its `context` is left empty: every question of a
+    /// procedure shares the same context ([`context_steps`]), which the caller attaches (or serialises once).
     pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Result<Question, SkipReason> {
         let key = format!("tasks/negatives/{}/{}/{}/{}", self.task, self.mode.label(), view.procedure.id, pq.attempt);
         let mut rng = rng_for(self.cfg.seed, &key);
@@ -63,7 +62,6 @@ impl Maker<'_> {
         q.recipe_id = view.procedure.id.clone();
         q.task = self.task.as_str().to_string();
         q.split = view.split.map(str::to_string);
-        q.context = view.context.to_vec();
         Ok(q)
     }
 

@@ -111,19 +111,27 @@ pub fn write_kind_tasksets(
     tg.prepare(&plans.iter().collect::<Vec<_>>())?;
     let (methods, fallbacks) = tg.neighbor_methods();
     let mut rows = Vec::new();
+    // The previous task set, closed: its files are synced while the next one is generated.
+    let mut pending: Option<(TasksetWriter, Manifest)> = None;
     for plan in &plans {
         // Streamed: each chunk of questions is written as soon as it is made.
         let sub = dir.join(plan.mode.label()).join(plan.task.as_str());
         let mut writer = TasksetWriter::create(&sub)?;
-        let counts = tg.build_chunked(plan, |qs| writer.append(qs))?;
+        let counts = tg.build_grouped(plan, |groups| writer.append_grouped(groups))?;
         let generated = Generated { task: plan.task, mode: plan.mode, questions: Vec::new(), counts };
         let mut manifest = taskset_manifest(base, &cfg.generate, &generated, Some(cfg.split_fractions));
         manifest.param("neighbor_search", &methods);
         manifest.count("neighbor_exact_fallbacks", fallbacks as u64);
-        writer.finish(&manifest)?;
+        writer.close();
+        if let Some((w, m)) = pending.replace((writer, manifest)) {
+            w.finish(&m)?;
+        }
         let Generated { counts, task, .. } = generated;
         tracing::info!("{}/{}: {} questions", plan.mode.label(), task, counts.questions);
         rows.push(SuiteRow { setting: plan.mode.label(), task, counts });
+    }
+    if let Some((w, m)) = pending {
+        w.finish(&m)?;
     }
     Ok(rows)
 }

@@ -24,6 +24,8 @@ use stepwise_core::manifest::Manifest;
 use stepwise_core::taskset::{QUESTIONS_JSON, QUESTIONS_PARQUET};
 use stepwise_core::{Choice, Error, IoResultExt, Question, Result};
 
+use crate::generate::ProcedureQuestions;
+
 /// One question, serialised (in parallel) for both files.
 struct Row {
     json: Vec<u8>,
@@ -37,14 +39,20 @@ struct Row {
     context_modality: Vec<String>,
     choices: Vec<Vec<String>>,
     answer: i64,
-    context: String,
+    /// Shared by the questions of one procedure (serialised once).
+    context: Arc<str>,
     extra: Option<String>,
 }
 
 impl Row {
     fn of(q: Question) -> Row {
-        let mut json = Vec::with_capacity(4096);
-        let context = context_json(&q.context);
+        let context: Arc<str> = context_json(&q.context).into();
+        Row::with_context(q, context)
+    }
+
+    /// A row whose context is `context` (the question's own `context` field is not read).
+    fn with_context(q: Question, context: Arc<str>) -> Row {
+        let mut json = Vec::with_capacity(context.len() + 2048);
         write_question(&mut json, &q, &context).expect("writing to a Vec cannot fail");
         let extra = (!q.extra.is_empty()).then(|| {
             let mut out = Vec::with_capacity(1024);
@@ -275,7 +283,30 @@ impl TasksetWriter {
         if questions.is_empty() {
             return Ok(());
         }
-        let rows: Vec<Row> = questions.into_par_iter().map(Row::of).collect();
+        self.send(questions.into_par_iter().map(Row::of).collect())
+    }
+
+    /// Append the questions of whole procedures, each procedure's shared context serialised once (the
+    /// questions' own `context` fields are ignored). Same bytes as [`Self::append`] of the questions with their
+    /// context filled in.
+    pub fn append_grouped(&mut self, groups: Vec<ProcedureQuestions>) -> Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row> = groups
+            .into_par_iter()
+            .flat_map_iter(|g| {
+                let context: Arc<str> = context_json(&g.context).into();
+                g.questions.into_iter().map(move |q| Row::with_context(q, context.clone()))
+            })
+            .collect();
+        self.send(rows)
+    }
+
+    fn send(&mut self, rows: Vec<Row>) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
         self.written += rows.len() as u64;
         let tx = self.tx.as_ref().expect("open until finish");
         if tx.send(rows).is_err() {
@@ -283,6 +314,12 @@ impl TasksetWriter {
             return Err(self.join().err().unwrap_or_else(|| Error::runtime("the task-set writer stopped")));
         }
         Ok(())
+    }
+
+    /// Stop taking questions: the writer thread finishes and syncs the files in the background (a suite overlaps
+    /// that with generating the next task set); [`Self::finish`] waits for it. No `append` after this.
+    pub fn close(&mut self) {
+        self.tx = None;
     }
 
     fn join(&mut self) -> Result<()> {
@@ -405,7 +442,7 @@ fn batch(rows: &[Row]) -> std::result::Result<RecordBatch, arrow_schema::ArrowEr
         lists(rows, |r| &r.context_modality),
         Arc::new(choices.finish()),
         Arc::new(rows.iter().map(|r| Some(r.answer)).collect::<Int64Array>()),
-        strs(rows, |r| Some(&r.context)),
+        strs(rows, |r| Some(&*r.context)),
         strs(rows, |r| r.extra.as_deref()),
     ];
     RecordBatch::try_new(schema(), columns)
@@ -452,6 +489,40 @@ mod tests {
         let names: Vec<String> =
             std::fs::read_dir(td.path().join("s")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+    }
+
+    #[test]
+    fn grouped_appends_give_the_same_files_as_questions_with_their_context() {
+        let td = tempfile::tempdir().unwrap();
+        let ctx = |n: usize| -> Vec<ContextStep> {
+            (0..n)
+                .map(|i| ContextStep { id: serde_json::json!(i), body: Some(format!("step \"{i}\"")), title: Some(format!("T{i}")), ..Default::default() })
+                .collect()
+        };
+        let groups = vec![
+            ProcedureQuestions { context: ctx(3), questions: (0..2).map(q).collect() },
+            ProcedureQuestions { context: ctx(1), questions: vec![q(2)] },
+            ProcedureQuestions { context: Vec::new(), questions: vec![q(3)] },
+        ];
+        let mut whole = Vec::new();
+        for g in &groups {
+            for mut x in g.questions.clone() {
+                x.context = g.context.clone();
+                whole.push(x);
+            }
+        }
+        let mut w = TasksetWriter::create(&td.path().join("g")).unwrap();
+        w.append_grouped(groups).unwrap();
+        w.finish(&Manifest::new("taskset")).unwrap();
+        let mut w = TasksetWriter::create(&td.path().join("q")).unwrap();
+        w.append(whole.clone()).unwrap();
+        w.finish(&Manifest::new("taskset")).unwrap();
+        for f in [QUESTIONS_JSON, QUESTIONS_PARQUET] {
+            let a = std::fs::read(td.path().join("g").join(f)).unwrap();
+            let b = std::fs::read(td.path().join("q").join(f)).unwrap();
+            assert!(a == b, "{f} differs");
+        }
+        assert_eq!(TaskSet::load(&td.path().join("g")).unwrap().questions, whole);
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub struct Args {
     pub n: u64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Neighbour search of the sweep: auto (IVF with 12 probes above 2·10⁹ query–item pairs, else exact), exact,
+    /// Neighbour search of the sweep: auto (IVF with 8 probes above 2·10⁹ query–item pairs, else exact), exact,
     /// ivf[:PROBES], hnsw[:EF].
     #[arg(long, default_value = "auto")]
     pub neighbors: String,

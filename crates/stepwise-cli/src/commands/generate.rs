@@ -133,7 +133,7 @@ pub struct GenOptions {
     #[arg(long, default_value = "cosine", help_heading = "Question parameters")]
     pub metric: String,
     /// Neighbour search: `exact`; `ivf` / `ivf:PROBES` (k-means lists, each query scans its PROBES nearest
-    /// lists exactly — approximate, reproducible for any --threads; default 12 probes); `hnsw` / `hnsw:EF`; or
+    /// lists exactly — approximate, reproducible for any --threads; default 8 probes); `hnsw` / `hnsw:EF`; or
     /// `auto` (exact unless queries × items exceed 2·10⁹, then ivf). The manifest records the method used.
     #[arg(long, default_value = "auto", help_heading = "Question parameters")]
     pub neighbors: String,
