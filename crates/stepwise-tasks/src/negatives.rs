@@ -4,6 +4,7 @@
 //! Every function either returns exactly the number of negatives asked for or a [`SkipReason`]: constraints are
 //! never relaxed to make a question.
 
+use stepwise_core::sequencing::all_permutations;
 use rand::Rng;
 use rand::seq::index::sample;
 use serde::Serialize;
@@ -138,22 +139,6 @@ pub fn sample_uniform(cands: &[Cand], n: usize, rng: &mut impl Rng) -> Vec<Cand>
     sample(rng, cands.len(), n).into_iter().map(|i| cands[i]).collect()
 }
 
-/// All permutations of `0..n` in lexicographic order (the identity first).
-pub fn permutations(n: usize) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
-    let mut cur: Vec<usize> = (0..n).collect();
-    loop {
-        out.push(cur.clone());
-        // Next lexicographic permutation.
-        let Some(i) = (0..n.saturating_sub(1)).rev().find(|&i| cur[i] < cur[i + 1]) else {
-            return out;
-        };
-        let j = (i + 1..n).rev().find(|&j| cur[j] > cur[i]).expect("a larger element exists after a rise");
-        cur.swap(i, j);
-        cur[i + 1..].reverse();
-    }
-}
-
 /// Wrong orderings for visual ordering: `n` distinct non-identity permutations of `0..n_items`, drawn uniformly
 /// (RecipeQA; knob 2 setting 0) or, with `weight`, without replacement with probability proportional to
 /// `weight(perm)` (knob 2 setting 1: the sum of distances between consecutive images along the order).
@@ -163,7 +148,7 @@ pub fn wrong_orders(
     weight: Option<&dyn Fn(&[usize]) -> f64>,
     rng: &mut impl Rng,
 ) -> Result<(Vec<Vec<usize>>, Vec<f64>), SkipReason> {
-    let wrong: Vec<Vec<usize>> = permutations(n_items).into_iter().skip(1).collect();
+    let wrong: Vec<Vec<usize>> = all_permutations(n_items).into_iter().skip(1).collect();
     if wrong.len() < n {
         return Err(SkipReason::TooFewOrderings);
     }
@@ -252,15 +237,6 @@ mod tests {
         assert_eq!(e, SkipReason::Knob3NoCloseNegative);
         let e = draw_with_constraint(&c[..2], 3, 0, |_| true, &mut st, &mut rng_for(0, "k")).unwrap_err();
         assert_eq!(e, SkipReason::Knob2RegionTooSmall);
-    }
-
-    #[test]
-    fn permutations_are_lexicographic_and_complete() {
-        let p = permutations(4);
-        assert_eq!(p.len(), 24);
-        assert_eq!(p[0], vec![0, 1, 2, 3]);
-        assert_eq!(p[1], vec![0, 1, 3, 2]);
-        assert_eq!(p[23], vec![3, 2, 1, 0]);
     }
 
     #[test]
