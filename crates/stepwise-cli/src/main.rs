@@ -115,8 +115,10 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
 /// outer invocation set them; manifests written meanwhile record this command line (then the outer one again).
 /// A command line that does not parse is a usage error.
 pub(crate) fn run_in_process<S: AsRef<str>>(argv: &[S]) -> anyhow::Result<()> {
-    let args: Vec<String> = std::iter::once("stepwise").chain(argv.iter().map(AsRef::as_ref)).map(String::from).collect();
-    let cli = Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
+    let args: Vec<String> =
+        std::iter::once("stepwise").chain(argv.iter().map(AsRef::as_ref)).map(String::from).collect();
+    let cli =
+        Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
     let outer = stepwise_core::manifest::command_line();
     stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(args.into_iter()));
     let result = dispatch(cli.command);

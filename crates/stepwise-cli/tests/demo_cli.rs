@@ -5,26 +5,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn stepwise(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stepwise")).current_dir(cwd).args(args).output().expect("run stepwise")
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    stepwise_core::output::read_tree(dir).unwrap()
 }
 
-/// Every file under `dir` (relative path → bytes).
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
+fn stepwise(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stepwise")).current_dir(cwd).args(args).output().expect("run stepwise")
 }
 
 #[test]
@@ -35,18 +21,51 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     let stdout = String::from_utf8_lossy(&a.stdout).into_owned();
     assert!(a.status.success(), "{}\n{}", stdout, String::from_utf8_lossy(&a.stderr));
     // The closing summary names every stage and the report.
-    for stage in ["world", "clean", "stats", "contact-sheet", "embed-text", "embed-image", "tasks", "sweep", "audit", "sequencing", "baselines", "eval-baselines", "eval-hasty", "report"] {
+    for stage in [
+        "world",
+        "clean",
+        "stats",
+        "contact-sheet",
+        "embed-text",
+        "embed-image",
+        "tasks",
+        "sweep",
+        "audit",
+        "sequencing",
+        "baselines",
+        "eval-baselines",
+        "eval-hasty",
+        "report",
+    ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
     }
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
     let dir = td.path().join("a");
-    for f in ["report.html", "report.md", "demo.json", "manifest.json", "contact_sheet.png", "stats.json", "suite/counts.json",
-              "audit/recipeqa/visual_cloze/audit.json", "sequencing-results/results.json", "eval/hasty-student/results.json",
-              "predictions/hasty-student.jsonl"] {
+    for f in [
+        "report.html",
+        "report.md",
+        "demo.json",
+        "manifest.json",
+        "contact_sheet.png",
+        "stats.json",
+        "suite/counts.json",
+        "audit/recipeqa/visual_cloze/audit.json",
+        "sequencing-results/results.json",
+        "eval/hasty-student/results.json",
+        "predictions/hasty-student.jsonl",
+    ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    for section in ["## Corpus", "## Corpus statistics", "## Knob sweep", "## Bias audit", "## Step sequencing", "## Evaluation of predictions", "## Pictures"] {
+    for section in [
+        "## Corpus",
+        "## Corpus statistics",
+        "## Knob sweep",
+        "## Bias audit",
+        "## Step sequencing",
+        "## Evaluation of predictions",
+        "## Pictures",
+    ] {
         assert!(md.contains(section), "{section} missing");
     }
     // No temporary folder name leaks into the outputs; the cleaned corpus finds its images from anywhere.
@@ -56,7 +75,8 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     assert!(clean.contains("\"image_root\": \"../corpus\""), "{clean}");
 
     // The same seed in another folder gives the same bytes, file by file.
-    let b = stepwise(&td.path().join("b/nested"), &["-q", "demo", "-n", "16", "--windows", "1", "-o", "demo", "--force"]);
+    let b =
+        stepwise(&td.path().join("b/nested"), &["-q", "demo", "-n", "16", "--windows", "1", "-o", "demo", "--force"]);
     assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
     let other = files(&td.path().join("b/nested/demo"));
     assert_eq!(all.keys().collect::<Vec<_>>(), other.keys().collect::<Vec<_>>());

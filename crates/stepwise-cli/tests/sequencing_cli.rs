@@ -97,7 +97,8 @@ fn pairwise_predictions_are_valid_deterministic_and_beat_random() {
     assert!(exact * 10 >= preds.len() * 8, "{exact} of {} exact", preds.len());
 
     let random = f.root.join("random.jsonl");
-    let (code, _, stderr) = run(bin().args(["baseline", f.instances.to_str().unwrap(), "--model", "random", "-o"]).arg(&random));
+    let (code, _, stderr) =
+        run(bin().args(["baseline", f.instances.to_str().unwrap(), "--model", "random", "-o"]).arg(&random));
     assert_eq!(code, 0, "{stderr}");
     let rp = read_predictions(&random);
     let exact_random = rp.iter().zip(&instances).filter(|(p, i)| p["order"] == i["references"][0]).count();
@@ -112,13 +113,21 @@ fn table_merge_and_cross_validation() {
         .args(["baseline", f.instances.to_str().unwrap(), "--table", "synthetic", "--cv", "4", "--epochs", "10"])
         .args(["--features", f.features.to_str().unwrap(), "-o", dir.to_str().unwrap()]));
     assert_eq!(code, 0, "{stderr}");
-    for row in ["| synthetic | random | - | 100 |", "| synthetic | text-position | - | 100 |", "| synthetic | image-chain | text | 100 |", "| synthetic | pairwise | text | 100 |"] {
+    for row in [
+        "| synthetic | random | - | 100 |",
+        "| synthetic | text-position | - | 100 |",
+        "| synthetic | image-chain | text | 100 |",
+        "| synthetic | pairwise | text | 100 |",
+    ] {
         assert!(stdout.contains(row), "missing {row}:\n{stdout}");
     }
-    for file in ["results.json", "results.md", "manifest.json", "predictions/pairwise-text.jsonl", "predictions/random.jsonl"] {
+    for file in
+        ["results.json", "results.md", "manifest.json", "predictions/pairwise-text.jsonl", "predictions/random.jsonl"]
+    {
         assert!(dir.join(file).exists(), "{file}");
     }
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let pmr = |method: &str| {
         results["rows"].as_array().unwrap().iter().find(|r| r["method"] == method).unwrap()["single"]["pmr"]["value"]
             .as_f64()
@@ -129,7 +138,8 @@ fn table_merge_and_cross_validation() {
     assert_eq!(read_predictions(&dir.join("predictions/pairwise-text.jsonl")).len(), 100);
 
     let merged = f.root.join("merged");
-    let (code, stdout, stderr) = run(bin().args(["baseline", "--merge"]).arg(&dir).args(["--merge"]).arg(&dir).arg("-o").arg(&merged));
+    let (code, stdout, stderr) =
+        run(bin().args(["baseline", "--merge"]).arg(&dir).args(["--merge"]).arg(&dir).arg("-o").arg(&merged));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.matches("| synthetic | pairwise | text |").count(), 2);
 }
@@ -155,7 +165,8 @@ fn bad_usage_and_inputs_exit_2_with_clear_messages() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("bad.jsonl:1") && stderr.contains("references[0]"), "{stderr}");
 
-    let (code, _, stderr) = run(bin().args(["baseline", inst, "--model", "pairwise", "--features"]).arg(&f.corpus).arg("-o").arg(&out));
+    let (code, _, stderr) =
+        run(bin().args(["baseline", inst, "--model", "pairwise", "--features"]).arg(&f.corpus).arg("-o").arg(&out));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not a feature store"), "{stderr}");
 }
@@ -176,16 +187,23 @@ fn select_golden_applies_rules_and_records_rejections() {
         .collect();
     assert_eq!(lines.len(), 5);
     assert!(lines.iter().all(|l| l["category"] == "soup" && l["images"].as_u64().unwrap() >= 3));
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert!(m["counts"]["rejected_category"].as_u64().unwrap() > 0);
     assert_eq!(m["counts"]["selected"], 5);
     // The subset is a valid instances file.
     assert_eq!(std::fs::read_to_string(out.join("instances.jsonl")).unwrap().lines().count(), 5);
 
-    let (code, _, stderr) = run(bin().args(["select-golden", f.instances.to_str().unwrap(), "--categories", "soup", "-o"]).arg(f.root.join("g2")));
+    let (code, _, stderr) = run(bin()
+        .args(["select-golden", f.instances.to_str().unwrap(), "--categories", "soup", "-o"])
+        .arg(f.root.join("g2")));
     assert_eq!(code, 2);
     assert!(stderr.contains("--categories needs --corpus"), "{stderr}");
-    let (code, _, stderr) = run(bin().args(["select-golden", f.instances.to_str().unwrap(), "--complementary", "--features"]).arg(&f.features).arg("-o").arg(f.root.join("g3")));
+    let (code, _, stderr) = run(bin()
+        .args(["select-golden", f.instances.to_str().unwrap(), "--complementary", "--features"])
+        .arg(&f.features)
+        .arg("-o")
+        .arg(f.root.join("g3")));
     assert_eq!(code, 2);
     assert!(stderr.contains("one text and one image"), "{stderr}");
 }
@@ -229,6 +247,7 @@ fn generate_sequencing_is_deterministic_and_checks_its_options() {
     // Image instances need image steps: the fixture's images exist only as paths on even steps (4 of 8).
     bad(&["--modality", "image"], "no procedure has enough usable steps");
     let alt = f.root.join("alt.jsonl");
-    std::fs::write(&alt, "{\"id\":\"synth/00\",\"orders\":[[0,1,2]]}\n{\"id\":\"synth/01\",\"orders\":[[0,1,99]]}\n").unwrap();
+    std::fs::write(&alt, "{\"id\":\"synth/00\",\"orders\":[[0,1,2]]}\n{\"id\":\"synth/01\",\"orders\":[[0,1,99]]}\n")
+        .unwrap();
     bad(&["--alt-orders", alt.to_str().unwrap()], "alt.jsonl:2: field `orders[0][2]`");
 }

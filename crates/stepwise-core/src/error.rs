@@ -81,12 +81,7 @@ impl Error {
         field: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        Error::Field {
-            path: path.as_ref().to_path_buf(),
-            location,
-            field: field.into(),
-            message: message.into(),
-        }
+        Error::Field { path: path.as_ref().to_path_buf(), location, field: field.into(), message: message.into() }
     }
 
     pub fn bad_input(message: impl Into<String>) -> Self {

@@ -170,3 +170,23 @@ mod tests {
         assert_eq!(fs::read_dir(td.path()).unwrap().count(), 1);
     }
 }
+
+/// Every file below `dir`, by path relative to it (`/`-separated) → bytes: what determinism checks compare
+/// between two runs.
+pub fn read_tree(dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).at(&d)? {
+            let p = e.at(&d)?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap_or(&p);
+                let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                out.insert(key, fs::read(&p).at(&p)?);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -8,9 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{ArrayBuilder, ListBuilder, StringBuilder, StructBuilder};
-use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -171,8 +169,7 @@ pub fn write_procedures_parquet(path: &Path, procedures: &[Procedure]) -> Result
         (
             "extra",
             s(|p| {
-                (!p.extra.is_empty())
-                    .then(|| to_canonical_string(&serde_json::to_value(&p.extra).expect("serialize")))
+                (!p.extra.is_empty()).then(|| to_canonical_string(&serde_json::to_value(&p.extra).expect("serialize")))
             }),
         ),
     ];

@@ -259,7 +259,10 @@ mod tests {
         let v: Value = serde_json::from_str(line).unwrap();
         let p = Procedure::from_json(&v, Path::new("f"), &Location::Line { line: 1, column: None }).unwrap();
         assert_eq!(p.steps[0].extra["note"], 3);
-        assert_eq!(to_canonical_string(&p.to_json()), r#"{"category":null,"extra_key":{"a":2,"z":1},"id":"x/1","lang":"en","license":"MIT","source":"s","steps":[{"images":["a.jpg"],"note":3,"text":"Mix.","title":null}],"title":"T"}"#);
+        assert_eq!(
+            to_canonical_string(&p.to_json()),
+            r#"{"category":null,"extra_key":{"a":2,"z":1},"id":"x/1","lang":"en","license":"MIT","source":"s","steps":[{"images":["a.jpg"],"note":3,"text":"Mix.","title":null}],"title":"T"}"#
+        );
     }
 
     #[test]

@@ -200,7 +200,9 @@ impl Question {
         let qid = match o.req("qid")? {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
-            other => return Err(o.error("qid", format!("expected a string, found {}", kind(other)))),
+            other => {
+                return Err(o.error("qid", format!("expected a string, found {}", kind(other))));
+            }
         };
         Ok(Question {
             qid,

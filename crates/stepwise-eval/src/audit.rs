@@ -25,8 +25,8 @@ use serde::Serialize;
 use serde_json::Value;
 use stepwise_core::taskset::PLACEHOLDER;
 use stepwise_core::{Choice, Question, Task, TaskSet};
-use stepwise_features::knn::{dot, distance};
 use stepwise_features::Metric;
+use stepwise_features::knn::{distance, dot};
 use stepwise_models::hasty;
 use stepwise_models::logreg::LogRegConfig;
 
@@ -202,15 +202,16 @@ fn audit_task(
         )
     });
     let hasty_student = estimate(&hasty_correct, &vec_clusters, "hasty");
-    let distance_probe = probe::cross_validate(&probe_questions, cfg.folds, cfg.bootstrap.seed, &cfg.logreg).map(|out| {
-        let acc: Vec<f64> = out.correct.iter().map(|&c| f64::from(c)).collect();
-        ProbeSummary {
-            accuracy: estimate(&acc, &vec_clusters, "probe").expect("the probe ran on at least one question"),
-            folds: cfg.folds,
-            features: "[d, z, z²], z = d standardised within the question",
-            weights: out.models.iter().map(|m| m.weights.iter().copied().chain([m.bias]).collect()).collect(),
-        }
-    });
+    let distance_probe =
+        probe::cross_validate(&probe_questions, cfg.folds, cfg.bootstrap.seed, &cfg.logreg).map(|out| {
+            let acc: Vec<f64> = out.correct.iter().map(|&c| f64::from(c)).collect();
+            ProbeSummary {
+                accuracy: estimate(&acc, &vec_clusters, "probe").expect("the probe ran on at least one question"),
+                folds: cfg.folds,
+                features: "[d, z, z²], z = d standardised within the question",
+                weights: out.models.iter().map(|m| m.weights.iter().copied().chain([m.bias]).collect()).collect(),
+            }
+        });
     let distances = (with_vectors > 0).then(|| DistanceSummary {
         definition: match task {
             Task::TextualCloze | Task::VisualCloze => "cosine distance of the choice to the mean of the question items",
@@ -297,9 +298,9 @@ enum QVecs<'r> {
 fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Result<QVecs<'r>, String> {
     let meta = q.extra.get("meta");
     let hints = |key: &str| -> Vec<Option<String>> {
-        meta.and_then(|m| m.get(key)).and_then(Value::as_array).map_or_else(Vec::new, |a| {
-            a.iter().map(|v| v.as_str().map(str::to_string)).collect()
-        })
+        meta.and_then(|m| m.get(key))
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
     };
     let modality = if task == Task::TextualCloze { ItemModality::Text } else { ItemModality::Image };
     let get = |hint: Option<&Option<String>>, shown: &str| -> Result<&'r [f32], String> {
@@ -324,12 +325,14 @@ fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Re
                     question.push(get(qh.get(i), s)?);
                 }
             }
-            let choices = q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
+            let choices =
+                q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
             Ok(QVecs::Cloze { question, choices })
         }
         Task::VisualCoherence => {
             let ch = hints("choice_items");
-            let items = q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
+            let items =
+                q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
             Ok(QVecs::Coherence { items })
         }
         Task::VisualOrdering => {
@@ -503,7 +506,8 @@ mod tests {
         let v = Vectors::new(3, ids, data);
         let ts = TaskSet { questions, extra: Default::default() };
         let r = FeatureResolver::new(Some(&v), None, None);
-        let cfg = AuditConfig { bootstrap: BootstrapConfig { resamples: 200, ..Default::default() }, ..Default::default() };
+        let cfg =
+            AuditConfig { bootstrap: BootstrapConfig { resamples: 200, ..Default::default() }, ..Default::default() };
         let rep = audit(&ts, &r, &cfg);
         let t = &rep.tasks[0];
         assert_eq!(t.with_vectors, 120);

@@ -62,7 +62,9 @@ pub fn best_reference_unchecked<'a>(
 /// Checked version of [`best_reference_unchecked`]: every reference and the prediction must be permutations of
 /// the same `0..n`.
 pub fn best_reference(pred: &[usize], references: &[Vec<usize>]) -> Result<Option<BestReference>, OrderError> {
-    let Some(first) = references.first() else { return Ok(None) };
+    let Some(first) = references.first() else {
+        return Ok(None);
+    };
     let n = first.len();
     for r in references {
         check_permutation(r, n)?;

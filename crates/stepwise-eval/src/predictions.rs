@@ -106,7 +106,9 @@ fn choice_jsonl_records(path: &Path, text: &str) -> Result<Vec<ChoiceRecord>> {
         let qid = match o.req("qid")? {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
-            other => return Err(o.error("qid", format!("expected a string or a number, found {}", kind(other)))),
+            other => {
+                return Err(o.error("qid", format!("expected a string or a number, found {}", kind(other))));
+            }
         };
         let answer = answer_value(o.req("answer")?).map_err(|m| o.error("answer", m))?;
         out.push(ChoiceRecord { qid, answer, origin: format!("{}:{}", path.display(), rec.line) });

@@ -362,7 +362,9 @@ fn store_matches(
             Ok(k) => store_failures.contains_key(k),
         };
         if failed_before {
-            let Some(f) = old_failures.get(fail) else { return Ok(false) };
+            let Some(f) = old_failures.get(fail) else {
+                return Ok(false);
+            };
             if f.id != it.id || f.key.as_ref() != key.as_ref().ok() {
                 return Ok(false);
             }

@@ -31,12 +31,12 @@ pub mod vectors;
 pub mod work;
 
 pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+/// The `image` crate the encoders and image sources use (so callers name the same `RgbImage`).
+pub use image;
 pub use knn::{KnnOptions, Metric, Neighbor, knn};
 pub use registry::{EncoderContext, build_encoder};
 pub use store::FeatureStore;
 pub use vectors::Vectors;
-/// The `image` crate the encoders and image sources use (so callers name the same `RgbImage`).
-pub use image;
 
 /// Errors of this crate: feature-store problems and encoder failures, plus core errors.
 #[derive(Debug, thiserror::Error)]

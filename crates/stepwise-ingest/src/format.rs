@@ -64,7 +64,11 @@ impl ReadOptions {
     pub fn image_base(&self, input: &Path) -> PathBuf {
         match &self.image_root {
             Some(r) => r.clone(),
-            None => input.parent().map(Path::to_path_buf).filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| ".".into()),
+            None => input
+                .parent()
+                .map(Path::to_path_buf)
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| ".".into()),
         }
     }
 }
@@ -122,20 +126,17 @@ impl Registry {
 
     /// The format called `name`; a usage error listing the known names otherwise.
     pub fn get(&self, name: &str) -> Result<&dyn Format> {
-        self.formats().find(|f| f.name() == name).ok_or_else(|| {
-            Error::usage(format!("unknown format {name:?}; known formats: {}", self.names().join(", ")))
-        })
+        self.formats()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| Error::usage(format!("unknown format {name:?}; known formats: {}", self.names().join(", "))))
     }
 
     /// Detect the format of `path` from its content: the single format that says `Yes`, else the single one that
     /// says `Maybe`; a usage error (asking for `--format`) when none or several match.
     pub fn detect(&self, path: &Path) -> Result<&dyn Format> {
         let head = read_head(path, 64 * 1024)?;
-        let mut best: Vec<(Sniff, &dyn Format)> = self
-            .formats()
-            .map(|f| (f.sniff(path, &head), f))
-            .filter(|(s, _)| *s > Sniff::No)
-            .collect();
+        let mut best: Vec<(Sniff, &dyn Format)> =
+            self.formats().map(|f| (f.sniff(path, &head), f)).filter(|(s, _)| *s > Sniff::No).collect();
         let top = best.iter().map(|(s, _)| *s).max();
         best.retain(|(s, _)| Some(*s) == top);
         match best.as_slice() {

@@ -67,7 +67,8 @@ pub struct IngestReport {
 
 impl IngestReport {
     pub fn to_markdown(&self) -> String {
-        let mut s = String::from("# Ingest report\n\n| input | format | procedures | questions |\n|---|---|---:|---:|\n");
+        let mut s =
+            String::from("# Ingest report\n\n| input | format | procedures | questions |\n|---|---|---:|---:|\n");
         for i in &self.inputs {
             s += &format!("| {} | {} | {} | {} |\n", i.path, i.format, i.procedures, i.questions);
         }
@@ -208,7 +209,9 @@ fn check_unique(all: &Ingested) -> Result<()> {
 
 /// One task set from several files: questions concatenated in input order, qids unique across files.
 fn merge_tasksets(sets: &[(PathBuf, TaskSet)]) -> Result<Option<(TaskSet, Vec<PathBuf>)>> {
-    let Some((_, first)) = sets.first() else { return Ok(None) };
+    let Some((_, first)) = sets.first() else {
+        return Ok(None);
+    };
     let mut merged = TaskSet { questions: Vec::new(), extra: first.extra.clone() };
     let mut seen: HashMap<String, String> = HashMap::new();
     for (path, ts) in sets {

@@ -139,7 +139,15 @@ impl WordModel {
             r => sorted.get(r - 1).or(sorted.last()).copied().unwrap_or(f64::NEG_INFINITY),
         };
         let min_cost = sorted.first().copied().unwrap_or(0.0);
-        WordModel { costs, unknown_base, short_max_cost, min_cost, params, corpus_words: corpus.len(), dictionary_words }
+        WordModel {
+            costs,
+            unknown_base,
+            short_max_cost,
+            min_cost,
+            params,
+            corpus_words: corpus.len(),
+            dictionary_words,
+        }
     }
 
     /// True when the lowercase word is known (from the corpus or the dictionary).
@@ -175,7 +183,9 @@ impl WordModel {
     /// `asking` ← ask, `baking` ← bake, `controlled` ← control, `berries` ← berry, `needless` ← need.
     fn is_inflection(&self, w: &str) -> bool {
         SUFFIXES.iter().any(|suf| {
-            let Some(stem) = w.strip_suffix(suf) else { return false };
+            let Some(stem) = w.strip_suffix(suf) else {
+                return false;
+            };
             if stem.len() < 3 || !stem.is_char_boundary(stem.len()) {
                 return false;
             }
@@ -236,7 +246,9 @@ impl WordModel {
                 if let Some(c) = self.piece_cost(&lower[bounds[j]..bounds[i]], i - j) {
                     let penalty = match j {
                         0 => 0.0,
-                        j if camel.get(j).copied().unwrap_or(false) => self.params.split_penalty - self.params.camel_bonus,
+                        j if camel.get(j).copied().unwrap_or(false) => {
+                            self.params.split_penalty - self.params.camel_bonus
+                        }
                         _ => self.params.split_penalty,
                     };
                     let total = best[j].0 + c + penalty;
@@ -346,7 +358,8 @@ mod tests {
     #[test]
     fn dictionary_words_compete_by_frequency() {
         let mut words: Vec<String> = ["the", "and", "butterscotch", "scotch", "pie", "of"].map(String::from).to_vec();
-        let letters = |i: usize| -> String { [i / 676, i / 26 % 26, i % 26].iter().map(|&d| (b'a' + d as u8) as char).collect() };
+        let letters =
+            |i: usize| -> String { [i / 676, i / 26 % 26, i % 26].iter().map(|&d| (b'a' + d as u8) as char).collect() };
         words.extend((0..5000).map(|i| format!("zq{}", letters(i))));
         words.push("ofthe".into()); // rare junk in a large list, as in GloVe's
         let d = Vocabulary::from_words(words.iter().map(String::as_str));

@@ -245,7 +245,10 @@ impl CorpusAcc {
 }
 
 /// Statistics of procedures (in parallel; the result does not depend on the thread count).
-pub fn procedure_stats<'a>(procedures: impl IntoParallelIterator<Item = &'a Procedure>, vocab: Option<&Vocabulary>) -> CorpusStats {
+pub fn procedure_stats<'a>(
+    procedures: impl IntoParallelIterator<Item = &'a Procedure>,
+    vocab: Option<&Vocabulary>,
+) -> CorpusStats {
     procedures
         .into_par_iter()
         .fold(CorpusAcc::default, |mut acc, p| {
@@ -398,7 +401,9 @@ impl Stats {
         row("types", &|c| c.types.to_string());
         row("type–token ratio", &|c| format!("{:.4}", c.type_token_ratio));
         if self.all.in_vocab.is_some() {
-            row("in-vocabulary rate", &|c| c.in_vocab.as_ref().map_or("–".into(), |v| format!("{:.2}%", 100.0 * v.rate)));
+            row("in-vocabulary rate", &|c| {
+                c.in_vocab.as_ref().map_or("–".into(), |v| format!("{:.2}%", 100.0 * v.rate))
+            });
             row("in-vocabulary rate (words)", &|c| {
                 c.in_vocab.as_ref().map_or("–".into(), |v| format!("{:.2}%", 100.0 * v.word_rate))
             });

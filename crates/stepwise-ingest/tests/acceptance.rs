@@ -16,7 +16,9 @@ fn workspace() -> PathBuf {
 }
 
 fn shared() -> PathBuf {
-    let dir = std::env::var_os("STEPWISE_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared/data"));
+    let dir = std::env::var_os("STEPWISE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared/data"));
     assert!(dir.join("README.md").is_file(), "shared data not found at {} (set STEPWISE_SHARED_DATA)", dir.display());
     dir
 }
@@ -25,7 +27,11 @@ fn vocab_path() -> PathBuf {
     let p = std::env::var_os("STEPWISE_VOCAB")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("models/glove-6b-50d/vocab.txt"));
-    assert!(p.is_file(), "reference vocabulary not found at {} (run scripts/fetch-models.sh or set STEPWISE_VOCAB)", p.display());
+    assert!(
+        p.is_file(),
+        "reference vocabulary not found at {} (run scripts/fetch-models.sh or set STEPWISE_VOCAB)",
+        p.display()
+    );
     p
 }
 
@@ -43,15 +49,11 @@ fn recipeqa_val_dev_counts_and_stats() {
     let out = td.path().join("recipeqa");
     let report = ingest_recipeqa(&out);
     assert_eq!(report.inputs[0].format, "recipeqa", "detected from content");
-    let expected: BTreeMap<String, usize> = [
-        ("textual_cloze", 397),
-        ("visual_cloze", 358),
-        ("visual_coherence", 357),
-        ("visual_ordering", 378),
-    ]
-    .into_iter()
-    .map(|(t, n)| (t.to_string(), n))
-    .collect();
+    let expected: BTreeMap<String, usize> =
+        [("textual_cloze", 397), ("visual_cloze", 358), ("visual_coherence", 357), ("visual_ordering", 378)]
+            .into_iter()
+            .map(|(t, n)| (t.to_string(), n))
+            .collect();
     assert_eq!(report.questions_by_task, expected);
     assert_eq!(report.procedures, 413);
     assert_eq!(report.steps, 2676);
@@ -76,8 +78,11 @@ fn recipeqa_val_dev_counts_and_stats() {
 fn recipeqa_rebuilt_recipes_match_recipes_dev() {
     let data = shared().join("recipeqa");
     let opts = ReadOptions::default();
-    let from_questions = stepwise_ingest::readers::recipeqa::RecipeQaQuestions.read(&[data.join("val-dev.json")], &opts).unwrap();
-    let from_recipes = stepwise_ingest::readers::recipeqa_recipes::RecipeQaRecipes.read(&[data.join("recipes-dev.json")], &opts).unwrap();
+    let from_questions =
+        stepwise_ingest::readers::recipeqa::RecipeQaQuestions.read(&[data.join("val-dev.json")], &opts).unwrap();
+    let from_recipes = stepwise_ingest::readers::recipeqa_recipes::RecipeQaRecipes
+        .read(&[data.join("recipes-dev.json")], &opts)
+        .unwrap();
     let by_id: BTreeMap<&str, &Procedure> = from_recipes.procedures.iter().map(|p| (p.id.as_str(), p)).collect();
     assert_eq!(from_questions.procedures.len(), by_id.len());
     for p in &from_questions.procedures {
@@ -145,8 +150,13 @@ fn clean_recipeqa_improves_in_vocab_rate() {
     let report = clean_corpus_dir(&raw, &out, &CleanConfig::default(), res, false).unwrap();
     let v = report.vocab.as_ref().unwrap();
     println!("RecipeQA val-dev in-vocabulary rate ({} words): {}", v.vocab_words, v.rates_line());
-    println!("procedures {} → {}; segmentation edits {}, number/unit edits {}",
-        report.procedures_in, report.procedures_out, report.rules["segmentation"].edits, report.rules["number_unit"].edits);
+    println!(
+        "procedures {} → {}; segmentation edits {}, number/unit edits {}",
+        report.procedures_in,
+        report.procedures_out,
+        report.rules["segmentation"].edits,
+        report.rules["number_unit"].edits
+    );
     assert!(v.after.rate > v.before.rate && v.after.ws_rate > v.before.ws_rate);
     assert!(v.after.rate > 0.9, "after-cleaning in-vocabulary rate {:.4}", v.after.rate);
     assert!(out.join("clean_report.md").is_file());

@@ -86,7 +86,8 @@ fn duplicate_ids_across_files_name_both_records_and_write_nothing() {
     }
     assert_eq!(e.exit_code(), 2);
     assert!(!out.exists());
-    let leftovers: Vec<_> = std::fs::read_dir(td.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    let leftovers: Vec<_> =
+        std::fs::read_dir(td.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(leftovers.iter().all(|n| !n.to_string_lossy().contains("partial")), "{leftovers:?}");
 }
 

@@ -38,7 +38,8 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-        prop_oneof![Just("id".to_string()), Just("steps".to_string()), ".{0,12}".prop_map(|s| s)].prop_map(Value::String),
+        prop_oneof![Just("id".to_string()), Just("steps".to_string()), ".{0,12}".prop_map(|s| s)]
+            .prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         let key = prop_oneof![

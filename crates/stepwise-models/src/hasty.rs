@@ -17,9 +17,12 @@ pub fn cloze(question: &[&[f32]], choices: &[&[f32]]) -> usize {
 
 /// The coherence item with the lowest mean cosine similarity to the other items.
 pub fn coherence(items: &[&[f32]]) -> usize {
-    argmax(items.iter().enumerate().map(|(i, x)| {
-        -mean(items.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, y)| cosine(x, y)))
-    }))
+    argmax(
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| -mean(items.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, y)| cosine(x, y)))),
+    )
 }
 
 /// The ordering (each a sequence of item vectors) with the smallest mean cosine distance between consecutive

@@ -46,9 +46,7 @@ impl<'a> FeatureSet<'a> {
         match kind {
             FeatureKind::Text => self.text.map(|t| FeatureSet { text: Some(t), image: None }),
             FeatureKind::Image => self.image.map(|i| FeatureSet { text: None, image: Some(i) }),
-            FeatureKind::Multimodal => {
-                (self.text.is_some() && self.image.is_some()).then_some(*self)
-            }
+            FeatureKind::Multimodal => (self.text.is_some() && self.image.is_some()).then_some(*self),
         }
     }
 

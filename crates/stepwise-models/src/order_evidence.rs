@@ -65,10 +65,12 @@ mod tests {
     fn a_smooth_path_has_high_support_and_noise_about_half() {
         // Items on a line in authored order 0..5: the authored path is (one of) the smoothest.
         let n = 5;
-        let data: Vec<f32> = (0..n).flat_map(|i| {
-            let a = i as f32 * 0.4;
-            [a.cos(), a.sin()]
-        }).collect();
+        let data: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let a = i as f32 * 0.4;
+                [a.cos(), a.sin()]
+            })
+            .collect();
         let x = ItemMatrix { dim: 2, data };
         let authored: Vec<usize> = (0..n).collect();
         let s = path_support(&x, &authored, 0, "k");

@@ -150,11 +150,7 @@ impl PairwiseModel {
         va.standardize(&standardizer);
 
         let net = Net::new(4 * dim, cfg.classifier, cfg.seed)?;
-        let params = ParamsAdamW {
-            lr: cfg.learning_rate,
-            weight_decay: cfg.weight_decay,
-            ..ParamsAdamW::default()
-        };
+        let params = ParamsAdamW { lr: cfg.learning_rate, weight_decay: cfg.weight_decay, ..ParamsAdamW::default() };
         let mut opt = AdamW::new(net.vars(), params).map_err(cerr)?;
         let train_items = matrix(&tr.items, tr.rows(), dim).map_err(cerr)?;
         let val_items = if va.is_empty() { None } else { Some(matrix(&va.items, va.rows(), dim).map_err(cerr)?) };
@@ -348,7 +344,11 @@ mod tests {
         let widen = |v: Vec<(ItemMatrix, Vec<Vec<usize>>)>| -> Vec<(ItemMatrix, Vec<Vec<usize>>)> {
             v.into_iter()
                 .map(|(x, r)| {
-                    let data = x.data.chunks(x.dim).flat_map(|row| row.iter().copied().chain(std::iter::repeat_n(0.0, 594))).collect();
+                    let data = x
+                        .data
+                        .chunks(x.dim)
+                        .flat_map(|row| row.iter().copied().chain(std::iter::repeat_n(0.0, 594)))
+                        .collect();
                     (ItemMatrix { dim: 600, data }, r)
                 })
                 .collect()
@@ -366,7 +366,8 @@ mod tests {
     #[test]
     fn logistic_regression_trains_without_validation() {
         let train = synthetic(60, 4, 0.05, 4);
-        let cfg = PairwiseConfig { classifier: Classifier::LogReg, epochs: 30, learning_rate: 1e-2, ..Default::default() };
+        let cfg =
+            PairwiseConfig { classifier: Classifier::LogReg, epochs: 30, learning_rate: 1e-2, ..Default::default() };
         let (model, report) = PairwiseModel::train(&labelled(&train), &[], &cfg).unwrap();
         assert_eq!(report.epochs_run, 30);
         assert!(report.val_loss.is_none());

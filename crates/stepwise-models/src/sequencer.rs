@@ -35,7 +35,8 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 4] = [ModelKind::Random, ModelKind::TextPosition, ModelKind::ImageChain, ModelKind::Pairwise];
+    pub const ALL: [ModelKind; 4] =
+        [ModelKind::Random, ModelKind::TextPosition, ModelKind::ImageChain, ModelKind::Pairwise];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -149,7 +150,8 @@ pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &Ru
             }
         }
         ModelKind::TextPosition => {
-            let has_text = targets.iter().any(|&k| instances[k].items.iter().any(|i| i.text.is_some() || i.title.is_some()));
+            let has_text =
+                targets.iter().any(|&k| instances[k].items.iter().any(|i| i.text.is_some() || i.title.is_some()));
             if !has_text {
                 return Err(Error::bad_input(
                     "the text-position heuristic needs item texts (instances generated with --modality text or multimodal)",
@@ -180,7 +182,9 @@ pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &Ru
                     let fold = |i: usize| fold_of[&instances[i].procedure];
                     (0..k)
                         .map(|f| {
-                            let pick = |g: &dyn Fn(usize) -> bool| (0..instances.len()).filter(|&i| g(fold(i))).collect::<Vec<_>>();
+                            let pick = |g: &dyn Fn(usize) -> bool| {
+                                (0..instances.len()).filter(|&i| g(fold(i))).collect::<Vec<_>>()
+                            };
                             (pick(&|x| x != f && x != (f + 1) % k), pick(&|x| x == (f + 1) % k), pick(&|x| x == f))
                         })
                         .filter(|(_, _, test)| !test.is_empty())
@@ -212,10 +216,8 @@ pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &Ru
             }
         }
     }
-    let predictions = orders
-        .into_iter()
-        .map(|(k, order)| OrderPrediction { id: instances[k].id.clone(), order })
-        .collect();
+    let predictions =
+        orders.into_iter().map(|(k, order)| OrderPrediction { id: instances[k].id.clone(), order }).collect();
     Ok(RunOutput { predictions, training })
 }
 
@@ -249,7 +251,10 @@ mod tests {
                 procedure: pid,
                 split: ["train", "train", "train", "val", "test"][p % 5].into(),
                 modality: "text".into(),
-                items: perm.iter().map(|&s| SequencingItem { step: s, title: None, text: None, images: vec![] }).collect(),
+                items: perm
+                    .iter()
+                    .map(|&s| SequencingItem { step: s, title: None, text: None, images: vec![] })
+                    .collect(),
                 references: vec![reference],
             });
         }

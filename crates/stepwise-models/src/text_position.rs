@@ -94,7 +94,8 @@ pub fn text_position_order(inst: &SequencingInstance, seed: u64) -> Vec<usize> {
         .iter()
         .enumerate()
         .map(|(k, item)| {
-            let text = [item.title.as_deref(), item.text.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("\n");
+            let text =
+                [item.title.as_deref(), item.text.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("\n");
             (cue_score(&text).unwrap_or(0.0), rng.random::<u64>(), k)
         })
         .collect();

@@ -65,8 +65,10 @@ fn score(instances: &[SequencingInstance], preds: &[OrderPrediction], split: Opt
         let r = evaluate_orders(inst, &records, Path::new("(predictions)"), &options).unwrap();
         r.groups[0].metrics.iter().map(|(k, e)| (k.clone(), e.value)).collect::<BTreeMap<_, _>>()
     };
-    let authored: Vec<SequencingInstance> =
-        instances.iter().map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() }).collect();
+    let authored: Vec<SequencingInstance> = instances
+        .iter()
+        .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
+        .collect();
     (means(&authored), means(instances))
 }
 
@@ -150,7 +152,10 @@ fn world_multireference_is_exact_and_pairwise_beats_random() {
     }
     assert!(checked * 2 > g.instances.len(), "only {checked} of {} instances checked", g.instances.len());
     let multi = g.instances.iter().filter(|i| i.references.len() > 1).count();
-    println!("world: {} instances, {multi} with several references, {checked} checked against the world's orders", g.instances.len());
+    println!(
+        "world: {} instances, {multi} with several references, {checked} checked against the world's orders",
+        g.instances.len()
+    );
     assert!(multi * 5 > g.instances.len(), "the world should have many alternative orders ({multi})");
 
     let (text, image) = embed(&corpus, td.path(), true);
@@ -193,7 +198,8 @@ fn recipeqa_text_pairwise_beats_random_and_cues() {
     let g = sequencing::generate(&corpus.procedures, &corpus_dir.join("procedures.jsonl"), None, &cfg).unwrap();
     assert_eq!(g.instances.len(), 413);
     let (text, _) = embed(&corpus, td.path(), false);
-    let rows = table("recipeqa", &g.instances, FeatureSet { text: Some(&text), image: None }, Evaluation::CrossValidation(5));
+    let rows =
+        table("recipeqa", &g.instances, FeatureSet { text: Some(&text), image: None }, Evaluation::CrossValidation(5));
     let tau = |m: &str, f: &str| rows[&(m.to_string(), f.to_string())].0["kendall_tau"];
     assert!(tau("random", "-").abs() < 0.1);
     assert!(tau("text-position", "-") > 0.15, "recipes carry position cues");
@@ -212,7 +218,13 @@ fn real_image_procedures_run_in_every_modality() {
     procedures.retain(|p| usable_steps(p, SeqModality::Multimodal).len() >= 4);
     assert!(procedures.len() >= 20, "{}", procedures.len());
     let corpus = Corpus { dir: data.clone(), image_root: data.clone(), manifest: None, procedures };
-    let cfg = SequencingConfig { modality: SeqModality::Multimodal, min_steps: 4, windows: Windows::All, seed: 1, ..Default::default() };
+    let cfg = SequencingConfig {
+        modality: SeqModality::Multimodal,
+        min_steps: 4,
+        windows: Windows::All,
+        seed: 1,
+        ..Default::default()
+    };
     let g = sequencing::generate(&corpus.procedures, &data.join("*.jsonl"), None, &cfg).unwrap();
     assert_eq!(g.stats.procedures_used, corpus.procedures.len());
     let td = tempfile::tempdir().unwrap();

@@ -72,7 +72,10 @@ pub enum Block {
     /// Figures side by side (HTML) or one after the other (Markdown).
     Figures(Vec<Figure>),
     /// Collapsed content in HTML (a `<details>` element), a sub-heading in Markdown.
-    Details { summary: String, blocks: Vec<Block> },
+    Details {
+        summary: String,
+        blocks: Vec<Block>,
+    },
 }
 
 /// A top-level section.

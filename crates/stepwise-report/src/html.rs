@@ -135,7 +135,8 @@ fn figure(out: &mut String, f: &Figure, wide: bool) {
         Figure::PngFile { caption, path, bytes } => {
             match bytes {
                 Some(b) => {
-                    let _ = write!(out, "<img src=\"data:image/png;base64,{}\" alt=\"{}\">", base64(b), escape(caption));
+                    let _ =
+                        write!(out, "<img src=\"data:image/png;base64,{}\" alt=\"{}\">", base64(b), escape(caption));
                 }
                 None => {
                     let _ = write!(out, "<img src=\"{}\" alt=\"{}\">", escape(path), escape(caption));
@@ -154,10 +155,7 @@ fn inline_svg(svg: &str) -> String {
         Some(i) => &svg[i..],
         None => svg,
     };
-    body.replace(
-        &format!("font-family=\"{FONT_FAMILY}\""),
-        "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\"",
-    )
+    body.replace(&format!("font-family=\"{FONT_FAMILY}\""), "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\"")
 }
 
 /// Plain text with `code` spans, HTML-escaped.
@@ -214,7 +212,15 @@ mod tests {
 
     #[test]
     fn base64_matches_rfc4648_vectors() {
-        let cases = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")];
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
         for (i, o) in cases {
             assert_eq!(base64(i.as_bytes()), o);
         }

@@ -44,7 +44,9 @@ fn blocks(out: &mut String, bs: &[Block], level: usize) {
                 for f in fs {
                     let (caption, path) = match f {
                         Figure::Plot { caption, png, .. } => (caption, png),
-                        Figure::SvgFile { caption, path, .. } | Figure::PngFile { caption, path, .. } => (caption, path),
+                        Figure::SvgFile { caption, path, .. } | Figure::PngFile { caption, path, .. } => {
+                            (caption, path)
+                        }
                     };
                     let _ = writeln!(out, "![{}]({})\n", text(caption).replace(['[', ']'], ""), link(path));
                     let _ = writeln!(out, "*{}*\n", text(caption));
@@ -68,8 +70,7 @@ fn table(out: &mut String, t: &Table) {
             .filter_map(|(g, n)| {
                 let cols = &t.columns[start.min(t.columns.len())..(start + n).min(t.columns.len())];
                 start += n;
-                (!g.is_empty() && !cols.is_empty())
-                    .then(|| format!("{}: {}–{}", g, cols[0].0, cols[cols.len() - 1].0))
+                (!g.is_empty() && !cols.is_empty()).then(|| format!("{}: {}–{}", g, cols[0].0, cols[cols.len() - 1].0))
             })
             .collect();
         if !parts.is_empty() {
@@ -102,7 +103,8 @@ pub fn text(s: &str) -> String {
         let chars: Vec<char> = part.chars().collect();
         for (j, &ch) in chars.iter().enumerate() {
             let word = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric());
-            let boundary_underscore = ch == '_' && !(word(j.checked_sub(1).and_then(|k| chars.get(k))) && word(chars.get(j + 1)));
+            let boundary_underscore =
+                ch == '_' && !(word(j.checked_sub(1).and_then(|k| chars.get(k))) && word(chars.get(j + 1)));
             let line_start = j == 0 && i == 0 || chars.get(j.wrapping_sub(1)) == Some(&'\n');
             if matches!(ch, '\\' | '*' | '<' | '>') || boundary_underscore || (ch == '#' && line_start) {
                 out.push('\\');

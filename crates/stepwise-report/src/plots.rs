@@ -25,7 +25,8 @@ static FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// Register the embedded font with plotters once per process.
 pub fn ensure_font() -> Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
-    let ok = *REGISTERED.get_or_init(|| plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT_BYTES).is_ok());
+    let ok =
+        *REGISTERED.get_or_init(|| plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT_BYTES).is_ok());
     if ok { Ok(()) } else { Err(Error::runtime("the embedded plot font could not be loaded")) }
 }
 
@@ -92,7 +93,10 @@ pub(crate) fn write_svg_and_png(
 
 fn check(h: &Histogram<'_>) -> Result<()> {
     let bins = h.edges.len().saturating_sub(1);
-    if bins == 0 || h.edges.windows(2).any(|w| w[1].partial_cmp(&w[0]) != Some(std::cmp::Ordering::Greater)) || h.edges.iter().any(|e| !e.is_finite()) {
+    if bins == 0
+        || h.edges.windows(2).any(|w| w[1].partial_cmp(&w[0]) != Some(std::cmp::Ordering::Greater))
+        || h.edges.iter().any(|e| !e.is_finite())
+    {
         return Err(Error::runtime("histogram edges must be finite and increasing"));
     }
     if h.series.iter().any(|s| s.counts.len() != bins) {
@@ -109,7 +113,10 @@ fn heights(h: &Histogram<'_>, s: &Series<'_>) -> Vec<f64> {
         .collect()
 }
 
-fn draw<DB: DrawingBackend>(h: &Histogram<'_>, root: DrawingArea<DB, plotters::coord::Shift>) -> std::result::Result<(), String>
+fn draw<DB: DrawingBackend>(
+    h: &Histogram<'_>,
+    root: DrawingArea<DB, plotters::coord::Shift>,
+) -> std::result::Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -138,9 +145,12 @@ where
         let hs = heights(h, s);
         let color = s.color;
         chart
-            .draw_series(h.edges.windows(2).zip(hs).map(move |(w, y)| {
-                Rectangle::new([(w[0], 0.0), (w[1], y)], color.mix(0.45).filled())
-            }))
+            .draw_series(
+                h.edges
+                    .windows(2)
+                    .zip(hs)
+                    .map(move |(w, y)| Rectangle::new([(w[0], 0.0), (w[1], y)], color.mix(0.45).filled())),
+            )
             .map_err(err)?
             .label(s.label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.mix(0.6).filled()));

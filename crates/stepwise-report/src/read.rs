@@ -184,7 +184,9 @@ mod tests {
 
     #[test]
     fn both_interval_layouts_are_read() {
-        let f = file(r#"{"a": {"value": 0.5, "ci": [0.4, 0.6]}, "b": {"value": 0.5, "ci": {"low": 0.4, "high": 0.6}}, "c": 0.3}"#);
+        let f = file(
+            r#"{"a": {"value": 0.5, "ci": [0.4, 0.6]}, "b": {"value": 0.5, "ci": {"low": 0.4, "high": 0.6}}, "c": 0.3}"#,
+        );
         let r = f.root();
         assert_eq!(r.req("a").unwrap().estimate().unwrap(), r.req("b").unwrap().estimate().unwrap());
         assert_eq!(r.opt_estimate("c").unwrap(), Some(Estimate { value: 0.3, ci: None }));

@@ -92,8 +92,10 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
     for a in all(Kind::Audit) {
         audits.extend(sections::audit::read(a)?);
     }
-    let instances = all(Kind::Sequencing).into_iter().map(sections::sequencing::read_instances).collect::<Result<Vec<_>>>()?;
-    let results = all(Kind::SequencingResults).into_iter().map(sections::sequencing::read_results).collect::<Result<Vec<_>>>()?;
+    let instances =
+        all(Kind::Sequencing).into_iter().map(sections::sequencing::read_instances).collect::<Result<Vec<_>>>()?;
+    let results =
+        all(Kind::SequencingResults).into_iter().map(sections::sequencing::read_results).collect::<Result<Vec<_>>>()?;
     let evals = all(Kind::Eval).into_iter().map(sections::eval::read).collect::<Result<Vec<_>>>()?;
     let pictures = all(Kind::Picture);
 

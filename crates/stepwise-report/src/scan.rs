@@ -91,11 +91,8 @@ fn walk(root: &Path, dir: &Path, exclude: &[PathBuf], depth: usize, found: &mut 
     if dir.join(MANIFEST_FILE).is_file() && manifest_folder(root, dir, found)? {
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .at(dir)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()
-        .at(dir)?;
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).at(dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>().at(dir)?;
     entries.sort();
     for p in entries {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -167,9 +164,14 @@ fn sniff(path: &Path) -> Result<Option<Kind>> {
         Some(Kind::Eval)
     } else if has("tasks") && v.get("config").and_then(|c| c.get("folds")).is_some() {
         Some(Kind::Audit)
-    } else if v.get("rows").and_then(|r| r.as_array()).is_some_and(|r| r.iter().all(|x| x.get("method").is_some())) && has("rows") {
+    } else if v.get("rows").and_then(|r| r.as_array()).is_some_and(|r| r.iter().all(|x| x.get("method").is_some()))
+        && has("rows")
+    {
         Some(Kind::SequencingResults)
-    } else if v.as_array().is_some_and(|a| !a.is_empty() && a.iter().all(|x| x.get("setting").is_some() && x.get("task").is_some())) {
+    } else if v
+        .as_array()
+        .is_some_and(|a| !a.is_empty() && a.iter().all(|x| x.get("setting").is_some() && x.get("task").is_some()))
+    {
         Some(Kind::Suite)
     } else {
         None

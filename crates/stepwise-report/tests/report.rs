@@ -53,7 +53,13 @@ fn fixture(root: &Path) {
         .map(|p| Procedure {
             id: format!("demo/{p}"),
             category: Some(if p % 2 == 0 { "soup".into() } else { "cake & <pie>".into() }),
-            steps: (0..(4 + p % 3)).map(|s| Step { text: Some(format!("step {s}")), images: vec![format!("images/{p}/{s}.jpg")], ..Default::default() }).collect(),
+            steps: (0..(4 + p % 3))
+                .map(|s| Step {
+                    text: Some(format!("step {s}")),
+                    images: vec![format!("images/{p}/{s}.jpg")],
+                    ..Default::default()
+                })
+                .collect(),
             annotations: Some(ProcedureAnnotations {
                 valid_orders: Some(ValidOrders { count: 1 + p as u64, orders: vec![], complete: false }),
                 ..Default::default()
@@ -87,13 +93,24 @@ fn fixture(root: &Path) {
     };
     write(
         &suite.join("counts.json"),
-        &json!([row("recipeqa", "visual_cloze", 40), row("knobs-0-1-1", "visual_cloze", 12), row("knobs-0-1-1", "textual_cloze", 30)]),
+        &json!([
+            row("recipeqa", "visual_cloze", 40),
+            row("knobs-0-1-1", "visual_cloze", 12),
+            row("knobs-0-1-1", "textual_cloze", 30)
+        ]),
     );
     for (setting, hasty, probe, n) in [("recipeqa", 0.95, 0.72, 40), ("knobs-0-1-1", 0.2, 0.31, 12)] {
         let dir = root.join(format!("audit/{setting}/visual_cloze"));
         manifest(&dir, "audit", &[&format!("suite/{setting}/visual_cloze/questions.json")]);
-        write(&dir.join("audit.json"), &json!({"questions": n, "config": {"folds": 5}, "tasks": [audit_task("visual_cloze", n, hasty, probe)]}));
-        std::fs::write(dir.join("distances-visual_cloze.svg"), "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>hist</text></svg>").unwrap();
+        write(
+            &dir.join("audit.json"),
+            &json!({"questions": n, "config": {"folds": 5}, "tasks": [audit_task("visual_cloze", n, hasty, probe)]}),
+        );
+        std::fs::write(
+            dir.join("distances-visual_cloze.svg"),
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>hist</text></svg>",
+        )
+        .unwrap();
     }
     let seq = root.join("sequencing-results");
     manifest(&seq, "sequencing-results", &[]);
@@ -120,7 +137,12 @@ fn fixture(root: &Path) {
 }
 
 fn report(root: &Path) -> (String, String) {
-    let w = write_report(root, &root.join("report.html"), &ReportOptions { title: Some("Run <1>".into()), ..Default::default() }).unwrap();
+    let w = write_report(
+        root,
+        &root.join("report.html"),
+        &ReportOptions { title: Some("Run <1>".into()), ..Default::default() },
+    )
+    .unwrap();
     (std::fs::read_to_string(&w.html).unwrap(), std::fs::read_to_string(&w.markdown).unwrap())
 }
 
@@ -143,7 +165,12 @@ fn the_report_has_a_table_for_every_output() {
     assert!(rq < k);
     assert!(md.contains("visual_cloze: distance probe 72.0 [67.0, 77.0]% in RecipeQA mode (40 questions); lowest over the knob settings 31.0 [26.0, 36.0]% with knobs (0,1,1)"), "{md}");
     // Sequencing: table-2 layout, single then multi-reference metrics.
-    assert!(md.contains("| demo | pairwise | multimodal | 10 | 60.0 | 30.0 | 0.500 | 3.000 | 3.500 | 2.500 | 90.0 | 80.0 |"), "{md}");
+    assert!(
+        md.contains(
+            "| demo | pairwise | multimodal | 10 | 60.0 | 30.0 | 0.500 | 3.000 | 3.500 | 2.500 | 90.0 | 80.0 |"
+        ),
+        "{md}"
+    );
     assert!(md.contains("| tasks | `p.jsonl` | visual_cloze | 40 | 95.0 [90.0, 100.0] | 0 | 0 |"), "{md}");
     // Hidden folders and unknown JSON are not reported.
     assert!(!md.contains("partial") && !md.contains("notes.json"));
@@ -186,7 +213,10 @@ fn a_malformed_file_is_an_error_naming_file_and_field() {
     v["tasks"][0]["distance_probe"]["accuracy"]["value"] = json!("high");
     write(&audit, &v);
     let e = write_report(td.path(), &td.path().join("report.html"), &ReportOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("audit/recipeqa/visual_cloze/audit.json") && e.contains("tasks[0].distance_probe.accuracy.value"), "{e}");
+    assert!(
+        e.contains("audit/recipeqa/visual_cloze/audit.json") && e.contains("tasks[0].distance_probe.accuracy.value"),
+        "{e}"
+    );
     assert!(!td.path().join("report.html").exists(), "nothing written on error");
     // Not JSON at all.
     std::fs::write(td.path().join("stats.json"), "{ not json").unwrap();

@@ -366,11 +366,7 @@ fn step_candidates(p: &Procedure, si: usize, kind: ItemKind, _cfg: &GenerateConf
             }
             vec![(format!("x:{}", content_key(t)), format!("text:{}#{si}", p.id), t.to_string())]
         }
-        ItemKind::Image => step
-            .images
-            .iter()
-            .map(|img| (img.clone(), format!("image:{img}"), img.clone()))
-            .collect(),
+        ItemKind::Image => step.images.iter().map(|img| (img.clone(), format!("image:{img}"), img.clone())).collect(),
     }
 }
 
@@ -421,7 +417,7 @@ mod tests {
         assert_eq!(a.excluded, vec![(SkipReason::FirstStep, 1)]);
         // b's own display keeps its casing although the item is shared.
         assert_eq!(cat.procs[1].eligible[1].display, "enjoy");
-        assert!(cat.share_owner(enjoy as u32, cat.procs[1].eligible[0].item) );
+        assert!(cat.share_owner(enjoy as u32, cat.procs[1].eligible[0].item));
     }
 
     #[test]

@@ -177,10 +177,14 @@ pub enum NeighborSearch {
     Exact,
     /// Inverted file ([`crate::ivf`]): k-means lists (⌈√n⌉), each query scans its `probes` nearest lists
     /// exactly. Reproducible for any thread count.
-    Ivf { probes: usize },
+    Ivf {
+        probes: usize,
+    },
     /// HNSW (usearch through `stepwise_features::ann`), built on one thread in catalog order so the graph and
     /// the answers are reproducible; `ef` is the search-time candidate list size (recall grows with it).
-    Hnsw { ef: usize },
+    Hnsw {
+        ef: usize,
+    },
 }
 
 impl NeighborSearch {
@@ -213,7 +217,8 @@ impl FromStr for NeighborSearch {
             "hnsw" => Ok(NeighborSearch::Hnsw { ef: NeighborSearch::DEFAULT_EF }),
             "ivf" => Ok(NeighborSearch::Ivf { probes: NeighborSearch::DEFAULT_PROBES }),
             other => {
-                let bad = || format!("neighbour search {other:?}: expected auto, exact, ivf, ivf:PROBES, hnsw or hnsw:EF");
+                let bad =
+                    || format!("neighbour search {other:?}: expected auto, exact, ivf, ivf:PROBES, hnsw or hnsw:EF");
                 if let Some(x) = other.strip_prefix("hnsw:") {
                     match x.parse::<usize>() {
                         Ok(ef) if ef > 0 => Ok(NeighborSearch::Hnsw { ef }),

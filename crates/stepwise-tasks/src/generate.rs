@@ -84,7 +84,14 @@ impl<'a> TaskGenerator<'a> {
     ) -> Result<Self> {
         cfg.validate().map_err(Error::usage)?;
         let cat = Catalog::build(procedures, sources, kind, cfg)?;
-        Ok(TaskGenerator { kind, cfg: cfg.clone(), procedures, splits, cat, table: NeighborTable::with_seed(cfg.k, cfg.neighbors, cfg.seed) })
+        Ok(TaskGenerator {
+            kind,
+            cfg: cfg.clone(),
+            procedures,
+            splits,
+            cat,
+            table: NeighborTable::with_seed(cfg.k, cfg.neighbors, cfg.seed),
+        })
     }
 
     /// A generator for the item kind of `task`.
@@ -158,7 +165,11 @@ impl<'a> TaskGenerator<'a> {
 
     /// As [`Self::build_chunked`], with each procedure's questions grouped with their shared context (not copied
     /// into each question): a writer serialises the context once per procedure instead of once per question.
-    pub fn build_grouped(&self, plan: &Plan, mut sink: impl FnMut(Vec<ProcedureQuestions>) -> Result<()>) -> Result<Counts> {
+    pub fn build_grouped(
+        &self,
+        plan: &Plan,
+        mut sink: impl FnMut(Vec<ProcedureQuestions>) -> Result<()>,
+    ) -> Result<Counts> {
         let mut counts = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
         let n = self.procedures.len();
         let mut start = 0;

@@ -36,7 +36,12 @@ pub struct IvfParams {
 
 impl Default for IvfParams {
     fn default() -> Self {
-        IvfParams { lists: 0, probes: crate::config::NeighborSearch::DEFAULT_PROBES, iterations: 8, sample_per_list: 48 }
+        IvfParams {
+            lists: 0,
+            probes: crate::config::NeighborSearch::DEFAULT_PROBES,
+            iterations: 8,
+            sample_per_list: 48,
+        }
     }
 }
 
@@ -76,8 +81,10 @@ impl Ivf {
         rows.sort_unstable();
         let train: Vec<f32> = rows.iter().flat_map(|&i| row(i).iter().copied()).collect();
         let mut rng = rng_for(seed, "tasks/ivf/init");
-        let mut centroids: Vec<f32> =
-            sample(&mut rng, m, lists).into_iter().flat_map(|i| train[i * dim..(i + 1) * dim].iter().copied()).collect();
+        let mut centroids: Vec<f32> = sample(&mut rng, m, lists)
+            .into_iter()
+            .flat_map(|i| train[i * dim..(i + 1) * dim].iter().copied())
+            .collect();
 
         let opts1 = KnnOptions { k: 1, metric };
         for _ in 0..params.iterations {
@@ -85,7 +92,9 @@ impl Ivf {
             let mut sums = vec![0f64; lists * dim];
             let mut counts = vec![0usize; lists];
             for (i, a) in assign.iter().enumerate() {
-                let Some(c) = a.first().map(|x| x.index) else { continue };
+                let Some(c) = a.first().map(|x| x.index) else {
+                    continue;
+                };
                 counts[c] += 1;
                 for (s, &x) in sums[c * dim..(c + 1) * dim].iter_mut().zip(&train[i * dim..(i + 1) * dim]) {
                     *s += x as f64;
@@ -238,7 +247,8 @@ mod tests {
         let again = Ivf::build(&data, dim, Metric::InnerProduct, &params, 7).search(&data, &queries, k, &keep);
         assert_eq!(got, again);
         let filter = |qi: usize, j: usize| keep(queries[qi], j as u32);
-        let qmat: Vec<f32> = queries.iter().flat_map(|&q| data[q as usize * dim..(q as usize + 1) * dim].to_vec()).collect();
+        let qmat: Vec<f32> =
+            queries.iter().flat_map(|&q| data[q as usize * dim..(q as usize + 1) * dim].to_vec()).collect();
         let exact = knn(&data, &qmat, dim, KnnOptions { k, metric: Metric::InnerProduct }, Some(&filter));
         let (mut hit, mut total) = (0, 0);
         for ((q, g), e) in queries.iter().zip(&got).zip(&exact) {
@@ -249,7 +259,8 @@ mod tests {
             total += e.len();
             // Distances are exact for the neighbours found.
             for &(r, d) in g {
-                let want = -stepwise_features::knn::dot(&data[*q as usize * dim..][..dim], &data[r as usize * dim..][..dim]);
+                let want =
+                    -stepwise_features::knn::dot(&data[*q as usize * dim..][..dim], &data[r as usize * dim..][..dim]);
                 assert!((d - want).abs() < 1e-4);
             }
         }

@@ -4,10 +4,10 @@
 //! Every function either returns exactly the number of negatives asked for or a [`SkipReason`]: constraints are
 //! never relaxed to make a question.
 
-use stepwise_core::sequencing::all_permutations;
 use rand::Rng;
 use rand::seq::index::sample;
 use serde::Serialize;
+use stepwise_core::sequencing::all_permutations;
 
 use crate::counts::SkipReason;
 
@@ -47,10 +47,7 @@ pub struct SelectionStats {
 
 /// Drop candidates that are the same content as the query (distance ≤ `epsilon`) or already used.
 pub fn valid(list: &[(u32, f32)], epsilon: f32, used: &[u32]) -> Vec<Cand> {
-    list.iter()
-        .filter(|(i, d)| *d > epsilon && !used.contains(i))
-        .map(|&(item, dist)| Cand { item, dist })
-        .collect()
+    list.iter().filter(|(i, d)| *d > epsilon && !used.contains(i)).map(|&(item, dist)| Cand { item, dist }).collect()
 }
 
 /// RecipeQA's adaptive neighbourhood (RecipeQA §3): among the k nearest candidates, those closer than
@@ -204,7 +201,10 @@ mod tests {
         let (got, st) = adaptive_neighbourhood(&c, 1.2, 3, &mut rng_for(1, "a")).unwrap();
         assert_eq!(st.pool, 4); // 0.125, 0.3, 0.4, 0.5 are ≥ 1.2 × 0.1
         assert!(got.iter().all(|g| g.dist >= 0.12));
-        assert_eq!(adaptive_neighbourhood(&c[..4], 1.2, 3, &mut rng_for(1, "a")).unwrap_err(), SkipReason::TooFewCandidates);
+        assert_eq!(
+            adaptive_neighbourhood(&c[..4], 1.2, 3, &mut rng_for(1, "a")).unwrap_err(),
+            SkipReason::TooFewCandidates
+        );
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use stepwise_core::{Error, Result};
+use stepwise_features::Metric;
 use stepwise_features::ann::{AnnIndex, AnnParams};
 use stepwise_features::knn::{KnnOptions, knn};
-use stepwise_features::Metric;
-use stepwise_core::{Error, Result};
 
 use crate::catalog::{Catalog, OwnerIndex};
 use crate::config::NeighborSearch;
@@ -173,8 +173,10 @@ impl NeighborTable {
         let (metric, shift) = Self::search_metric(cat);
         if self.index.is_none() {
             let pb = stepwise_core::progress::spinner("building the neighbour graph");
-            let params = AnnParams { connectivity: 16, expansion_add: 128, expansion_search: ef, parallel_build: false };
-            let index = AnnIndex::build(&cat.data, cat.dim, metric, &params).map_err(|e| Error::runtime(e.to_string()))?;
+            let params =
+                AnnParams { connectivity: 16, expansion_add: 128, expansion_search: ef, parallel_build: false };
+            let index =
+                AnnIndex::build(&cat.data, cat.dim, metric, &params).map_err(|e| Error::runtime(e.to_string()))?;
             pb.finish_and_clear();
             self.index = Some(index);
         }
@@ -257,7 +259,11 @@ mod tests {
 
     #[test]
     fn neighbours_skip_items_of_the_same_procedure_and_are_sorted() {
-        let c = cat(&[(0.0, 0.0), (0.1, 0.0), (0.5, 0.0), (0.2, 0.0), (3.0, 0.0)], &[&[0], &[0], &[1], &[0, 2], &[]], Metric::L2);
+        let c = cat(
+            &[(0.0, 0.0), (0.1, 0.0), (0.5, 0.0), (0.2, 0.0), (3.0, 0.0)],
+            &[&[0], &[0], &[1], &[0, 2], &[]],
+            Metric::L2,
+        );
         let mut t = NeighborTable::new(10, NeighborSearch::Exact);
         t.ensure(&c, &BTreeSet::from([0])).unwrap();
         let got: Vec<u32> = t.get(0).iter().map(|n| n.0).collect();

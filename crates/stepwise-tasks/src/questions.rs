@@ -78,17 +78,24 @@ impl Maker<'_> {
         let cat = self.cat;
         let answer_pos = pq.positions[pq.slot];
         let answer = self.item_of(view, answer_pos);
-        let visible: Vec<u32> =
-            pq.positions.iter().enumerate().filter(|(s, _)| *s != pq.slot).map(|(_, &p)| self.item_of(view, p)).collect();
+        let visible: Vec<u32> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .filter(|(s, _)| *s != pq.slot)
+            .map(|(_, &p)| self.item_of(view, p))
+            .collect();
         let centroid = cat.centroid(&visible);
         let n_neg = self.cfg.n_choices - 1;
         let cands = valid(self.table.get(answer), self.cfg.duplicate_epsilon as f32, &[]);
         // Knob 3 (§3.2): a negative at least as close to the question (the mean of its items) as the answer.
         let answer_to_question = cat.distance_to(&centroid, answer);
-        let (negs, stats) = self.select(&cands, n_neg, |c| cat.distance_to(&centroid, c.item) <= answer_to_question, rng)?;
+        let (negs, stats) =
+            self.select(&cands, n_neg, |c| cat.distance_to(&centroid, c.item) <= answer_to_question, rng)?;
 
         // Choices in random order; the answer shows the procedure's own text/image.
-        let mut entries: Vec<(u32, String, bool)> = vec![(answer, view.entry.eligible[answer_pos].display.clone(), true)];
+        let mut entries: Vec<(u32, String, bool)> =
+            vec![(answer, view.entry.eligible[answer_pos].display.clone(), true)];
         entries.extend(negs.iter().map(|n| (n.item, cat.items[n.item as usize].content.clone(), false)));
         entries.shuffle(rng);
         let answer_idx = entries.iter().position(|e| e.2).expect("the answer is among the choices");
@@ -99,12 +106,14 @@ impl Maker<'_> {
             .enumerate()
             .map(|(s, &p)| if s == pq.slot { PLACEHOLDER.to_string() } else { view.entry.eligible[p].display.clone() })
             .collect();
-        let question_items: Vec<Value> = pq
-            .positions
-            .iter()
-            .enumerate()
-            .map(|(s, &p)| if s == pq.slot { Value::Null } else { json!(cat.items[self.item_of(view, p) as usize].feature_id) })
-            .collect();
+        let question_items: Vec<Value> =
+            pq.positions
+                .iter()
+                .enumerate()
+                .map(|(s, &p)| {
+                    if s == pq.slot { Value::Null } else { json!(cat.items[self.item_of(view, p) as usize].feature_id) }
+                })
+                .collect();
         let steps = self.steps(view, pq);
         let meta = self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, answer, stats);
         let (question_modality, question_text) = match (self.task, self.cfg.cloze_field) {
@@ -126,11 +135,21 @@ impl Maker<'_> {
 
     /// Visual coherence: one of the ordered images is replaced by an image of another procedure; the choices are
     /// the shown images and the answer is the replaced position.
-    fn coherence(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+    fn coherence(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Question, SkipReason> {
         let cat = self.cat;
         let replaced = self.item_of(view, pq.positions[pq.slot]);
-        let coherent: Vec<u32> =
-            pq.positions.iter().enumerate().filter(|(s, _)| *s != pq.slot).map(|(_, &p)| self.item_of(view, p)).collect();
+        let coherent: Vec<u32> = pq
+            .positions
+            .iter()
+            .enumerate()
+            .filter(|(s, _)| *s != pq.slot)
+            .map(|(_, &p)| self.item_of(view, p))
+            .collect();
         let centroid = cat.centroid(&coherent);
         let (cands, close_limit) = match self.mode {
             // RecipeQA: the distractor is a neighbour of the image it replaces.
@@ -168,13 +187,20 @@ impl Maker<'_> {
             .positions
             .iter()
             .enumerate()
-            .map(|(s, &p)| if s == pq.slot { cat.items[odd as usize].content.clone() } else { view.entry.eligible[p].display.clone() })
+            .map(|(s, &p)| {
+                if s == pq.slot {
+                    cat.items[odd as usize].content.clone()
+                } else {
+                    view.entry.eligible[p].display.clone()
+                }
+            })
             .collect();
         let entries: Vec<(u32, String, bool)> =
             shown.iter().zip(&displays).enumerate().map(|(s, (&i, d))| (i, d.clone(), s == pq.slot)).collect();
         let steps = self.steps(view, pq);
         let question_items: Vec<Value> = shown.iter().map(|&i| json!(cat.items[i as usize].feature_id)).collect();
-        let mut meta = self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, replaced, stats);
+        let mut meta =
+            self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, replaced, stats);
         // For coherence the question is each image's fit with the other three.
         let to_rest: Vec<f32> = (0..shown.len())
             .map(|s| {
@@ -199,7 +225,12 @@ impl Maker<'_> {
     }
 
     /// Visual ordering: the images in procedural order is the answer; the negatives are wrong orders.
-    fn ordering(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+    fn ordering(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Question, SkipReason> {
         let cat = self.cat;
         let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
         // Pairwise distances once (the 23 wrong orders reuse them).
@@ -224,8 +255,10 @@ impl Maker<'_> {
         let answer = orders.iter().position(|o| o.1).expect("the correct order is among the choices");
         let displays: Vec<&str> = pq.positions.iter().map(|&p| view.entry.eligible[p].display.as_str()).collect();
         let steps = self.steps(view, pq);
-        let choice_list: Vec<Choice> =
-            orders.iter().map(|(o, _)| Choice::Sequence(o.iter().map(|&i| displays[i].to_string()).collect())).collect();
+        let choice_list: Vec<Choice> = orders
+            .iter()
+            .map(|(o, _)| Choice::Sequence(o.iter().map(|&i| displays[i].to_string()).collect()))
+            .collect();
         let mean_step: Vec<f64> =
             orders.iter().map(|(o, _)| path_length(o) / (o.len().saturating_sub(1).max(1)) as f64).collect();
         let meta = json!({

@@ -331,7 +331,12 @@ fn procedure_instances(
     let closure = match p.annotations.as_ref().and_then(|a| a.order_constraints.as_ref()) {
         Some(cons) if alt.and_then(|a| a.get(&p.id)).is_none() => {
             let field = |m: String| {
-                Error::field(source, Location::Record(format!("procedure {:?}", p.id)), "annotations.order_constraints", m)
+                Error::field(
+                    source,
+                    Location::Record(format!("procedure {:?}", p.id)),
+                    "annotations.order_constraints",
+                    m,
+                )
             };
             if let Some((k, [a, b])) = cons.iter().enumerate().find(|(_, [a, b])| a > b) {
                 return Err(field(format!(

@@ -19,8 +19,8 @@ use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use serde_json::Value;
 use stepwise_core::json::write_canonical;
-use stepwise_core::taskset::ContextStep;
 use stepwise_core::manifest::Manifest;
+use stepwise_core::taskset::ContextStep;
 use stepwise_core::taskset::{QUESTIONS_JSON, QUESTIONS_PARQUET};
 use stepwise_core::{Choice, Error, IoResultExt, Question, Result};
 
@@ -486,8 +486,10 @@ mod tests {
         assert_eq!(TaskSet::load(&td.path().join("s")).unwrap().questions, qs);
         assert_eq!(stepwise_core::parquet::row_count(&td.path().join("s").join(QUESTIONS_PARQUET)).unwrap(), 5);
         // No temporary files left.
-        let names: Vec<String> =
-            std::fs::read_dir(td.path().join("s")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = std::fs::read_dir(td.path().join("s"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
     }
 
@@ -496,7 +498,12 @@ mod tests {
         let td = tempfile::tempdir().unwrap();
         let ctx = |n: usize| -> Vec<ContextStep> {
             (0..n)
-                .map(|i| ContextStep { id: serde_json::json!(i), body: Some(format!("step \"{i}\"")), title: Some(format!("T{i}")), ..Default::default() })
+                .map(|i| ContextStep {
+                    id: serde_json::json!(i),
+                    body: Some(format!("step \"{i}\"")),
+                    title: Some(format!("T{i}")),
+                    ..Default::default()
+                })
                 .collect()
         };
         let groups = vec![
@@ -529,9 +536,18 @@ mod tests {
     fn the_direct_writer_gives_the_canonical_bytes() {
         let mut qs: Vec<Question> = (0..3).map(q).collect();
         qs[0].context = vec![
-            ContextStep { id: serde_json::json!(1), body: Some("b \"q\" é\n".into()), images: Some(vec!["i.jpg".into()]), ..Default::default() },
+            ContextStep {
+                id: serde_json::json!(1),
+                body: Some("b \"q\" é\n".into()),
+                images: Some(vec!["i.jpg".into()]),
+                ..Default::default()
+            },
             ContextStep { id: serde_json::json!("x"), title: Some("T".into()), ..Default::default() },
-            ContextStep { id: serde_json::json!(3), extra: [("videos".to_string(), serde_json::json!([]))].into_iter().collect(), ..Default::default() },
+            ContextStep {
+                id: serde_json::json!(3),
+                extra: [("videos".to_string(), serde_json::json!([]))].into_iter().collect(),
+                ..Default::default()
+            },
         ];
         qs[1].choice_list = vec![Choice::Sequence(vec!["a".into(), "b".into()]), Choice::Sequence(vec![])];
         qs[1].question_text = None;

@@ -26,7 +26,9 @@ fn workspace() -> PathBuf {
 }
 
 fn shared_data() -> PathBuf {
-    let p = std::env::var_os("STEPWISE_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared/data"));
+    let p = std::env::var_os("STEPWISE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared/data"));
     assert!(p.is_dir(), "shared data not found at {} (set STEPWISE_SHARED_DATA)", p.display());
     p
 }
@@ -36,7 +38,12 @@ fn models_dir() -> PathBuf {
 }
 
 /// Encode images (paths relative to `root`) with `enc`, in parallel batches; unreadable images are left out.
-fn encode_images(enc: &dyn Encoder, root: &Path, paths: &[String], load: &(dyn Fn(&Path, &str) -> Option<image::RgbImage> + Sync)) -> Vectors {
+fn encode_images(
+    enc: &dyn Encoder,
+    root: &Path,
+    paths: &[String],
+    load: &(dyn Fn(&Path, &str) -> Option<image::RgbImage> + Sync),
+) -> Vectors {
     let dim = enc.info().dim;
     let rows: Vec<(String, Vec<f32>)> = paths
         .par_chunks(64)
@@ -45,7 +52,10 @@ fn encode_images(enc: &dyn Encoder, root: &Path, paths: &[String], load: &(dyn F
                 chunk.iter().filter_map(|p| load(root, p).map(|im| (p.clone(), im))).collect();
             let items: Vec<Item<'_>> = imgs.iter().map(|(_, im)| Item::Image(im)).collect();
             let out = enc.encode(&items).expect("the descriptor encodes every decoded image");
-            imgs.into_iter().map(|(p, _)| p).zip(out.chunks(dim).map(<[f32]>::to_vec).collect::<Vec<_>>()).collect::<Vec<_>>()
+            imgs.into_iter()
+                .map(|(p, _)| p)
+                .zip(out.chunks(dim).map(<[f32]>::to_vec).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
         })
         .collect();
     let ids = rows.iter().map(|(p, _)| format!("image:{p}")).collect();
@@ -90,7 +100,9 @@ fn textual_cloze_hasty_student_on_recipeqa_val_dev() {
     assert_eq!(t.questions, 397);
     assert_eq!(t.with_vectors, 397, "every title has a vector");
     let (hasty, probe) = pct(t);
-    println!("val-dev textual_cloze, MiniLM: Hasty Student {hasty}, distance probe {probe} (RecipeQA paper, test: 26.89)");
+    println!(
+        "val-dev textual_cloze, MiniLM: Hasty Student {hasty}, distance probe {probe} (RecipeQA paper, test: 26.89)"
+    );
     let h = t.hasty_student.expect("computed").value;
     assert!(h > 0.25 && h < 0.9, "Hasty Student {h} outside a sane range");
     // The visual tasks cannot be measured: the images are not distributed.
@@ -98,7 +110,12 @@ fn textual_cloze_hasty_student_on_recipeqa_val_dev() {
 }
 
 /// Generate visual cloze in RecipeQA mode and the 8 knob settings; audit each. Returns one line per setting.
-fn sweep_visual_cloze(procedures: &[Procedure], images: &Vectors, pool: Option<&Vectors>, cfg: &GenerateConfig) -> Vec<(Mode, Generated, TaskAudit)> {
+fn sweep_visual_cloze(
+    procedures: &[Procedure],
+    images: &Vectors,
+    pool: Option<&Vectors>,
+    cfg: &GenerateConfig,
+) -> Vec<(Mode, Generated, TaskAudit)> {
     let splits = procedure_splits(procedures, Default::default(), cfg.seed);
     let sources = FeatureSources { features: images, extra_pool: pool, allow_missing: true };
     let mut tg = TaskGenerator::for_kind(cfg.item_kind(Task::VisualCloze), procedures, &sources, Some(&splits), cfg)
@@ -118,11 +135,8 @@ fn sweep_visual_cloze(procedures: &[Procedure], images: &Vectors, pool: Option<&
     for plan in &plans {
         let g = tg.build(plan);
         let ts = TaskSet { questions: g.questions.clone(), extra: Default::default() };
-        let t = if ts.questions.is_empty() {
-            None
-        } else {
-            audit(&ts, &resolver, &quiet_audit()).tasks.into_iter().next()
-        };
+        let t =
+            if ts.questions.is_empty() { None } else { audit(&ts, &resolver, &quiet_audit()).tasks.into_iter().next() };
         if let Some(t) = t {
             assert_eq!(t.with_vectors, t.questions, "every generated item has a vector");
             out.push((plan.mode, g, t));
@@ -138,7 +152,14 @@ fn print_table(name: &str, rows: &[(Mode, Generated, TaskAudit)]) {
     println!("  setting        questions  skipped  Hasty Student          distance probe");
     for (m, g, t) in rows {
         let (h, p) = pct(t);
-        println!("  {:<14} {:>9}  {:>7}  {:<22} {}", m.label(), g.counts.questions, g.counts.questions_skipped_total(), h, p);
+        println!(
+            "  {:<14} {:>9}  {:>7}  {:<22} {}",
+            m.label(),
+            g.counts.questions,
+            g.counts.questions_skipped_total(),
+            h,
+            p
+        );
     }
     println!("  skipped question attempts by reason:");
     for (m, g, _) in rows {

@@ -103,7 +103,10 @@ fn every_task_and_mode_gives_well_formed_questions() {
                         }
                     }
                     Task::VisualCoherence => {
-                        assert_eq!(q.question, q.choice_list.iter().map(|c| c.items()[0].to_string()).collect::<Vec<_>>());
+                        assert_eq!(
+                            q.question,
+                            q.choice_list.iter().map(|c| c.items()[0].to_string()).collect::<Vec<_>>()
+                        );
                         let odd = q.choice_list[q.answer].items()[0].to_string();
                         let own_prefix = format!("images/{}_", &pid[6..]);
                         assert!(!odd.starts_with(&own_prefix), "{odd} is from {pid}");
@@ -203,7 +206,10 @@ fn impossible_constraints_skip_and_count_instead_of_relaxing() {
     let (mut procs, v) = corpus(3, 6);
     procs.push(Procedure {
         id: "short".into(),
-        steps: vec![Step { title: Some("a".into()), ..Default::default() }, Step { title: Some("b".into()), ..Default::default() }],
+        steps: vec![
+            Step { title: Some("a".into()), ..Default::default() },
+            Step { title: Some("b".into()), ..Default::default() },
+        ],
         ..Default::default()
     });
     let cfg = GenerateConfig { seed: 1, k: 4, k_c: 4, ..Default::default() };
@@ -264,21 +270,8 @@ fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search()
     use stepwise_tasks::NeighborSearch;
     use stepwise_tasks::suite::{SuiteConfig, write_suite};
     let (procs, v) = corpus(60, 9);
-    let files = |dir: &std::path::Path| -> BTreeMap<String, Vec<u8>> {
-        let mut out = BTreeMap::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-                }
-            }
-        }
-        out
-    };
+    let files = |dir: &std::path::Path| -> BTreeMap<String, Vec<u8>> { stepwise_core::output::read_tree(dir).unwrap() };
+
     let write = |threads: usize, neighbors: NeighborSearch| -> BTreeMap<String, Vec<u8>> {
         let td = tempfile::tempdir().unwrap();
         let cfg = SuiteConfig {
@@ -309,7 +302,8 @@ fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search()
             .filter(|(k, _)| k.ends_with("questions.json"))
             .map(|(k, b)| {
                 let v: Value = serde_json::from_slice(b).unwrap();
-                let ids = v["data"].as_array().unwrap().iter().map(|q| q["qid"].as_str().unwrap().to_string()).collect();
+                let ids =
+                    v["data"].as_array().unwrap().iter().map(|q| q["qid"].as_str().unwrap().to_string()).collect();
                 (k.clone(), ids)
             })
             .collect()

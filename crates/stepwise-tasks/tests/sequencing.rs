@@ -101,14 +101,14 @@ fn windows_sampling_short_procedures_and_skips() {
     let procs = vec![procedure("long", 12, None), procedure("four", 4, None), procedure("two", 2, None)];
     let cfg = SequencingConfig { windows: Windows::Count(3), min_steps: 4, ..Default::default() };
     let g = generate(&procs, &cfg);
-    let by_proc: BTreeMap<&str, Vec<&SequencingInstance>> =
-        g.instances.iter().fold(BTreeMap::new(), |mut m, i| {
-            m.entry(i.procedure.as_str()).or_default().push(i);
-            m
-        });
+    let by_proc: BTreeMap<&str, Vec<&SequencingInstance>> = g.instances.iter().fold(BTreeMap::new(), |mut m, i| {
+        m.entry(i.procedure.as_str()).or_default().push(i);
+        m
+    });
     assert_eq!(by_proc["long"].len(), 3);
     assert!(by_proc["long"].iter().all(|i| i.items.len() == 5));
-    let starts: BTreeSet<usize> = by_proc["long"].iter().map(|i| i.items.iter().map(|x| x.step).min().unwrap()).collect();
+    let starts: BTreeSet<usize> =
+        by_proc["long"].iter().map(|i| i.items.iter().map(|x| x.step).min().unwrap()).collect();
     assert_eq!(starts.len(), 3, "distinct windows");
     assert_eq!(by_proc["four"].len(), 1);
     assert_eq!(by_proc["four"][0].items.len(), 4);
@@ -138,7 +138,10 @@ fn image_modality_uses_only_image_steps_and_no_text() {
         assert!(inst.items.iter().all(|i| i.step != 1 && i.step != 4));
         assert_eq!(inst.modality, "image");
     }
-    let text = generate(&g.instances.iter().map(|_| procedure("t", 5, None)).take(1).collect::<Vec<_>>(), &SequencingConfig::default());
+    let text = generate(
+        &g.instances.iter().map(|_| procedure("t", 5, None)).take(1).collect::<Vec<_>>(),
+        &SequencingConfig::default(),
+    );
     assert!(text.instances[0].items.iter().all(|i| i.images.is_empty() && i.text.is_some()));
 }
 
@@ -228,18 +231,21 @@ fn bad_constraints_are_errors_naming_the_procedure_and_field() {
     let procs = vec![procedure("bad", 5, Some(vec![[3, 1]]))];
     let e = sequencing::generate(&procs, Path::new("c.jsonl"), None, &SequencingConfig::default()).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("c.jsonl") && msg.contains("\"bad\"") && msg.contains("annotations.order_constraints"), "{msg}");
+    assert!(
+        msg.contains("c.jsonl") && msg.contains("\"bad\"") && msg.contains("annotations.order_constraints"),
+        "{msg}"
+    );
     assert_eq!(e.exit_code(), 2);
     let procs = vec![procedure("oob", 5, Some(vec![[1, 9]]))];
-    let msg = sequencing::generate(&procs, Path::new("c.jsonl"), None, &SequencingConfig::default()).unwrap_err().to_string();
+    let msg =
+        sequencing::generate(&procs, Path::new("c.jsonl"), None, &SequencingConfig::default()).unwrap_err().to_string();
     assert!(msg.contains("out of range"), "{msg}");
 }
 
 #[test]
 fn output_is_identical_for_any_thread_count() {
-    let procs: Vec<Procedure> = (0..40)
-        .map(|i| procedure(&format!("p{i}"), 6 + i % 5, Some(vec![[0, 2], [1, 3], [2, 4]])))
-        .collect();
+    let procs: Vec<Procedure> =
+        (0..40).map(|i| procedure(&format!("p{i}"), 6 + i % 5, Some(vec![[0, 2], [1, 3], [2, 4]]))).collect();
     let cfg = SequencingConfig { windows: Windows::Count(2), seed: 11, ..Default::default() };
     let td = tempfile::tempdir().unwrap();
     let mut bytes = Vec::new();
@@ -331,7 +337,13 @@ fn blind_inputs_of_the_world_do_not_leak_the_order() {
     let mut params = stepwise_world::WorldParams::new(2, stepwise_world::Domain::Cooking, 300);
     params.images_stored = false;
     let procs = stepwise_world::generate(&params).unwrap();
-    let cfg = SequencingConfig { modality: SeqModality::Multimodal, windows: Windows::Count(2), seed: 4, blind_inputs: true, ..Default::default() };
+    let cfg = SequencingConfig {
+        modality: SeqModality::Multimodal,
+        windows: Windows::Count(2),
+        seed: 4,
+        blind_inputs: true,
+        ..Default::default()
+    };
     let g = generate(&procs, &cfg);
     assert!(g.instances.len() > 400, "{} instances", g.instances.len());
     let td = tempfile::tempdir().unwrap();
@@ -354,8 +366,14 @@ fn blind_inputs_of_the_world_do_not_leak_the_order() {
     // The same items in the same order as the gold file (so predicted item indices need no mapping).
     for inst in &g.instances {
         let b = by_id[inst.id.as_str()];
-        assert_eq!(b.items.iter().map(|i| &i.images).collect::<Vec<_>>(), inst.items.iter().map(|i| &i.images).collect::<Vec<_>>());
-        assert_eq!(b.items.iter().map(|i| &i.text).collect::<Vec<_>>(), inst.items.iter().map(|i| &i.text).collect::<Vec<_>>());
+        assert_eq!(
+            b.items.iter().map(|i| &i.images).collect::<Vec<_>>(),
+            inst.items.iter().map(|i| &i.images).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            b.items.iter().map(|i| &i.text).collect::<Vec<_>>(),
+            inst.items.iter().map(|i| &i.text).collect::<Vec<_>>()
+        );
     }
 
     // The test can see a leak: the gold file's step field sorts every instance into the authored order.
@@ -364,7 +382,8 @@ fn blind_inputs_of_the_world_do_not_leak_the_order() {
     // What a model sees does not: sorting by key, by image path or by shown position is chance (τ ≈ 0, within
     // four standard errors).
     let by_key = mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| by_id[i.id.as_str()].items[k].key.clone()));
-    let by_image = mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| by_id[i.id.as_str()].items[k].images.clone()));
+    let by_image =
+        mean_tau(&g.instances, |i| sorted_by(i.items.len(), |k| by_id[i.id.as_str()].items[k].images.clone()));
     let as_shown = mean_tau(&g.instances, |i| (0..i.items.len()).collect());
     for (what, (mean, se)) in [("key", by_key), ("image path", by_image), ("shown position", as_shown)] {
         assert!(mean.abs() < 4.0 * se + 0.01, "sorting by {what}: mean τ {mean:.3} ± {se:.3}");

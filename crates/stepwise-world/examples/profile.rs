@@ -31,5 +31,14 @@ fn main() {
         t[5] += s.elapsed().as_secs_f64();
     }
     let per = |x: f64| x / n as f64 * 1e6;
-    println!("µs/procedure: plan {:.0}, text {:.0}, orders {:.0}, truth+to_value {:.0}, procedure (all of 3..4) {:.0}, to_json+write {:.0}; {} bytes", per(t[0]), per(t[1]), per(t[2]), per(t[3]), per(t[4]), per(t[5]), bytes / n as usize);
+    println!(
+        "µs/procedure: plan {:.0}, text {:.0}, orders {:.0}, truth+to_value {:.0}, procedure (all of 3..4) {:.0}, to_json+write {:.0}; {} bytes",
+        per(t[0]),
+        per(t[1]),
+        per(t[2]),
+        per(t[3]),
+        per(t[4]),
+        per(t[5]),
+        bytes / n as usize
+    );
 }

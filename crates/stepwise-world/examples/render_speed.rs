@@ -18,9 +18,13 @@ fn main() {
                 std::hint::black_box(stepwise_world::render::render_plan_step(p, 0, s, 224));
             }
         }
-        println!("  one step at a time (backdrop per image): {:.2} ms/image", t.elapsed().as_secs_f64() * 1e3 / n as f64);
+        println!(
+            "  one step at a time (backdrop per image): {:.2} ms/image",
+            t.elapsed().as_secs_f64() * 1e3 / n as f64
+        );
         // The background alone, and the lighting and noise pass alone (no shapes).
-        let style = stepwise_world::render::style::Style::new(domain, &mut stepwise_world::plan::stream(0, domain, 0, "style"));
+        let style =
+            stepwise_world::render::style::Style::new(domain, &mut stepwise_world::plan::stream(0, domain, 0, "style"));
         let t = Instant::now();
         let mut c = stepwise_world::render::raster::Canvas::new(224, 224, style.camera);
         for _ in 0..100 {
@@ -30,7 +34,12 @@ fn main() {
         println!("  background only: {:.2} ms/image", t.elapsed().as_secs_f64() * 10.0);
         let t = Instant::now();
         for _ in 0..100 {
-            std::hint::black_box(c.clone().finish(|p| [style.light(p); 3], |x, y| stepwise_world::render::raster::hash2(x as i32, y as i32, 3)));
+            std::hint::black_box(
+                c.clone().finish(
+                    |p| [style.light(p); 3],
+                    |x, y| stepwise_world::render::raster::hash2(x as i32, y as i32, 3),
+                ),
+            );
         }
         println!("  lighting + noise only: {:.2} ms/image", t.elapsed().as_secs_f64() * 10.0);
     }

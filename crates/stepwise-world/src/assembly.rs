@@ -53,10 +53,24 @@ struct Shop {
     material: &'static str,
 }
 
-fn part(b: &mut Builder, shop: &Shop, id: &str, names: &[(&str, &str)], shape: Shape, colour: Option<[u8; 3]>, rect: [f32; 4], joints: [[f32; 2]; 2], loc: Loc) -> EntityId {
+fn part(
+    b: &mut Builder,
+    shop: &Shop,
+    id: &str,
+    names: &[(&str, &str)],
+    shape: Shape,
+    colour: Option<[u8; 3]>,
+    rect: [f32; 4],
+    joints: [[f32; 2]; 2],
+    loc: Loc,
+) -> EntityId {
     let spec = EntitySpec {
         id: id.to_string(),
-        kind: id.trim_start_matches("left_").trim_start_matches("right_").trim_end_matches(|c: char| c.is_ascii_digit() || c == '_').to_string(),
+        kind: id
+            .trim_start_matches("left_")
+            .trim_start_matches("right_")
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_')
+            .to_string(),
         names: names.iter().map(|(s, p)| (s.to_string(), p.to_string())).collect(),
         names_by_tag: Vec::new(),
         role: EntityRole::Part,
@@ -171,16 +185,28 @@ fn finish_parts(b: &mut Builder, parts: &[EntityId]) -> bool {
 
 /// Attach parts to `group` and fasten each, either pairwise (attach, fasten, attach, fasten...) or attaching all
 /// first. Returns the screws each fasten uses.
-fn attach_and_fasten(b: &mut Builder, group: EntityId, parts: &[EntityId], base: Option<EntityId>, tool: PropId, driver: PropId, screws: EntityId, per: u32, orientation: Option<Orientation>, install: bool) {
+fn attach_and_fasten(
+    b: &mut Builder,
+    group: EntityId,
+    parts: &[EntityId],
+    base: Option<EntityId>,
+    tool: PropId,
+    driver: PropId,
+    screws: EntityId,
+    per: u32,
+    orientation: Option<Orientation>,
+    install: bool,
+) {
     let pairwise = b.chance(0.5);
     let verb = if install { Verb::Install } else { Verb::Attach };
     let mut pending = Vec::new();
     for (i, &p) in parts.iter().enumerate() {
         let mut a = act(verb).on(p).making(group).tool(tool);
         if i == 0
-            && let Some(q) = base {
-                a = a.based_on(q);
-            }
+            && let Some(q) = base
+        {
+            a = a.based_on(q);
+        }
         if let Some(o) = orientation {
             a = a.oriented(o);
         }
@@ -221,10 +247,50 @@ fn shelf(b: &mut Builder, shop: &Shop) -> (String, String) {
     let (loc, bx) = start_place(b);
     let k = b.range(1, 3);
     let with_back = b.chance(0.6);
-    let left = part(b, shop, "left_side_panel", &[("left side panel", "left side panels"), ("left side", "left sides")], Shape::Panel, None, [-0.3, 0.0, 0.05, 0.9], [[-0.3, -0.42], [-0.3, 0.42]], loc);
-    let right = part(b, shop, "right_side_panel", &[("right side panel", "right side panels"), ("right side", "right sides")], Shape::Panel, None, [0.3, 0.0, 0.05, 0.9], [[0.3, -0.42], [0.3, 0.42]], loc);
-    let bottom = part(b, shop, "bottom_panel", &[("bottom panel", "bottom panels"), ("base board", "base boards")], Shape::Panel, None, [0.0, 0.425, 0.55, 0.04], [[-0.27, 0.425], [0.27, 0.425]], loc);
-    let top = part(b, shop, "top_panel", &[("top panel", "top panels"), ("top board", "top boards")], Shape::Panel, None, [0.0, -0.425, 0.55, 0.04], [[-0.27, -0.425], [0.27, -0.425]], loc);
+    let left = part(
+        b,
+        shop,
+        "left_side_panel",
+        &[("left side panel", "left side panels"), ("left side", "left sides")],
+        Shape::Panel,
+        None,
+        [-0.3, 0.0, 0.05, 0.9],
+        [[-0.3, -0.42], [-0.3, 0.42]],
+        loc,
+    );
+    let right = part(
+        b,
+        shop,
+        "right_side_panel",
+        &[("right side panel", "right side panels"), ("right side", "right sides")],
+        Shape::Panel,
+        None,
+        [0.3, 0.0, 0.05, 0.9],
+        [[0.3, -0.42], [0.3, 0.42]],
+        loc,
+    );
+    let bottom = part(
+        b,
+        shop,
+        "bottom_panel",
+        &[("bottom panel", "bottom panels"), ("base board", "base boards")],
+        Shape::Panel,
+        None,
+        [0.0, 0.425, 0.55, 0.04],
+        [[-0.27, 0.425], [0.27, 0.425]],
+        loc,
+    );
+    let top = part(
+        b,
+        shop,
+        "top_panel",
+        &[("top panel", "top panels"), ("top board", "top boards")],
+        Shape::Panel,
+        None,
+        [0.0, -0.425, 0.55, 0.04],
+        [[-0.27, -0.425], [0.27, -0.425]],
+        loc,
+    );
     let mut shelves = Vec::new();
     // Spatial names, not ordinals: a name must not tell when the part goes on.
     let spatial: &[&str] = match k {
@@ -234,12 +300,36 @@ fn shelf(b: &mut Builder, shop: &Shop) -> (String, String) {
     };
     for i in 0..k {
         let y = -0.425 + 0.85 * (i + 1) as f32 / (k + 1) as f32;
-        let name = if k == 1 { ("shelf".to_string(), "shelves".to_string()) } else { (format!("{} shelf", spatial[i as usize]), "shelves".to_string()) };
-        let s = part(b, shop, &format!("shelf_{}", i + 1), &[(name.0.as_str(), name.1.as_str())], Shape::Panel, None, [0.0, y, 0.55, 0.03], [[-0.27, y], [0.27, y]], loc);
+        let name = if k == 1 {
+            ("shelf".to_string(), "shelves".to_string())
+        } else {
+            (format!("{} shelf", spatial[i as usize]), "shelves".to_string())
+        };
+        let s = part(
+            b,
+            shop,
+            &format!("shelf_{}", i + 1),
+            &[(name.0.as_str(), name.1.as_str())],
+            Shape::Panel,
+            None,
+            [0.0, y, 0.55, 0.03],
+            [[-0.27, y], [0.27, y]],
+            loc,
+        );
         shelves.push(s);
     }
     let back = if with_back {
-        Some(part(b, shop, "back_panel", &[("back panel", "back panels"), ("backboard", "backboards")], Shape::Panel, Some(crate::builder::shade(shop.wood, 0.25)), [0.0, 0.0, 0.6, 0.9], [[-0.28, -0.43], [0.28, 0.43]], loc))
+        Some(part(
+            b,
+            shop,
+            "back_panel",
+            &[("back panel", "back panels"), ("backboard", "backboards")],
+            Shape::Panel,
+            Some(crate::builder::shade(shop.wood, 0.25)),
+            [0.0, 0.0, 0.6, 0.9],
+            [[-0.28, -0.43], [0.28, 0.43]],
+            loc,
+        ))
     } else {
         None
     };
@@ -270,27 +360,75 @@ fn shelf(b: &mut Builder, shop: &Shop) -> (String, String) {
     }
     maybe_paint_all(b, frame, painted);
     let what = if k >= 2 { "bookcase" } else { "shelf" };
-    (format!("{} {} {what} with {k} shelf board{}", crate::text::article(shop.material), shop.material, if k == 1 { "" } else { "s" }), format!("{} {}", title_case(shop.material), title_case(what)))
+    (
+        format!(
+            "{} {} {what} with {k} shelf board{}",
+            crate::text::article(shop.material),
+            shop.material,
+            if k == 1 { "" } else { "s" }
+        ),
+        format!("{} {}", title_case(shop.material), title_case(what)),
+    )
 }
 
 fn stool(b: &mut Builder, shop: &Shop) -> (String, String) {
     let (loc, bx) = start_place(b);
     let n_legs = b.range(3, 4);
-    let seat = part(b, shop, "seat", &[("seat", "seats"), ("seat board", "seat boards")], Shape::Disc, None, [0.0, -0.38, 0.8, 0.09], [[-0.3, -0.34], [0.3, -0.34]], loc);
+    let seat = part(
+        b,
+        shop,
+        "seat",
+        &[("seat", "seats"), ("seat board", "seat boards")],
+        Shape::Disc,
+        None,
+        [0.0, -0.38, 0.8, 0.09],
+        [[-0.3, -0.34], [0.3, -0.34]],
+        loc,
+    );
     let xs: &[f32] = if n_legs == 3 { &[-0.3, 0.0, 0.3] } else { &[-0.33, -0.11, 0.11, 0.33] };
     let mut legs = Vec::new();
     for (i, &x) in xs.iter().enumerate() {
-        let names: &[&str] = if n_legs == 3 { &["left", "middle", "right"] } else { &["front left", "back left", "back right", "front right"] };
+        let names: &[&str] = if n_legs == 3 {
+            &["left", "middle", "right"]
+        } else {
+            &["front left", "back left", "back right", "front right"]
+        };
         let name = format!("{} leg", names[i]);
-        let l = part(b, shop, &format!("leg_{}", i + 1), &[(name.as_str(), "legs")], Shape::Rod, None, [x, 0.06, 0.06, 0.8], [[x, -0.33], [x, -0.33]], loc);
+        let l = part(
+            b,
+            shop,
+            &format!("leg_{}", i + 1),
+            &[(name.as_str(), "legs")],
+            Shape::Rod,
+            None,
+            [x, 0.06, 0.06, 0.8],
+            [[x, -0.33], [x, -0.33]],
+            loc,
+        );
         legs.push(l);
     }
     let rungs = if b.chance(0.5) { b.range(1, 2) } else { 0 };
     let mut rung_ids = Vec::new();
     for i in 0..rungs {
         let y = 0.2 - 0.14 * i as f32;
-        let names: &[(&str, &str)] = if rungs == 1 { &[("rung", "rungs"), ("crossbar", "crossbars")] } else if i == 0 { &[("lower rung", "rungs"), ("lower crossbar", "crossbars")] } else { &[("upper rung", "rungs"), ("upper crossbar", "crossbars")] };
-        let r = part(b, shop, &format!("rung_{}", i + 1), names, Shape::Rod, None, [0.0, y, 0.66, 0.035], [[-0.3, y], [0.3, y]], loc);
+        let names: &[(&str, &str)] = if rungs == 1 {
+            &[("rung", "rungs"), ("crossbar", "crossbars")]
+        } else if i == 0 {
+            &[("lower rung", "rungs"), ("lower crossbar", "crossbars")]
+        } else {
+            &[("upper rung", "rungs"), ("upper crossbar", "crossbars")]
+        };
+        let r = part(
+            b,
+            shop,
+            &format!("rung_{}", i + 1),
+            names,
+            Shape::Rod,
+            None,
+            [0.0, y, 0.66, 0.035],
+            [[-0.3, y], [0.3, y]],
+            loc,
+        );
         rung_ids.push(r);
     }
     let stool = assembly(b, "stool", &["stool", "stool frame"]);
@@ -318,12 +456,42 @@ fn stool(b: &mut Builder, shop: &Shop) -> (String, String) {
 
 fn table(b: &mut Builder, shop: &Shop) -> (String, String) {
     let (loc, bx) = start_place(b);
-    let top = part(b, shop, "table_top", &[("table top", "table tops"), ("tabletop", "tabletops")], Shape::Panel, None, [0.0, -0.33, 1.0, 0.07], [[-0.4, -0.3], [0.4, -0.3]], loc);
-    let apron = part(b, shop, "apron", &[("apron rail", "apron rails"), ("apron", "aprons")], Shape::Rod, Some(crate::builder::shade(shop.wood, -0.15)), [0.0, -0.26, 0.8, 0.06], [[-0.36, -0.26], [0.36, -0.26]], loc);
+    let top = part(
+        b,
+        shop,
+        "table_top",
+        &[("table top", "table tops"), ("tabletop", "tabletops")],
+        Shape::Panel,
+        None,
+        [0.0, -0.33, 1.0, 0.07],
+        [[-0.4, -0.3], [0.4, -0.3]],
+        loc,
+    );
+    let apron = part(
+        b,
+        shop,
+        "apron",
+        &[("apron rail", "apron rails"), ("apron", "aprons")],
+        Shape::Rod,
+        Some(crate::builder::shade(shop.wood, -0.15)),
+        [0.0, -0.26, 0.8, 0.06],
+        [[-0.36, -0.26], [0.36, -0.26]],
+        loc,
+    );
     let mut legs = Vec::new();
     let names = ["front left leg", "back left leg", "back right leg", "front right leg"];
     for (i, &x) in [-0.44f32, -0.3, 0.3, 0.44].iter().enumerate() {
-        let l = part(b, shop, &format!("leg_{}", i + 1), &[(names[i], "legs")], Shape::Rod, None, [x, 0.07, 0.07, 0.74], [[x, -0.28], [x, -0.28]], loc);
+        let l = part(
+            b,
+            shop,
+            &format!("leg_{}", i + 1),
+            &[(names[i], "legs")],
+            Shape::Rod,
+            None,
+            [x, 0.07, 0.07, 0.74],
+            [[x, -0.28], [x, -0.28]],
+            loc,
+        );
         legs.push(l);
     }
     let table = assembly(b, "table", &["table", "table frame"]);
@@ -342,17 +510,70 @@ fn table(b: &mut Builder, shop: &Shop) -> (String, String) {
     attach_and_fasten(b, table, &attached, Some(top), tool, tool, screws, 2, Some(Orientation::UpsideDown), false);
     b.act(act(Verb::Flip).on(table).oriented(Orientation::Upright));
     maybe_paint_all(b, table, painted);
-    (format!("{} {} table", crate::text::article(shop.material), shop.material), format!("{} Table", title_case(shop.material)))
+    (
+        format!("{} {} table", crate::text::article(shop.material), shop.material),
+        format!("{} Table", title_case(shop.material)),
+    )
 }
 
 fn lamp(b: &mut Builder, shop: &Shop) -> (String, String) {
     let (loc, bx) = start_place(b);
     let shade_colour = *b.pick(&[[240, 230, 200], [200, 60, 60], [70, 120, 180], [90, 160, 110], [250, 250, 245]]);
-    let base = part(b, shop, "lamp_base", &[("base", "bases"), ("lamp base", "lamp bases")], Shape::Disc, None, [0.0, 0.42, 0.5, 0.1], [[0.0, 0.38], [0.0, 0.38]], loc);
-    let stem = part(b, shop, "stem", &[("stem", "stems"), ("pole", "poles")], Shape::Rod, Some([175, 178, 185]), [0.0, 0.02, 0.05, 0.72], [[0.0, 0.37], [0.0, 0.37]], loc);
-    let cable = part(b, shop, "cable", &[("cable", "cables"), ("power cord", "power cords")], Shape::Rod, Some([35, 35, 38]), [0.36, 0.45, 0.42, 0.02], [[0.16, 0.45], [0.16, 0.45]], loc);
-    let bulb = part(b, shop, "bulb", &[("bulb", "bulbs"), ("light bulb", "light bulbs")], Shape::Bulb, Some([235, 235, 225]), [0.0, -0.3, 0.13, 0.16], [[0.0, -0.22], [0.0, -0.22]], loc);
-    let shade = part(b, shop, "shade", &[("shade", "shades"), ("lampshade", "lampshades")], Shape::Cone, Some(shade_colour), [0.0, -0.33, 0.5, 0.3], [[0.0, -0.2], [0.0, -0.2]], loc);
+    let base = part(
+        b,
+        shop,
+        "lamp_base",
+        &[("base", "bases"), ("lamp base", "lamp bases")],
+        Shape::Disc,
+        None,
+        [0.0, 0.42, 0.5, 0.1],
+        [[0.0, 0.38], [0.0, 0.38]],
+        loc,
+    );
+    let stem = part(
+        b,
+        shop,
+        "stem",
+        &[("stem", "stems"), ("pole", "poles")],
+        Shape::Rod,
+        Some([175, 178, 185]),
+        [0.0, 0.02, 0.05, 0.72],
+        [[0.0, 0.37], [0.0, 0.37]],
+        loc,
+    );
+    let cable = part(
+        b,
+        shop,
+        "cable",
+        &[("cable", "cables"), ("power cord", "power cords")],
+        Shape::Rod,
+        Some([35, 35, 38]),
+        [0.36, 0.45, 0.42, 0.02],
+        [[0.16, 0.45], [0.16, 0.45]],
+        loc,
+    );
+    let bulb = part(
+        b,
+        shop,
+        "bulb",
+        &[("bulb", "bulbs"), ("light bulb", "light bulbs")],
+        Shape::Bulb,
+        Some([235, 235, 225]),
+        [0.0, -0.3, 0.13, 0.16],
+        [[0.0, -0.22], [0.0, -0.22]],
+        loc,
+    );
+    let shade = part(
+        b,
+        shop,
+        "shade",
+        &[("shade", "shades"), ("lampshade", "lampshades")],
+        Shape::Cone,
+        Some(shade_colour),
+        [0.0, -0.33, 0.5, 0.3],
+        [[0.0, -0.2], [0.0, -0.2]],
+        loc,
+    );
     let lamp = assembly(b, "lamp", &["lamp", "lamp body"]);
     let tray = b.prop(&TRAY);
     let wrench = b.prop(&WRENCH);
@@ -374,19 +595,102 @@ fn lamp(b: &mut Builder, shop: &Shop) -> (String, String) {
         let socket = b.prop(&SOCKET);
         b.act(act(Verb::PlugIn).on(lamp).at(socket));
     }
-    (format!("a table lamp with {} {} base", crate::text::article(shop.material), shop.material), format!("{} Table Lamp", title_case(shop.material)))
+    (
+        format!("a table lamp with {} {} base", crate::text::article(shop.material), shop.material),
+        format!("{} Table Lamp", title_case(shop.material)),
+    )
 }
 
 fn cabinet(b: &mut Builder, shop: &Shop) -> (String, String) {
     let (loc, bx) = start_place(b);
-    let left = part(b, shop, "left_side_panel", &[("left side panel", "left side panels"), ("left side", "left sides")], Shape::Panel, None, [-0.3, 0.0, 0.05, 0.9], [[-0.3, -0.42], [-0.3, 0.42]], loc);
-    let right = part(b, shop, "right_side_panel", &[("right side panel", "right side panels"), ("right side", "right sides")], Shape::Panel, None, [0.3, 0.0, 0.05, 0.9], [[0.3, -0.42], [0.3, 0.42]], loc);
-    let bottom = part(b, shop, "bottom_panel", &[("bottom panel", "bottom panels"), ("base board", "base boards")], Shape::Panel, None, [0.0, 0.425, 0.55, 0.04], [[-0.27, 0.425], [0.27, 0.425]], loc);
-    let top = part(b, shop, "top_panel", &[("top panel", "top panels"), ("top board", "top boards")], Shape::Panel, None, [0.0, -0.425, 0.55, 0.04], [[-0.27, -0.425], [0.27, -0.425]], loc);
-    let door = part(b, shop, "door", &[("door", "doors"), ("door panel", "door panels")], Shape::Panel, Some(crate::builder::shade(shop.wood, 0.1)), [0.0, 0.0, 0.54, 0.8], [[-0.26, -0.3], [-0.26, 0.3]], loc);
-    let h1 = part(b, shop, "hinge_1", &[("upper hinge", "upper hinges"), ("top hinge", "top hinges")], Shape::Panel, Some([150, 150, 158]), [-0.255, -0.3, 0.04, 0.08], [[-0.255, -0.3], [-0.255, -0.3]], loc);
-    let h2 = part(b, shop, "hinge_2", &[("lower hinge", "lower hinges"), ("bottom hinge", "bottom hinges")], Shape::Panel, Some([150, 150, 158]), [-0.255, 0.3, 0.04, 0.08], [[-0.255, 0.3], [-0.255, 0.3]], loc);
-    let knob = part(b, shop, "knob", &[("knob", "knobs"), ("handle", "handles")], Shape::Disc, Some([60, 60, 66]), [0.2, 0.0, 0.05, 0.05], [[0.2, 0.0], [0.2, 0.0]], loc);
+    let left = part(
+        b,
+        shop,
+        "left_side_panel",
+        &[("left side panel", "left side panels"), ("left side", "left sides")],
+        Shape::Panel,
+        None,
+        [-0.3, 0.0, 0.05, 0.9],
+        [[-0.3, -0.42], [-0.3, 0.42]],
+        loc,
+    );
+    let right = part(
+        b,
+        shop,
+        "right_side_panel",
+        &[("right side panel", "right side panels"), ("right side", "right sides")],
+        Shape::Panel,
+        None,
+        [0.3, 0.0, 0.05, 0.9],
+        [[0.3, -0.42], [0.3, 0.42]],
+        loc,
+    );
+    let bottom = part(
+        b,
+        shop,
+        "bottom_panel",
+        &[("bottom panel", "bottom panels"), ("base board", "base boards")],
+        Shape::Panel,
+        None,
+        [0.0, 0.425, 0.55, 0.04],
+        [[-0.27, 0.425], [0.27, 0.425]],
+        loc,
+    );
+    let top = part(
+        b,
+        shop,
+        "top_panel",
+        &[("top panel", "top panels"), ("top board", "top boards")],
+        Shape::Panel,
+        None,
+        [0.0, -0.425, 0.55, 0.04],
+        [[-0.27, -0.425], [0.27, -0.425]],
+        loc,
+    );
+    let door = part(
+        b,
+        shop,
+        "door",
+        &[("door", "doors"), ("door panel", "door panels")],
+        Shape::Panel,
+        Some(crate::builder::shade(shop.wood, 0.1)),
+        [0.0, 0.0, 0.54, 0.8],
+        [[-0.26, -0.3], [-0.26, 0.3]],
+        loc,
+    );
+    let h1 = part(
+        b,
+        shop,
+        "hinge_1",
+        &[("upper hinge", "upper hinges"), ("top hinge", "top hinges")],
+        Shape::Panel,
+        Some([150, 150, 158]),
+        [-0.255, -0.3, 0.04, 0.08],
+        [[-0.255, -0.3], [-0.255, -0.3]],
+        loc,
+    );
+    let h2 = part(
+        b,
+        shop,
+        "hinge_2",
+        &[("lower hinge", "lower hinges"), ("bottom hinge", "bottom hinges")],
+        Shape::Panel,
+        Some([150, 150, 158]),
+        [-0.255, 0.3, 0.04, 0.08],
+        [[-0.255, 0.3], [-0.255, 0.3]],
+        loc,
+    );
+    let knob = part(
+        b,
+        shop,
+        "knob",
+        &[("knob", "knobs"), ("handle", "handles")],
+        Shape::Disc,
+        Some([60, 60, 66]),
+        [0.2, 0.0, 0.05, 0.05],
+        [[0.2, 0.0], [0.2, 0.0]],
+        loc,
+    );
     let carcass = assembly(b, "carcass", &["carcass", "cabinet body", "cabinet"]);
     let door_asm = assembly(b, "door_assembly", &["door assembly", "door"]);
     let tray = b.prop(&TRAY);
@@ -414,5 +718,8 @@ fn cabinet(b: &mut Builder, shop: &Shop) -> (String, String) {
     b.act(act(Verb::Fasten).on(door_asm).tool(driver).using_up(screws, 2));
     maybe_paint_all(b, carcass, painted);
     let colour = if painted { format!("{} and {}", shop.material, shop.paint_name) } else { shop.material.to_string() };
-    (format!("{} {colour} cabinet with one door", crate::text::article(&colour)), format!("{} Cabinet", title_case(shop.material)))
+    (
+        format!("{} {colour} cabinet with one door", crate::text::article(&colour)),
+        format!("{} Cabinet", title_case(shop.material)),
+    )
 }

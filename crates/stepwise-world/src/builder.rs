@@ -29,7 +29,15 @@ pub struct PropKind {
 
 impl<'r> Builder<'r> {
     pub fn new(domain: Domain, rng: &'r mut ChaCha8Rng) -> Self {
-        Builder { domain, rng, entities: Vec::new(), entity_start: Vec::new(), props: Vec::new(), prop_start: Vec::new(), actions: Vec::new() }
+        Builder {
+            domain,
+            rng,
+            entities: Vec::new(),
+            entity_start: Vec::new(),
+            props: Vec::new(),
+            prop_start: Vec::new(),
+            actions: Vec::new(),
+        }
     }
 
     /// Add an entity with its starting place and count; ids are made unique (`egg`, `egg_2`...).

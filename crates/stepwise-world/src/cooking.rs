@@ -45,39 +45,339 @@ macro_rules! ing {
 }
 
 const INGREDIENTS: &[Ingredient] = &[
-    ing!("tomato", &[("tomato", "tomatoes"), ("ripe tomato", "ripe tomatoes")], &[[210, 40, 35], [225, 70, 30]], [235, 95, 75], Round, false, (2, 4), Each, &["dice", "chop", "slice"]),
-    ing!("onion", &[("onion", "onions"), ("yellow onion", "yellow onions")], &[[205, 160, 90]], [242, 236, 214], Round, true, (1, 2), Each, &["dice", "chop", "slice", "mince"]),
-    ing!("red_onion", &[("red onion", "red onions")], &[[130, 40, 95]], [226, 180, 210], Round, true, (1, 2), Each, &["dice", "slice", "chop"]),
-    ing!("carrot", &[("carrot", "carrots")], &[[240, 120, 30]], [250, 155, 60], Long, true, (2, 3), Each, &["dice", "slice", "chop", "julienne"]),
-    ing!("potato", &[("potato", "potatoes"), ("waxy potato", "waxy potatoes")], &[[190, 150, 100]], [242, 226, 160], Oval, true, (3, 5), Each, &["dice", "slice", "cube"]),
-    ing!("cucumber", &[("cucumber", "cucumbers")], &[[45, 125, 50]], [205, 232, 175], Long, false, (1, 2), Each, &["slice", "dice", "chop"]),
-    ing!("lettuce", &[("head of lettuce", "heads of lettuce"), ("lettuce", "lettuce")], &[[110, 190, 80]], [160, 215, 120], Leaf, false, (1, 1), Each, &["chop", "shred", "tear"]),
-    ing!("bell_pepper", &[("bell pepper", "bell peppers"), ("pepper", "peppers")], &[[220, 45, 40], [245, 200, 40], [60, 150, 50]], [240, 220, 180], Round, false, (1, 2), Each, &["slice", "dice", "chop"]),
-    ing!("apple", &[("apple", "apples")], &[[195, 30, 40], [150, 200, 60]], [246, 236, 200], Round, true, (2, 3), Each, &["slice", "dice", "chop"]),
-    ing!("garlic", &[("garlic clove", "garlic cloves"), ("clove of garlic", "cloves of garlic")], &[[240, 235, 220]], [250, 246, 226], Small, true, (2, 4), Clove, &["mince", "chop", "crush"]),
-    ing!("mushroom", &[("mushroom", "mushrooms"), ("button mushroom", "button mushrooms")], &[[205, 175, 145]], [238, 222, 196], Round, false, (4, 8), Each, &["slice", "chop", "quarter"]),
-    ing!("zucchini", &[("zucchini", "zucchini"), ("courgette", "courgettes")], &[[60, 115, 40]], [222, 232, 172], Long, false, (1, 2), Each, &["slice", "dice", "chop"]),
-    ing!("chicken", &[("chicken breast", "chicken breasts")], &[[242, 192, 172]], [236, 204, 188], Block, false, (1, 2), Each, &["dice", "slice", "cube"]),
-    ing!("cheese", &[("cheese", "cheese"), ("cheddar", "cheddar")], &[[246, 200, 60]], [250, 215, 90], Block, false, (1, 3), Gram, &["cube", "slice", "crumble"]),
-    ing!("chocolate", &[("dark chocolate", "dark chocolate"), ("chocolate", "chocolate")], &[[85, 48, 28]], [110, 65, 40], Block, false, (1, 2), Gram, &["chop", "break up"]),
-    ing!("walnuts", &[("walnuts", "walnuts"), ("nuts", "nuts")], &[[155, 105, 58]], [190, 145, 90], Small, false, (1, 1), Cup, &["chop", "crush"]),
-    ing!("blueberries", &[("blueberries", "blueberries")], &[[62, 62, 140]], [90, 60, 120], Small, false, (1, 1), Cup, &[]),
-    ing!("egg", &[("egg", "eggs"), ("large egg", "large eggs")], &[[246, 238, 220], [205, 155, 105]], [250, 200, 40], Oval, false, (2, 4), Each, &[]),
-    ing!("flour", &[("flour", "flour"), ("all-purpose flour", "all-purpose flour"), ("plain flour", "plain flour")], &[[248, 246, 240]], [248, 246, 240], Powder, false, (1, 3), Cup, &[]),
-    ing!("sugar", &[("sugar", "sugar"), ("caster sugar", "caster sugar")], &[[252, 252, 250]], [252, 252, 250], Powder, false, (1, 2), Cup, &[]),
-    ing!("cocoa", &[("cocoa powder", "cocoa powder"), ("cocoa", "cocoa")], &[[105, 62, 40]], [105, 62, 40], Powder, false, (2, 4), Tbsp, &[]),
-    ing!("butter", &[("butter", "butter")], &[[250, 226, 130]], [252, 232, 150], Block, false, (2, 6), Tbsp, &["cube", "dice"]),
-    ing!("milk", &[("milk", "milk"), ("whole milk", "whole milk")], &[[250, 250, 245]], [250, 250, 245], Liquid, false, (1, 2), Cup, &[]),
-    ing!("cream", &[("cream", "cream"), ("heavy cream", "heavy cream")], &[[250, 244, 228]], [250, 244, 228], Liquid, false, (1, 2), Cup, &[]),
-    ing!("oil", &[("olive oil", "olive oil"), ("oil", "oil")], &[[205, 185, 60]], [205, 185, 60], Liquid, false, (1, 3), Tbsp, &[]),
-    ing!("vinegar", &[("vinegar", "vinegar"), ("red wine vinegar", "red wine vinegar")], &[[175, 95, 95]], [175, 95, 95], Liquid, false, (1, 2), Tbsp, &[]),
-    ing!("lemon_juice", &[("lemon juice", "lemon juice")], &[[250, 240, 150]], [250, 240, 150], Liquid, false, (1, 2), Tbsp, &[]),
-    ing!("stock", &[("vegetable stock", "vegetable stock"), ("stock", "stock"), ("broth", "broth")], &[[205, 160, 90]], [205, 160, 90], Liquid, false, (3, 5), Cup, &[]),
+    ing!(
+        "tomato",
+        &[("tomato", "tomatoes"), ("ripe tomato", "ripe tomatoes")],
+        &[[210, 40, 35], [225, 70, 30]],
+        [235, 95, 75],
+        Round,
+        false,
+        (2, 4),
+        Each,
+        &["dice", "chop", "slice"]
+    ),
+    ing!(
+        "onion",
+        &[("onion", "onions"), ("yellow onion", "yellow onions")],
+        &[[205, 160, 90]],
+        [242, 236, 214],
+        Round,
+        true,
+        (1, 2),
+        Each,
+        &["dice", "chop", "slice", "mince"]
+    ),
+    ing!(
+        "red_onion",
+        &[("red onion", "red onions")],
+        &[[130, 40, 95]],
+        [226, 180, 210],
+        Round,
+        true,
+        (1, 2),
+        Each,
+        &["dice", "slice", "chop"]
+    ),
+    ing!(
+        "carrot",
+        &[("carrot", "carrots")],
+        &[[240, 120, 30]],
+        [250, 155, 60],
+        Long,
+        true,
+        (2, 3),
+        Each,
+        &["dice", "slice", "chop", "julienne"]
+    ),
+    ing!(
+        "potato",
+        &[("potato", "potatoes"), ("waxy potato", "waxy potatoes")],
+        &[[190, 150, 100]],
+        [242, 226, 160],
+        Oval,
+        true,
+        (3, 5),
+        Each,
+        &["dice", "slice", "cube"]
+    ),
+    ing!(
+        "cucumber",
+        &[("cucumber", "cucumbers")],
+        &[[45, 125, 50]],
+        [205, 232, 175],
+        Long,
+        false,
+        (1, 2),
+        Each,
+        &["slice", "dice", "chop"]
+    ),
+    ing!(
+        "lettuce",
+        &[("head of lettuce", "heads of lettuce"), ("lettuce", "lettuce")],
+        &[[110, 190, 80]],
+        [160, 215, 120],
+        Leaf,
+        false,
+        (1, 1),
+        Each,
+        &["chop", "shred", "tear"]
+    ),
+    ing!(
+        "bell_pepper",
+        &[("bell pepper", "bell peppers"), ("pepper", "peppers")],
+        &[[220, 45, 40], [245, 200, 40], [60, 150, 50]],
+        [240, 220, 180],
+        Round,
+        false,
+        (1, 2),
+        Each,
+        &["slice", "dice", "chop"]
+    ),
+    ing!(
+        "apple",
+        &[("apple", "apples")],
+        &[[195, 30, 40], [150, 200, 60]],
+        [246, 236, 200],
+        Round,
+        true,
+        (2, 3),
+        Each,
+        &["slice", "dice", "chop"]
+    ),
+    ing!(
+        "garlic",
+        &[("garlic clove", "garlic cloves"), ("clove of garlic", "cloves of garlic")],
+        &[[240, 235, 220]],
+        [250, 246, 226],
+        Small,
+        true,
+        (2, 4),
+        Clove,
+        &["mince", "chop", "crush"]
+    ),
+    ing!(
+        "mushroom",
+        &[("mushroom", "mushrooms"), ("button mushroom", "button mushrooms")],
+        &[[205, 175, 145]],
+        [238, 222, 196],
+        Round,
+        false,
+        (4, 8),
+        Each,
+        &["slice", "chop", "quarter"]
+    ),
+    ing!(
+        "zucchini",
+        &[("zucchini", "zucchini"), ("courgette", "courgettes")],
+        &[[60, 115, 40]],
+        [222, 232, 172],
+        Long,
+        false,
+        (1, 2),
+        Each,
+        &["slice", "dice", "chop"]
+    ),
+    ing!(
+        "chicken",
+        &[("chicken breast", "chicken breasts")],
+        &[[242, 192, 172]],
+        [236, 204, 188],
+        Block,
+        false,
+        (1, 2),
+        Each,
+        &["dice", "slice", "cube"]
+    ),
+    ing!(
+        "cheese",
+        &[("cheese", "cheese"), ("cheddar", "cheddar")],
+        &[[246, 200, 60]],
+        [250, 215, 90],
+        Block,
+        false,
+        (1, 3),
+        Gram,
+        &["cube", "slice", "crumble"]
+    ),
+    ing!(
+        "chocolate",
+        &[("dark chocolate", "dark chocolate"), ("chocolate", "chocolate")],
+        &[[85, 48, 28]],
+        [110, 65, 40],
+        Block,
+        false,
+        (1, 2),
+        Gram,
+        &["chop", "break up"]
+    ),
+    ing!(
+        "walnuts",
+        &[("walnuts", "walnuts"), ("nuts", "nuts")],
+        &[[155, 105, 58]],
+        [190, 145, 90],
+        Small,
+        false,
+        (1, 1),
+        Cup,
+        &["chop", "crush"]
+    ),
+    ing!(
+        "blueberries",
+        &[("blueberries", "blueberries")],
+        &[[62, 62, 140]],
+        [90, 60, 120],
+        Small,
+        false,
+        (1, 1),
+        Cup,
+        &[]
+    ),
+    ing!(
+        "egg",
+        &[("egg", "eggs"), ("large egg", "large eggs")],
+        &[[246, 238, 220], [205, 155, 105]],
+        [250, 200, 40],
+        Oval,
+        false,
+        (2, 4),
+        Each,
+        &[]
+    ),
+    ing!(
+        "flour",
+        &[("flour", "flour"), ("all-purpose flour", "all-purpose flour"), ("plain flour", "plain flour")],
+        &[[248, 246, 240]],
+        [248, 246, 240],
+        Powder,
+        false,
+        (1, 3),
+        Cup,
+        &[]
+    ),
+    ing!(
+        "sugar",
+        &[("sugar", "sugar"), ("caster sugar", "caster sugar")],
+        &[[252, 252, 250]],
+        [252, 252, 250],
+        Powder,
+        false,
+        (1, 2),
+        Cup,
+        &[]
+    ),
+    ing!(
+        "cocoa",
+        &[("cocoa powder", "cocoa powder"), ("cocoa", "cocoa")],
+        &[[105, 62, 40]],
+        [105, 62, 40],
+        Powder,
+        false,
+        (2, 4),
+        Tbsp,
+        &[]
+    ),
+    ing!(
+        "butter",
+        &[("butter", "butter")],
+        &[[250, 226, 130]],
+        [252, 232, 150],
+        Block,
+        false,
+        (2, 6),
+        Tbsp,
+        &["cube", "dice"]
+    ),
+    ing!(
+        "milk",
+        &[("milk", "milk"), ("whole milk", "whole milk")],
+        &[[250, 250, 245]],
+        [250, 250, 245],
+        Liquid,
+        false,
+        (1, 2),
+        Cup,
+        &[]
+    ),
+    ing!(
+        "cream",
+        &[("cream", "cream"), ("heavy cream", "heavy cream")],
+        &[[250, 244, 228]],
+        [250, 244, 228],
+        Liquid,
+        false,
+        (1, 2),
+        Cup,
+        &[]
+    ),
+    ing!(
+        "oil",
+        &[("olive oil", "olive oil"), ("oil", "oil")],
+        &[[205, 185, 60]],
+        [205, 185, 60],
+        Liquid,
+        false,
+        (1, 3),
+        Tbsp,
+        &[]
+    ),
+    ing!(
+        "vinegar",
+        &[("vinegar", "vinegar"), ("red wine vinegar", "red wine vinegar")],
+        &[[175, 95, 95]],
+        [175, 95, 95],
+        Liquid,
+        false,
+        (1, 2),
+        Tbsp,
+        &[]
+    ),
+    ing!(
+        "lemon_juice",
+        &[("lemon juice", "lemon juice")],
+        &[[250, 240, 150]],
+        [250, 240, 150],
+        Liquid,
+        false,
+        (1, 2),
+        Tbsp,
+        &[]
+    ),
+    ing!(
+        "stock",
+        &[("vegetable stock", "vegetable stock"), ("stock", "stock"), ("broth", "broth")],
+        &[[205, 160, 90]],
+        [205, 160, 90],
+        Liquid,
+        false,
+        (3, 5),
+        Cup,
+        &[]
+    ),
     ing!("water", &[("water", "water")], &[[185, 212, 236]], [185, 212, 236], Liquid, false, (1, 3), Cup, &[]),
-    ing!("salt", &[("salt", "salt"), ("sea salt", "sea salt")], &[[250, 250, 250]], [250, 250, 250], Powder, false, (1, 1), Pinch, &[]),
+    ing!(
+        "salt",
+        &[("salt", "salt"), ("sea salt", "sea salt")],
+        &[[250, 250, 250]],
+        [250, 250, 250],
+        Powder,
+        false,
+        (1, 1),
+        Pinch,
+        &[]
+    ),
     ing!("soy_sauce", &[("soy sauce", "soy sauce")], &[[62, 32, 16]], [62, 32, 16], Liquid, false, (2, 3), Tbsp, &[]),
     ing!("honey", &[("honey", "honey")], &[[232, 172, 40]], [232, 172, 40], Liquid, false, (1, 2), Tbsp, &[]),
-    ing!("rice", &[("rice", "rice"), ("long-grain rice", "long-grain rice")], &[[246, 246, 236]], [246, 246, 236], Small, false, (1, 2), Cup, &[]),
+    ing!(
+        "rice",
+        &[("rice", "rice"), ("long-grain rice", "long-grain rice")],
+        &[[246, 246, 236]],
+        [246, 246, 236],
+        Small,
+        false,
+        (1, 2),
+        Cup,
+        &[]
+    ),
 ];
 
 const WHITE: &[[u8; 3]] = &[[246, 246, 242]];
@@ -192,7 +492,11 @@ fn prep(b: &mut Builder, e: EntityId) {
     let board = b.prop(&BOARD);
     if b.entities[e].needs_peeling {
         // Garlic and onions are peeled with the knife, the rest with a peeler.
-        let peeler = if matches!(b.entities[e].kind.as_str(), "garlic" | "onion" | "red_onion") { b.prop(&KNIFE) } else { b.prop(&PEELER) };
+        let peeler = if matches!(b.entities[e].kind.as_str(), "garlic" | "onion" | "red_onion") {
+            b.prop(&KNIFE)
+        } else {
+            b.prop(&PEELER)
+        };
         b.act(act(Verb::Peel).on(e).tool(peeler).inside(board));
     }
     if !b.entities[e].cut_verbs.is_empty() {

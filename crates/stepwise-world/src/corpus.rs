@@ -15,8 +15,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use stepwise_core::corpus::{PROCEDURES_JSONL, PROCEDURES_PARQUET};
 use stepwise_core::json::write_canonical;
-use stepwise_core::parquet::write_procedures_parquet;
 use stepwise_core::output::OutputDir;
+use stepwise_core::parquet::write_procedures_parquet;
 use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use stepwise_core::{Error, IoResultExt, Manifest, Procedure, Result};
 
@@ -100,7 +100,10 @@ impl WorldParams {
     /// The shared style procedure `index` is drawn in (None when every procedure has its own).
     pub fn style_of(&self, index: u64) -> Option<u64> {
         let k = self.styles?;
-        Some(rng_for(self.seed, &format!("world/{}/{index}/style-choice", self.domain.as_str())).random_range(0..k.max(1)))
+        Some(
+            rng_for(self.seed, &format!("world/{}/{index}/style-choice", self.domain.as_str()))
+                .random_range(0..k.max(1)),
+        )
     }
 
     /// The random stream procedure `index`'s style is drawn from: its own, or its shared style's.
@@ -118,7 +121,8 @@ impl WorldParams {
 }
 
 fn plan_of(params: &WorldParams, index: u64) -> Result<Plan> {
-    plan(params.seed, params.domain, index).map_err(|e| Error::runtime(format!("world generation bug at procedure {index}: {e}")))
+    plan(params.seed, params.domain, index)
+        .map_err(|e| Error::runtime(format!("world generation bug at procedure {index}: {e}")))
 }
 
 /// Generate one procedure (text, annotations, image paths; no images).
@@ -129,7 +133,8 @@ pub fn generate_procedure(params: &WorldParams, index: u64) -> Result<Procedure>
 
 fn build(params: &WorldParams, p: &Plan) -> Result<Procedure> {
     let text = realise(p, &mut stream(params.seed, params.domain, p.index, "text"));
-    procedure(p, &text, params.seed, params.max_orders, params.order_samples, params.style_of(p.index)).map_err(|e| Error::runtime(format!("procedure {}: {e}", p.index)))
+    procedure(p, &text, params.seed, params.max_orders, params.order_samples, params.style_of(p.index))
+        .map_err(|e| Error::runtime(format!("procedure {}: {e}", p.index)))
 }
 
 /// Generate procedures `0..params.procedures` in parallel, in index order.
@@ -190,7 +195,9 @@ pub fn save_image(img: &RgbImage, path: &Path) -> Result<()> {
             out
         }
         "jpg" | "jpeg" => encode_jpeg(img)?,
-        _ => return Err(Error::usage(format!("{}: the output must end in .png or .jpg", path.display()))),
+        _ => {
+            return Err(Error::usage(format!("{}: the output must end in .png or .jpg", path.display())));
+        }
     };
     stepwise_core::output::write_file_atomic(path, |w| std::io::Write::write_all(w, &bytes))
 }
@@ -234,8 +241,9 @@ impl WorldImages {
 
     /// The image at a corpus image path (`images/world-cooking_000042/3f09c2a17b4e.jpg`).
     pub fn render(&self, rel_path: &str) -> Result<RgbImage> {
-        let (index, step) = parse_image_path(self.params.domain, rel_path)
-            .ok_or_else(|| Error::bad_input(format!("{rel_path}: not an image path of this {} world", self.params.domain.as_str())))?;
+        let (index, step) = parse_image_path(self.params.domain, rel_path).ok_or_else(|| {
+            Error::bad_input(format!("{rel_path}: not an image path of this {} world", self.params.domain.as_str()))
+        })?;
         if index >= self.params.procedures {
             return Err(Error::bad_input(format!("{rel_path}: the corpus has {} procedures", self.params.procedures)));
         }
@@ -276,7 +284,12 @@ pub struct CorpusSummary {
 /// Streaming, so memory stays flat for any size: procedures are made in fixed chunks (in parallel within a
 /// chunk; images rendered, encoded and written as they are made), each chunk's JSONL lines are appended in
 /// order, and its Parquet part is written while the next chunk is generated; the parts are merged at the end.
-pub fn write_corpus(params: &WorldParams, out: &Path, overwrite: bool, on_progress: &(dyn Fn(u64) + Sync)) -> Result<CorpusSummary> {
+pub fn write_corpus(
+    params: &WorldParams,
+    out: &Path,
+    overwrite: bool,
+    on_progress: &(dyn Fn(u64) + Sync),
+) -> Result<CorpusSummary> {
     params.check()?;
     let dir = OutputDir::create(out, overwrite)?;
     let root = dir.path().to_path_buf();

@@ -35,6 +35,9 @@ pub mod render;
 pub mod text;
 pub mod truth;
 
-pub use corpus::{CorpusSummary, WorldImages, WorldParams, generate, generate_procedure, render_image, render_procedure_images, write_corpus};
+pub use corpus::{
+    CorpusSummary, WorldImages, WorldParams, generate, generate_procedure, render_image, render_procedure_images,
+    write_corpus,
+};
 pub use model::Domain;
 pub use truth::WorldTruth;

@@ -391,9 +391,8 @@ pub struct Access {
 /// True when the two access lists must keep their relative order.
 pub fn conflicts(a: &[Access], b: &[Access]) -> bool {
     a.iter().any(|x| {
-        b.iter().any(|y| {
-            x.var == y.var && !matches!((x.mode, y.mode), (Mode::Read, Mode::Read) | (Mode::Add, Mode::Add))
-        })
+        b.iter()
+            .any(|y| x.var == y.var && !matches!((x.mode, y.mode), (Mode::Read, Mode::Read) | (Mode::Add, Mode::Add)))
     })
 }
 
@@ -426,11 +425,17 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
             let s = state.entities[e];
             need(s.loc != Loc::Absent && !matches!(s.loc, Loc::In(_)), format!("{} is not at hand", ename(e)))?;
             if verb == Verb::Peel {
-                need(spec.entities[e].needs_peeling && s.tags & (tag::PEELED | tag::CHOPPED) == 0, format!("{} cannot be peeled", ename(e)))?;
+                need(
+                    spec.entities[e].needs_peeling && s.tags & (tag::PEELED | tag::CHOPPED) == 0,
+                    format!("{} cannot be peeled", ename(e)),
+                )?;
                 state.entities[e].tags |= tag::PEELED;
             } else {
                 need(s.tags & tag::CHOPPED == 0, format!("{} is already cut", ename(e)))?;
-                need(!spec.entities[e].needs_peeling || s.tags & tag::PEELED != 0, format!("{} must be peeled first", ename(e)))?;
+                need(
+                    !spec.entities[e].needs_peeling || s.tags & tag::PEELED != 0,
+                    format!("{} must be peeled first", ename(e)),
+                )?;
                 state.entities[e].tags |= tag::CHOPPED;
             }
             if s.loc == Loc::Start {
@@ -463,7 +468,10 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
             let contents = state.contents(c);
             let members: Vec<EntityId> = contents.iter().copied().filter(|&e| e != r).collect();
             let r_here = contents.contains(&r);
-            need(!members.is_empty() && (members.len() >= 2 || r_here), format!("mix: too little in {}", spec.props[c].id))?;
+            need(
+                !members.is_empty() && (members.len() >= 2 || r_here),
+                format!("mix: too little in {}", spec.props[c].id),
+            )?;
             let mut heated = state.entities[r].tags & tag::HEATED;
             for &m in &members {
                 heated |= state.entities[m].tags & tag::HEATED;
@@ -551,13 +559,19 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
         Verb::Sand => {
             let e = one("part")?;
             let s = state.entities[e];
-            need(s.tags & (tag::SANDED | tag::PAINTED) == 0 && s.loc == Loc::Start, format!("{} cannot be sanded now", ename(e)))?;
+            need(
+                s.tags & (tag::SANDED | tag::PAINTED) == 0 && s.loc == Loc::Start,
+                format!("{} cannot be sanded now", ename(e)),
+            )?;
             state.entities[e].tags |= tag::SANDED;
             touch(Var::Entity(e), Write);
         }
         Verb::Paint => {
             let e = one("part")?;
-            need(state.present(e) && state.entities[e].tags & tag::PAINTED == 0, format!("{} cannot be painted now", ename(e)))?;
+            need(
+                state.present(e) && state.entities[e].tags & tag::PAINTED == 0,
+                format!("{} cannot be painted now", ename(e)),
+            )?;
             if spec.entities[e].role == EntityRole::Intermediate {
                 touch(Var::Members(e), Read);
             }
@@ -570,7 +584,8 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
             let p = one("part")?;
             let g = action.result.ok_or("attach: no assembly")?;
             if !state.present(g) {
-                let q = action.base.ok_or_else(|| format!("attach: {} does not exist yet and has no base", ename(g)))?;
+                let q =
+                    action.base.ok_or_else(|| format!("attach: {} does not exist yet and has no base", ename(g)))?;
                 need(state.entities[q].loc == Loc::Start, format!("{} is not loose", ename(q)))?;
                 state.entities[q].loc = Loc::In(g);
                 state.entities[q].tags |= tag::ATTACHED;
@@ -594,7 +609,10 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
         Verb::Fasten => {
             let p = one("part")?;
             let s = state.entities[p];
-            need(s.tags & tag::ATTACHED != 0 && s.tags & tag::FASTENED == 0, format!("{} is not attached or already fastened", ename(p)))?;
+            need(
+                s.tags & tag::ATTACHED != 0 && s.tags & tag::FASTENED == 0,
+                format!("{} is not attached or already fastened", ename(p)),
+            )?;
             state.entities[p].tags |= tag::FASTENED;
             touch(Var::Entity(p), Write);
             if let Some((c, k)) = action.consumes {
@@ -612,7 +630,10 @@ pub fn apply(spec: &WorldSpec, state: &mut WorldState, action: &Action) -> Resul
         }
         Verb::PlugIn => {
             let g = one("assembly")?;
-            need(state.present(g) && state.entities[g].tags & tag::LIT == 0, format!("{} cannot be plugged in", ename(g)))?;
+            need(
+                state.present(g) && state.entities[g].tags & tag::LIT == 0,
+                format!("{} cannot be plugged in", ename(g)),
+            )?;
             state.entities[g].tags |= tag::LIT;
             touch(Var::Entity(g), Write);
             touch(Var::Members(g), Read);
@@ -683,7 +704,11 @@ mod tests {
     fn adds_commute_but_mixing_does_not() {
         let spec = WorldSpec {
             domain: Domain::Cooking,
-            entities: vec![ent("egg", "egg", EntityRole::Ingredient), ent("flour", "flour", EntityRole::Ingredient), ent("batter", "mixture", EntityRole::Intermediate)],
+            entities: vec![
+                ent("egg", "egg", EntityRole::Ingredient),
+                ent("flour", "flour", EntityRole::Ingredient),
+                ent("batter", "mixture", EntityRole::Intermediate),
+            ],
             props: vec![prop("bowl", PropRole::Container), prop("whisk", PropRole::Tool)],
         };
         let mut st = WorldState {
@@ -699,7 +724,8 @@ mod tests {
         let a2 = apply(&spec, &mut st, &add(1)).unwrap();
         assert!(!conflicts(&a1, &a2));
         assert_eq!(st.entities[0].tags, tag::CRACKED);
-        let mix = Action { verb: Some(Verb::Mix), container: Some(0), tools: vec![1], result: Some(2), ..Default::default() };
+        let mix =
+            Action { verb: Some(Verb::Mix), container: Some(0), tools: vec![1], result: Some(2), ..Default::default() };
         let m = apply(&spec, &mut st, &mix).unwrap();
         assert!(conflicts(&a1, &m) && conflicts(&a2, &m));
         assert_eq!(st.contents(0), vec![2]);

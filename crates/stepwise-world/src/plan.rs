@@ -63,7 +63,8 @@ pub fn plan(seed: u64, domain: Domain, index: u64) -> Result<Plan, String> {
     let mut state = initial.clone();
     let mut accesses = Vec::with_capacity(actions.len());
     for (i, a) in actions.iter().enumerate() {
-        let acc = apply(&spec, &mut state, a).map_err(|e| format!("{category}: action {i} ({}): {e}", a.verb().as_str()))?;
+        let acc =
+            apply(&spec, &mut state, a).map_err(|e| format!("{category}: action {i} ({}): {e}", a.verb().as_str()))?;
         accesses.push(acc);
     }
     let mut edges = Vec::new();
@@ -96,7 +97,12 @@ pub fn plan(seed: u64, domain: Domain, index: u64) -> Result<Plan, String> {
 }
 
 /// Run the steps' actions in the order given; the state after each step.
-pub fn simulate(spec: &WorldSpec, initial: &WorldState, actions: &[Action], steps: &[Vec<usize>]) -> Result<Vec<WorldState>, String> {
+pub fn simulate(
+    spec: &WorldSpec,
+    initial: &WorldState,
+    actions: &[Action],
+    steps: &[Vec<usize>],
+) -> Result<Vec<WorldState>, String> {
     let mut state = initial.clone();
     let mut out = Vec::with_capacity(steps.len());
     for (s, acts) in steps.iter().enumerate() {
@@ -148,8 +154,13 @@ fn bundle(authored: &[usize], actions: &[Action], rng: &mut ChaCha8Rng) -> Vec<V
         i += 1;
     }
     while steps.len() > MAX_STEPS {
-        let singles: Vec<usize> = (0..steps.len() - 1).filter(|&s| steps[s].len() == 1 && steps[s + 1].len() == 1).collect();
-        let s = if singles.is_empty() { rng.random_range(0..steps.len() - 1) } else { singles[rng.random_range(0..singles.len())] };
+        let singles: Vec<usize> =
+            (0..steps.len() - 1).filter(|&s| steps[s].len() == 1 && steps[s + 1].len() == 1).collect();
+        let s = if singles.is_empty() {
+            rng.random_range(0..steps.len() - 1)
+        } else {
+            singles[rng.random_range(0..singles.len())]
+        };
         let next = steps.remove(s + 1);
         steps[s].extend(next);
     }

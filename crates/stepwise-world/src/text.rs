@@ -114,7 +114,14 @@ impl Writer {
         self.push(s);
         let id = self.new_id();
         let text: String = self.text.chars().skip(start).collect();
-        self.spans.push(Span { id: id.clone(), label: label.into(), start: Some(start), end: Some(self.chars), text, attrs });
+        self.spans.push(Span {
+            id: id.clone(),
+            label: label.into(),
+            start: Some(start),
+            end: Some(self.chars),
+            text,
+            attrs,
+        });
         id
     }
 
@@ -181,7 +188,8 @@ pub fn realise(plan: &Plan, rng: &mut ChaCha8Rng) -> ProcedureText {
                     }
                 }
             }
-            let pronoun = k > 0 && join != Some("sentences") && !action.patients.is_empty() && action.patients == prev_patients;
+            let pronoun =
+                k > 0 && join != Some("sentences") && !action.patients.is_empty() && action.patients == prev_patients;
             let t = sentence(&mut w, plan, &state, action, style, pronoun, &mut d, rng);
             if title.is_none() {
                 title = Some(t);
@@ -249,8 +257,6 @@ pub fn plural(noun: &str) -> String {
     }
 }
 
-
-
 fn entity_label(spec: &EntitySpec) -> &'static str {
     match spec.role {
         EntityRole::Ingredient => "INGREDIENT",
@@ -314,7 +320,15 @@ fn mention(w: &mut Writer, c: &Ctx, e: EntityId, role: &str, event: &str, d: &mu
 }
 
 /// Write a list of entities: "the flour, sugar and cocoa".
-fn mention_list(w: &mut Writer, c: &Ctx, es: &[EntityId], role: &str, event: &str, d: &mut Discourse, rng: &mut ChaCha8Rng) {
+fn mention_list(
+    w: &mut Writer,
+    c: &Ctx,
+    es: &[EntityId],
+    role: &str,
+    event: &str,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) {
     for (i, &e) in es.iter().enumerate() {
         if i > 0 {
             w.lit(if i + 1 == es.len() { " and " } else { ", " });
@@ -325,7 +339,8 @@ fn mention_list(w: &mut Writer, c: &Ctx, es: &[EntityId], role: &str, event: &st
 
 fn implicit_entity(w: &mut Writer, c: &Ctx, e: EntityId, role: &str, event: &str) {
     let spec = c.ent(e);
-    let id = w.implicit(entity_label(spec), spec.name_for(c.state.entities[e].tags), attrs(&[("entity", spec.id.clone())]));
+    let id =
+        w.implicit(entity_label(spec), spec.name_for(c.state.entities[e].tags), attrs(&[("entity", spec.id.clone())]));
     w.link(role, event, &id);
 }
 
@@ -449,7 +464,9 @@ fn until_clause(c: &Ctx, rng: &mut ChaCha8Rng) -> &'static str {
         Verb::Count => &["twice to be sure", "carefully"],
         Verb::Sand => &["until the surface is smooth", "until no splinters remain"],
         Verb::Paint => &["in even strokes", "until no bare wood shows"],
-        Verb::Attach | Verb::Install => &["so that it sits flush", "until it clicks into place", "so that the edges line up"],
+        Verb::Attach | Verb::Install => {
+            &["so that it sits flush", "until it clicks into place", "so that the edges line up"]
+        }
         Verb::Fasten => &["until nothing wobbles", "firmly", "but do not overtighten"],
         Verb::Flip => &["so that it rests flat", "carefully"],
         Verb::PlugIn => &["and switch it on", "to test it"],
@@ -459,7 +476,16 @@ fn until_clause(c: &Ctx, rng: &mut ChaCha8Rng) -> &'static str {
 
 /// Write one action's sentence (without the final stop). Returns a short title for it.
 #[allow(clippy::too_many_arguments)]
-fn sentence(w: &mut Writer, plan: &Plan, state: &WorldState, action: &Action, style: usize, pronoun: bool, d: &mut Discourse, rng: &mut ChaCha8Rng) -> String {
+fn sentence(
+    w: &mut Writer,
+    plan: &Plan,
+    state: &WorldState,
+    action: &Action,
+    style: usize,
+    pronoun: bool,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) -> String {
     let c = Ctx { plan, state, action };
     let verb = verb_word(&c, rng);
     let tool = action.tools.first().copied();
@@ -501,12 +527,24 @@ fn write_event(w: &mut Writer, verb: &str, action: &Action) -> String {
 
 /// Everything after the verb: patients, places, tool, detail, until-clause.
 #[allow(clippy::too_many_arguments)]
-fn body(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: usize, pronoun: bool, tool_said: bool, d: &mut Discourse, rng: &mut ChaCha8Rng) -> String {
+fn body(
+    w: &mut Writer,
+    c: &Ctx,
+    verb: &str,
+    event: &str,
+    style: usize,
+    pronoun: bool,
+    tool_said: bool,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) -> String {
     let a = c.action;
     if !a.patients.is_empty() && a.verb() != Verb::Unpack {
         w.lit(" ");
         if pronoun {
-            let many = a.patients.len() > 1 || c.ent(a.patients[0]).count > 1 || c.ent(a.patients[0]).names[0].0.ends_with('s');
+            let many = a.patients.len() > 1
+                || c.ent(a.patients[0]).count > 1
+                || c.ent(a.patients[0]).names[0].0.ends_with('s');
             w.lit(if many { "them" } else { "it" });
             for &e in &a.patients {
                 implicit_entity(w, c, e, "patient", event);
@@ -520,7 +558,14 @@ fn body(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: usize, pronoun:
 
 /// Mention what is in a container: the solids and mixtures by name (at most three, else "everything"); liquids
 /// and fats next to solids stay implicit ("Fry the onions" rather than "the onions and the oil").
-fn mention_contents(w: &mut Writer, c: &Ctx, contents: &[EntityId], event: &str, d: &mut Discourse, rng: &mut ChaCha8Rng) {
+fn mention_contents(
+    w: &mut Writer,
+    c: &Ctx,
+    contents: &[EntityId],
+    event: &str,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) {
     let minor = |e: EntityId| matches!(c.ent(e).shape, Shape::Liquid | Shape::Powder) || c.ent(e).kind == "butter";
     let main: Vec<EntityId> = contents.iter().copied().filter(|&e| !minor(e)).collect();
     let (said, unsaid): (Vec<EntityId>, Vec<EntityId>) = if main.is_empty() {
@@ -556,7 +601,16 @@ fn put_prep(verb: &str, rng: &mut ChaCha8Rng) -> &'static str {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: usize, tool_said: bool, d: &mut Discourse, rng: &mut ChaCha8Rng) -> String {
+fn body_after_patients(
+    w: &mut Writer,
+    c: &Ctx,
+    verb: &str,
+    event: &str,
+    style: usize,
+    tool_said: bool,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) -> String {
     let a = c.action;
     let spec = &c.plan.spec;
     let mut supply_said = false;
@@ -577,7 +631,8 @@ fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: 
         Verb::Add => {
             let dest = a.dest.expect("add has a destination");
             // Into a container that holds a mixture: name the mixture ("to the batter").
-            let mix_there = c.state.contents(dest).into_iter().find(|&e| spec.entities[e].role == EntityRole::Intermediate);
+            let mix_there =
+                c.state.contents(dest).into_iter().find(|&e| spec.entities[e].role == EntityRole::Intermediate);
             if let (Some(m), true) = (mix_there, rng.random_bool(0.6)) {
                 w.lit(if verb == "add" { " to " } else { " into " });
                 mention(w, c, m, "destination", event, d, rng);
@@ -694,7 +749,8 @@ fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: 
             let (s, _) = a.consumes.expect("count has a supply");
             let n = c.state.entities[s].count;
             w.lit(" the ");
-            let id = w.span("SUPPLY", c.ent(s).noun(), attrs(&[("entity", c.ent(s).id.clone()), ("count", n.to_string())]));
+            let id =
+                w.span("SUPPLY", c.ent(s).noun(), attrs(&[("entity", c.ent(s).id.clone()), ("count", n.to_string())]));
             w.link("patient", event, &id);
             if let Some(t) = a.container {
                 place(w, c, t, "container", event, "in", style == 1, d, rng);
@@ -722,7 +778,8 @@ fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: 
                 if rng.random_bool(0.7) {
                     w.lit(" with ");
                     let txt = format!("{k} {}", if k == 1 { &c.ent(s).names[0].0 } else { &c.ent(s).names[0].1 });
-                    let id = w.span("SUPPLY", &txt, attrs(&[("entity", c.ent(s).id.clone()), ("count", k.to_string())]));
+                    let id =
+                        w.span("SUPPLY", &txt, attrs(&[("entity", c.ent(s).id.clone()), ("count", k.to_string())]));
                     w.link("supply", event, &id);
                     supply_said = true;
                 } else {
@@ -777,10 +834,12 @@ fn body_after_patients(w: &mut Writer, c: &Ctx, verb: &str, event: &str, style: 
         }
     }
     if let Some(det) = &a.detail
-        && a.verb() != Verb::Preheat && (style != 3 || rng.random_bool(0.5)) {
-            w.lit(" for ");
-            w.lit(det);
-        }
+        && a.verb() != Verb::Preheat
+        && (style != 3 || rng.random_bool(0.5))
+    {
+        w.lit(" for ");
+        w.lit(det);
+    }
     if style == 3 {
         w.lit(" ");
         w.lit(until_clause(c, rng));
@@ -805,9 +864,10 @@ fn main_object(c: &Ctx) -> String {
         let contents = c.state.contents(cont);
         let inter = contents.iter().copied().find(|&e| c.ent(e).role == EntityRole::Intermediate);
         if let Some(e) = inter.or(contents.first().copied())
-            && a.verb() != Verb::Grease {
-                return ent_name(e);
-            }
+            && a.verb() != Verb::Grease
+        {
+            return ent_name(e);
+        }
         return c.prop(cont).name().to_string();
     }
     a.habitat.map(|h| c.prop(h).name().to_string()).unwrap_or_default()
@@ -816,7 +876,17 @@ fn main_object(c: &Ctx) -> String {
 /// A container or place: said when forced (style 1), when it is not the one just talked about, or at random;
 /// otherwise an implicit argument (ellipsis: "Add the eggs." with the bowl left out).
 #[allow(clippy::too_many_arguments)]
-fn place(w: &mut Writer, c: &Ctx, p: PropId, role: &str, event: &str, prep: &str, force: bool, d: &mut Discourse, rng: &mut ChaCha8Rng) {
+fn place(
+    w: &mut Writer,
+    c: &Ctx,
+    p: PropId,
+    role: &str,
+    event: &str,
+    prep: &str,
+    force: bool,
+    d: &mut Discourse,
+    rng: &mut ChaCha8Rng,
+) {
     let salient = d.last_place == Some(p);
     let say = force || !salient || rng.random_bool(0.35);
     if say {

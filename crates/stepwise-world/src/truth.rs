@@ -186,13 +186,19 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
     let mut implicit: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     for (s, st) in text.steps.iter().enumerate() {
         for span in &st.spans {
-            let key = span.attrs.get("entity").map(|e| format!("e:{e}")).or_else(|| span.attrs.get("prop").map(|p| format!("p:{p}")));
+            let key = span
+                .attrs
+                .get("entity")
+                .map(|e| format!("e:{e}"))
+                .or_else(|| span.attrs.get("prop").map(|p| format!("p:{p}")));
             if let Some(k) = key {
                 if span.is_implicit() { &mut implicit } else { &mut explicit }.entry(k).or_default().insert(s);
             }
         }
     }
-    let list = |m: &BTreeMap<String, BTreeSet<usize>>, k: &str| m.get(k).map(|s| s.iter().copied().collect()).unwrap_or_default();
+    let list = |m: &BTreeMap<String, BTreeSet<usize>>, k: &str| {
+        m.get(k).map(|s| s.iter().copied().collect()).unwrap_or_default()
+    };
 
     let entities = spec
         .entities
@@ -200,7 +206,8 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
         .enumerate()
         .map(|(e, es)| {
             let init = plan.initial.entities[e];
-            let states: Vec<String> = plan.states.iter().map(|s| state_label(spec.domain, s.entities[e].tags)).collect();
+            let states: Vec<String> =
+                plan.states.iter().map(|s| state_label(spec.domain, s.entities[e].tags)).collect();
             let locations: Vec<String> = plan.states.iter().map(|s| location(spec, s.entities[e].loc)).collect();
             let orients: Vec<Orientation> = plan.states.iter().map(|s| s.entities[e].orientation).collect();
             let final_state = plan.states.last().expect("plans have steps");
@@ -217,14 +224,19 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
                 initial: StateAt { state: state_label(spec.domain, init.tags), location: location(spec, init.loc) },
                 states,
                 locations,
-                counts: (es.role == EntityRole::Consumable).then(|| plan.states.iter().map(|s| s.entities[e].count).collect()),
+                counts: (es.role == EntityRole::Consumable)
+                    .then(|| plan.states.iter().map(|s| s.entities[e].count).collect()),
                 orientations: orients.iter().any(|o| *o != Orientation::Upright).then_some(orients),
                 members: if es.role == EntityRole::Intermediate {
                     final_state.members(e).into_iter().map(|m| spec.entities[m].id.clone()).collect()
                 } else {
                     Vec::new()
                 },
-                made_in_step: if es.role == EntityRole::Intermediate { plan.states.iter().position(|s| s.present(e)) } else { None },
+                made_in_step: if es.role == EntityRole::Intermediate {
+                    plan.states.iter().position(|s| s.present(e))
+                } else {
+                    None
+                },
                 mentions: list(&explicit, &key),
                 implicit_mentions: list(&implicit, &key),
             }
@@ -236,11 +248,13 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
         .iter()
         .enumerate()
         .map(|(p, ps)| {
-            let used: Vec<usize> = (0..n).filter(|&s| plan.steps[s].iter().any(|&a| plan.actions[a].tools.contains(&p))).collect();
+            let used: Vec<usize> =
+                (0..n).filter(|&s| plan.steps[s].iter().any(|&a| plan.actions[a].tools.contains(&p))).collect();
             let orientations: Vec<Orientation> = (0..n)
                 .map(|s| {
                     let acts = plan.steps[s].iter().map(|&a| &plan.actions[a]);
-                    let poured = acts.clone().any(|a| matches!(a.verb(), Verb::Pour | Verb::Serve) && a.container == Some(p));
+                    let poured =
+                        acts.clone().any(|a| matches!(a.verb(), Verb::Pour | Verb::Serve) && a.container == Some(p));
                     let state = plan.states[s].props[p].orientation;
                     if state == Orientation::UpsideDown {
                         Orientation::UpsideDown
@@ -252,10 +266,15 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
                 })
                 .collect();
             let key = format!("p:{}", ps.id);
-            let locations: Vec<String> =
-                plan.states.iter().map(|s| s.props[p].on.map(|h| spec.props[h].id.clone()).unwrap_or_else(|| "counter".into())).collect();
+            let locations: Vec<String> = plan
+                .states
+                .iter()
+                .map(|s| s.props[p].on.map(|h| spec.props[h].id.clone()).unwrap_or_else(|| "counter".into()))
+                .collect();
             let states: Vec<String> = plan.states.iter().map(|s| prop_state(&s.props[p])).collect();
-            let keep = |v: Vec<String>, default: &str| if v.iter().all(|x| x == default) { Vec::new() } else { v };
+            let keep = |v: Vec<String>, default: &str| {
+                if v.iter().all(|x| x == default) { Vec::new() } else { v }
+            };
             PropTruth {
                 id: ps.id.clone(),
                 kind: ps.kind.clone(),
@@ -263,7 +282,11 @@ pub fn world_truth(plan: &Plan, text: &ProcedureText) -> WorldTruth {
                 names: ps.names.clone(),
                 count: ps.count,
                 colour: hex(ps.colour),
-                orientations: if orientations.iter().all(|o| *o == Orientation::Upright) { Vec::new() } else { orientations },
+                orientations: if orientations.iter().all(|o| *o == Orientation::Upright) {
+                    Vec::new()
+                } else {
+                    orientations
+                },
                 locations: keep(locations, "counter"),
                 states: keep(states, ""),
                 used_in_steps: used,
@@ -319,7 +342,12 @@ pub fn procedure_id(domain: Domain, index: u64) -> String {
 /// about the order. The names hide the order from readers of paths only: the corpus itself lists each step's
 /// images in order.
 pub fn image_stem(domain: Domain, index: u64, step: usize) -> String {
-    let h = stepwise_core::hash::hash64(&[b"stepwise-world/image", domain.as_str().as_bytes(), &index.to_le_bytes(), &(step as u64).to_le_bytes()]);
+    let h = stepwise_core::hash::hash64(&[
+        b"stepwise-world/image",
+        domain.as_str().as_bytes(),
+        &index.to_le_bytes(),
+        &(step as u64).to_le_bytes(),
+    ]);
     format!("{:012x}", h >> 16)
 }
 
@@ -332,7 +360,8 @@ pub fn image_path(domain: Domain, index: u64, step: usize) -> String {
 /// hashed names (the step is found by hashing every possible step, at most [`crate::plan::MAX_STEPS`]) and
 /// the step-numbered names of corpora made before them (`.../03.jpg`).
 pub fn parse_image_path(domain: Domain, path: &str) -> Option<(u64, usize)> {
-    let rest = path.strip_prefix("images/")?.strip_prefix("world-")?.strip_prefix(domain.as_str())?.strip_prefix('_')?;
+    let rest =
+        path.strip_prefix("images/")?.strip_prefix("world-")?.strip_prefix(domain.as_str())?.strip_prefix('_')?;
     let (idx, file) = rest.split_once('/')?;
     let stem = file.strip_suffix(".jpg")?;
     if idx.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) {
@@ -414,7 +443,11 @@ mod tests {
         assert_eq!(parse_image_path(Domain::Cooking, &p), None);
         assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_/1.jpg"), None);
         assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_12/x.jpg"), None);
-        assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_12/0123456789ab.jpg"), None, "not a step's hash");
+        assert_eq!(
+            parse_image_path(Domain::Cooking, "images/world-cooking_12/0123456789ab.jpg"),
+            None,
+            "not a step's hash"
+        );
         // Step-numbered names of older corpora still parse.
         assert_eq!(parse_image_path(Domain::Cooking, "images/world-cooking_000042/03.jpg"), Some((42, 3)));
     }

@@ -7,19 +7,7 @@ use std::path::Path;
 use stepwise_world::{Domain, WorldParams, write_corpus};
 
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
+    stepwise_core::output::read_tree(dir).unwrap()
 }
 
 fn write_with_threads(threads: usize, params: &WorldParams, dest: &Path) {

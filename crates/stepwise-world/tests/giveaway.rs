@@ -56,7 +56,8 @@ fn action_features(p: &Procedure, s: usize) -> Vec<String> {
 
 /// Pairwise accuracy and its 95% interval for a predictor built on `key`.
 fn evaluate(procs: &[Procedure], features: fn(&Procedure, usize) -> Vec<String>) -> (f64, f64, f64, usize) {
-    let (train, test): (Vec<(usize, &Procedure)>, Vec<(usize, &Procedure)>) = procs.iter().enumerate().partition(|(i, _)| i % 3 != 0);
+    let (train, test): (Vec<(usize, &Procedure)>, Vec<(usize, &Procedure)>) =
+        procs.iter().enumerate().partition(|(i, _)| i % 3 != 0);
     let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for (_, p) in &train {
         let n = p.steps.len();
@@ -98,9 +99,14 @@ fn evaluate(procs: &[Procedure], features: fn(&Procedure, usize) -> Vec<String>)
 fn surface_templates_and_position_words_are_at_chance() {
     let procs = procedures();
     let (acc, lo, hi, pairs) = evaluate(&procs, surface_features);
-    eprintln!("template/position-word predictor: pairwise accuracy {acc:.4} (95% CI {lo:.4}..{hi:.4}, {pairs} ordered pairs)");
+    eprintln!(
+        "template/position-word predictor: pairwise accuracy {acc:.4} (95% CI {lo:.4}..{hi:.4}, {pairs} ordered pairs)"
+    );
     assert!(pairs > 10_000);
-    assert!(lo <= 0.5 && 0.5 <= hi, "accuracy {acc:.4} (CI {lo:.4}..{hi:.4}) is not chance: the surface text leaks order");
+    assert!(
+        lo <= 0.5 && 0.5 <= hi,
+        "accuracy {acc:.4} (CI {lo:.4}..{hi:.4}) is not chance: the surface text leaks order"
+    );
 
     let (acc, lo, hi, _) = evaluate(&procs, action_features);
     eprintln!("action-type predictor (content, for contrast): {acc:.4} (95% CI {lo:.4}..{hi:.4})");

@@ -78,7 +78,12 @@ fn world_payload_is_consistent_with_the_steps() {
                 assert!(pr.locations.is_empty() || pr.locations.len() == n);
                 for &s in &pr.used_in_steps {
                     assert_eq!(pr.orientations.len(), n, "{}: a used tool has orientations", p.id);
-                    assert_eq!(pr.orientations[s], stepwise_world::model::Orientation::Tilted, "{}: tools in use are tilted", p.id);
+                    assert_eq!(
+                        pr.orientations[s],
+                        stepwise_world::model::Orientation::Tilted,
+                        "{}: tools in use are tilted",
+                        p.id
+                    );
                 }
             }
             // Every action belongs to a step whose annotations list it.
@@ -87,7 +92,9 @@ fn world_payload_is_consistent_with_the_steps() {
                 assert!(listed.iter().any(|x| x.as_u64() == Some(i as u64)), "{}: action {i}", p.id);
             }
             // The record round-trips through the corpus reader.
-            let back = Procedure::from_json(&p.to_json(), Path::new("w.jsonl"), &Location::Line { line: 1, column: None }).unwrap();
+            let back =
+                Procedure::from_json(&p.to_json(), Path::new("w.jsonl"), &Location::Line { line: 1, column: None })
+                    .unwrap();
             assert_eq!(back, p);
         }
     }
@@ -105,7 +112,8 @@ fn explicit_mentions_match_the_text() {
                 }
             }
             // Something is left implicit somewhere (ellipsis, unsaid tools and habitats).
-            let implicit = p.steps.iter().flat_map(|s| &s.annotations.as_ref().unwrap().spans).filter(|s| s.is_implicit()).count();
+            let implicit =
+                p.steps.iter().flat_map(|s| &s.annotations.as_ref().unwrap().spans).filter(|s| s.is_implicit()).count();
             assert!(implicit > 0, "{}", p.id);
         }
     }

@@ -16,7 +16,8 @@ fn style(params: &WorldParams, i: u64) -> String {
 
 /// Share of pixels whose channels all agree within 12 (sensor noise is ±3.5): background agreement.
 fn agreement(a: &image::RgbImage, b: &image::RgbImage) -> f64 {
-    let same = a.pixels().zip(b.pixels()).filter(|(p, q)| (0..3).all(|k| (p[k] as i32 - q[k] as i32).abs() <= 12)).count();
+    let same =
+        a.pixels().zip(b.pixels()).filter(|(p, q)| (0..3).all(|k| (p[k] as i32 - q[k] as i32).abs() <= 12)).count();
     same as f64 / a.pixels().len() as f64
 }
 
@@ -56,7 +57,10 @@ fn shared_styles_are_recorded_and_shared() {
         let same = agreement(&first_image(group[0]), &first_image(group[1]));
         let other = by_style.values().find(|v| v[0] != group[0]).unwrap()[0];
         let different = agreement(&first_image(group[0]), &first_image(other));
-        assert!(same > 0.3 && different < 0.5 * same, "{domain:?}: agreement {same:.2} in one style, {different:.2} across");
+        assert!(
+            same > 0.3 && different < 0.5 * same,
+            "{domain:?}: agreement {same:.2} in one style, {different:.2} across"
+        );
     }
 }
 
@@ -106,7 +110,8 @@ fn on_demand_images_equal_stored_ones_in_any_order_and_thread_count() {
         // Interleave procedures (more than the cache holds) so the cache is exercised by misses and hits.
         paths.sort_by_key(|p| stepwise_core::hash::hash64(&[p.as_bytes()]));
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let rendered: Vec<image::RgbImage> = pool.install(|| paths.par_iter().map(|p| world.render(p).unwrap()).collect());
+        let rendered: Vec<image::RgbImage> =
+            pool.install(|| paths.par_iter().map(|p| world.render(p).unwrap()).collect());
         for (p, img) in paths.iter().zip(&rendered) {
             // Stored JPEGs are lossy: compare with the same image encoded the same way.
             let stored = std::fs::read(td.path().join("c").join(p)).unwrap();

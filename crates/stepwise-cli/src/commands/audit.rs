@@ -13,7 +13,7 @@ use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
 use stepwise_features::{Encoder, Vectors};
-use stepwise_report::plots::{CORRECT, INCORRECT, Histogram, Series, write_histogram};
+use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
 
 use super::generate::{LoadedFeatures, load_pool};
 use super::models::feature_error;
@@ -114,8 +114,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let encoded = match &encoder {
         Some(enc) => {
-            let todo: Vec<String> =
-                texts_to_encode(&ts).into_iter().filter(|t| texts.is_none_or(|v| v.get(&str_id(t)).is_none())).collect();
+            let todo: Vec<String> = texts_to_encode(&ts)
+                .into_iter()
+                .filter(|t| texts.is_none_or(|v| v.get(&str_id(t)).is_none()))
+                .collect();
             let pb = stepwise_core::progress::spinner(&format!("encoding {} texts", todo.len()));
             let v = encode_strings(enc.as_ref(), &todo).map_err(feature_error)?;
             pb.finish_and_clear();
@@ -171,7 +173,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
         for t in &report.tasks {
-            let f = |e: Option<stepwise_eval::bootstrap::Estimate>| e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value));
+            let f = |e: Option<stepwise_eval::bootstrap::Estimate>| {
+                e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
+            };
             eprintln!(
                 "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}",
                 t.task,

@@ -233,7 +233,12 @@ fn training_note(method: &str, features: &str, out: &RunOutput) -> Option<String
     Some(format!("{method} ({features}): {}", parts.join("; ")))
 }
 
-fn run_one(args: &Args, instances: &[SequencingInstance], loaded: &LoadedFeatures, config: RunConfig) -> anyhow::Result<()> {
+fn run_one(
+    args: &Args,
+    instances: &[SequencingInstance],
+    loaded: &LoadedFeatures,
+    config: RunConfig,
+) -> anyhow::Result<()> {
     if args.output.exists() && !args.force {
         usage_bail!("{}: output exists; choose another path or pass --force to replace it", args.output.display());
     }
@@ -244,7 +249,12 @@ fn run_one(args: &Args, instances: &[SequencingInstance], loaded: &LoadedFeature
     write_predictions(&args.output, &out.predictions)?;
     let kind = if config.model.needs_features() { loaded.set().kind().map_or("-", |k| k.as_str()) } else { "-" };
     if !stepwise_core::progress::is_quiet() {
-        eprintln!("{} predictions ({}, features {kind}) → {}", out.predictions.len(), config.model.as_str(), args.output.display());
+        eprintln!(
+            "{} predictions ({}, features {kind}) → {}",
+            out.predictions.len(),
+            config.model.as_str(),
+            args.output.display()
+        );
         if let Some(n) = training_note(config.model.as_str(), kind, &out) {
             eprintln!("{n}");
         }
@@ -271,7 +281,8 @@ fn run_one(args: &Args, instances: &[SequencingInstance], loaded: &LoadedFeature
 /// Every (method, feature view) the loaded stores and the instances allow.
 fn table_runs(instances: &[SequencingInstance], loaded: &LoadedFeatures) -> Vec<(ModelKind, Option<FeatureKind>)> {
     let has_text = instances.iter().any(|i| i.items.iter().any(|it| it.text.is_some() || it.title.is_some()));
-    let kinds: Vec<FeatureKind> = FeatureKind::ALL.into_iter().filter(|k| loaded.set().restrict(*k).is_some()).collect();
+    let kinds: Vec<FeatureKind> =
+        FeatureKind::ALL.into_iter().filter(|k| loaded.set().restrict(*k).is_some()).collect();
     let mut runs = vec![(ModelKind::Random, None)];
     if has_text {
         runs.push((ModelKind::TextPosition, None));
@@ -305,8 +316,12 @@ fn run_table(
     std::fs::create_dir_all(out_dir.path().join("predictions"))?;
     let mut rows = Vec::new();
     let mut notes = vec![match &base.evaluation {
-        Evaluation::Split(s) => format!("{name}: predictions on the `{s}` split; the pairwise model trains on `train`, selects its epoch on `val`"),
-        Evaluation::CrossValidation(k) => format!("{name}: {k}-fold cross-validation by procedure (every instance predicted by a model that never saw its procedure)"),
+        Evaluation::Split(s) => format!(
+            "{name}: predictions on the `{s}` split; the pairwise model trains on `train`, selects its epoch on `val`"
+        ),
+        Evaluation::CrossValidation(k) => format!(
+            "{name}: {k}-fold cross-validation by procedure (every instance predicted by a model that never saw its procedure)"
+        ),
     }];
     for (model, kind) in table_runs(instances, loaded) {
         let set = match kind {
@@ -315,7 +330,8 @@ fn run_table(
         };
         let features = kind.map_or("-", |k| k.as_str());
         let config = RunConfig { model, ..base.clone() };
-        let out = sequencer::run(instances, &set, &config).with_context(|| format!("{} ({features})", model.as_str()))?;
+        let out =
+            sequencer::run(instances, &set, &config).with_context(|| format!("{} ({features})", model.as_str()))?;
         let file = match kind {
             Some(k) => format!("{}-{}.jsonl", model.as_str(), k.as_str()),
             None => format!("{}.jsonl", model.as_str()),
@@ -354,10 +370,7 @@ fn run_table(
     m.count("instances", instances.len() as u64);
     m.param("dataset", name);
     m.param("run", &base);
-    m.param(
-        "features",
-        loaded.sources.iter().map(|(k, _, enc)| format!("{k}:{enc}")).collect::<BTreeSet<_>>(),
-    );
+    m.param("features", loaded.sources.iter().map(|(k, _, enc)| format!("{k}:{enc}")).collect::<BTreeSet<_>>());
     m.write(out_dir.path())?;
     out_dir.commit()?;
     Ok(results)
@@ -368,7 +381,12 @@ fn run_table(
 /// (one text and/or one image store), evaluated, into `<out>/sequencing-results` (`results.md` is the table).
 /// Returns a one-line summary; fails loudly like any command.
 #[allow(dead_code)] // called by `stepwise demo` once its owner adds the stage; tested below
-pub fn demo_stage(corpus: &std::path::Path, features: &[PathBuf], out: &std::path::Path, seed: u64) -> anyhow::Result<String> {
+pub fn demo_stage(
+    corpus: &std::path::Path,
+    features: &[PathBuf],
+    out: &std::path::Path,
+    seed: u64,
+) -> anyhow::Result<String> {
     use clap::Parser;
     let instances_dir = out.join("sequencing");
     let mut seq = super::generate_sequencing::SequencingArgs::with_defaults(&["--modality", "multimodal"])?;
@@ -392,7 +410,12 @@ pub fn demo_stage(corpus: &std::path::Path, features: &[PathBuf], out: &std::pat
     let target = TableOutput { dir: results_dir.clone(), force: true, seed, progress: false };
     let results = run_table(&target, &instances_dir, "demo", &instances, &loaded, config)?;
     let pmr = |method: &str, f: &str| {
-        results.rows.iter().find(|r| r.method == method && r.features == f).and_then(|r| r.multi.get("pmr")).map(|v| v.value)
+        results
+            .rows
+            .iter()
+            .find(|r| r.method == method && r.features == f)
+            .and_then(|r| r.multi.get("pmr"))
+            .map(|v| v.value)
     };
     let best = ["multimodal", "text", "image"].into_iter().find_map(|f| pmr("pairwise", f).map(|v| (f, v)));
     Ok(format!(
@@ -402,7 +425,8 @@ pub fn demo_stage(corpus: &std::path::Path, features: &[PathBuf], out: &std::pat
         results.rows.len(),
         results_dir.display(),
         match (best, pmr("random", "-")) {
-            (Some((f, v)), Some(r)) => format!("; multi-reference PMR: pairwise ({f}) {:.1}%, random {:.1}%", v * 100.0, r * 100.0),
+            (Some((f, v)), Some(r)) =>
+                format!("; multi-reference PMR: pairwise ({f}) {:.1}%, random {:.1}%", v * 100.0, r * 100.0),
             _ => String::new(),
         }
     ))
@@ -451,7 +475,8 @@ mod tests {
         let summary = demo_stage(&corpus, &[text, image], &out, 1).unwrap();
         assert!(summary.contains("multi-reference PMR: pairwise (multimodal)"), "{summary}");
         let results: Results =
-            serde_json::from_str(&std::fs::read_to_string(out.join("sequencing-results/results.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(out.join("sequencing-results/results.json")).unwrap())
+                .unwrap();
         // random, text-position, image-chain and pairwise with text, image and multimodal features.
         assert_eq!(results.rows.len(), 8);
         assert!(results.rows.iter().all(|r| r.multi_reference > 0), "the world has alternative orders");

@@ -19,8 +19,10 @@ use crate::usage_bail;
 
 /// Time ingest + clean + stats on a generated corpus.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  stepwise bench ingest                  # 100,000 procedures × 6 steps × 80 tokens; \
-                        targets < 30 s and < 1 GB peak\n  stepwise bench ingest -n 20000 --keep /tmp/bench-ingest")]
+#[command(
+    after_help = "Example:\n  stepwise bench ingest                  # 100,000 procedures × 6 steps × 80 tokens; \
+                        targets < 30 s and < 1 GB peak\n  stepwise bench ingest -n 20000 --keep /tmp/bench-ingest"
+)]
 pub struct Args {
     /// Procedures to generate.
     #[arg(short, long, default_value_t = 100_000)]
@@ -98,7 +100,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let corpus_dir = work.path.join("corpus");
     let clean_dir = work.path.join("clean");
-    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string));
+    let load =
+        std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string));
     let cpu_start = cpu_seconds();
     let t_all = Instant::now();
     let t = Instant::now();
@@ -139,11 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         stats.all.tokens_per_step.mean,
         table.len()
     );
-    println!(
-        "  total   {total:>7.2} s  = {:.0} procedures/s, {:.1} MB/s",
-        args.n as f64 / total,
-        mb / total
-    );
+    println!("  total   {total:>7.2} s  = {:.0} procedures/s, {:.1} MB/s", args.n as f64 / total, mb / total);
     println!(
         "reference (serde_json parse of every line, single-threaded, same run): {reference:.2} s = {:.1} MB/s",
         mb / reference

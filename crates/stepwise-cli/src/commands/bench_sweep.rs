@@ -39,8 +39,10 @@ const TEXT_DIM: usize = 384;
 
 /// Time a full sweep over a large world corpus.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  stepwise bench sweep                  # 20,000 procedures, targets < 60 s and < 2 GiB\n  \
-                        stepwise bench sweep -n 2000 --keep /tmp/suite")]
+#[command(
+    after_help = "Example:\n  stepwise bench sweep                  # 20,000 procedures, targets < 60 s and < 2 GiB\n  \
+                        stepwise bench sweep -n 2000 --keep /tmp/suite"
+)]
 pub struct Args {
     /// World procedures.
     #[arg(short, long, default_value_t = 20_000)]
@@ -135,7 +137,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => std::env::temp_dir().join(format!("stepwise-bench-sweep-{}", std::process::id())),
     };
-    let suite = SuiteConfig { generate: cfg.clone(), tasks: Task::ALL.to_vec(), modes: Mode::suite(), split_fractions: fractions };
+    let suite = SuiteConfig {
+        generate: cfg.clone(),
+        tasks: Task::ALL.to_vec(),
+        modes: Mode::suite(),
+        split_fractions: fractions,
+    };
     reset_peak_rss();
     let t = Instant::now();
     let (rows, methods, queries) = sweep(&dir, &procedures, &splits, titles, images, &suite, &base)?;
@@ -154,10 +161,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     println!("  questions written: {questions} ({:.0} MB of task sets)", bytes as f64 / 1e6);
     for task in Task::ALL {
-        let per: Vec<String> = rows.iter().filter(|r| r.task == task).map(|r| format!("{}={}", r.setting, r.counts.questions)).collect();
+        let per: Vec<String> =
+            rows.iter().filter(|r| r.task == task).map(|r| format!("{}={}", r.setting, r.counts.questions)).collect();
         println!("  {task}: {}", per.join(" "));
     }
-    println!("  neighbour search: images {} ({} queries), titles {} ({} queries)", methods.1, queries.image_queries, methods.0, queries.title_queries);
+    println!(
+        "  neighbour search: images {} ({} queries), titles {} ({} queries)",
+        methods.1, queries.image_queries, methods.0, queries.title_queries
+    );
     println!("  sweep: {secs:.1} s");
 
     // --- references
@@ -170,14 +181,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sweep(&dir1, &procedures, &splits, titles, images, &one, &base)?;
         let secs1 = t.elapsed().as_secs_f64();
         let _ = std::fs::remove_dir_all(&dir1);
-        println!("  reference, one setting (knobs-0-0-0 × 4 tasks): {secs1:.1} s; the full sweep costs {:.2}× that for 9× the task sets", secs / secs1);
+        println!(
+            "  reference, one setting (knobs-0-0-0 × 4 tasks): {secs1:.1} s; the full sweep costs {:.2}× that for 9× the task sets",
+            secs / secs1
+        );
         ratio_lines.push(format!("full / one setting = {:.2}", secs / secs1));
     }
     if args.exact_sample > 0 {
         let (images, _) = features.load()?;
         let used = cfg.neighbors.resolve(queries.image_queries, queries.image_items);
-        let (exact_secs, recall) =
-            exact_reference(&procedures, &images, &GenerateConfig { neighbors: used, ..cfg.clone() }, args.exact_sample, queries.image_queries)?;
+        let (exact_secs, recall) = exact_reference(
+            &procedures,
+            &images,
+            &GenerateConfig { neighbors: used, ..cfg.clone() },
+            args.exact_sample,
+            queries.image_queries,
+        )?;
         println!(
             "  reference, exact brute-force neighbours for the {} image queries (extrapolated from {}): {exact_secs:.1} s; \
              the whole sweep takes {:.2}× that",
@@ -244,7 +263,13 @@ fn sweep(
     )?;
     drop(images);
     counts.image_items = tg.catalog().len();
-    rows.extend(write_kind_tasksets(dir, &mut tg, &[Task::VisualCloze, Task::VisualCoherence, Task::VisualOrdering], suite, base)?);
+    rows.extend(write_kind_tasksets(
+        dir,
+        &mut tg,
+        &[Task::VisualCloze, Task::VisualCoherence, Task::VisualOrdering],
+        suite,
+        base,
+    )?);
     methods.1 = tg.neighbor_methods().0.join("+");
     counts.image_queries = tg.neighbor_queries();
     drop(tg);
@@ -329,9 +354,16 @@ impl<'a> Features<'a> {
         // Without --work-dir the features are still kept on disk for the run (the references reload them
         // instead of holding a second copy in memory while the sweep is measured), then removed.
         let temporary = args.work_dir.is_none();
-        let root = args.work_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("stepwise-bench-sweep-features-{}", std::process::id())));
+        let root = args.work_dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("stepwise-bench-sweep-features-{}", std::process::id()))
+        });
         let key = if args.synthetic { "synthetic".to_string() } else { format!("descriptor+{}", args.text_encoder) };
-        let cache = Some(root.join(format!("world-{}-n{}-seed{}-{key}", params.domain.as_str(), params.procedures, params.seed)));
+        let cache = Some(root.join(format!(
+            "world-{}-n{}-seed{}-{key}",
+            params.domain.as_str(),
+            params.procedures,
+            params.seed
+        )));
         // A pretrained text encoder that is not installed should fail now, not after minutes of rendering.
         if !args.synthetic && !matches!(args.text_encoder.as_str(), "tfidf" | "w2v") {
             let ctx = stepwise_features::EncoderContext { models_dir: args.models.clone(), ..Default::default() };
@@ -357,7 +389,9 @@ impl<'a> Features<'a> {
     fn cache_note(&self) -> String {
         match (&self.cache, self.cached.get()) {
             (Some(d), Some(true)) => format!(" (read from the cache {})", d.display()),
-            (Some(_), _) if self.temporary.is_some() => " (extracted; pass --work-dir to keep them for later runs)".to_string(),
+            (Some(_), _) if self.temporary.is_some() => {
+                " (extracted; pass --work-dir to keep them for later runs)".to_string()
+            }
             (Some(d), _) => format!(" (extracted; cached in {})", d.display()),
             (None, _) => String::new(),
         }
@@ -419,7 +453,8 @@ fn write_vectors(dir: &std::path::Path, name: &str, v: &Vectors) -> anyhow::Resu
 
 fn read_vectors(dir: &std::path::Path, name: &str) -> anyhow::Result<Vectors> {
     let ((rows, dim), data) = stepwise_features::npy::read_matrix(&dir.join(format!("{name}.npy")))?;
-    let ids: Vec<String> = std::fs::read_to_string(dir.join(format!("{name}.ids")))?.lines().map(str::to_string).collect();
+    let ids: Vec<String> =
+        std::fs::read_to_string(dir.join(format!("{name}.ids")))?.lines().map(str::to_string).collect();
     if ids.len() != rows {
         anyhow::bail!("{}: {} ids for {rows} vectors; delete the cache folder", dir.display(), ids.len());
     }
@@ -465,7 +500,12 @@ fn rendered_images(params: &WorldParams, procedures: &[stepwise_core::Procedure]
 
 /// Every distinct step title embedded once by `encoder`; each titled step's id (`title:{procedure}#{step}`)
 /// gets its title's vector.
-fn embedded_titles(procedures: &[stepwise_core::Procedure], encoder: &str, models: &std::path::Path, seed: u64) -> anyhow::Result<Vectors> {
+fn embedded_titles(
+    procedures: &[stepwise_core::Procedure],
+    encoder: &str,
+    models: &std::path::Path,
+    seed: u64,
+) -> anyhow::Result<Vectors> {
     let mut distinct: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for p in procedures {
         for s in &p.steps {
@@ -492,7 +532,8 @@ fn embedded_titles(procedures: &[stepwise_core::Procedure], encoder: &str, model
     let vecs: Vec<f32> = texts
         .par_chunks(256)
         .map(|chunk| -> anyhow::Result<Vec<f32>> {
-            let items: Vec<stepwise_features::Item<'_>> = chunk.iter().map(|t| stepwise_features::Item::Text(t)).collect();
+            let items: Vec<stepwise_features::Item<'_>> =
+                chunk.iter().map(|t| stepwise_features::Item::Text(t)).collect();
             let v = enc.encode(&items)?;
             pb.inc(chunk.len() as u64);
             Ok(v)

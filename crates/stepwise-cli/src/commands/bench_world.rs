@@ -7,7 +7,7 @@
 //! Part 2: a smaller corpus with stored images (render + JPEG + write), in images/s; reference: rendering the
 //! same images without encoding or writing.
 
-use super::bench::process::{peak_rss_mib};
+use super::bench::process::peak_rss_mib;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -21,8 +21,10 @@ use crate::usage_bail;
 
 /// Time world generation: 100,000 procedures without images, and a corpus with images.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  stepwise bench world                 # 100,000 procedures (< 120 s) + 500 with images\n  \
-                        stepwise bench world -n 20000 --with-images 200 --domain assembly")]
+#[command(
+    after_help = "Examples:\n  stepwise bench world                 # 100,000 procedures (< 120 s) + 500 with images\n  \
+                        stepwise bench world -n 20000 --with-images 200 --domain assembly"
+)]
 pub struct Args {
     /// Procedures generated without images.
     #[arg(short, long, default_value_t = 100_000)]
@@ -79,7 +81,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "part 1: {} procedures without images ({} steps; JSONL {jsonl_mb:.0} MB, Parquet {parquet_mb:.0} MB; {complete} with every valid order listed)",
         args.n, summary.steps
     );
-    println!("  generate + write JSONL/Parquet/manifest: {total:.2} s = {:.0} procedures/s, {:.0} steps/s", args.n as f64 / total, summary.steps as f64 / total);
+    println!(
+        "  generate + write JSONL/Parquet/manifest: {total:.2} s = {:.0} procedures/s, {:.0} steps/s",
+        args.n as f64 / total,
+        summary.steps as f64 / total
+    );
     println!("  reference (parse + canonical re-serialisation of the same JSONL, one thread, same run): {t_ref:.2} s");
     println!("  total / reference: {:.2}×", total / t_ref);
     match peak_mib {
@@ -114,8 +120,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             s.image_bytes as f64 / 1e6,
             s.image_bytes as f64 / 1e3 / s.images_written.max(1) as f64
         );
-        println!("  corpus with images  {t_img:>7.2} s  = {:.0} images/s (render + JPEG + write, plus text and ground truth)", s.images_written as f64 / t_img);
-        println!("  reference (render only, same images): {t_render:.2} s = {:.0} images/s", rendered as f64 / t_render);
+        println!(
+            "  corpus with images  {t_img:>7.2} s  = {:.0} images/s (render + JPEG + write, plus text and ground truth)",
+            s.images_written as f64 / t_img
+        );
+        println!(
+            "  reference (render only, same images): {t_render:.2} s = {:.0} images/s",
+            rendered as f64 / t_render
+        );
         println!("  corpus / render-only: {:.2}×", t_img / t_render);
         // On demand, one image path at a time (how `stepwise embed` loads a --no-images world corpus).
         let paths: Vec<String> = stepwise_world::generate(&params)?
@@ -159,7 +171,6 @@ fn reference_reserialize(path: &std::path::Path) -> anyhow::Result<(usize, usize
     }
     Ok((n, complete))
 }
-
 
 /// A work folder removed on drop unless kept.
 struct Work(Option<PathBuf>);

@@ -103,7 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let dest = std::env::current_dir()?.join(&args.output);
     let out = OutputDir::create(&dest, args.force)?;
     let quiet = stepwise_core::progress::is_quiet();
-    let mut demo = Demo { n: args.n, seed: args.seed, domain: args.domain.clone(), windows: args.windows, done: Vec::new() };
+    let mut demo =
+        Demo { n: args.n, seed: args.seed, domain: args.domain.clone(), windows: args.windows, done: Vec::new() };
     let t_all = Instant::now();
     {
         let _cwd = WorkingDir::enter(out.path())?;
@@ -121,7 +122,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let dest = out.commit()?;
-    println!("stepwise demo: {} {} procedures, seed {}, {:.1} s", args.n, args.domain, args.seed, t_all.elapsed().as_secs_f64());
+    println!(
+        "stepwise demo: {} {} procedures, seed {}, {:.1} s",
+        args.n,
+        args.domain,
+        args.seed,
+        t_all.elapsed().as_secs_f64()
+    );
     for (name, summary) in &demo.done {
         println!("  {name:<15} {summary}");
     }
@@ -172,7 +179,13 @@ fn world(d: &mut Demo) -> anyhow::Result<String> {
     stepwise(&["world", "generate", "-n", &n, "--seed", &seed, "--domain", &d.domain, "-o", CORPUS])?;
     let m = Manifest::read(Path::new(CORPUS))?;
     let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
-    Ok(format!("{} {} procedures, {} steps, {} step images in {CORPUS}/", c("procedures"), d.domain, c("steps"), c("step_images")))
+    Ok(format!(
+        "{} {} procedures, {} steps, {} step images in {CORPUS}/",
+        c("procedures"),
+        d.domain,
+        c("steps"),
+        c("step_images")
+    ))
 }
 
 /// Stage `clean`: the default cleaning (Meta-RecipeQA's 3–25 steps, markup, spacing, fused words).
@@ -268,12 +281,26 @@ const TASK_NAMES: [&str; 4] = ["textual_cloze", "visual_cloze", "visual_coherenc
 fn tasks(d: &mut Demo) -> anyhow::Result<String> {
     let seed = d.seed.to_string();
     stepwise(&[
-        "generate", CLEAN, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--task", "all", "--mode", "recipeqa", "--seed", &seed,
-        "-o", TASKS,
+        "generate",
+        CLEAN,
+        "--features",
+        TEXT_FEATURES,
+        "--features",
+        IMAGE_FEATURES,
+        "--task",
+        "all",
+        "--mode",
+        "recipeqa",
+        "--seed",
+        &seed,
+        "-o",
+        TASKS,
     ])?;
     let m = Manifest::read(Path::new(TASKS))?;
-    let parts: Vec<String> =
-        TASK_NAMES.iter().map(|t| format!("{t} {}", m.counts.get(&format!("{t}.questions")).copied().unwrap_or(0))).collect();
+    let parts: Vec<String> = TASK_NAMES
+        .iter()
+        .map(|t| format!("{t} {}", m.counts.get(&format!("{t}.questions")).copied().unwrap_or(0)))
+        .collect();
     Ok(format!("RecipeQA-mode questions: {}", parts.join(", ")))
 }
 
@@ -283,8 +310,16 @@ fn suite_counts() -> anyhow::Result<BTreeMap<(String, String), u64>> {
     let rows = v.as_array().context("suite/counts.json: expected an array")?;
     let mut out = BTreeMap::new();
     for (i, r) in rows.iter().enumerate() {
-        let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string).with_context(|| format!("suite/counts.json: [{i}].{k}"));
-        let q = r.get("questions").and_then(Value::as_u64).with_context(|| format!("suite/counts.json: [{i}].questions"))?;
+        let s = |k: &str| {
+            r.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .with_context(|| format!("suite/counts.json: [{i}].{k}"))
+        };
+        let q = r
+            .get("questions")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("suite/counts.json: [{i}].questions"))?;
         out.insert((s("setting")?, s("task")?), q);
     }
     Ok(out)
@@ -293,7 +328,18 @@ fn suite_counts() -> anyhow::Result<BTreeMap<(String, String), u64>> {
 /// Stage `sweep`: RecipeQA mode and the 8 knob settings, every task.
 fn sweep(d: &mut Demo) -> anyhow::Result<String> {
     let seed = d.seed.to_string();
-    stepwise(&["sweep", CLEAN, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", SUITE])?;
+    stepwise(&[
+        "sweep",
+        CLEAN,
+        "--features",
+        TEXT_FEATURES,
+        "--features",
+        IMAGE_FEATURES,
+        "--seed",
+        &seed,
+        "-o",
+        SUITE,
+    ])?;
     let counts = suite_counts()?;
     let settings: std::collections::BTreeSet<&str> = counts.keys().map(|(s, _)| s.as_str()).collect();
     let vc = |s: &str| counts.get(&(s.to_string(), "visual_cloze".to_string())).copied().unwrap_or(0);
@@ -321,7 +367,18 @@ fn audit(d: &mut Demo) -> anyhow::Result<String> {
         }
         let input = format!("{SUITE}/{setting}/{task}");
         let out = format!("audit/{setting}/{task}");
-        stepwise(&["audit", &input, "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", &out])?;
+        stepwise(&[
+            "audit",
+            &input,
+            "--features",
+            TEXT_FEATURES,
+            "--features",
+            IMAGE_FEATURES,
+            "--seed",
+            &seed,
+            "-o",
+            &out,
+        ])?;
         audited += 1;
     }
     // The probe needs enough questions for its cross-validation; with too few the audit leaves it out.
@@ -331,7 +388,9 @@ fn audit(d: &mut Demo) -> anyhow::Result<String> {
             return Ok("– (no questions)".into());
         }
         let v = json(&file)?;
-        Ok(v.pointer("/tasks/0/distance_probe/accuracy/value").and_then(Value::as_f64).map_or("– (too few questions)".into(), pct))
+        Ok(v.pointer("/tasks/0/distance_probe/accuracy/value")
+            .and_then(Value::as_f64)
+            .map_or("– (too few questions)".into(), pct))
     };
     let mut s = format!(
         "{audited} task sets audited; visual cloze distance probe {} in RecipeQA mode, {} with knobs (0,1,1) (chance 25%)",
@@ -347,7 +406,20 @@ fn audit(d: &mut Demo) -> anyhow::Result<String> {
 /// Stage `sequencing`: multimodal instances (text and image per step) with every valid order as a reference.
 fn sequencing(d: &mut Demo) -> anyhow::Result<String> {
     let (seed, windows) = (d.seed.to_string(), d.windows.to_string());
-    stepwise(&["generate", CLEAN, "--task", "sequencing", "--modality", "multimodal", "--windows", &windows, "--seed", &seed, "-o", SEQUENCING])?;
+    stepwise(&[
+        "generate",
+        CLEAN,
+        "--task",
+        "sequencing",
+        "--modality",
+        "multimodal",
+        "--windows",
+        &windows,
+        "--seed",
+        &seed,
+        "-o",
+        SEQUENCING,
+    ])?;
     let m = Manifest::read(Path::new(SEQUENCING))?;
     let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
     Ok(format!(
@@ -363,13 +435,32 @@ fn sequencing(d: &mut Demo) -> anyhow::Result<String> {
 
 /// The multi-reference PMR of a (method, features) row of the baseline table.
 fn table_pmr(results: &Value, method: &str, features: &str) -> Option<f64> {
-    results.get("rows")?.as_array()?.iter().find(|r| r["method"] == method && r["features"] == features)?.pointer("/multi/pmr/value")?.as_f64()
+    results
+        .get("rows")?
+        .as_array()?
+        .iter()
+        .find(|r| r["method"] == method && r["features"] == features)?
+        .pointer("/multi/pmr/value")?
+        .as_f64()
 }
 
 /// Stage `baselines`: every baseline with text, image and multimodal features, scored on the test split.
 fn baselines(d: &mut Demo) -> anyhow::Result<String> {
     let seed = d.seed.to_string();
-    stepwise(&["baseline", SEQUENCING, "--table", "world", "--features", TEXT_FEATURES, "--features", IMAGE_FEATURES, "--seed", &seed, "-o", SEQ_RESULTS])?;
+    stepwise(&[
+        "baseline",
+        SEQUENCING,
+        "--table",
+        "world",
+        "--features",
+        TEXT_FEATURES,
+        "--features",
+        IMAGE_FEATURES,
+        "--seed",
+        &seed,
+        "-o",
+        SEQ_RESULTS,
+    ])?;
     let r = json(&format!("{SEQ_RESULTS}/results.json"))?;
     let rows = r.get("rows").and_then(Value::as_array).map_or(0, Vec::len);
     let pmr = |m: &str, f: &str| table_pmr(&r, m, f).map_or("–".into(), pct);
@@ -404,11 +495,16 @@ fn eval_baselines(d: &mut Demo) -> anyhow::Result<String> {
 /// Stage `eval-hasty`: Hasty Student predictions for the RecipeQA-mode task set, scored by `stepwise eval` —
 /// how a user's predictions file is scored, and a cross-check of the audit's Hasty Student numbers.
 fn eval_hasty(d: &mut Demo) -> anyhow::Result<String> {
-    let n = hasty::write_predictions(Path::new(TASKS), &[Path::new(TEXT_FEATURES), Path::new(IMAGE_FEATURES)], Path::new(HASTY_PREDICTIONS))?;
+    let n = hasty::write_predictions(
+        Path::new(TASKS),
+        &[Path::new(TEXT_FEATURES), Path::new(IMAGE_FEATURES)],
+        Path::new(HASTY_PREDICTIONS),
+    )?;
     stepwise(&["eval", TASKS, "-p", HASTY_PREDICTIONS, "--seed", &d.seed.to_string(), "-o", "eval/hasty-student"])?;
     let file = "eval/hasty-student/results.json";
     let r = json(file)?;
-    let tasks = r.pointer("/sets/0/tasks").and_then(Value::as_array).with_context(|| format!("{file}: no sets[0].tasks"))?;
+    let tasks =
+        r.pointer("/sets/0/tasks").and_then(Value::as_array).with_context(|| format!("{file}: no sets[0].tasks"))?;
     let mut parts = Vec::new();
     let mut disagree = Vec::new();
     for t in tasks {
@@ -426,7 +522,11 @@ fn eval_hasty(d: &mut Demo) -> anyhow::Result<String> {
             }
         }
     }
-    let check = if disagree.is_empty() { "equal to the audit's Hasty Student".to_string() } else { format!("DIFFERS from the audit ({})", disagree.join("; ")) };
+    let check = if disagree.is_empty() {
+        "equal to the audit's Hasty Student".to_string()
+    } else {
+        format!("DIFFERS from the audit ({})", disagree.join("; "))
+    };
     Ok(format!("{n} predictions; accuracy {} ({check})", parts.join(", ")))
 }
 

@@ -369,7 +369,9 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
     let resample_procedures = match args.bootstrap_unit {
         None | Some(UnitArg::Instance) => false,
         Some(UnitArg::Procedure) => true,
-        Some(_) => usage_bail!("sequencing instances resample by --bootstrap-unit instance or procedure"),
+        Some(_) => {
+            usage_bail!("sequencing instances resample by --bootstrap-unit instance or procedure")
+        }
     };
     let Some(pred_path) = &args.predictions else { usage_bail!("give --predictions or --agreement") };
     let instances = predictions::read_instances(path)?;

@@ -20,7 +20,7 @@ use stepwise_features::items::{ItemContent, ItemSpec, image_id};
 use stepwise_features::registry::{DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::{FeatureStore, Item, Metric, Vectors};
 use stepwise_tasks::catalog::FeatureSources;
-use stepwise_tasks::suite::{counts_markdown, procedure_splits, taskset_manifest, write_taskset, SuiteRow};
+use stepwise_tasks::suite::{SuiteRow, counts_markdown, procedure_splits, taskset_manifest, write_taskset};
 use stepwise_tasks::{ClozeField, GenerateConfig, KnobSetting, Mode, QuestionsPerProcedure, TaskGenerator};
 
 use super::generate_sequencing::{SequencingArgs, run_sequencing};
@@ -385,13 +385,17 @@ pub fn load_pool(
 }
 
 fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.flatten().collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let p = e.path();
         if p.is_dir() {
             collect_images(root, &p, out)?;
-        } else if matches!(p.extension().and_then(|x| x.to_str()).map(str::to_lowercase).as_deref(), Some("jpg" | "jpeg" | "png")) {
+        } else if matches!(
+            p.extension().and_then(|x| x.to_str()).map(str::to_lowercase).as_deref(),
+            Some("jpg" | "jpeg" | "png")
+        ) {
             if let Ok(rel) = p.strip_prefix(root) {
                 out.push(rel.to_string_lossy().replace('\\', "/"));
             }
@@ -403,7 +407,8 @@ fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Res
 /// The base manifest of generated task sets: the canonical command line and the inputs.
 pub fn base_manifest(corpus: &Path, features: &LoadedFeatures, pool: Option<&Path>) -> anyhow::Result<Manifest> {
     let mut m = Manifest::new("taskset");
-    let file = if corpus.is_file() { corpus.to_path_buf() } else { corpus.join(stepwise_core::corpus::PROCEDURES_JSONL) };
+    let file =
+        if corpus.is_file() { corpus.to_path_buf() } else { corpus.join(stepwise_core::corpus::PROCEDURES_JSONL) };
     m.inputs.push(InputHash::of(&file)?);
     m.inputs.extend(features.input_hashes()?);
     if let Some(p) = pool {
@@ -445,7 +450,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let store_of: Vec<usize> = tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
     let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
     let pool = match &args.options.distractor_pool {
-        Some(p) if image_store.is_some() => Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?),
+        Some(p) if image_store.is_some() => {
+            Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?)
+        }
         _ => None,
     };
     let splits = procedure_splits(&corpus.procedures, fractions, args.seed);
@@ -495,7 +502,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         anyhow::bail!(stepwise_core::Error::bad_input(format!(
             "{}: no question could be made ({})",
             args.corpus.display(),
-            rows.iter().map(|r| format!("{}: {:?}", r.task, r.counts.manifest_entries())).collect::<Vec<_>>().join("; ")
+            rows.iter()
+                .map(|r| format!("{}: {:?}", r.task, r.counts.manifest_entries()))
+                .collect::<Vec<_>>()
+                .join("; ")
         )));
     }
     write_taskset(out.path(), questions, &manifest)?;

@@ -191,10 +191,13 @@ pub fn config_from_args(args: &SequencingArgs) -> anyhow::Result<SequencingConfi
 
 fn parse_fractions(s: &str) -> anyhow::Result<SplitFractions> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let nums: Option<Vec<f64>> = parts.iter().map(|p| p.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0)).collect();
+    let nums: Option<Vec<f64>> =
+        parts.iter().map(|p| p.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0)).collect();
     match nums.as_deref() {
         Some([t, v, e]) if t + v + e > 0.0 => Ok(SplitFractions { train: *t, val: *v, test: *e }),
-        _ => usage_bail!("--seq-split must be three non-negative numbers `train,val,test` with a positive sum, got {s:?}"),
+        _ => usage_bail!(
+            "--seq-split must be three non-negative numbers `train,val,test` with a positive sum, got {s:?}"
+        ),
     }
 }
 

@@ -10,7 +10,8 @@ use crate::usage_bail;
 /// Write an HTML + Markdown report of a run folder: corpus statistics, cleaning, features, task sets, knob sweep
 /// counts, bias audits, sequencing tables, evaluations and pictures.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  stepwise report stepwise-demo            # stepwise-demo/report.html + report.md\n  \
+#[command(
+    after_help = "Examples:\n  stepwise report stepwise-demo            # stepwise-demo/report.html + report.md\n  \
     stepwise report runs/world -o /tmp/world.html --title \"World, seed 7\"\n\n\
     The folder is walked (sorted, hidden entries skipped) and outputs are recognised by their manifest.json kind \
     (corpus, features, taskset, suite, audit, sequencing, sequencing-results, eval), loose JSON files by their \
@@ -18,7 +19,8 @@ use crate::usage_bail;
     extension. Parts that are absent are left out; a malformed file is an error naming the file and field.\n\
     Outputs: the HTML (inline CSS and SVG plots, PNGs embedded as base64 up to --max-embed-mb), the Markdown \
     next to it (same name, .md) and the plot files it links (<name>_files/). No timestamps: the same folder \
-    gives the same bytes.")]
+    gives the same bytes."
+)]
 pub struct Args {
     /// The run folder (e.g. the demo's output).
     #[arg(value_name = "RUN_DIR")]

@@ -35,11 +35,13 @@ use crate::usage_bail;
 
 /// Select a golden test subset of sequencing instances by rules, for human evaluation.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  stepwise select-golden seq/ --corpus corpus/ --categories cake,soup --min-images 4 \\\n    \
+#[command(
+    after_help = "Example:\n  stepwise select-golden seq/ --corpus corpus/ --categories cake,soup --min-images 4 \\\n    \
     --complementary --features feats-text --features feats-image -n 100 --seed 1 -o golden/\n\n\
     Complementary = image path support >= --min-image-support and text path support <= --max-text-support, where \
     the path support of a modality is the share of all orders of the items whose mean consecutive cosine \
-    similarity is below the authored order's (1 = the authored order is the smoothest path, 0.5 = no preference).")]
+    similarity is below the authored order's (1 = the authored order is the smoothest path, 0.5 = no preference)."
+)]
 pub struct Args {
     /// Sequencing instances (folder or instances.jsonl).
     #[arg(value_name = "INSTANCES")]
@@ -123,7 +125,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let loaded = if args.complementary {
         let l = load_features(&args.features, &instances)?;
         if l.set().restrict(FeatureKind::Multimodal).is_none() {
-            usage_bail!("--complementary needs one text and one image feature store (--features TEXT --features IMAGE)");
+            usage_bail!(
+                "--complementary needs one text and one image feature store (--features TEXT --features IMAGE)"
+            );
         }
         Some(l)
     } else {

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
+use stepwise_core::TaskSet;
 use stepwise_core::corpus::Corpus;
 use stepwise_core::json::to_pretty_sorted;
 use stepwise_core::output::write_string_atomic;
-use stepwise_core::TaskSet;
 use stepwise_ingest::{GroupBy, Vocabulary, corpus_stats};
 
 /// Print corpus statistics (Markdown tables or JSON).

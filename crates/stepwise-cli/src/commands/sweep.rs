@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use stepwise_core::output::OutputDir;
 use stepwise_core::{Corpus, Task};
+use stepwise_tasks::Mode;
 use stepwise_tasks::catalog::FeatureSources;
 use stepwise_tasks::suite::{SuiteConfig, counts_markdown, write_suite_summary, write_suite_tasksets};
-use stepwise_tasks::Mode;
 
 use super::generate::{GenOptions, LoadedFeatures, base_manifest, load_pool, parse_tasks, store_for};
 use crate::usage_bail;
@@ -55,7 +55,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             match Mode::parse_label(s.trim()) {
                 Some(x) if !m.contains(&x) => m.push(x),
                 Some(_) => {}
-                None => usage_bail!("--settings: unknown setting {s:?} (recipeqa or knobs-K1-K2-K3)"),
+                None => {
+                    usage_bail!("--settings: unknown setting {s:?} (recipeqa or knobs-K1-K2-K3)")
+                }
             }
         }
         m
@@ -73,7 +75,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let store_of: Vec<usize> = tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
     let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
     let pool = match &args.options.distractor_pool {
-        Some(p) if image_store.is_some() => Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?),
+        Some(p) if image_store.is_some() => {
+            Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?)
+        }
         _ => None,
     };
     let base = base_manifest(&args.corpus, &features, args.options.distractor_pool.as_deref())?;
@@ -90,7 +94,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     for (si, group) in groups {
-        let suite = SuiteConfig { generate: cfg.clone(), tasks: group, modes: modes.clone(), split_fractions: fractions };
+        let suite =
+            SuiteConfig { generate: cfg.clone(), tasks: group, modes: modes.clone(), split_fractions: fractions };
         let sources = FeatureSources {
             features: features.get(si),
             extra_pool: pool.as_ref(),

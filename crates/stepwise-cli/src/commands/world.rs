@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use stepwise_core::Corpus;
 use stepwise_world::contact_sheet::contact_sheet;
-use stepwise_world::truth::parse_image_path;
 use stepwise_world::corpus::save_image;
+use stepwise_world::truth::parse_image_path;
 use stepwise_world::{Domain, WorldImages, WorldParams, render_procedure_images, write_corpus};
 
 use crate::usage_bail;
@@ -64,8 +64,10 @@ pub struct GenerateArgs {
 
 /// Render one step image of a world corpus to a PNG or JPEG file.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  stepwise world render corpora/world images/world-cooking_000042/3f09c2a17b4e.jpg -o step.png\n\n\
-    Image file names are hashes of (procedure, step), so they do not reveal the order; take them from the corpus.")]
+#[command(
+    after_help = "Example:\n  stepwise world render corpora/world images/world-cooking_000042/3f09c2a17b4e.jpg -o step.png\n\n\
+    Image file names are hashes of (procedure, step), so they do not reveal the order; take them from the corpus."
+)]
 pub struct RenderArgs {
     /// The world corpus folder.
     pub corpus: PathBuf,

@@ -21,7 +21,11 @@ pub struct OverlapFlags {
 /// Bias 1 (Meta-RecipeQA §3.2): for each question, whether its answer step is revealed by another question of
 /// the same procedure. `None` when the question has no answer step (ordering) or no provenance. `all` is every
 /// question of the file in file order.
-pub fn overlap_flags(questions: &[&Question], prov: &[Provenance], all: &[(&Question, &Provenance)]) -> Vec<Option<OverlapFlags>> {
+pub fn overlap_flags(
+    questions: &[&Question],
+    prov: &[Provenance],
+    all: &[(&Question, &Provenance)],
+) -> Vec<Option<OverlapFlags>> {
     let mut by_proc: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, (_, p)) in all.iter().enumerate() {
         by_proc.entry(p.procedure.as_str()).or_default().push(i);
@@ -75,7 +79,8 @@ pub fn position_balance(questions: &[&Question]) -> Option<PositionBalance> {
     let n = questions.len() as f64;
     let expected = n / k as f64;
     let chi2 = counts.iter().map(|&c| (c as f64 - expected).powi(2) / expected).sum::<f64>();
-    let majority_position = counts.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0))).map_or(0, |x| x.0);
+    let majority_position =
+        counts.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0))).map_or(0, |x| x.0);
     Some(PositionBalance { chi2, dof: k - 1, p_value: chi2_sf(chi2, (k - 1) as f64), counts, majority_position })
 }
 

@@ -43,7 +43,12 @@ pub struct ProbeOutcome {
     pub models: Vec<LogisticRegression>,
 }
 
-pub fn cross_validate(questions: &[ProbeQuestion], folds: usize, seed: u64, cfg: &LogRegConfig) -> Option<ProbeOutcome> {
+pub fn cross_validate(
+    questions: &[ProbeQuestion],
+    folds: usize,
+    seed: u64,
+    cfg: &LogRegConfig,
+) -> Option<ProbeOutcome> {
     if folds < 2 || questions.len() < folds {
         return None;
     }
@@ -99,7 +104,8 @@ mod tests {
         let biased: Vec<ProbeQuestion> = (0..200)
             .map(|i| {
                 let answer = i % 4;
-                let distances = (0..4).map(|c| if c == answer { 0.1 } else { 0.5 + 0.1 * ((i + c) % 3) as f64 }).collect();
+                let distances =
+                    (0..4).map(|c| if c == answer { 0.1 } else { 0.5 + 0.1 * ((i + c) % 3) as f64 }).collect();
                 ProbeQuestion { qid: format!("q{i}"), distances, answer }
             })
             .collect();

@@ -29,7 +29,9 @@ impl Provenance {
     /// The steps whose content the question reveals: every item for cloze (the hidden one is among the choices)
     /// and ordering; for coherence every item but the replaced one.
     pub fn revealed_steps(&self, task: Option<Task>) -> Vec<i64> {
-        let Some(steps) = &self.steps else { return Vec::new() };
+        let Some(steps) = &self.steps else {
+            return Vec::new();
+        };
         match (task, self.answer_step) {
             (Some(Task::VisualCoherence), Some(a)) => steps.iter().copied().filter(|&s| s != a).collect(),
             _ => steps.clone(),
@@ -93,7 +95,8 @@ mod tests {
 
     #[test]
     fn meta_wins_over_the_qid() {
-        let mut q = Question { qid: "3000-1-0-1-2-3".into(), task: "visual_coherence".into(), answer: 2, ..Default::default() };
+        let mut q =
+            Question { qid: "3000-1-0-1-2-3".into(), task: "visual_coherence".into(), answer: 2, ..Default::default() };
         q.extra.insert("meta".into(), serde_json::json!({"question_steps": [4, 5, 6, 7], "answer_step": 6}));
         let p = provenance(&q);
         assert_eq!(p.source, ProvenanceSource::Meta);

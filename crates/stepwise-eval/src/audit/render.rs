@@ -64,7 +64,10 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &[(String, String)]) -> St
     out.push_str("\n## Distances of correct and incorrect choices\n\n| task | distance | correct (mean) | incorrect (mean) | plot |\n|---|---|---:|---:|---|\n");
     for t in &r.tasks {
         if let Some(d) = &t.distances {
-            let plot = plots.iter().find(|(task, _)| *task == t.task).map_or("–".to_string(), |(_, p)| format!("[{p}]({p})"));
+            let plot = plots
+                .iter()
+                .find(|(task, _)| *task == t.task)
+                .map_or("–".to_string(), |(_, p)| format!("[{p}]({p})"));
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 t.task,

@@ -274,7 +274,9 @@ impl Encoder for Descriptor {
         for item in batch {
             match item {
                 Item::Image(img) => out.extend(self.describe(img)),
-                Item::Text(_) => return Err(FeatureError::Encoder("descriptor encodes images, not text".into())),
+                Item::Text(_) => {
+                    return Err(FeatureError::Encoder("descriptor encodes images, not text".into()));
+                }
             }
         }
         Ok(out)

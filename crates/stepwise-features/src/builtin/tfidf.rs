@@ -155,7 +155,9 @@ impl Encoder for Tfidf {
         for (item, row) in batch.iter().zip(out.chunks_mut(dim)) {
             match item {
                 Item::Text(t) => self.encode_text(t, row),
-                Item::Image(_) => return Err(FeatureError::Encoder("tfidf encodes text, not images".into())),
+                Item::Image(_) => {
+                    return Err(FeatureError::Encoder("tfidf encodes text, not images".into()));
+                }
             }
         }
         // Rows are already unit length; this only guards against rounding drift.

@@ -195,7 +195,9 @@ impl Encoder for GloveEncoder {
         for it in batch {
             match it {
                 Item::Text(t) => out.extend(self.glove.mean_vector(t).0),
-                Item::Image(_) => return Err(FeatureError::Encoder(format!("{NAME} encodes texts, not images"))),
+                Item::Image(_) => {
+                    return Err(FeatureError::Encoder(format!("{NAME} encodes texts, not images")));
+                }
             }
         }
         if self.normalize {

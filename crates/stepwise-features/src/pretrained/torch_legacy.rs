@@ -256,7 +256,9 @@ fn collect_tensors(obj: &PyObj, prefix: &str, out: &mut Vec<TensorRef>) -> Resul
 /// Interpret `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)` (possibly wrapped in
 /// `_rebuild_parameter`). Other calls are not tensors (`None`).
 fn tensor_ref(obj: &PyObj, name: &str) -> Result<Option<TensorRef>, String> {
-    let PyObj::Reduce { callable, args } = obj else { return Ok(None) };
+    let PyObj::Reduce { callable, args } = obj else {
+        return Ok(None);
+    };
     let args = args.as_seq().unwrap_or(&[]);
     if callable.is_global("torch._utils", "_rebuild_parameter")
         || callable.is_global("torch._utils", "_rebuild_parameter_with_state")
@@ -275,7 +277,9 @@ fn tensor_ref(obj: &PyObj, name: &str) -> Result<Option<TensorRef>, String> {
     if args.len() < 4 {
         return Err(err("_rebuild_tensor needs (storage, offset, size, stride)"));
     }
-    let PyObj::PersistentId(pid) = &args[0] else { return Err(err("storage is not a persistent id")) };
+    let PyObj::PersistentId(pid) = &args[0] else {
+        return Err(err("storage is not a persistent id"));
+    };
     let pid = pid.as_seq().ok_or_else(|| err("storage id is not a tuple"))?;
     if pid.len() < 5 || pid[0].as_str() != Some("storage") {
         return Err(err("storage id is not ('storage', type, key, location, size, ...)"));
@@ -386,7 +390,9 @@ fn read_zip_checkpoint(path: &Path, key: Option<&str>) -> Result<Vec<RawTensor>,
                     (DType::I64, flat.to_vec1::<i64>().map_err(conv)?.iter().flat_map(|v| v.to_le_bytes()).collect())
                 }
                 C::U8 => (DType::U8, flat.to_vec1::<u8>().map_err(conv)?),
-                other => return Err(bad(path, &format!("tensor {name}: unsupported dtype {other:?}"))),
+                other => {
+                    return Err(bad(path, &format!("tensor {name}: unsupported dtype {other:?}")));
+                }
             };
             Ok(RawTensor { name, dtype, shape, data })
         })

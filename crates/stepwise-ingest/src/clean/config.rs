@@ -86,7 +86,9 @@ impl CleanConfig {
     pub fn compile(&self) -> Result<CompiledPatterns> {
         let compile = |opt: &str, pats: &[String]| -> Result<Vec<Regex>> {
             pats.iter()
-                .map(|p| Regex::new(p).map_err(|e| Error::usage(format!("{opt} {p:?}: invalid regular expression: {e}"))))
+                .map(|p| {
+                    Regex::new(p).map_err(|e| Error::usage(format!("{opt} {p:?}: invalid regular expression: {e}")))
+                })
                 .collect()
         };
         if let (Some(lo), Some(hi)) = (self.min_steps, self.max_steps)

@@ -81,7 +81,9 @@ mod tests {
             title: Some(title.into()),
             category: cat.map(str::to_string),
             lang: lang.map(str::to_string),
-            steps: (0..steps).map(|_| Step { text: Some("Stir the soup and add the salt.".into()), ..Default::default() }).collect(),
+            steps: (0..steps)
+                .map(|_| Step { text: Some("Stir the soup and add the salt.".into()), ..Default::default() })
+                .collect(),
             ..Default::default()
         }
     }

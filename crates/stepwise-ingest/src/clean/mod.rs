@@ -119,7 +119,12 @@ impl ChunkAcc {
         r.edits += edits;
         if r.examples.len() < max {
             let (b, a) = excerpt(before, after);
-            r.examples.push(report::Example { procedure: id.to_string(), field: field.to_string(), before: b, after: a });
+            r.examples.push(report::Example {
+                procedure: id.to_string(),
+                field: field.to_string(),
+                before: b,
+                after: a,
+            });
         }
     }
 
@@ -221,7 +226,9 @@ impl Splitter {
             .counts
             .keys()
             .map(String::as_str)
-            .filter(|w| is_alphabetic_word(w) && w.chars().count() >= cfg.segment_params.min_len && !model.is_protected(w))
+            .filter(|w| {
+                is_alphabetic_word(w) && w.chars().count() >= cfg.segment_params.min_len && !model.is_protected(w)
+            })
             .collect();
         candidates.sort_unstable();
         let decisions: FastMap<String, Vec<usize>> = if cfg.segment {
@@ -431,7 +438,11 @@ pub fn clean_procedures(
 /// The segmenter's word model learned from `procedures` as `clean` learns it (after normalisation), for inspecting
 /// the segmenter (`stepwise clean --segment-tokens`) and comparing it with other tools. Split tokens with
 /// [`WordModel::split_token`].
-pub fn learn_word_model(mut procedures: Vec<Procedure>, cfg: &CleanConfig, dictionary: Option<&Vocabulary>) -> WordModel {
+pub fn learn_word_model(
+    mut procedures: Vec<Procedure>,
+    cfg: &CleanConfig,
+    dictionary: Option<&Vocabulary>,
+) -> WordModel {
     procedures.par_iter_mut().for_each(|p| {
         let mut acc = ChunkAcc::default();
         for_each_field(p, |id, field, text| normalize_field(text, id, field, cfg, &mut acc));

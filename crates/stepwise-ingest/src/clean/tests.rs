@@ -13,7 +13,11 @@ fn corpus() -> Vec<Procedure> {
             id: format!("r{i}"),
             title: Some(format!("Recipe {i}")),
             lang: Some("en".into()),
-            steps: vec![step(common), step("Melt the butter and cook the bacon in the pan."), step("Serve warm with the bread.")],
+            steps: vec![
+                step(common),
+                step("Melt the butter and cook the bacon in the pan."),
+                step("Serve warm with the bread."),
+            ],
             ..Default::default()
         })
         .collect();

@@ -58,8 +58,11 @@ mod tests {
     fn reads_lines_with_origins() {
         let td = tempfile::tempdir().unwrap();
         let f = td.path().join("p.jsonl");
-        std::fs::write(&f, "{\"id\":\"a\",\"steps\":[{\"text\":\"x\",\"images\":[\"i/a.jpg\"]}]}\n\n{\"id\":\"b\",\"steps\":[]}\n")
-            .unwrap();
+        std::fs::write(
+            &f,
+            "{\"id\":\"a\",\"steps\":[{\"text\":\"x\",\"images\":[\"i/a.jpg\"]}]}\n\n{\"id\":\"b\",\"steps\":[]}\n",
+        )
+        .unwrap();
         let got = ProcedureJsonl.read(std::slice::from_ref(&f), &ReadOptions::default()).unwrap();
         assert_eq!(got.procedures.len(), 2);
         assert_eq!(got.origins[1].record, "3");

@@ -80,7 +80,8 @@ pub fn rebuild_recipes(ts: &TaskSet, path: &Path, image_base: &Path) -> Ingested
             acc.mixed_split = true;
         }
         for c in &q.context {
-            let s = acc.steps.entry(step_key(&c.id)).or_insert_with(|| StepAcc { id: c.id.clone(), ..Default::default() });
+            let s =
+                acc.steps.entry(step_key(&c.id)).or_insert_with(|| StepAcc { id: c.id.clone(), ..Default::default() });
             if merge_step(s, c) {
                 *conflicts.entry(q.recipe_id.clone()).or_insert(0) += 1;
             }
@@ -104,11 +105,14 @@ pub fn rebuild_recipes(ts: &TaskSet, path: &Path, image_base: &Path) -> Ingested
             step.extra.insert("id".into(), s.id);
             p.steps.push(step);
         }
-        out.push(p, Origin {
-            file: path.to_path_buf(),
-            record: format!("data[{}]", acc.first_question),
-            image_base: image_base.to_path_buf(),
-        });
+        out.push(
+            p,
+            Origin {
+                file: path.to_path_buf(),
+                record: format!("data[{}]", acc.first_question),
+                image_base: image_base.to_path_buf(),
+            },
+        );
     }
     for (rid, n) in conflicts {
         out.notes.push(format!(

@@ -41,7 +41,13 @@ pub fn detect_lang(text: &str) -> Option<&'static str> {
         return Some("ja");
     }
     let by_script = [
-        (han, "zh"), (hangul, "ko"), (cyr, "ru"), (arabic, "ar"), (greek, "el"), (hebrew, "he"), (thai, "th"),
+        (han, "zh"),
+        (hangul, "ko"),
+        (cyr, "ru"),
+        (arabic, "ar"),
+        (greek, "el"),
+        (hebrew, "he"),
+        (thai, "th"),
         (deva, "hi"),
     ];
     if let Some((_, code)) = by_script.iter().find(|(n, _)| share(*n)) {

@@ -50,11 +50,7 @@ pub fn is_cjk(c: char) -> bool {
 /// A character that belongs inside a word token.
 #[inline]
 pub fn is_word_char(c: char) -> bool {
-    if c.is_ascii() {
-        c.is_ascii_alphanumeric()
-    } else {
-        (c.is_alphanumeric() || is_combining_mark(c)) && !is_cjk(c)
-    }
+    if c.is_ascii() { c.is_ascii_alphanumeric() } else { (c.is_alphanumeric() || is_combining_mark(c)) && !is_cjk(c) }
 }
 
 /// Call `f` with every token of `text`, in order.
@@ -210,9 +206,10 @@ mod tests {
 
     #[test]
     fn words_numbers_and_punctuation() {
-        assert_eq!(texts("Add 1.5 cups (1/2 lb) of non-stick flour, don't stir!"), [
-            "Add", "1.5", "cups", "1/2", "lb", "of", "non", "stick", "flour", "don", "t", "stir"
-        ]);
+        assert_eq!(
+            texts("Add 1.5 cups (1/2 lb) of non-stick flour, don't stir!"),
+            ["Add", "1.5", "cups", "1/2", "lb", "of", "non", "stick", "flour", "don", "t", "stir"]
+        );
         assert_eq!(texts("1,000g at 350°F."), ["1,000g", "at", "350", "F"]);
         assert_eq!(texts("end. 2."), ["end", "2"]);
     }

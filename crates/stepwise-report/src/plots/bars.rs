@@ -47,7 +47,12 @@ pub struct BarChart {
 
 impl BarChart {
     /// A chart of the default size with no reference line and an automatic y range.
-    pub fn new(title: impl Into<String>, x_label: impl Into<String>, y_label: impl Into<String>, categories: Vec<String>) -> Self {
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+        categories: Vec<String>,
+    ) -> Self {
         BarChart {
             title: title.into(),
             x_label: x_label.into(),
@@ -61,7 +66,12 @@ impl BarChart {
     }
 
     /// Add a series, coloured by its position in [`PALETTE`].
-    pub fn with_series(mut self, label: impl Into<String>, values: Vec<Option<f64>>, intervals: Option<Vec<Option<(f64, f64)>>>) -> Self {
+    pub fn with_series(
+        mut self,
+        label: impl Into<String>,
+        values: Vec<Option<f64>>,
+        intervals: Option<Vec<Option<(f64, f64)>>>,
+    ) -> Self {
         let color = PALETTE[self.series.len() % PALETTE.len()];
         self.series.push(BarSeries { label: label.into(), color, values, intervals });
         self
@@ -74,12 +84,18 @@ impl BarChart {
         }
         for s in &self.series {
             if s.values.len() != n || s.intervals.as_ref().is_some_and(|i| i.len() != n) {
-                return Err(Error::runtime(format!("bar chart `{}`: series `{}` needs one value per category", self.title, s.label)));
+                return Err(Error::runtime(format!(
+                    "bar chart `{}`: series `{}` needs one value per category",
+                    self.title, s.label
+                )));
             }
             let finite = s.values.iter().flatten().all(|v| v.is_finite())
                 && s.intervals.iter().flatten().flatten().all(|(a, b)| a.is_finite() && b.is_finite());
             if !finite {
-                return Err(Error::runtime(format!("bar chart `{}`: series `{}` has a non-finite value", self.title, s.label)));
+                return Err(Error::runtime(format!(
+                    "bar chart `{}`: series `{}` has a non-finite value",
+                    self.title, s.label
+                )));
             }
         }
         if let Some((lo, hi)) = self.y_range
@@ -97,7 +113,9 @@ impl BarChart {
         let top = self
             .series
             .iter()
-            .flat_map(|s| s.values.iter().flatten().copied().chain(s.intervals.iter().flatten().flatten().map(|&(_, b)| b)))
+            .flat_map(|s| {
+                s.values.iter().flatten().copied().chain(s.intervals.iter().flatten().flatten().map(|&(_, b)| b))
+            })
             .chain(self.reference.iter().map(|r| r.0))
             .fold(0.0f64, f64::max);
         (0.0, if top > 0.0 { top * 1.1 } else { 1.0 })
@@ -129,7 +147,10 @@ enum Key<'a> {
     Line(&'a str),
 }
 
-fn draw<DB: DrawingBackend>(c: &BarChart, root: DrawingArea<DB, plotters::coord::Shift>) -> std::result::Result<(), String>
+fn draw<DB: DrawingBackend>(
+    c: &BarChart,
+    root: DrawingArea<DB, plotters::coord::Shift>,
+) -> std::result::Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -141,8 +162,12 @@ where
     let (y0, y1) = c.y_range();
     // Title, then a one-row legend, then the chart: the legend never covers bars.
     let title_h = 34;
-    root.draw(&Text::new(c.title.as_str(), (c.size.0 as i32 / 2, 10), font(20).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top))))
-        .map_err(err)?;
+    root.draw(&Text::new(
+        c.title.as_str(),
+        (c.size.0 as i32 / 2, 10),
+        font(20).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top)),
+    ))
+    .map_err(err)?;
     let mut keys: Vec<Key<'_>> = c.series.iter().map(|s| Key::Bar(s.label.as_str(), s.color)).collect();
     if let Some((_, label)) = &c.reference {
         keys.push(Key::Line(label.as_str()));
@@ -162,13 +187,23 @@ where
             match k {
                 Key::Bar(label, color) => {
                     root.draw(&Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.mix(0.8).filled())).map_err(err)?;
-                    root.draw(&Text::new(*label, (x + 20, y), font(13).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)))).map_err(err)?;
+                    root.draw(&Text::new(
+                        *label,
+                        (x + 20, y),
+                        font(13).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+                    ))
+                    .map_err(err)?;
                 }
                 Key::Line(label) => {
                     let style = BLACK.mix(0.55).stroke_width(1);
                     root.draw(&PathElement::new(vec![(x, y), (x + 6, y)], style)).map_err(err)?;
                     root.draw(&PathElement::new(vec![(x + 9, y), (x + 15, y)], style)).map_err(err)?;
-                    root.draw(&Text::new(*label, (x + 20, y), font(13).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)))).map_err(err)?;
+                    root.draw(&Text::new(
+                        *label,
+                        (x + 20, y),
+                        font(13).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+                    ))
+                    .map_err(err)?;
                 }
             }
             x += w;
@@ -182,7 +217,9 @@ where
     let rows = lines.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
     let slot = (c.size.0 as f64 - 100.0) / n as f64;
     let label_size = ((slot / (longest as f64 * 0.6)).floor() as u32).clamp(9, 14);
-    let y_fmt = |v: &f64| if y1 - y0 >= 10.0 { format!("{v:.0}") } else { format!("{v:.1}") };
+    let y_fmt = |v: &f64| {
+        if y1 - y0 >= 10.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+    };
     let mut chart = ChartBuilder::on(&area)
         .margin(14)
         .margin_top(4)
@@ -211,7 +248,12 @@ where
         let left = |i: usize| i as f64 - group / 2.0 + si as f64 * width;
         chart
             .draw_series(s.values.iter().enumerate().filter_map(|(i, v)| {
-                v.map(|v| Rectangle::new([(left(i) + 0.06 * width, y0.max(0.0)), (left(i) + 0.94 * width, v)], color.mix(0.8).filled()))
+                v.map(|v| {
+                    Rectangle::new(
+                        [(left(i) + 0.06 * width, y0.max(0.0)), (left(i) + 0.94 * width, v)],
+                        color.mix(0.8).filled(),
+                    )
+                })
             }))
             .map_err(err)?;
         if let Some(iv) = &s.intervals {
@@ -252,7 +294,11 @@ mod tests {
     fn chart() -> BarChart {
         let cats = vec!["RecipeQA".to_string(), "(0,0,0)".into(), "(0,1,1)".into()];
         let mut c = BarChart::new("visual_cloze", "setting", "accuracy", cats)
-            .with_series("Hasty Student", vec![Some(0.9), Some(0.5), Some(0.3)], Some(vec![Some((0.85, 0.95)), None, Some((0.2, 0.4))]))
+            .with_series(
+                "Hasty Student",
+                vec![Some(0.9), Some(0.5), Some(0.3)],
+                Some(vec![Some((0.85, 0.95)), None, Some((0.2, 0.4))]),
+            )
             .with_series("distance probe", vec![Some(0.8), None, Some(0.25)], None);
         c.reference = Some((0.25, "chance".into()));
         c.y_range = Some((0.0, 1.0));

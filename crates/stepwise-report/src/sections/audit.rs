@@ -95,7 +95,8 @@ pub fn headlines(rows: &[AuditRow]) -> Vec<String> {
     let tasks: BTreeSet<&str> = rows.iter().map(|r| r.task.as_str()).collect();
     let mut out = Vec::new();
     for task in tasks {
-        let of = |pred: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| r.task == task && pred(r)).collect::<Vec<_>>();
+        let of =
+            |pred: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| r.task == task && pred(r)).collect::<Vec<_>>();
         let rq = of(&|r| r.setting.as_deref() == Some("recipeqa"));
         let knobs = of(&|r| r.setting.as_deref().is_some_and(|s| s.starts_with("knobs-")));
         let (Some(rq), Some(low)) = (
@@ -149,7 +150,9 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
         for r in &rs {
             let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| pct_ci(e.value, e.ci));
             let questions = match r.with_vectors {
-                Some(w) if w != r.questions => format!("{} ({} with vectors)", count(r.questions), count(w)),
+                Some(w) if w != r.questions => {
+                    format!("{} ({} with vectors)", count(r.questions), count(w))
+                }
                 _ => count(r.questions),
             };
             t.row(vec![
@@ -169,7 +172,8 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
         s.table(t);
         let plotted: Vec<&&AuditRow> = rs.iter().filter(|r| r.hasty.is_some() || r.probe.is_some()).collect();
         if !plotted.is_empty() {
-            let cats = plotted.iter().map(|r| format!("{}\nn = {}", r.label().replace('`', ""), count(r.questions))).collect();
+            let cats =
+                plotted.iter().map(|r| format!("{}\nn = {}", r.label().replace('`', ""), count(r.questions))).collect();
             let series = |f: &dyn Fn(&AuditRow) -> Option<Estimate>| -> super::SeriesData {
                 plotted.iter().map(|r| f(r).map_or((None, None), |e| (Some(e.value), e.ci))).unzip()
             };
@@ -195,12 +199,19 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
                         .ok()
                         .filter(|m| m.len() <= 512 << 10)
                         .and_then(|_| std::fs::read_to_string(p).ok());
-                    Figure::SvgFile { caption: format!("{task}, {}: distances of correct and incorrect choices", r.label()), path: ctx.link(p), svg }
+                    Figure::SvgFile {
+                        caption: format!("{task}, {}: distances of correct and incorrect choices", r.label()),
+                        path: ctx.link(p),
+                        svg,
+                    }
                 })
             })
             .collect();
         if !hist.is_empty() {
-            s.push(Block::Details { summary: format!("{task}: distance histograms (correct vs incorrect choices)"), blocks: vec![Block::Figures(hist)] });
+            s.push(Block::Details {
+                summary: format!("{task}: distance histograms (correct vs incorrect choices)"),
+                blocks: vec![Block::Figures(hist)],
+            });
         }
     }
     Ok(Some(s))
@@ -223,17 +234,18 @@ fn pivots(s: &mut Section, rows: &[AuditRow], tasks: &BTreeSet<&str>) {
         return;
     }
     let find = |label: &str, task: &str| rows.iter().find(|r| r.label() == label && r.task == task);
-    for (what, pick) in [
-        ("Distance probe", (|r: &AuditRow| r.probe) as Pick),
-        ("Hasty Student", |r: &AuditRow| r.hasty),
-    ] {
+    for (what, pick) in
+        [("Distance probe", (|r: &AuditRow| r.probe) as Pick), ("Hasty Student", |r: &AuditRow| r.hasty)]
+    {
         let mut cols = vec!["setting".to_string()];
         cols.extend(tasks.iter().map(|t| t.to_string()));
         let mut t = Table::new(&cols);
         for (_, label) in &labels {
             let mut row = vec![label.clone()];
             row.extend(tasks.iter().map(|task| match find(label, task) {
-                Some(r) => pick(r).map_or("–".into(), |e| format!("{} (n = {})", pct_ci(e.value, e.ci), count(r.questions))),
+                Some(r) => {
+                    pick(r).map_or("–".into(), |e| format!("{} (n = {})", pct_ci(e.value, e.ci), count(r.questions)))
+                }
                 None => "–".into(),
             }));
             t.row(row);

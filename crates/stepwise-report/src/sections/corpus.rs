@@ -61,7 +61,8 @@ pub fn section(ctx: &Ctx, corpora: &[CorpusInfo]) -> Result<Option<Section>> {
         return Ok(None);
     }
     let mut s = Section::new("corpus", "Corpus");
-    let mut t = Table::new(&["corpus", ">procedures", ">steps", ">steps / procedure", ">step images", "categories", "made by"]);
+    let mut t =
+        Table::new(&["corpus", ">procedures", ">steps", ">steps / procedure", ">step images", "categories", "made by"]);
     for c in corpora {
         let cats: Vec<String> = c.categories.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let cats = if cats.len() > 8 { format!("{} categories", cats.len()) } else { cats.join(", ") };
@@ -76,10 +77,16 @@ pub fn section(ctx: &Ctx, corpora: &[CorpusInfo]) -> Result<Option<Section>> {
         ]);
     }
     s.table(t);
-    let mut ot = Table::new(&["corpus", ">annotated procedures", ">with several valid orders", ">mean log10(valid orders)"]);
+    let mut ot =
+        Table::new(&["corpus", ">annotated procedures", ">with several valid orders", ">mean log10(valid orders)"]);
     for c in corpora {
         if let Some((n, m, l)) = c.orders {
-            ot.row(vec![format!("`{}`", c.rel), count(n), format!("{} ({:.0}%)", count(m), 100.0 * m as f64 / n as f64), format!("{l:.2}")]);
+            ot.row(vec![
+                format!("`{}`", c.rel),
+                count(n),
+                format!("{} ({:.0}%)", count(m), 100.0 * m as f64 / n as f64),
+                format!("{l:.2}"),
+            ]);
         }
     }
     if !ot.is_empty() {
@@ -111,8 +118,16 @@ fn steps_plot(ctx: &Ctx, i: usize, c: &CorpusInfo) -> Result<Figure> {
     let hi = *c.steps_per_procedure.keys().last().expect("checked: not empty");
     let cats: Vec<String> = (lo..=hi).map(|k| k.to_string()).collect();
     let values = (lo..=hi).map(|k| Some(c.steps_per_procedure.get(&k).copied().unwrap_or(0) as f64)).collect();
-    let chart = BarChart::new(format!("Steps per procedure — {}", c.rel), "steps", "procedures", cats).with_series("procedures", values, None);
-    ctx.plot(&format!("steps-per-procedure-{i}"), format!("Steps per procedure in `{}` ({} procedures).", c.rel, count(c.procedures)), &chart)
+    let chart = BarChart::new(format!("Steps per procedure — {}", c.rel), "steps", "procedures", cats).with_series(
+        "procedures",
+        values,
+        None,
+    );
+    ctx.plot(
+        &format!("steps-per-procedure-{i}"),
+        format!("Steps per procedure in `{}` ({} procedures).", c.rel, count(c.procedures)),
+        &chart,
+    )
 }
 
 /// The manifest's command line, in code quotes.

@@ -78,7 +78,11 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
             let c = |k: &str| counts.as_ref().map_or(Ok(None), |c| c.opt_u64(k));
             EvalBody::Sequencing { groups, scored: c("scored")?, alternative_chosen: c("alternative_chosen")? }
         }
-        other => return Err(r.req("kind")?.error(format!("unknown evaluation kind `{other}` (expected multiple_choice or sequencing)"))),
+        other => {
+            return Err(r
+                .req("kind")?
+                .error(format!("unknown evaluation kind `{other}` (expected multiple_choice or sequencing)")));
+        }
     };
     let dir = a.path.parent().unwrap_or(Path::new("."));
     let is_folder = a.path.file_name().is_some_and(|n| n == "results.json") && dir.join("manifest.json").is_file();
@@ -99,7 +103,15 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
         }
         match &e.body {
             EvalBody::MultipleChoice(scores) => {
-                let mut t = Table::new(&["task set", "predictions", "task", ">questions", "accuracy %", ">missing", ">invalid"]);
+                let mut t = Table::new(&[
+                    "task set",
+                    "predictions",
+                    "task",
+                    ">questions",
+                    "accuracy %",
+                    ">missing",
+                    ">invalid",
+                ]);
                 for sc in scores {
                     t.row(vec![
                         sc.set.clone(),
@@ -121,7 +133,11 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                         Some(per_task.iter().map(|x| x.accuracy.ci).collect()),
                     );
                     let chart = BarChart { y_range: Some((0.0, 1.0)), ..chart };
-                    s.push(Block::Figures(vec![ctx.plot(&format!("eval-{ei}"), format!("Accuracy per task of `{}` with 95% intervals.", e.rel), &chart)?]));
+                    s.push(Block::Figures(vec![ctx.plot(
+                        &format!("eval-{ei}"),
+                        format!("Accuracy per task of `{}` with 95% intervals.", e.rel),
+                        &chart,
+                    )?]));
                 }
             }
             EvalBody::Sequencing { groups, scored, alternative_chosen } => {

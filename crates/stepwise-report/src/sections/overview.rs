@@ -48,6 +48,9 @@ pub fn section(found: &Found, stages: &[(String, String)], headlines: &[String])
     for a in &found.artefacts {
         t.row(vec![format!("`{}`", a.rel), kind_name(a.kind).to_string()]);
     }
-    s.push(Block::Details { summary: format!("What the run folder holds ({} outputs)", found.artefacts.len()), blocks: vec![Block::Table(t)] });
+    s.push(Block::Details {
+        summary: format!("What the run folder holds ({} outputs)", found.artefacts.len()),
+        blocks: vec![Block::Table(t)],
+    });
     s
 }

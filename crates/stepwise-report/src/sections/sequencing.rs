@@ -77,7 +77,13 @@ pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
 fn cell(e: &Option<Estimate>, share: bool, with_ci: bool) -> String {
     match e {
         None => "–".into(),
-        Some(e) if share => if with_ci { pct_ci(e.value, e.ci) } else { pct(e.value) },
+        Some(e) if share => {
+            if with_ci {
+                pct_ci(e.value, e.ci)
+            } else {
+                pct(e.value)
+            }
+        }
         Some(e) => num_ci(e.value, if with_ci { e.ci } else { None }, 3),
     }
 }
@@ -87,7 +93,12 @@ pub fn headlines(results: &[ResultsInfo]) -> Vec<String> {
     let pmr = |r: &ResultRow| r.multi[1].or(r.single[1]).map(|e| e.value);
     let mut out = Vec::new();
     for res in results {
-        let best = res.rows.iter().filter(|r| r.method != "random").filter_map(|r| pmr(r).map(|v| (r, v))).max_by(|a, b| a.1.total_cmp(&b.1));
+        let best = res
+            .rows
+            .iter()
+            .filter(|r| r.method != "random")
+            .filter_map(|r| pmr(r).map(|v| (r, v)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
         let random = res.rows.iter().find(|r| r.method == "random").and_then(pmr);
         if let Some((r, v)) = best {
             out.push(format!(
@@ -117,11 +128,20 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
          penalised for a different but correct order.",
     );
     if !instances.is_empty() {
-        let mut t = Table::new(&["instances", "modality", ">steps", ">instances", ">train / val / test", ">with several valid orders", ">references"]);
+        let mut t = Table::new(&[
+            "instances",
+            "modality",
+            ">steps",
+            ">instances",
+            ">train / val / test",
+            ">with several valid orders",
+            ">references",
+        ]);
         for i in instances {
             let c = |k: &str| i.manifest.counts.get(k).copied();
             let o = |v: Option<u64>| v.map_or("–".into(), count);
-            let p = |k: &str| i.manifest.params.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
+            let p =
+                |k: &str| i.manifest.params.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
             t.row(vec![
                 format!("`{}`", i.rel),
                 p("modality").unwrap_or_else(|| "–".into()),
@@ -160,7 +180,10 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
         if !res.notes.is_empty() {
             s.push(Block::List(res.notes.clone()));
         }
-        s.push(Block::Details { summary: "The same table with 95% bootstrap intervals".into(), blocks: vec![Block::Table(ci)] });
+        s.push(Block::Details {
+            summary: "The same table with 95% bootstrap intervals".into(),
+            blocks: vec![Block::Table(ci)],
+        });
         if !res.rows.is_empty() {
             let cats: Vec<String> = res
                 .rows
@@ -171,12 +194,19 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
                 res.rows
                     .iter()
                     .map(|r| {
-                        let e = if single { r.single[m] } else if r.multi_reference > 0 { r.multi[m] } else { None };
+                        let e = if single {
+                            r.single[m]
+                        } else if r.multi_reference > 0 {
+                            r.multi[m]
+                        } else {
+                            None
+                        };
                         e.map_or((None, None), |e| (Some(e.value), e.ci))
                     })
                     .unzip()
             };
-            let mut chart = BarChart::new("Sequencing baselines", "method (features)", "share of sequences / positions", cats);
+            let mut chart =
+                BarChart::new("Sequencing baselines", "method (features)", "share of sequences / positions", cats);
             for (label, single, m) in [
                 ("position accuracy, single", true, 0),
                 ("position accuracy, multi", false, 0),

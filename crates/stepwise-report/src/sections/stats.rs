@@ -59,7 +59,13 @@ pub fn read(a: &Artefact) -> Result<StatsInfo> {
             });
         }
     }
-    Ok(StatsInfo { rel: a.rel.clone(), counts, distributions, group_by: root.opt_str("group_by")?.map(str::to_string), groups })
+    Ok(StatsInfo {
+        rel: a.rel.clone(),
+        counts,
+        distributions,
+        group_by: root.opt_str("group_by")?.map(str::to_string),
+        groups,
+    })
 }
 
 fn label(key: &str) -> String {
@@ -93,9 +99,17 @@ pub fn section(stats: &[StatsInfo]) -> Option<Section> {
         if !st.groups.is_empty() {
             let by = st.group_by.clone().unwrap_or_else(|| "group".into());
             let mut g = Table::new(&[by.as_str(), ">procedures", ">steps", ">steps / procedure", ">tokens / step"]);
-            let o = |v: &Option<f64>, d: usize| v.map_or("–".to_string(), |x| if d == 0 { num(x) } else { format!("{x:.d$}") });
+            let o = |v: &Option<f64>, d: usize| {
+                v.map_or("–".to_string(), |x| if d == 0 { num(x) } else { format!("{x:.d$}") })
+            };
             for r in &st.groups {
-                g.row(vec![r.name.clone(), o(&r.procedures, 0), o(&r.steps, 0), o(&r.steps_per_procedure, 1), o(&r.tokens_per_step, 1)]);
+                g.row(vec![
+                    r.name.clone(),
+                    o(&r.procedures, 0),
+                    o(&r.steps, 0),
+                    o(&r.steps_per_procedure, 1),
+                    o(&r.tokens_per_step, 1),
+                ]);
             }
             s.table(g);
         }

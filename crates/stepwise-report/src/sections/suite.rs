@@ -73,7 +73,8 @@ pub fn section(ctx: &Ctx, suites: &[SuiteInfo]) -> Result<Option<Section>> {
             s.push(Block::Heading(format!("`{}`", suite.rel)));
         }
         let tasks: BTreeSet<&str> = suite.rows.iter().map(|r| r.task.as_str()).collect();
-        let mut settings: Vec<&str> = suite.rows.iter().map(|r| r.setting.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+        let mut settings: Vec<&str> =
+            suite.rows.iter().map(|r| r.setting.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
         settings.sort_by_key(|x| setting_order(x));
         let get = |set: &str, task: &str| suite.rows.iter().find(|r| r.setting == set && r.task == task);
         // The pivot: settings down, tasks across.
@@ -87,15 +88,25 @@ pub fn section(ctx: &Ctx, suites: &[SuiteInfo]) -> Result<Option<Section>> {
         }
         s.para(format!("Questions per setting and task (`{}`):", suite.rel));
         s.table(pivot);
-        let mut chart = BarChart::new("Questions per knob setting", "setting", "questions", settings.iter().map(|x| setting_label(x)).collect());
+        let mut chart = BarChart::new(
+            "Questions per knob setting",
+            "setting",
+            "questions",
+            settings.iter().map(|x| setting_label(x)).collect(),
+        );
         for t in &tasks {
-            chart = chart.with_series(*t, settings.iter().map(|set| get(set, t).map(|r| r.questions as f64)).collect(), None);
+            chart = chart.with_series(
+                *t,
+                settings.iter().map(|set| get(set, t).map(|r| r.questions as f64)).collect(),
+                None,
+            );
         }
         let fig = ctx.plot(&format!("suite-questions-{si}"), "Questions per setting and task. Settings with k3 = 1 can lose most visual questions when few negatives are as close to the question as the answer.", &chart)?;
         s.push(Block::Figures(vec![fig]));
         // The detailed table.
         let reasons: BTreeSet<&str> = suite.rows.iter().flat_map(|r| r.skipped.keys().map(String::as_str)).collect();
-        let mut cols: Vec<String> = ["setting", "task", ">questions", ">train", ">val", ">test", ">procedures used"].map(String::from).to_vec();
+        let mut cols: Vec<String> =
+            ["setting", "task", ">questions", ">train", ">val", ">test", ">procedures used"].map(String::from).to_vec();
         cols.extend(reasons.iter().map(|r| format!(">skipped: {}", r.replace('_', " "))));
         let mut t = Table::new(&cols);
         for r in &suite.rows {
@@ -112,7 +123,10 @@ pub fn section(ctx: &Ctx, suites: &[SuiteInfo]) -> Result<Option<Section>> {
             row.extend(reasons.iter().map(|x| r.skipped.get(*x).map_or("0".into(), |n| count(*n))));
             t.row(row);
         }
-        s.push(Block::Details { summary: "Splits, procedures used and skipped questions by reason".into(), blocks: vec![Block::Table(t)] });
+        s.push(Block::Details {
+            summary: "Splits, procedures used and skipped questions by reason".into(),
+            blocks: vec![Block::Table(t)],
+        });
     }
     Ok(Some(s))
 }

@@ -54,7 +54,8 @@ pub fn section(sets: &[TaskSetInfo]) -> Option<Section> {
          Textual cloze: choose the missing step title; visual cloze: the missing step image; visual coherence: \
          the image that does not belong; visual ordering: the correct order of four images.",
     );
-    let mut t = Table::new(&["task set", "setting", "task", ">questions", ">train", ">val", ">test", ">procedures used"]);
+    let mut t =
+        Table::new(&["task set", "setting", "task", ">questions", ">train", ">val", ">test", ">procedures used"]);
     let o = |v: &Option<u64>| v.map_or("–".into(), count);
     for set in sets {
         for c in &set.tasks {
@@ -71,7 +72,8 @@ pub fn section(sets: &[TaskSetInfo]) -> Option<Section> {
         }
     }
     s.table(t);
-    let cmds: Vec<String> = sets.iter().filter_map(|x| x.command.as_ref().map(|c| format!("`{}`: `{c}`", x.rel))).collect();
+    let cmds: Vec<String> =
+        sets.iter().filter_map(|x| x.command.as_ref().map(|c| format!("`{}`: `{c}`", x.rel))).collect();
     if !cmds.is_empty() {
         s.push(crate::doc::Block::List(cmds));
     }

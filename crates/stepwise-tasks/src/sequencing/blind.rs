@@ -23,10 +23,10 @@ use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use stepwise_core::Result;
 use stepwise_core::json::write_canonical;
 use stepwise_core::output::write_file_atomic;
 use stepwise_core::sequencing::SequencingInstance;
-use stepwise_core::Result;
 
 /// The blind inputs file inside a sequencing folder.
 pub const INPUTS_JSONL: &str = "inputs.jsonl";
@@ -55,7 +55,12 @@ pub struct BlindInstance {
 
 /// The opaque key of the item showing `step` in instance `instance_id`: 10 hex digits of a seeded hash.
 pub fn item_key(seed: u64, instance_id: &str, step: usize) -> String {
-    let h = stepwise_core::hash::hash64(&[b"sequencing/item-key", &seed.to_le_bytes(), instance_id.as_bytes(), &(step as u64).to_le_bytes()]);
+    let h = stepwise_core::hash::hash64(&[
+        b"sequencing/item-key",
+        &seed.to_le_bytes(),
+        instance_id.as_bytes(),
+        &(step as u64).to_le_bytes(),
+    ]);
     format!("{:010x}", h >> 24)
 }
 
@@ -139,7 +144,11 @@ mod tests {
         assert!(!json.contains("step") && !json.contains("references") && !json.contains("procedure"), "{json}");
         assert_eq!(leaky_image_names(std::slice::from_ref(&inst)), 0);
         let leaky = SequencingInstance {
-            items: vec![item(2, "images/r_2_0.jpg"), item(0, "x/r-step0.jpg"), item(3, "images/world-cooking_000001/3f09c2a17b4e.jpg")],
+            items: vec![
+                item(2, "images/r_2_0.jpg"),
+                item(0, "x/r-step0.jpg"),
+                item(3, "images/world-cooking_000001/3f09c2a17b4e.jpg"),
+            ],
             ..inst
         };
         assert_eq!(leaky_image_names(&[leaky]), 2, "hashes are not step numbers");

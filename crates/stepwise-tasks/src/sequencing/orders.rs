@@ -39,9 +39,7 @@ pub fn transitive_closure(n: usize, constraints: &[[usize; 2]]) -> Result<Vec<Ve
 pub fn window_predecessors(closure: &[Vec<bool>], window: &[usize]) -> Vec<u32> {
     window
         .iter()
-        .map(|&b| {
-            window.iter().enumerate().filter(|&(_, &a)| closure[a][b]).fold(0u32, |m, (p, _)| m | (1 << p))
-        })
+        .map(|&b| window.iter().enumerate().filter(|&(_, &a)| closure[a][b]).fold(0u32, |m, (p, _)| m | (1 << p)))
         .collect()
 }
 
@@ -167,8 +165,7 @@ pub fn restrict_orders(orders: &[Vec<usize>], window: &[usize]) -> Vec<Vec<usize
     let authored: Vec<usize> = (0..window.len()).collect();
     let mut set = std::collections::BTreeSet::new();
     for o in orders {
-        let restricted: Vec<usize> =
-            o.iter().filter_map(|s| window.iter().position(|w| w == s)).collect();
+        let restricted: Vec<usize> = o.iter().filter_map(|s| window.iter().position(|w| w == s)).collect();
         if restricted.len() == window.len() {
             set.insert(restricted);
         }

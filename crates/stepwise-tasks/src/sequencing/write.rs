@@ -27,7 +27,8 @@ pub fn write_instances_jsonl(path: &Path, instances: &[SequencingInstance]) -> R
 /// Write the Parquet copy of the instances.
 pub fn write_instances_parquet(path: &Path, instances: &[SequencingInstance]) -> Result<()> {
     let s = |f: &dyn Fn(&SequencingInstance) -> String| Column::Str(instances.iter().map(|i| Some(f(i))).collect());
-    let n = |f: &dyn Fn(&SequencingInstance) -> usize| Column::Int(instances.iter().map(|i| Some(f(i) as i64)).collect());
+    let n =
+        |f: &dyn Fn(&SequencingInstance) -> usize| Column::Int(instances.iter().map(|i| Some(f(i) as i64)).collect());
     write_table(
         path,
         &[

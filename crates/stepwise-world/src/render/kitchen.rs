@@ -42,7 +42,8 @@ fn layout(plan: &Plan) -> Layout {
             counter.insert(p, [spread(n, 0.18, 0.82)[k], row]);
         }
     }
-    let ings: Vec<EntityId> = (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Ingredient).collect();
+    let ings: Vec<EntityId> =
+        (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Ingredient).collect();
     // One row of at most five items, two rows when there are more.
     let per_row = if ings.len() > 5 { ings.len().div_ceil(2) } else { ings.len() };
     let mut pantry = BTreeMap::new();
@@ -52,7 +53,11 @@ fn layout(plan: &Plan) -> Layout {
         pantry.insert(e, [spread(n_row, 0.08, 0.64)[k] + 0.03 * row as f32, 0.85 + 0.085 * row as f32]);
     }
     let tools: Vec<PropId> = (0..spec.props.len()).filter(|&p| spec.props[p].role == PropRole::Tool).collect();
-    let rest = tools.iter().enumerate().map(|(i, &t)| (t, [0.8 + 0.12 * (i % 2) as f32, 0.81 + 0.06 * (i / 2) as f32])).collect();
+    let rest = tools
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (t, [0.8 + 0.12 * (i % 2) as f32, 0.81 + 0.06 * (i / 2) as f32]))
+        .collect();
     Layout { habitats, counter, pantry, rest }
 }
 
@@ -171,10 +176,14 @@ fn tool_target(lay: &Layout, st: &WorldState, a: &Action) -> P {
     match (a.container, a.dest) {
         (Some(c), _) => where_is(lay, st, c),
         (None, Some(d)) => where_is(lay, st, d),
-        _ => a.patients.first().and_then(|&e| match st.entities[e].loc {
-            Loc::On(c) => Some(where_is(lay, st, c)),
-            _ => None,
-        }).unwrap_or([0.5, 0.5]),
+        _ => a
+            .patients
+            .first()
+            .and_then(|&e| match st.entities[e].loc {
+                Loc::On(c) => Some(where_is(lay, st, c)),
+                _ => None,
+            })
+            .unwrap_or([0.5, 0.5]),
     }
 }
 
@@ -272,7 +281,16 @@ fn container(p: &mut Painter, plan: &Plan, st: &WorldState, c: PropId, pos: P, s
             }
         };
         if st.props[c].greased {
-            p.shape_a(Shape::Ellipse { c: [interior.0[0] - interior.1 * 0.3, interior.0[1] - interior.2 * 0.3], rx: interior.1 * 0.35, ry: interior.2 * 0.2, rot: -0.4 }, [255, 250, 220], 0.35);
+            p.shape_a(
+                Shape::Ellipse {
+                    c: [interior.0[0] - interior.1 * 0.3, interior.0[1] - interior.2 * 0.3],
+                    rx: interior.1 * 0.35,
+                    ry: interior.2 * 0.2,
+                    rot: -0.4,
+                },
+                [255, 250, 220],
+                0.35,
+            );
         }
         contents(p, plan, st, c, interior, tilt != 0.0);
         let on_stove = st.props[c].on.is_some_and(|h| spec.props[h].kind == "stove");
@@ -281,7 +299,11 @@ fn container(p: &mut Painter, plan: &Plan, st: &WorldState, c: PropId, pos: P, s
                 let x = interior.0[0] + (i as f32 - 1.0) * interior.1 * 0.5;
                 let y = interior.0[1] - interior.2 * 1.2;
                 p.shape_a(Shape::Capsule { a: [x, y], b: [x + 0.008, y - 0.03], r: 0.003 }, [250, 250, 250], 0.5);
-                p.shape_a(Shape::Capsule { a: [x + 0.008, y - 0.03], b: [x - 0.004, y - 0.055], r: 0.003 }, [250, 250, 250], 0.4);
+                p.shape_a(
+                    Shape::Capsule { a: [x + 0.008, y - 0.03], b: [x - 0.004, y - 0.055], r: 0.003 },
+                    [250, 250, 250],
+                    0.4,
+                );
             }
         }
     }
@@ -307,18 +329,31 @@ fn contents(p: &mut Painter, plan: &Plan, st: &WorldState, c: PropId, interior: 
             p.ellipse(ic, rx, ry, 0.0, col);
             if es.role == EntityRole::Intermediate {
                 // Swirls of a blended mixture; a baked crust; cut lines once sliced.
-                p.shape_a(Shape::EllipseRing { c: ic, rx: rx * 0.55, ry: ry * 0.4, rot: 0.3, t: 0.003 }, shade(col, 0.2), 0.6);
+                p.shape_a(
+                    Shape::EllipseRing { c: ic, rx: rx * 0.55, ry: ry * 0.4, rot: 0.3, t: 0.003 },
+                    shade(col, 0.2),
+                    0.6,
+                );
                 if t & tag::BAKED != 0 {
                     pieces(p, shade(col, -0.25), ic, rx * 0.8, ry * 0.8, 14, 0.006, e as u64 + 7);
                 }
                 if t & tag::CHOPPED != 0 {
                     for k in [-0.5f32, 0.0, 0.5] {
-                        p.capsule([ic[0] + k * rx, ic[1] - ry * 0.9], [ic[0] + k * rx, ic[1] + ry * 0.9], 0.003, shade(col, -0.4));
+                        p.capsule(
+                            [ic[0] + k * rx, ic[1] - ry * 0.9],
+                            [ic[0] + k * rx, ic[1] + ry * 0.9],
+                            0.003,
+                            shade(col, -0.4),
+                        );
                     }
                     p.capsule([ic[0] - rx * 0.9, ic[1]], [ic[0] + rx * 0.9, ic[1]], 0.003, shade(col, -0.4));
                 }
             } else {
-                p.shape_a(Shape::Ellipse { c: [ic[0] - rx * 0.35, ic[1] - ry * 0.35], rx: rx * 0.2, ry: ry * 0.12, rot: 0.0 }, [255, 255, 255], 0.35);
+                p.shape_a(
+                    Shape::Ellipse { c: [ic[0] - rx * 0.35, ic[1] - ry * 0.35], rx: rx * 0.2, ry: ry * 0.12, rot: 0.0 },
+                    [255, 255, 255],
+                    0.35,
+                );
             }
         }
     }
@@ -340,7 +375,16 @@ fn contents(p: &mut Painter, plan: &Plan, st: &WorldState, c: PropId, interior: 
                     if ms.role == EntityRole::Intermediate || ms.shape == Form::Liquid {
                         continue;
                     }
-                    pieces(p, item_colour(ms, st.entities[m].tags | (t & (tag::HEATED | tag::BAKED))), ic, rx * 0.85, ry * 0.85, 16, 0.008, m as u64 * 131 + e as u64);
+                    pieces(
+                        p,
+                        item_colour(ms, st.entities[m].tags | (t & (tag::HEATED | tag::BAKED))),
+                        ic,
+                        rx * 0.85,
+                        ry * 0.85,
+                        16,
+                        0.008,
+                        m as u64 * 131 + e as u64,
+                    );
                 }
             }
             continue;
@@ -357,7 +401,13 @@ fn contents(p: &mut Painter, plan: &Plan, st: &WorldState, c: PropId, interior: 
                 for j in 0..k {
                     let a = j as f32 * 1.9 + i as f32;
                     let q = [off[0] + a.cos() * rx * 0.3, off[1] + a.sin() * ry * 0.3];
-                    p.ellipse(q, rx * 0.28, ry * 0.24, a, lerp([250, 250, 244], [200, 150, 90], if t & tag::HEATED != 0 { 0.3 } else { 0.0 }));
+                    p.ellipse(
+                        q,
+                        rx * 0.28,
+                        ry * 0.24,
+                        a,
+                        lerp([250, 250, 244], [200, 150, 90], if t & tag::HEATED != 0 { 0.3 } else { 0.0 }),
+                    );
                     p.circle(q, rx * 0.11, item_colour(es, t));
                 }
             }

@@ -61,12 +61,15 @@ pub fn render_plan_steps(plan: &Plan, seed: u64, size: u32) -> Vec<RgbImage> {
 /// Draw step `step` of `plan` on (a copy of) `backdrop`, then light it and add per-image sensor noise.
 pub fn draw_step(plan: &Plan, seed: u64, step: usize, backdrop: &Backdrop) -> RgbImage {
     let style = &backdrop.style;
-    let mut painter = Painter { canvas: backdrop.canvas.clone(), shadow_dir: [-style.light_dir[0], -style.light_dir[1]] };
+    let mut painter =
+        Painter { canvas: backdrop.canvas.clone(), shadow_dir: [-style.light_dir[0], -style.light_dir[1]] };
     match plan.spec.domain {
         Domain::Cooking => kitchen::draw(&mut painter, plan, step),
         Domain::Assembly => workshop::draw(&mut painter, plan, step),
     }
-    let noise_seed = (stepwise_core::hash::hash64(&[&seed.to_le_bytes(), &plan.index.to_le_bytes(), &(step as u64).to_le_bytes()]) & 0xffff_ffff) as u32;
+    let noise_seed =
+        (stepwise_core::hash::hash64(&[&seed.to_le_bytes(), &plan.index.to_le_bytes(), &(step as u64).to_le_bytes()])
+            & 0xffff_ffff) as u32;
     painter.canvas.finish(
         |p| {
             let l = style.light(p);
@@ -82,7 +85,8 @@ mod tests {
     use crate::plan::plan;
 
     fn diff(a: &RgbImage, b: &RgbImage) -> f64 {
-        a.as_raw().iter().zip(b.as_raw()).map(|(x, y)| (*x as f64 - *y as f64).abs()).sum::<f64>() / a.as_raw().len() as f64
+        a.as_raw().iter().zip(b.as_raw()).map(|(x, y)| (*x as f64 - *y as f64).abs()).sum::<f64>()
+            / a.as_raw().len() as f64
     }
 
     #[test]
@@ -100,7 +104,11 @@ mod tests {
                     if let Some(prev) = &prev {
                         // Beyond sensor noise (mean absolute difference about 1.75 per channel).
                         let d = diff(prev, &a);
-                        assert!(d > 1.9, "{domain:?} {index} step {s}: only {d:.2} changed ({:?})", p.steps[s].iter().map(|&x| p.actions[x].verb()).collect::<Vec<_>>());
+                        assert!(
+                            d > 1.9,
+                            "{domain:?} {index} step {s}: only {d:.2} changed ({:?})",
+                            p.steps[s].iter().map(|&x| p.actions[x].verb()).collect::<Vec<_>>()
+                        );
                     }
                     prev = Some(a);
                 }

@@ -111,7 +111,17 @@ pub fn whole_item(p: &mut Painter, spec: &EntitySpec, tags: u16, c: P, size: f32
                 let a = [o[0] - r * 1.1, o[1] + r * 0.3];
                 let b = [o[0] + r * 1.1, o[1] - r * 0.3];
                 p.shadow(o, r * 1.2, r * 0.5);
-                p.shape(Shape::Polygon { pts: vec![[a[0], a[1] - r * 0.4], [a[0], a[1] + r * 0.4], [b[0], b[1] + r * 0.12], [b[0], b[1] - r * 0.12]] }, col);
+                p.shape(
+                    Shape::Polygon {
+                        pts: vec![
+                            [a[0], a[1] - r * 0.4],
+                            [a[0], a[1] + r * 0.4],
+                            [b[0], b[1] + r * 0.12],
+                            [b[0], b[1] - r * 0.12],
+                        ],
+                    },
+                    col,
+                );
                 if tags & tag::PEELED == 0 && spec.kind == "carrot" {
                     p.capsule(a, [a[0] - r * 0.4, a[1] - r * 0.3], r * 0.12, [70, 140, 50]);
                 }
@@ -180,7 +190,18 @@ pub fn tool(p: &mut Painter, kind: &str, colour: [u8; 3], f: Frame) {
     match kind {
         "knife" => {
             p.rrect(f.p([-0.3, 0.0]), h(0.2), h(0.055), h(0.03), f.rot, colour);
-            p.shape(Shape::Polygon { pts: vec![f.p([-0.1, -0.06]), f.p([0.42, -0.06]), f.p([0.5, 0.0]), f.p([0.45, 0.05]), f.p([-0.1, 0.05])] }, metal);
+            p.shape(
+                Shape::Polygon {
+                    pts: vec![
+                        f.p([-0.1, -0.06]),
+                        f.p([0.42, -0.06]),
+                        f.p([0.5, 0.0]),
+                        f.p([0.45, 0.05]),
+                        f.p([-0.1, 0.05]),
+                    ],
+                },
+                metal,
+            );
         }
         "peeler" => {
             p.rrect(f.p([-0.2, 0.0]), h(0.3), h(0.05), h(0.03), f.rot, colour);
@@ -189,7 +210,10 @@ pub fn tool(p: &mut Painter, kind: &str, colour: [u8; 3], f: Frame) {
         "whisk" => {
             p.rrect(f.p([-0.3, 0.0]), h(0.22), h(0.05), h(0.03), f.rot, colour);
             for k in [0.05f32, 0.1, 0.15] {
-                p.shape(Shape::EllipseRing { c: f.p([0.22, 0.0]), rx: h(0.3), ry: h(k), rot: f.rot, t: h(0.012) }, metal);
+                p.shape(
+                    Shape::EllipseRing { c: f.p([0.22, 0.0]), rx: h(0.3), ry: h(k), rot: f.rot, t: h(0.012) },
+                    metal,
+                );
             }
         }
         "fork" => {

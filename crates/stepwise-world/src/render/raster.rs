@@ -22,16 +22,46 @@ impl Camera {
 /// A filled shape.
 #[derive(Debug, Clone)]
 pub enum Shape {
-    Circle { c: P, r: f32 },
-    Ellipse { c: P, rx: f32, ry: f32, rot: f32 },
+    Circle {
+        c: P,
+        r: f32,
+    },
+    Ellipse {
+        c: P,
+        rx: f32,
+        ry: f32,
+        rot: f32,
+    },
     /// Centre, half sizes, corner radius, rotation.
-    RoundRect { c: P, hw: f32, hh: f32, r: f32, rot: f32 },
-    Capsule { a: P, b: P, r: f32 },
-    Polygon { pts: Vec<P> },
+    RoundRect {
+        c: P,
+        hw: f32,
+        hh: f32,
+        r: f32,
+        rot: f32,
+    },
+    Capsule {
+        a: P,
+        b: P,
+        r: f32,
+    },
+    Polygon {
+        pts: Vec<P>,
+    },
     /// A ring (outline of a circle) of the given half thickness.
-    Ring { c: P, r: f32, t: f32 },
+    Ring {
+        c: P,
+        r: f32,
+        t: f32,
+    },
     /// The outline of an ellipse.
-    EllipseRing { c: P, rx: f32, ry: f32, rot: f32, t: f32 },
+    EllipseRing {
+        c: P,
+        rx: f32,
+        ry: f32,
+        rot: f32,
+        t: f32,
+    },
 }
 
 impl Shape {
@@ -202,7 +232,12 @@ impl Canvas {
         let edge = self.aa * (1.0 + soft);
         let (lo, hi) = shape.bounds();
         let pad = edge * 2.0;
-        let corners = [[lo[0] - pad, lo[1] - pad], [hi[0] + pad, lo[1] - pad], [lo[0] - pad, hi[1] + pad], [hi[0] + pad, hi[1] + pad]];
+        let corners = [
+            [lo[0] - pad, lo[1] - pad],
+            [hi[0] + pad, lo[1] - pad],
+            [lo[0] - pad, hi[1] + pad],
+            [hi[0] + pad, hi[1] + pad],
+        ];
         let mut x0 = f32::MAX;
         let mut y0 = f32::MAX;
         let mut x1 = f32::MIN;
@@ -276,7 +311,8 @@ impl Prng {
 
 /// Hash of integer coordinates to [0, 1) (value noise).
 pub fn hash2(x: i32, y: i32, seed: u32) -> f32 {
-    let mut h = (x as u32).wrapping_mul(0x8da6_b343) ^ (y as u32).wrapping_mul(0xd816_3841) ^ seed.wrapping_mul(0xcb1a_b31f);
+    let mut h =
+        (x as u32).wrapping_mul(0x8da6_b343) ^ (y as u32).wrapping_mul(0xd816_3841) ^ seed.wrapping_mul(0xcb1a_b31f);
     h ^= h >> 13;
     h = h.wrapping_mul(0x5bd1_e995);
     h ^= h >> 15;

@@ -42,8 +42,10 @@ pub fn draw(p: &mut Painter, plan: &Plan, step: usize) {
     let st = &plan.states[step];
     let acts: Vec<&Action> = plan.steps[step].iter().map(|&a| &plan.actions[a]).collect();
     let in_use: Vec<PropId> = acts.iter().flat_map(|a| a.tools.iter().copied()).collect();
-    let groups: Vec<EntityId> = (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Intermediate).collect();
-    let fastenable: BTreeSet<EntityId> = plan.actions.iter().filter(|a| a.verb() == Verb::Fasten).flat_map(|a| a.patients.iter().copied()).collect();
+    let groups: Vec<EntityId> =
+        (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Intermediate).collect();
+    let fastenable: BTreeSet<EntityId> =
+        plan.actions.iter().filter(|a| a.verb() == Verb::Fasten).flat_map(|a| a.patients.iter().copied()).collect();
     let find_prop = |kind: &str| (0..spec.props.len()).find(|&q| spec.props[q].kind == kind);
 
     // Drop cloth under the work area.
@@ -62,7 +64,17 @@ pub fn draw(p: &mut Painter, plan: &Plan, step: usize) {
         if st.contents(bx).is_empty() {
             p.rrect(c, 0.09, 0.07, 0.005, 0.0, col);
             p.rrect(c, 0.075, 0.055, 0.004, 0.0, shade(col, -0.35));
-            p.shape(Shape::Polygon { pts: vec![[c[0] - 0.09, c[1] - 0.07], [c[0] + 0.09, c[1] - 0.07], [c[0] + 0.07, c[1] - 0.11], [c[0] - 0.07, c[1] - 0.11]] }, shade(col, 0.12));
+            p.shape(
+                Shape::Polygon {
+                    pts: vec![
+                        [c[0] - 0.09, c[1] - 0.07],
+                        [c[0] + 0.09, c[1] - 0.07],
+                        [c[0] + 0.07, c[1] - 0.11],
+                        [c[0] - 0.07, c[1] - 0.11],
+                    ],
+                },
+                shade(col, 0.12),
+            );
         } else {
             p.rrect(c, 0.09, 0.07, 0.005, 0.0, col);
             p.capsule([c[0] - 0.09, c[1]], [c[0] + 0.09, c[1]], 0.006, [200, 190, 150]);
@@ -130,16 +142,16 @@ pub fn draw(p: &mut Painter, plan: &Plan, step: usize) {
         for &e in &order {
             draw_part(p, spec, st, e, pl, lit, &fastenable);
         }
-        if lit
-            && let Some(cable) = leaves.iter().copied().find(|&e| spec.entities[e].kind == "cable") {
-                let g = spec.entities[cable].geometry.expect("parts have geometry");
-                let end = pl.p([g.rect[0] + g.rect[2] / 2.0, g.rect[1]]);
-                p.capsule(end, [0.95, 0.62], 0.004, [35, 35, 38]);
-            }
+        if lit && let Some(cable) = leaves.iter().copied().find(|&e| spec.entities[e].kind == "cable") {
+            let g = spec.entities[cable].geometry.expect("parts have geometry");
+            let end = pl.p([g.rect[0] + g.rect[2] / 2.0, g.rect[1]]);
+            p.capsule(end, [0.95, 0.62], 0.004, [35, 35, 38]);
+        }
     }
 
     // Loose parts along the front, each in its own slot.
-    let parts: Vec<EntityId> = (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Part).collect();
+    let parts: Vec<EntityId> =
+        (0..spec.entities.len()).filter(|&e| spec.entities[e].role == EntityRole::Part).collect();
     let slots = parts.len().max(1);
     let mut loose_at: BTreeMap<EntityId, P> = BTreeMap::new();
     for (i, &e) in parts.iter().enumerate() {
@@ -194,8 +206,16 @@ fn bbox(spec: &WorldSpec, parts: &[EntityId]) -> (P, P) {
 }
 
 /// Where a tool in use goes: the joint of the part it fastens, or the part or group it works on.
-fn tool_target(spec: &WorldSpec, st: &WorldState, a: &Action, placements: &BTreeMap<EntityId, Placement>, loose_at: &BTreeMap<EntityId, P>) -> P {
-    let Some(&e) = a.patients.first() else { return MAIN };
+fn tool_target(
+    spec: &WorldSpec,
+    st: &WorldState,
+    a: &Action,
+    placements: &BTreeMap<EntityId, Placement>,
+    loose_at: &BTreeMap<EntityId, P>,
+) -> P {
+    let Some(&e) = a.patients.first() else {
+        return MAIN;
+    };
     if let Some(c) = loose_at.get(&e) {
         return *c;
     }
@@ -203,7 +223,9 @@ fn tool_target(spec: &WorldSpec, st: &WorldState, a: &Action, placements: &BTree
         return pl.centre;
     }
     let top = st.top(e);
-    let Some(pl) = placements.get(&top) else { return MAIN };
+    let Some(pl) = placements.get(&top) else {
+        return MAIN;
+    };
     match spec.entities[e].geometry {
         Some(g) => pl.p(g.joints[0]),
         None => {
@@ -216,7 +238,15 @@ fn tool_target(spec: &WorldSpec, st: &WorldState, a: &Action, placements: &BTree
 
 /// One part at its place: seams while only attached, screw heads once fastened, grain until sanded or
 /// painted, paint colour once painted, a glow for a lit bulb.
-fn draw_part(p: &mut Painter, spec: &WorldSpec, st: &WorldState, e: EntityId, pl: Placement, lit: bool, fastenable: &BTreeSet<EntityId>) {
+fn draw_part(
+    p: &mut Painter,
+    spec: &WorldSpec,
+    st: &WorldState,
+    e: EntityId,
+    pl: Placement,
+    lit: bool,
+    fastenable: &BTreeSet<EntityId>,
+) {
     let es = &spec.entities[e];
     let g = es.geometry.expect("parts have geometry");
     let tags = st.entities[e].tags;
@@ -241,7 +271,12 @@ fn draw_part(p: &mut Painter, spec: &WorldSpec, st: &WorldState, e: EntityId, pl
                 .map(|q| add(c, rotate([q[0] * hw * 2.0, q[1] * hh * 2.0], rot)))
                 .to_vec();
             p.shape(Shape::Polygon { pts }, col);
-            p.capsule(add(c, rotate([-0.3 * hw * 2.0, 0.45 * hh * 2.0], rot)), add(c, rotate([0.3 * hw * 2.0, 0.45 * hh * 2.0], rot)), 0.003, shade(col, -0.2));
+            p.capsule(
+                add(c, rotate([-0.3 * hw * 2.0, 0.45 * hh * 2.0], rot)),
+                add(c, rotate([0.3 * hw * 2.0, 0.45 * hh * 2.0], rot)),
+                0.003,
+                shade(col, -0.2),
+            );
         }
         Form::Bulb => {
             let glow_col = if lit { [255, 236, 140] } else { col };
@@ -256,7 +291,9 @@ fn draw_part(p: &mut Painter, spec: &WorldSpec, st: &WorldState, e: EntityId, pl
             // The underside edge is darker, so a part turned over looks turned over.
             let (a, b) = ([-hw * 0.9, hh * 0.8], [hw * 0.9, hh * 0.8]);
             p.capsule(add(c, rotate(a, rot)), add(c, rotate(b, rot)), (hh * 0.18).min(0.006), shade(col, -0.3));
-            if tags & (tag::SANDED | tag::PAINTED) == 0 && !matches!(es.kind.as_str(), "stem" | "cable" | "hinge" | "knob") {
+            if tags & (tag::SANDED | tag::PAINTED) == 0
+                && !matches!(es.kind.as_str(), "stem" | "cable" | "hinge" | "knob")
+            {
                 // Wood grain along the long side.
                 let long_x = hw >= hh;
                 for k in [-0.4f32, 0.15] {

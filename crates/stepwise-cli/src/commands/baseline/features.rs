@@ -41,7 +41,10 @@ pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> any
         match info.modality {
             Modality::Text => {
                 if out.text.is_some() {
-                    usage_bail!("two text feature stores given ({}); pass one text and/or one image store", path.display());
+                    usage_bail!(
+                        "two text feature stores given ({}); pass one text and/or one image store",
+                        path.display()
+                    );
                 }
                 let ids: BTreeSet<String> = instances
                     .iter()
@@ -51,7 +54,10 @@ pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> any
             }
             Modality::Image => {
                 if out.image.is_some() {
-                    usage_bail!("two image feature stores given ({}); pass one text and/or one image store", path.display());
+                    usage_bail!(
+                        "two image feature stores given ({}); pass one text and/or one image store",
+                        path.display()
+                    );
                 }
                 let ids: BTreeSet<String> = instances
                     .iter()

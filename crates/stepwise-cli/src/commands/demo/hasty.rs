@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use stepwise_core::TaskSet;
 use stepwise_core::output::write_file_atomic;
 use stepwise_core::taskset::{Choice, Question, Task};
-use stepwise_core::TaskSet;
 use stepwise_features::store::FeatureStore;
 use stepwise_models::hasty;
 
@@ -21,7 +21,10 @@ pub fn write_predictions(taskset: &Path, stores: &[&Path], out: &Path) -> anyhow
         .map(|p| FeatureStore::open(p).with_context(|| format!("opening feature store {}", p.display())))
         .collect::<anyhow::Result<_>>()?;
     let vector = |id: &str| -> anyhow::Result<&[f32]> {
-        stores.iter().find_map(|s| s.get(id)).with_context(|| format!("no vector for item `{id}` in the feature stores"))
+        stores
+            .iter()
+            .find_map(|s| s.get(id))
+            .with_context(|| format!("no vector for item `{id}` in the feature stores"))
     };
     let mut lines = Vec::with_capacity(ts.questions.len());
     for q in &ts.questions {
@@ -75,11 +78,12 @@ fn answer<'a>(q: &Question, vector: &dyn Fn(&str) -> anyhow::Result<&'a [f32]>) 
             hasty::coherence(&cs)
         }
         Some(Task::VisualOrdering) => {
-            let seqs: Vec<Vec<&[f32]>> =
-                choices.iter().map(|c| c.iter().map(|id| vector(id)).collect::<anyhow::Result<_>>()).collect::<anyhow::Result<_>>()?;
+            let seqs: Vec<Vec<&[f32]>> = choices
+                .iter()
+                .map(|c| c.iter().map(|id| vector(id)).collect::<anyhow::Result<_>>())
+                .collect::<anyhow::Result<_>>()?;
             hasty::ordering(&seqs)
         }
         None => bail!("task `{}` is not one of RecipeQA's", q.task),
     })
 }
-
