@@ -404,6 +404,56 @@ fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Res
     Ok(())
 }
 
+/// What `generate` and `sweep` set up before making questions: the checked configuration, the output folder,
+/// the corpus, the feature stores each task reads (loaded), the extra distractor pool and the base manifest.
+pub struct Prepared {
+    pub cfg: GenerateConfig,
+    pub fractions: SplitFractions,
+    pub out: OutputDir,
+    pub corpus: Corpus,
+    pub features: LoadedFeatures,
+    /// Per task (in the order given), the index of the feature store holding its items.
+    pub store_of: Vec<usize>,
+    pub pool: Option<Vectors>,
+    pub base: Manifest,
+}
+
+impl Prepared {
+    pub fn new(
+        options: &GenOptions,
+        corpus_dir: &Path,
+        output: &Path,
+        force: bool,
+        seed: u64,
+        tasks: &[Task],
+    ) -> anyhow::Result<Prepared> {
+        let cfg = options.config(seed)?;
+        for &t in tasks {
+            if let Err(e) = cfg.validate_for(t) {
+                usage_bail!("{e}");
+            }
+        }
+        let fractions = options.split_fractions()?;
+        let out = OutputDir::create(output, force)?;
+        let corpus = Corpus::load(corpus_dir)?;
+        let mut features = LoadedFeatures::open(&options.features)?;
+        let store_of: Vec<usize> =
+            tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
+        let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
+        let pool = match &options.distractor_pool {
+            Some(p) if image_store.is_some() => {
+                Some(load_pool(p, &features, image_store, &options.models, options.pool_features.as_deref())?)
+            }
+            _ => None,
+        };
+        let base = base_manifest(corpus_dir, &features, options.distractor_pool.as_deref())?;
+        for &si in &store_of {
+            features.load(si)?;
+        }
+        Ok(Prepared { cfg, fractions, out, corpus, features, store_of, pool, base })
+    }
+}
+
 /// The base manifest of generated task sets: the canonical command line and the inputs.
 pub fn base_manifest(corpus: &Path, features: &LoadedFeatures, pool: Option<&Path>) -> anyhow::Result<Manifest> {
     let mut m = Manifest::new("taskset");
@@ -437,30 +487,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         None => Mode::RecipeQa,
     };
-    let cfg = args.options.config(args.seed)?;
-    for &t in &tasks {
-        if let Err(e) = cfg.validate_for(t) {
-            usage_bail!("{e}");
-        }
-    }
-    let fractions = args.options.split_fractions()?;
-    let out = OutputDir::create(&args.output, args.force)?;
-    let corpus = Corpus::load(&args.corpus)?;
-    let mut features = LoadedFeatures::open(&args.options.features)?;
-    let store_of: Vec<usize> = tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
-    let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
-    let pool = match &args.options.distractor_pool {
-        Some(p) if image_store.is_some() => {
-            Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?)
-        }
-        _ => None,
-    };
+    let Prepared { cfg, fractions, out, corpus, features, store_of, pool, base } =
+        Prepared::new(&args.options, &args.corpus, &args.output, args.force, args.seed, &tasks)?;
     let splits = procedure_splits(&corpus.procedures, fractions, args.seed);
-    let base = base_manifest(&args.corpus, &features, args.options.distractor_pool.as_deref())?;
-
-    for &si in &store_of {
-        features.load(si)?;
-    }
     let mut generated = Vec::new();
     // Tasks of one item kind (the visual ones) share a catalog and its neighbours.
     let mut current: Option<(usize, TaskGenerator<'_>)> = None;

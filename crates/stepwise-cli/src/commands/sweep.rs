@@ -4,13 +4,12 @@
 
 use std::path::PathBuf;
 
-use stepwise_core::output::OutputDir;
-use stepwise_core::{Corpus, Task};
+use stepwise_core::Task;
 use stepwise_tasks::Mode;
 use stepwise_tasks::catalog::FeatureSources;
 use stepwise_tasks::suite::{SuiteConfig, counts_markdown, write_suite_summary, write_suite_tasksets};
 
-use super::generate::{GenOptions, LoadedFeatures, base_manifest, load_pool, parse_tasks, store_for};
+use super::generate::{GenOptions, Prepared, parse_tasks};
 use crate::usage_bail;
 
 /// Generate a suite of graded difficulty: all knob settings and RecipeQA mode, every task.
@@ -62,28 +61,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         m
     };
-    let cfg = args.options.config(args.seed)?;
-    for &t in &tasks {
-        if let Err(e) = cfg.validate_for(t) {
-            usage_bail!("{e}");
-        }
-    }
-    let fractions = args.options.split_fractions()?;
-    let out = OutputDir::create(&args.output, args.force)?;
-    let corpus = Corpus::load(&args.corpus)?;
-    let mut features = LoadedFeatures::open(&args.options.features)?;
-    let store_of: Vec<usize> = tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
-    let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
-    let pool = match &args.options.distractor_pool {
-        Some(p) if image_store.is_some() => {
-            Some(load_pool(p, &features, image_store, &args.options.models, args.options.pool_features.as_deref())?)
-        }
-        _ => None,
-    };
-    let base = base_manifest(&args.corpus, &features, args.options.distractor_pool.as_deref())?;
-    for &si in &store_of {
-        features.load(si)?;
-    }
+    let Prepared { cfg, fractions, out, corpus, features, store_of, pool, base } =
+        Prepared::new(&args.options, &args.corpus, &args.output, args.force, args.seed, &tasks)?;
     // Tasks grouped by store: one suite write per store, each task with the store that holds its items.
     let mut rows = Vec::new();
     let mut groups: Vec<(usize, Vec<Task>)> = Vec::new();
