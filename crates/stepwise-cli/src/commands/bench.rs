@@ -47,4 +47,22 @@ pub mod process {
         let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
         Some(ticks / 100.0) // USER_HZ is 100 on Linux
     }
+
+    /// Reset the peak-RSS counter (Linux: writing 5 to /proc/self/clear_refs), so VmHWM covers what follows.
+    /// Before resetting, hand glibc's free heap back to the system (the reset peak would start from it). The
+    /// binary's global allocator is mimalloc, whose retained pages are not trimmed here: the measured peak can
+    /// only be an overestimate.
+    pub fn reset_peak_rss() {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            unsafe extern "C" {
+                fn malloc_trim(pad: usize) -> i32;
+            }
+            // SAFETY: glibc's malloc_trim only releases free heap pages; it has no preconditions.
+            unsafe {
+                malloc_trim(0);
+            }
+        }
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
 }

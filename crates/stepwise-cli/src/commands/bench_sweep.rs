@@ -15,6 +15,7 @@
 //! neighbour search timed on a sample of the queries and extrapolated to all of them (what an exact sweep would
 //! need for its neighbours alone), with the recall of the sweep's neighbour method on that sample.
 
+use super::bench::process::{peak_rss_mib, reset_peak_rss};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -610,28 +611,4 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         }
     }
     total
-}
-
-/// Reset the peak-RSS counter (Linux: writing 5 to /proc/self/clear_refs), so VmHWM covers what follows.
-/// Before resetting, hand the heap the setup freed back to the system (glibc keeps it otherwise, and the reset
-/// peak would start from it).
-fn reset_peak_rss() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        // SAFETY: glibc's malloc_trim only releases free heap pages; it has no preconditions.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
