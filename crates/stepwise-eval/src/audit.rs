@@ -287,6 +287,15 @@ fn audit_task(
     }
 }
 
+/// The Hasty Student's choice for `q` (see [`stepwise_models::hasty`]), or why its items have no vectors.
+pub fn hasty_choice(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<usize, String> {
+    Ok(match question_vectors(q, task, resolver)? {
+        QVecs::Cloze { question, choices } => hasty::cloze(&question, &choices),
+        QVecs::Coherence { items } => hasty::coherence(&items),
+        QVecs::Ordering { choices } => hasty::ordering(&choices),
+    })
+}
+
 /// The vectors of one question's items.
 enum QVecs<'r> {
     Cloze { question: Vec<&'r [f32]>, choices: Vec<&'r [f32]> },

@@ -30,7 +30,7 @@ pub const DEFAULT_RESAMPLES: usize = 1000;
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 
 /// How many resamples, which confidence level and which seed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct BootstrapConfig {
     /// Number of resamples (`B`); 0 disables intervals.
     pub resamples: usize,

@@ -8,6 +8,7 @@
 //! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
 //! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
 //! - [`markdown`]: number formatting of the reports
+//! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting)
 //! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
 
 pub mod accuracy;
@@ -19,3 +20,4 @@ pub mod multiref;
 pub mod predictions;
 pub mod sequence_metrics;
 pub mod sequencing_eval;
+pub mod study;

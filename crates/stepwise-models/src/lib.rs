@@ -10,7 +10,8 @@
 //! - [`sequencer`]: running a baseline over an instances file (split or cross-validation)
 //! - [`order_evidence`]: training-free order evidence of a modality's features (golden-set selection)
 //!
-//! Multiple choice and probes:
+//! Multiple choice (the RecipeQA tasks):
+//! - [`m3c`]: the GM3C framework — Impatient Reader, BiDAF and HTRN over modality encoders, trained with candle
 //! - [`hasty`]: the Hasty Student (RecipeQA §4.2): answers from choice–question similarity alone
 //! - [`logreg`]: L2 logistic regression by Newton's method (the distance probe's classifier)
 
@@ -18,6 +19,7 @@ pub mod hasty;
 pub mod image_chain;
 pub mod item_features;
 pub mod logreg;
+pub mod m3c;
 pub mod order_evidence;
 pub mod pairwise;
 pub mod random_order;

@@ -1,0 +1,478 @@
+//! The Meta-RecipeQA model study over a suite: every model trained on the `train` split of each (setting, task)
+//! task set, selected on `val`, tested on `test`; the Hasty Student as the no-training row.
+//!
+//! Results: per cell (task, setting, model) the test accuracy with a 95% percentile-bootstrap interval resampling
+//! procedures; per (task, model) RecipeQA mode next to the mean ± standard deviation over the eight knob
+//! settings (Fig. 4); per (task, knob, model) the accuracy at each value of the knob, averaged over the four
+//! combinations of the other two knobs (Fig. 5; the tables hold every combination).
+//!
+//! Finished cells are cached as JSON in a work folder (keyed by a fingerprint of the task set, the features'
+//! identities and the configuration), so an interrupted study resumes where it stopped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use stepwise_core::output::write_string_atomic;
+use stepwise_core::{Task, TaskSet};
+use stepwise_models::m3c::dataset::{Skipped, task_inputs};
+use stepwise_models::m3c::train::{self, TrainConfig};
+use stepwise_models::m3c::{FeatureSources, HtrnConfig, InputSpec, M3cModel, ModelConfig, ScorerKind};
+
+use crate::audit::hasty_choice;
+use crate::audit::resolve::ItemResolver;
+use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
+
+/// The settings of a suite, in table order.
+pub const SETTINGS: [&str; 9] = [
+    "recipeqa",
+    "knobs-0-0-0",
+    "knobs-0-0-1",
+    "knobs-0-1-0",
+    "knobs-0-1-1",
+    "knobs-1-0-0",
+    "knobs-1-0-1",
+    "knobs-1-1-0",
+    "knobs-1-1-1",
+];
+
+/// The name of the no-training row.
+pub const HASTY: &str = "Hasty Student";
+
+/// Model sizes and training of a study.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StudyConfig {
+    pub models: Vec<ScorerKind>,
+    pub tasks: Vec<Task>,
+    pub hidden: usize,
+    pub attention: usize,
+    pub htrn: HtrnConfig,
+    /// Use token-level context features when given.
+    pub tokens: bool,
+    pub train: TrainConfig,
+    pub bootstrap: BootstrapConfig,
+}
+
+/// The (setting, task) task set of a suite: `<suite>/<setting>/<task>`, or — for visual ordering, which has no
+/// knob 3 — the knob-3 = 0 set when the suite wrote only that one.
+pub fn taskset_dir(suite: &Path, setting: &str, task: Task) -> Option<PathBuf> {
+    let dir = suite.join(setting).join(task.as_str());
+    if dir.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
+        return Some(dir);
+    }
+    if task == Task::VisualOrdering
+        && let Some(base) = setting.strip_suffix("-1")
+        && setting.starts_with("knobs-")
+    {
+        let alt = suite.join(format!("{base}-0")).join(task.as_str());
+        if alt.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
+            return Some(alt);
+        }
+    }
+    None
+}
+
+/// One cell of the study.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cell {
+    pub task: Task,
+    pub setting: String,
+    pub model: String,
+    pub train_questions: usize,
+    pub val_questions: usize,
+    pub test_questions: usize,
+    pub accuracy: Option<EstimateRecord>,
+    /// Training: the epoch kept, epochs run, parameters (models only).
+    pub best_epoch: Option<usize>,
+    pub epochs_run: Option<usize>,
+    pub parameters: Option<usize>,
+    pub val_accuracy: Option<f64>,
+    /// Questions left out for missing vectors.
+    pub skipped: Skipped,
+    /// Test predictions `(qid, choice)` (written as JSONL by the caller).
+    pub predictions: Vec<(String, usize)>,
+    pub seconds: f64,
+}
+
+/// A serialisable [`Estimate`].
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct EstimateRecord {
+    pub value: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+}
+
+impl From<Estimate> for EstimateRecord {
+    fn from(e: Estimate) -> Self {
+        EstimateRecord { value: e.value, low: e.ci.map(|c| c.low), high: e.ci.map(|c| c.high) }
+    }
+}
+
+/// Fig. 4: RecipeQA mode next to the knob settings' mean ± std.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SummaryRow {
+    pub task: Task,
+    pub model: String,
+    pub recipeqa: Option<f64>,
+    pub knob_mean: Option<f64>,
+    pub knob_std: Option<f64>,
+    pub knob_settings: usize,
+}
+
+/// Fig. 5: accuracy at each value of one knob, averaged over the four combinations of the other two.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KnobEffect {
+    pub task: Task,
+    pub knob: usize,
+    pub model: String,
+    /// Mean accuracy at knob value 0 and 1 (None when a setting is missing).
+    pub at: [Option<f64>; 2],
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StudyReport {
+    pub config: StudyConfig,
+    pub cells: Vec<Cell>,
+    pub summary: Vec<SummaryRow>,
+    pub knob_effects: Vec<KnobEffect>,
+}
+
+/// Progress events.
+pub enum StudyEvent<'a> {
+    CellStarted { task: Task, setting: &'a str, model: &'a str, index: usize, total: usize },
+    Epoch { epoch: usize, batch: usize, batches: usize, loss: f64, best_val: Option<f64> },
+    CellCached { task: Task, setting: &'a str, model: &'a str },
+}
+
+/// What a study reads.
+pub struct StudyInputs<'a> {
+    pub suite: &'a Path,
+    pub sources: FeatureSources<'a>,
+    /// For the Hasty Student.
+    pub resolver: &'a dyn ItemResolver,
+    /// Identities of the features (part of the cache key).
+    pub features_key: String,
+    /// Cache of finished cells (None: no caching).
+    pub work_dir: Option<&'a Path>,
+}
+
+/// Run the study. Cells whose task set is absent are skipped; a task set whose questions all lack vectors gives
+/// cells without accuracy (and its skipped examples).
+pub fn run_study(
+    inp: &StudyInputs<'_>,
+    cfg: &StudyConfig,
+    on_event: &mut dyn FnMut(StudyEvent<'_>),
+) -> stepwise_core::Result<StudyReport> {
+    let mut plan: Vec<(Task, &str, PathBuf)> = Vec::new();
+    for &task in &cfg.tasks {
+        for setting in SETTINGS {
+            if let Some(dir) = taskset_dir(inp.suite, setting, task) {
+                plan.push((task, setting, dir));
+            }
+        }
+    }
+    if plan.is_empty() {
+        return Err(stepwise_core::Error::bad_input(format!(
+            "{}: no task set of the requested tasks in this suite (expected <setting>/<task>/questions.json, as \
+             `stepwise sweep` writes)",
+            inp.suite.display()
+        )));
+    }
+    let total = plan.len() * (cfg.models.len() + 1);
+    let mut cells = Vec::new();
+    let mut index = 0;
+    for (task, setting, dir) in &plan {
+        let set = TaskSet::load(dir)?;
+        let (set_hash, _) = stepwise_core::hash::hash_file(&dir.join(stepwise_core::taskset::QUESTIONS_JSON))?;
+        // Hasty Student on the test split.
+        index += 1;
+        on_event(StudyEvent::CellStarted { task: *task, setting, model: HASTY, index, total });
+        cells.push(hasty_cell(&set, *task, setting, inp.resolver, &cfg.bootstrap));
+
+        let spec = InputSpec::for_task(*task, &inp.sources, cfg.tokens);
+        let dims = spec.dims(&inp.sources);
+        let inputs = task_inputs(&set, *task, &spec, &inp.sources);
+        for &model in &cfg.models {
+            index += 1;
+            let name = model.display();
+            let key = cell_key(&set_hash, &inp.features_key, cfg, model, *task, setting);
+            let cache =
+                inp.work_dir.map(|w| w.join(format!("{}__{setting}__{}__{key}.json", task.as_str(), model.as_str())));
+            if let Some(c) = cache.as_ref().filter(|c| c.exists())
+                && let Ok(text) = std::fs::read_to_string(c)
+                && let Ok(cell) = serde_json::from_str::<Cell>(&text)
+            {
+                on_event(StudyEvent::CellCached { task: *task, setting, model: name });
+                cells.push(cell);
+                continue;
+            }
+            on_event(StudyEvent::CellStarted { task: *task, setting, model: name, index, total });
+            let started = std::time::Instant::now();
+            let mut cell = Cell {
+                task: *task,
+                setting: setting.to_string(),
+                model: name.to_string(),
+                train_questions: inputs.split("train").len(),
+                val_questions: inputs.split("val").len(),
+                test_questions: inputs.split("test").len(),
+                accuracy: None,
+                best_epoch: None,
+                epochs_run: None,
+                parameters: None,
+                val_accuracy: None,
+                skipped: inputs.skipped.clone(),
+                predictions: Vec::new(),
+                seconds: 0.0,
+            };
+            if let Ok((dc, dq)) = dims
+                && !inputs.split("train").is_empty()
+                && !inputs.split("test").is_empty()
+            {
+                let mut mc = ModelConfig::new(model, spec, dc, dq);
+                mc.hidden = cfg.hidden;
+                mc.attention = cfg.attention;
+                mc.htrn = cfg.htrn;
+                let m = M3cModel::new(mc, cfg.train.seed).map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
+                let report = train::train(
+                    &m,
+                    inputs.split("train"),
+                    inputs.split("val"),
+                    &cfg.train,
+                    None,
+                    &mut |epoch, batch, batches, loss, best_val| {
+                        on_event(StudyEvent::Epoch { epoch, batch, batches, loss, best_val })
+                    },
+                )?
+                .ok_or_else(|| stepwise_core::Error::runtime("training stopped before its end"))?;
+                let test = inputs.split("test");
+                let pred = train::predict(&m, test, cfg.train.batch_size)?;
+                let correct: Vec<f64> = pred.iter().zip(test).map(|((p, _), q)| f64::from(*p == q.answer)).collect();
+                let clusters = cluster_ids(test.iter().map(|q| q.recipe_id.as_str()));
+                let key = format!("study/{}/{setting}/{}", task.as_str(), model.as_str());
+                cell.accuracy = Some(mean_estimate(&correct, Unit::Clusters(&clusters), &cfg.bootstrap, &key).into());
+                cell.best_epoch = Some(report.best_epoch);
+                cell.epochs_run = Some(report.epochs_run);
+                cell.parameters = Some(report.parameters);
+                cell.val_accuracy = report.best_val_accuracy;
+                cell.predictions = pred.iter().zip(test).map(|((p, _), q)| (q.qid.clone(), *p)).collect();
+            }
+            cell.seconds = started.elapsed().as_secs_f64();
+            if let Some(c) = &cache {
+                write_string_atomic(
+                    c,
+                    &serde_json::to_string(&cell).map_err(|e| stepwise_core::Error::runtime(e.to_string()))?,
+                )?;
+            }
+            cells.push(cell);
+        }
+    }
+    let summary = summarize(&cells, cfg);
+    let knob_effects = knob_effects(&cells, cfg);
+    Ok(StudyReport { config: cfg.clone(), cells, summary, knob_effects })
+}
+
+fn cell_key(set_hash: &str, features: &str, cfg: &StudyConfig, model: ScorerKind, task: Task, setting: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    for part in
+        [set_hash, features, &serde_json::to_string(cfg).unwrap_or_default(), model.as_str(), task.as_str(), setting]
+    {
+        h.update(part.as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+fn cluster_ids<'a>(recipes: impl Iterator<Item = &'a str>) -> Vec<usize> {
+    let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+    recipes
+        .map(|r| {
+            let n = ids.len();
+            *ids.entry(r).or_insert(n)
+        })
+        .collect()
+}
+
+fn hasty_cell(set: &TaskSet, task: Task, setting: &str, resolver: &dyn ItemResolver, bs: &BootstrapConfig) -> Cell {
+    let started = std::time::Instant::now();
+    let mut skipped = Skipped::default();
+    let (mut correct, mut recipes, mut predictions) = (Vec::new(), Vec::new(), Vec::new());
+    let count = |split: &str| set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some(split)).count();
+    for q in set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some("test")) {
+        match hasty_choice(q, task, resolver) {
+            Ok(c) => {
+                correct.push(f64::from(c == q.answer));
+                recipes.push(q.recipe_id.as_str());
+                predictions.push((q.qid.clone(), c));
+            }
+            Err(e) => {
+                skipped.count += 1;
+                if skipped.examples.len() < 5 {
+                    skipped.examples.push(e);
+                }
+            }
+        }
+    }
+    let clusters = cluster_ids(recipes.into_iter());
+    let accuracy = (!correct.is_empty()).then(|| {
+        mean_estimate(&correct, Unit::Clusters(&clusters), bs, &format!("study/{}/{setting}/hasty", task.as_str()))
+            .into()
+    });
+    Cell {
+        task,
+        setting: setting.to_string(),
+        model: HASTY.to_string(),
+        train_questions: count("train"),
+        val_questions: count("val"),
+        test_questions: correct.len(),
+        accuracy,
+        best_epoch: None,
+        epochs_run: None,
+        parameters: None,
+        val_accuracy: None,
+        skipped,
+        predictions,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn model_names(cfg: &StudyConfig) -> Vec<String> {
+    std::iter::once(HASTY.to_string()).chain(cfg.models.iter().map(|m| m.display().to_string())).collect()
+}
+
+fn acc<'c>(cells: &'c [Cell], task: Task, setting: &str, model: &str) -> Option<f64> {
+    cells
+        .iter()
+        .find(|c| c.task == task && c.setting == setting && c.model == model)
+        .and_then(|c| c.accuracy.map(|a| a.value))
+}
+
+fn summarize(cells: &[Cell], cfg: &StudyConfig) -> Vec<SummaryRow> {
+    let mut out = Vec::new();
+    for &task in &cfg.tasks {
+        for model in model_names(cfg) {
+            let knobs: Vec<f64> = SETTINGS[1..].iter().filter_map(|s| acc(cells, task, s, &model)).collect();
+            let recipeqa = acc(cells, task, "recipeqa", &model);
+            if recipeqa.is_none() && knobs.is_empty() {
+                continue;
+            }
+            let mean = (!knobs.is_empty()).then(|| knobs.iter().sum::<f64>() / knobs.len() as f64);
+            let std = mean
+                .filter(|_| knobs.len() > 1)
+                .map(|m| (knobs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (knobs.len() - 1) as f64).sqrt());
+            out.push(SummaryRow { task, model, recipeqa, knob_mean: mean, knob_std: std, knob_settings: knobs.len() });
+        }
+    }
+    out
+}
+
+fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
+    let mut out = Vec::new();
+    for &task in &cfg.tasks {
+        for knob in 0..3 {
+            for model in model_names(cfg) {
+                let mut at = [None, None];
+                for (value, slot) in at.iter_mut().enumerate() {
+                    let vals: Vec<f64> = SETTINGS[1..]
+                        .iter()
+                        .filter(|s| s.as_bytes()[6 + 2 * knob] == b'0' + value as u8)
+                        .filter_map(|s| acc(cells, task, s, &model))
+                        .collect();
+                    if vals.len() == 4 {
+                        *slot = Some(vals.iter().sum::<f64>() / 4.0);
+                    }
+                }
+                if at.iter().any(Option::is_some) {
+                    out.push(KnobEffect { task, knob: knob + 1, model, at });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The study as Markdown: per task the per-setting table with intervals, the Fig. 4 summary and the knob effects.
+pub fn markdown(r: &StudyReport) -> String {
+    use std::fmt::Write;
+    let pct = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{:.1}", 100.0 * v));
+    let est = |e: Option<EstimateRecord>| match e {
+        Some(EstimateRecord { value, low: Some(l), high: Some(h) }) => {
+            format!("{:.1} [{:.1}, {:.1}]", 100.0 * value, 100.0 * l, 100.0 * h)
+        }
+        Some(e) => format!("{:.1}", 100.0 * e.value),
+        None => "–".to_string(),
+    };
+    let models = model_names(&r.config);
+    let mut s = String::new();
+    let _ = writeln!(s, "# Model study\n");
+    let _ = writeln!(
+        s,
+        "Test accuracy (%) with 95% bootstrap intervals over procedures; models trained on `train`, epoch selected \
+         on `val` (Adam, lr {}, batch {}, at most {} epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × \
+         {} heads. Knob settings are `knobs-<k1>-<k2>-<k3>`.\n",
+        r.config.train.learning_rate,
+        r.config.train.batch_size,
+        r.config.train.max_epochs,
+        r.config.train.patience,
+        r.config.hidden,
+        r.config.htrn.layers,
+        r.config.htrn.dim,
+        r.config.htrn.heads
+    );
+    for &task in &r.config.tasks {
+        let cells: Vec<&Cell> = r.cells.iter().filter(|c| c.task == task).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "## {task}\n");
+        let _ = write!(s, "| setting | test questions |");
+        for m in &models {
+            let _ = write!(s, " {m} |");
+        }
+        let _ = write!(s, "\n|---|---:|");
+        for _ in &models {
+            let _ = write!(s, "---|");
+        }
+        s.push('\n');
+        for setting in SETTINGS {
+            let row: Vec<&&Cell> = cells.iter().filter(|c| c.setting == setting).collect();
+            if row.is_empty() {
+                continue;
+            }
+            let n = row.iter().map(|c| c.test_questions).max().unwrap_or(0);
+            let _ = write!(s, "| {setting} | {n} |");
+            for m in &models {
+                let _ = write!(s, " {} |", est(row.iter().find(|c| &c.model == m).and_then(|c| c.accuracy)));
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(s, "\n| model | RecipeQA mode | knob settings mean ± std (n) |\n|---|---:|---:|");
+        for row in r.summary.iter().filter(|x| x.task == task) {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} ± {} ({}) |",
+                row.model,
+                pct(row.recipeqa),
+                pct(row.knob_mean),
+                pct(row.knob_std),
+                row.knob_settings
+            );
+        }
+        let effects: Vec<&KnobEffect> = r.knob_effects.iter().filter(|e| e.task == task).collect();
+        if !effects.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nKnob effects (accuracy at each value, mean over the four combinations of the other two knobs):\n\n\
+                 | knob | model | value 0 | value 1 |\n|---|---|---:|---:|"
+            );
+            for e in effects {
+                let _ = writeln!(s, "| {} | {} | {} | {} |", e.knob, e.model, pct(e.at[0]), pct(e.at[1]));
+            }
+        }
+        let skipped: usize = cells.iter().filter(|c| c.model == HASTY).map(|c| c.skipped.count).sum();
+        if skipped > 0 {
+            let _ = writeln!(s, "\n{skipped} test questions had items without vectors and were left out.");
+        }
+        s.push('\n');
+    }
+    s
+}

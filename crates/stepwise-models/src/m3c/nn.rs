@@ -1,0 +1,389 @@
+//! Building blocks with gradients: named parameters with seeded initialisation, linear layers, layer norm, a
+//! masked bidirectional LSTM, multi-head attention and post-LN transformer layers.
+//!
+//! Only candle ops that have a backward pass are used (`ops::softmax`, `ops::layer_norm_slow`, `ops::sigmoid`,
+//! `gelu_erf`, `tanh`; the fused `softmax_last_dim` / `layer_norm` have none). Shapes follow PyTorch's modules
+//! (`nn.Linear`, `nn.LSTM` gate order i, f, g, o with two biases, `nn.TransformerEncoderLayer` with
+//! `norm_first=False`), so parameter counts match the PyTorch reference of `scripts/bench`.
+
+use std::collections::BTreeMap;
+
+use candle_core::{D, DType, Device, Tensor, Var};
+use rand::Rng;
+use stepwise_core::rng::rng_for;
+
+pub type CResult<T> = candle_core::Result<T>;
+
+/// Named trainable parameters. Each is initialised from its own stream `rng_for(seed, "m3c/init/<name>")`, so a
+/// parameter's initial value depends only on the seed and its name.
+#[derive(Default)]
+pub struct Params {
+    vars: BTreeMap<String, Var>,
+    seed: u64,
+}
+
+impl Params {
+    pub fn new(seed: u64) -> Self {
+        Params { vars: BTreeMap::new(), seed }
+    }
+
+    fn add(&mut self, name: &str, shape: &[usize], data: Vec<f32>) -> CResult<Tensor> {
+        if self.vars.contains_key(name) {
+            candle_core::bail!("parameter {name} defined twice");
+        }
+        let v = Var::from_vec(data, shape, &Device::Cpu)?;
+        let t = v.as_tensor().clone();
+        self.vars.insert(name.to_string(), v);
+        Ok(t)
+    }
+
+    /// Uniform in ±`bound` (PyTorch's default for linear and LSTM weights).
+    pub fn uniform(&mut self, name: &str, shape: &[usize], bound: f32) -> CResult<Tensor> {
+        let n: usize = shape.iter().product();
+        let mut rng = rng_for(self.seed, &format!("m3c/init/{name}"));
+        let data = (0..n).map(|_| rng.random_range(-bound..=bound)).collect();
+        self.add(name, shape, data)
+    }
+
+    /// Normal with mean 0 and deviation `std` (Box–Muller; BERT's embedding initialisation).
+    pub fn normal(&mut self, name: &str, shape: &[usize], std: f32) -> CResult<Tensor> {
+        let n: usize = shape.iter().product();
+        let mut rng = rng_for(self.seed, &format!("m3c/init/{name}"));
+        let data = (0..n)
+            .map(|_| {
+                let u1: f32 = rng.random_range(f32::EPSILON..1.0);
+                let u2: f32 = rng.random();
+                std * (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+            })
+            .collect();
+        self.add(name, shape, data)
+    }
+
+    pub fn constant(&mut self, name: &str, shape: &[usize], value: f32) -> CResult<Tensor> {
+        let n: usize = shape.iter().product();
+        self.add(name, shape, vec![value; n])
+    }
+
+    /// Every parameter, in name order.
+    pub fn named(&self) -> &BTreeMap<String, Var> {
+        &self.vars
+    }
+
+    pub fn vars(&self) -> Vec<Var> {
+        self.vars.values().cloned().collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.vars.values().map(|v| v.as_tensor().elem_count()).sum()
+    }
+
+    /// Parameter counts grouped by the first `depth` dot-separated parts of the names.
+    pub fn counts_by_prefix(&self, depth: usize) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for (name, v) in &self.vars {
+            let key: Vec<&str> = name.split('.').take(depth).collect();
+            *m.entry(key.join(".")).or_insert(0) += v.as_tensor().elem_count();
+        }
+        m
+    }
+
+    /// Copies of the current values, by name.
+    pub fn snapshot(&self) -> CResult<BTreeMap<String, Tensor>> {
+        self.vars.iter().map(|(k, v)| Ok((k.clone(), v.as_tensor().copy()?))).collect()
+    }
+
+    /// Set every parameter from `values` (all names must be present with the same shapes).
+    pub fn restore(&self, values: &BTreeMap<String, Tensor>) -> CResult<()> {
+        for (name, v) in &self.vars {
+            let t = values.get(name).ok_or_else(|| candle_core::Error::Msg(format!("missing parameter {name}")))?;
+            if t.dims() != v.as_tensor().dims() {
+                candle_core::bail!("parameter {name}: shape {:?}, expected {:?}", t.dims(), v.as_tensor().dims());
+            }
+            v.set(&t.to_dtype(DType::F32)?)?;
+        }
+        if let Some(extra) = values.keys().find(|k| !self.vars.contains_key(*k)) {
+            candle_core::bail!("unexpected parameter {extra}");
+        }
+        Ok(())
+    }
+}
+
+/// `y = x W + b` over the last dimension (`W` stored `in × out`).
+#[derive(Clone)]
+pub struct Linear {
+    pub w: Tensor,
+    pub b: Option<Tensor>,
+}
+
+impl Linear {
+    /// PyTorch's `nn.Linear` initialisation range ±1/√in for weight and bias.
+    pub fn new(p: &mut Params, name: &str, input: usize, output: usize, bias: bool) -> CResult<Linear> {
+        let bound = 1.0 / (input.max(1) as f32).sqrt();
+        let w = p.uniform(&format!("{name}.weight"), &[input, output], bound)?;
+        let b = if bias { Some(p.uniform(&format!("{name}.bias"), &[output], bound)?) } else { None };
+        Ok(Linear { w, b })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> CResult<Tensor> {
+        let dims = x.dims().to_vec();
+        let input = *dims.last().expect("linear input has a last dimension");
+        let rows = x.elem_count() / input.max(1);
+        let mut y = x.reshape((rows, input))?.matmul(&self.w)?;
+        if let Some(b) = &self.b {
+            y = y.broadcast_add(b)?;
+        }
+        let mut out = dims;
+        *out.last_mut().expect("non-empty") = self.w.dim(1)?;
+        y.reshape(out)
+    }
+}
+
+/// Layer normalisation over the last dimension (`ops::layer_norm_slow`, which has gradients).
+#[derive(Clone)]
+pub struct LayerNorm {
+    pub gamma: Tensor,
+    pub beta: Tensor,
+    pub eps: f32,
+}
+
+impl LayerNorm {
+    pub fn new(p: &mut Params, name: &str, dim: usize, eps: f32) -> CResult<LayerNorm> {
+        Ok(LayerNorm {
+            gamma: p.constant(&format!("{name}.weight"), &[dim], 1.0)?,
+            beta: p.constant(&format!("{name}.bias"), &[dim], 0.0)?,
+            eps,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> CResult<Tensor> {
+        candle_nn::ops::layer_norm_slow(x, &self.gamma, &self.beta, self.eps)
+    }
+}
+
+/// One direction of an LSTM (PyTorch layout: gates i, f, g, o; biases `b_ih` and `b_hh`).
+#[derive(Clone)]
+struct LstmDirection {
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor,
+    b_hh: Tensor,
+    hidden: usize,
+}
+
+impl LstmDirection {
+    fn new(p: &mut Params, name: &str, input: usize, hidden: usize) -> CResult<Self> {
+        let bound = 1.0 / (hidden.max(1) as f32).sqrt();
+        let w_ih = p.uniform(&format!("{name}.weight_ih"), &[input, 4 * hidden], bound)?;
+        let w_hh = p.uniform(&format!("{name}.weight_hh"), &[hidden, 4 * hidden], bound)?;
+        let b_ih = p.uniform(&format!("{name}.bias_ih"), &[4 * hidden], bound)?;
+        let b_hh = p.uniform(&format!("{name}.bias_hh"), &[4 * hidden], bound)?;
+        Ok(LstmDirection { w_ih, w_hh, b_ih, b_hh, hidden })
+    }
+
+    /// Run over `x` (`S × L × in`); `mask` (`S × L`, 1 = real step) keeps the state through padding, whose
+    /// outputs are zero. Returns the outputs (`S × L × H`) and the final hidden state (`S × H`).
+    fn run(&self, x: &Tensor, mask: Option<&Tensor>, reverse: bool) -> CResult<(Tensor, Tensor)> {
+        let (s, l, input) = x.dims3()?;
+        let h_dim = self.hidden;
+        // Both biases are parameters (PyTorch's layout); their sum is taken here so each gets its gradient.
+        let b = (&self.b_ih + &self.b_hh)?;
+        let xw = x.reshape((s * l, input))?.matmul(&self.w_ih)?.broadcast_add(&b)?.reshape((s, l, 4 * h_dim))?;
+        let mut h = Tensor::zeros((s, h_dim), DType::F32, &Device::Cpu)?;
+        let mut c = h.clone();
+        let mut outs: Vec<Tensor> = vec![h.clone(); l];
+        let steps: Vec<usize> = if reverse { (0..l).rev().collect() } else { (0..l).collect() };
+        for t in steps {
+            let g = (xw.narrow(1, t, 1)?.squeeze(1)? + h.matmul(&self.w_hh)?)?;
+            let i = candle_nn::ops::sigmoid(&g.narrow(1, 0, h_dim)?)?;
+            let f = candle_nn::ops::sigmoid(&g.narrow(1, h_dim, h_dim)?)?;
+            let gg = g.narrow(1, 2 * h_dim, h_dim)?.tanh()?;
+            let o = candle_nn::ops::sigmoid(&g.narrow(1, 3 * h_dim, h_dim)?)?;
+            let c_new = ((f * &c)? + (i * gg)?)?;
+            let h_new = (o * c_new.tanh()?)?;
+            match mask {
+                Some(m) => {
+                    let mt = m.narrow(1, t, 1)?; // S × 1
+                    h = (&h + (h_new.broadcast_sub(&h)?.broadcast_mul(&mt))?)?;
+                    c = (&c + (c_new.broadcast_sub(&c)?.broadcast_mul(&mt))?)?;
+                    outs[t] = h_new.broadcast_mul(&mt)?;
+                }
+                None => {
+                    h = h_new;
+                    c = c_new;
+                    outs[t] = h.clone();
+                }
+            }
+        }
+        Ok((Tensor::stack(&outs, 1)?, h))
+    }
+}
+
+/// A one-layer bidirectional LSTM.
+#[derive(Clone)]
+pub struct BiLstm {
+    fwd: LstmDirection,
+    bwd: LstmDirection,
+}
+
+impl BiLstm {
+    pub fn new(p: &mut Params, name: &str, input: usize, hidden: usize) -> CResult<BiLstm> {
+        Ok(BiLstm {
+            fwd: LstmDirection::new(p, &format!("{name}.forward"), input, hidden)?,
+            bwd: LstmDirection::new(p, &format!("{name}.backward"), input, hidden)?,
+        })
+    }
+
+    /// Outputs (`S × L × 2H`, forward then backward; zero at padding) and the summary `[h_fwd(last), h_bwd(first)]`
+    /// (`S × 2H`).
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> CResult<(Tensor, Tensor)> {
+        let (of, hf) = self.fwd.run(x, mask, false)?;
+        let (ob, hb) = self.bwd.run(x, mask, true)?;
+        Ok((Tensor::cat(&[&of, &ob], 2)?, Tensor::cat(&[&hf, &hb], 1)?))
+    }
+}
+
+/// Multi-head self-attention (PyTorch `nn.MultiheadAttention` parameter count: q, k, v and output projections).
+#[derive(Clone)]
+pub struct SelfAttention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    heads: usize,
+}
+
+impl SelfAttention {
+    pub fn new(p: &mut Params, name: &str, dim: usize, heads: usize) -> CResult<Self> {
+        if heads == 0 || dim % heads != 0 {
+            candle_core::bail!("attention: width {dim} is not a multiple of {heads} heads");
+        }
+        Ok(SelfAttention {
+            q: Linear::new(p, &format!("{name}.q"), dim, dim, true)?,
+            k: Linear::new(p, &format!("{name}.k"), dim, dim, true)?,
+            v: Linear::new(p, &format!("{name}.v"), dim, dim, true)?,
+            o: Linear::new(p, &format!("{name}.out"), dim, dim, true)?,
+            heads,
+        })
+    }
+
+    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` (0 for real keys, a large negative number for padding).
+    pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
+        let (s, l, d) = x.dims3()?;
+        let dh = d / self.heads;
+        let split = |t: Tensor| -> CResult<Tensor> { t.reshape((s, l, self.heads, dh))?.transpose(1, 2)?.contiguous() };
+        let q = split(self.q.forward(x)?)?;
+        let k = split(self.k.forward(x)?)?;
+        let v = split(self.v.forward(x)?)?;
+        let mut att = (q.matmul(&k.transpose(2, 3)?.contiguous()?)? * (1.0 / (dh as f64).sqrt()))?;
+        if let Some(b) = key_bias {
+            att = att.broadcast_add(b)?;
+        }
+        let att = candle_nn::ops::softmax(&att, D::Minus1)?;
+        let y = att.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((s, l, d))?;
+        self.o.forward(&y)
+    }
+}
+
+/// A post-LN transformer encoder layer (BERT; PyTorch `nn.TransformerEncoderLayer(norm_first=False,
+/// activation="gelu", dropout=0)`): `x = LN(x + SA(x)); x = LN(x + FFN(x))`.
+#[derive(Clone)]
+pub struct TransformerLayer {
+    attn: SelfAttention,
+    ln1: LayerNorm,
+    ff1: Linear,
+    ff2: Linear,
+    ln2: LayerNorm,
+}
+
+impl TransformerLayer {
+    pub fn new(p: &mut Params, name: &str, dim: usize, heads: usize, ff: usize) -> CResult<Self> {
+        Ok(TransformerLayer {
+            attn: SelfAttention::new(p, &format!("{name}.attn"), dim, heads)?,
+            ln1: LayerNorm::new(p, &format!("{name}.norm1"), dim, 1e-12)?,
+            ff1: Linear::new(p, &format!("{name}.ff1"), dim, ff, true)?,
+            ff2: Linear::new(p, &format!("{name}.ff2"), ff, dim, true)?,
+            ln2: LayerNorm::new(p, &format!("{name}.norm2"), dim, 1e-12)?,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
+        let x = self.ln1.forward(&(x + self.attn.forward(x, key_bias)?)?)?;
+        let h = self.ff2.forward(&self.ff1.forward(&x)?.gelu_erf()?)?;
+        self.ln2.forward(&(x + h)?)
+    }
+}
+
+/// The additive key bias of attention for a 0/1 mask `S × L`: `S × 1 × 1 × L`, 0 where 1, −1e9 where 0.
+pub fn key_bias(mask: &Tensor) -> CResult<Tensor> {
+    let (s, l) = mask.dims2()?;
+    (mask.affine(1.0, -1.0)? * 1e9)?.reshape((s, 1, 1, l))
+}
+
+/// Mean over dimension 1 of `x` (`S × L × H`) counting only positions where `mask` (`S × L`) is 1.
+pub fn masked_mean(x: &Tensor, mask: &Tensor) -> CResult<Tensor> {
+    let m = mask.unsqueeze(2)?;
+    let sum = x.broadcast_mul(&m)?.sum(1)?;
+    let count = mask.sum_keepdim(1)?.clamp(1.0, f64::MAX)?;
+    sum.broadcast_div(&count)
+}
+
+/// Maximum over dimension 1 of `x` (`S × L × H`) over positions where `mask` is 1 (padding pushed to −1e9).
+pub fn masked_max(x: &Tensor, mask: &Tensor) -> CResult<Tensor> {
+    let bias = (mask.affine(1.0, -1.0)? * 1e9)?.unsqueeze(2)?;
+    x.broadcast_add(&bias)?.max(1)
+}
+
+/// Cosine similarity of rows (`S × H` each) → `S`.
+pub fn row_cosine(a: &Tensor, b: &Tensor) -> CResult<Tensor> {
+    let dot = (a * b)?.sum(1)?;
+    let na = a.sqr()?.sum(1)?.affine(1.0, 1e-12)?.sqrt()?;
+    let nb = b.sqr()?.sum(1)?.affine(1.0, 1e-12)?.sqrt()?;
+    dot.div(&(na * nb)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(data: &[f32], shape: &[usize]) -> Tensor {
+        Tensor::from_slice(data, shape, &Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn masked_lstm_ignores_padding() {
+        let mut p = Params::new(3);
+        let lstm = BiLstm::new(&mut p, "l", 2, 4).unwrap();
+        // The same sequence, once alone (length 2) and once padded to length 4 with garbage.
+        let alone = t(&[0.1, 0.2, 0.3, -0.4], &[1, 2, 2]);
+        let padded = t(&[0.1, 0.2, 0.3, -0.4, 9.0, 9.0, -7.0, 5.0], &[1, 4, 2]);
+        let mask = t(&[1.0, 1.0, 0.0, 0.0], &[1, 4]);
+        let (oa, sa) = lstm.forward(&alone, None).unwrap();
+        let (op, sp) = lstm.forward(&padded, Some(&mask)).unwrap();
+        let sa = sa.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let sp = sp.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (a, b) in sa.iter().zip(&sp) {
+            assert!((a - b).abs() < 1e-6, "{sa:?} vs {sp:?}");
+        }
+        let oa = oa.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let op = op.narrow(1, 0, 2).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (a, b) in oa.iter().zip(&op) {
+            assert!((a - b).abs() < 1e-6);
+        }
+        assert_eq!(p.count(), 2 * (2 * 16 + 4 * 16 + 2 * 16));
+    }
+
+    #[test]
+    fn attention_ignores_masked_keys() {
+        let mut p = Params::new(4);
+        let layer = TransformerLayer::new(&mut p, "t", 4, 2, 8).unwrap();
+        let x = t(&[0.1, 0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, 5.0, -5.0, 5.0, -5.0], &[1, 3, 4]);
+        let y = t(&[0.1, 0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -3.0, 3.0, 1.0, 0.0], &[1, 3, 4]);
+        let bias = key_bias(&t(&[1.0, 1.0, 0.0], &[1, 3])).unwrap();
+        let a = layer.forward(&x, Some(&bias)).unwrap().narrow(1, 0, 2).unwrap().flatten_all().unwrap();
+        let b = layer.forward(&y, Some(&bias)).unwrap().narrow(1, 0, 2).unwrap().flatten_all().unwrap();
+        let (a, b) = (a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
+        for (u, v) in a.iter().zip(&b) {
+            assert!((u - v).abs() < 1e-5, "{a:?} vs {b:?}");
+        }
+    }
+}
