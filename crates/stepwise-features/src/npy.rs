@@ -1,13 +1,16 @@
-//! NumPy `.npy` files: writing float32 matrices, reading them back (whole or memory-mapped).
+//! NumPy `.npy` files: writing float32 matrices, reading them back (whole or memory-mapped); float16 matrices
+//! and int64 vectors for the token output of a feature store.
 //!
-//! Written files are format 1.0 (2.0 when the header needs it), `'<f4'`, C order, with the header padded so the
-//! data starts at a multiple of 64 bytes — `numpy.load` reads them, and a memory map can be viewed as `&[f32]`.
-//! The reader accepts formats 1–3, little-endian `f4`/`f8`/`f2`, C or Fortran order (converted to row-major).
+//! Written files are format 1.0 (2.0 when the header needs it), C order, with the header padded so the data
+//! starts at a multiple of 64 bytes — `numpy.load` reads them, and a memory map can be viewed as `&[f32]` (or
+//! `&[f16]`). The float reader accepts formats 1–3, little-endian `f4`/`f8`/`f2`, C or Fortran order (converted
+//! to row-major); [`read_i64_vector`] reads 1-D `'<i8'` arrays.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
+use half::f16;
 use memmap2::Mmap;
 use stepwise_core::{Error, IoResultExt};
 
@@ -48,11 +51,17 @@ impl NpyHeader {
 
 /// The bytes of a format-1.0 (or 2.0 if needed) header for a C-order `'<f4'` array of `shape`.
 pub fn header_bytes(shape: &[usize]) -> Vec<u8> {
+    header_bytes_for("<f4", shape)
+}
+
+/// The bytes of a format-1.0 (or 2.0 if needed) header for a C-order array of NumPy dtype `descr` (e.g. `<f2`,
+/// `<i8`) and `shape`.
+pub fn header_bytes_for(descr: &str, shape: &[usize]) -> Vec<u8> {
     let shape_str = match shape {
         [n] => format!("({n},)"),
         dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
-    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_str}, }}");
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_str}, }}");
     for (major, len_bytes) in [(1u8, 2usize), (2u8, 4usize)] {
         let prefix = MAGIC.len() + 2 + len_bytes;
         let unpadded = prefix + dict.len() + 1; // + '\n'
@@ -95,6 +104,67 @@ pub fn write_f32s<W: Write + ?Sized>(w: &mut W, values: &[f32]) -> std::io::Resu
         }
         Ok(())
     }
+}
+
+/// Write float16 values as little-endian bytes.
+pub fn write_f16s<W: Write + ?Sized>(w: &mut W, values: &[f16]) -> std::io::Result<()> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: f16 is a `repr(transparent)` u16 without padding; the slice covers exactly the values.
+        let bytes = unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) };
+        w.write_all(bytes)
+    } else {
+        for v in values {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Write a 1-D int64 array (`'<i8'`) to `path` atomically.
+pub fn write_i64_vector(path: &Path, values: &[i64]) -> stepwise_core::Result<()> {
+    stepwise_core::output::write_file_atomic(path, |w| {
+        w.write_all(&header_bytes_for("<i8", &[values.len()]))?;
+        for v in values {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        Ok(())
+    })
+}
+
+/// Read a 1-D little-endian int64 array (`'<i8'`, as `np.save(path, a.astype(np.int64))` writes).
+pub fn read_i64_vector(path: &Path) -> stepwise_core::Result<Vec<i64>> {
+    parse_i64_vector(path, &std::fs::read(path).at(path)?)
+}
+
+/// [`read_i64_vector`] on the bytes of the file at `path` (named in errors).
+pub fn parse_i64_vector(path: &Path, bytes: &[u8]) -> stepwise_core::Result<Vec<i64>> {
+    let h = parse_header(path, bytes)?;
+    let n = match h.shape.as_slice() {
+        [n] => *n,
+        other => {
+            return Err(Error::bad_input(format!("{}: expected a 1-D array, found shape {other:?}", path.display())));
+        }
+    };
+    if h.descr != "<i8" {
+        return Err(Error::bad_input(format!(
+            "{}: expected little-endian int64 ('<i8'), found {:?}",
+            path.display(),
+            h.descr
+        )));
+    }
+    let body = &bytes[h.data_offset..];
+    if body.len() < n * 8 {
+        return Err(Error::bad_input(format!(
+            "{}: truncated: shape ({n},) needs {} data bytes, file has {}",
+            path.display(),
+            n * 8,
+            body.len()
+        )));
+    }
+    Ok(body[..n * 8]
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .collect())
 }
 
 /// Write a row-major `(rows, cols)` float32 matrix to `path` atomically.
@@ -298,6 +368,80 @@ impl MmapMatrix {
     }
 }
 
+/// A memory-mapped C-order `'<f2'` (float16) matrix, viewed as `&[f16]` without reading the file.
+#[derive(Debug)]
+pub struct MmapF16Matrix {
+    mmap: Option<Mmap>,
+    offset: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl MmapF16Matrix {
+    /// Map `path`; it must be a C-order little-endian float16 2-D array whose data is 2-byte aligned.
+    pub fn open(path: &Path) -> stepwise_core::Result<Self> {
+        let file = File::open(path).at(path)?;
+        let len = file.metadata().at(path)?.len() as usize;
+        if len == 0 {
+            return Err(Error::bad_input(format!("{}: empty file, not a .npy array", path.display())));
+        }
+        // SAFETY: feature-store files are never modified in place (they are replaced by rename), so the mapping
+        // stays valid for the lifetime of this value.
+        let mmap = unsafe { Mmap::map(&file) }.at(path)?;
+        let h = parse_header(path, &mmap)?;
+        let (rows, cols) = match h.shape.as_slice() {
+            [r, c] => (*r, *c),
+            other => {
+                return Err(Error::bad_input(format!(
+                    "{}: expected a 2-D array, found shape {other:?}",
+                    path.display()
+                )));
+            }
+        };
+        if h.descr != "<f2" || (h.fortran_order && rows > 1 && cols > 1) {
+            return Err(Error::bad_input(format!(
+                "{}: expected C-order float16 ('<f2'), found {:?} fortran_order={}",
+                path.display(),
+                h.descr,
+                h.fortran_order
+            )));
+        }
+        let need = rows
+            .checked_mul(cols)
+            .and_then(|n| n.checked_mul(2))
+            .and_then(|n| n.checked_add(h.data_offset))
+            .ok_or_else(|| Error::bad_input(format!("{}: shape ({rows}, {cols}) overflows", path.display())))?;
+        if mmap.len() < need {
+            return Err(Error::bad_input(format!(
+                "{}: truncated: shape ({rows}, {cols}) needs {need} bytes, file has {}",
+                path.display(),
+                mmap.len()
+            )));
+        }
+        if h.data_offset % 2 != 0 || cfg!(target_endian = "big") {
+            return Err(Error::bad_input(format!(
+                "{}: data is not 2-byte aligned little-endian; cannot memory-map",
+                path.display()
+            )));
+        }
+        let mmap = if rows * cols == 0 { None } else { Some(mmap) };
+        Ok(MmapF16Matrix { mmap, offset: h.data_offset, rows, cols })
+    }
+
+    /// All values, row-major.
+    pub fn data(&self) -> &[f16] {
+        match &self.mmap {
+            None => &[],
+            Some(m) => {
+                let bytes = &m[self.offset..self.offset + self.rows * self.cols * 2];
+                // SAFETY: `open` checked the range, the 2-byte alignment (page-aligned map + even offset) and the
+                // little-endian f16 dtype; f16 is a `repr(transparent)` u16, valid for every bit pattern.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f16>(), self.rows * self.cols) }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +472,41 @@ mod tests {
         let m = MmapMatrix::open(&p).unwrap();
         assert_eq!(m.data(), &data[..]);
         assert_eq!(m.row(2), &data[8..12]);
+    }
+
+    #[test]
+    fn f16_matrix_and_i64_vector_round_trip() {
+        let td = tempfile::tempdir().unwrap();
+        let p = td.path().join("h.npy");
+        let data: Vec<f16> = (0..6).map(|i| f16::from_f32(i as f32 * 0.25 - 0.5)).collect();
+        stepwise_core::output::write_file_atomic(&p, |w| {
+            w.write_all(&header_bytes_for("<f2", &[2, 3]))?;
+            write_f16s(w, &data)
+        })
+        .unwrap();
+        let m = MmapF16Matrix::open(&p).unwrap();
+        assert_eq!((m.rows, m.cols), (2, 3));
+        assert_eq!(m.data(), &data[..]);
+        // The float reader converts it too.
+        let ((r, c), back) = read_matrix(&p).unwrap();
+        assert_eq!((r, c), (2, 3));
+        assert_eq!(back, data.iter().map(|x| x.to_f32()).collect::<Vec<_>>());
+        assert!(MmapMatrix::open(&p).is_err(), "f2 cannot be mapped as f32");
+
+        let q = td.path().join("o.npy");
+        write_i64_vector(&q, &[0, 3, 3, 1 << 40]).unwrap();
+        assert_eq!(read_i64_vector(&q).unwrap(), vec![0, 3, 3, 1 << 40]);
+        assert_eq!(parse_header(&q, &std::fs::read(&q).unwrap()).unwrap().descr, "<i8");
+        let e = read_i64_vector(&p).unwrap_err().to_string();
+        assert!(e.contains("h.npy") && e.contains("1-D"), "{e}");
+        let f = td.path().join("f.npy");
+        let mut bytes = header_bytes(&[3]);
+        bytes.extend_from_slice(&[0u8; 12]);
+        std::fs::write(&f, bytes).unwrap();
+        let e = read_i64_vector(&f).unwrap_err().to_string();
+        assert!(e.contains("f.npy") && e.contains("'<i8'"), "{e}");
+        let e = MmapF16Matrix::open(&q).unwrap_err().to_string();
+        assert!(e.contains("o.npy"), "{e}");
     }
 
     #[test]
