@@ -10,6 +10,11 @@
 //! 4. writes the new store (vectors in item order, never thread order) into a temporary folder and swaps it in.
 //!
 //! Unreadable or corrupt images, and inputs the encoder rejects, go to `failures.jsonl` and the run goes on.
+//!
+//! With [`EmbedOptions::tokens`] (`--tokens`), every chunk also holds the per-token vectors of its inputs (float16)
+//! and the store gets `tokens.npy` + `token_offsets.npy` ([`crate::tokens`]); reuse and resuming work the same way,
+//! token vectors travelling with their item's vector. The token setting (on/off, cap) is part of the request: a
+//! store or unfinished run made with another setting is an error unless `--force` is given.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -22,7 +27,7 @@ use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::{Corpus, Error, IoResultExt, Manifest};
 
 use crate::FeatureError;
-use crate::encoder::{Encoder, Item, Modality};
+use crate::encoder::{Encoder, Item, Modality, TokenOutput};
 use crate::image_source::{FsImageSource, ImageSource};
 use crate::items::{ItemContent, ItemSpec, check_ids, corpus_items};
 use crate::registry::{EncoderContext, EncoderKind, find};
@@ -30,7 +35,8 @@ use crate::store::{
     FAILURES_FILE, Failure, FeatureStore, IDS_FILE, KEYS_FILE, META_FILE, MODEL_DIR, STORE_FORMAT, StoreMeta,
     VECTORS_FILE, WORK_DIR, check_same_encoder,
 };
-use crate::work::{ChunkFailure, RUN_FILE, RunConfig, WorkDir};
+use crate::tokens::{TOKEN_DTYPE, TokenMeta, TokenVectors};
+use crate::work::{ChunkFailure, ChunkTokens, RUN_FILE, RunConfig, WorkDir};
 
 /// What `keys` hash, recorded in `meta.json`.
 const ITEM_KEYS: &str = "text items: BLAKE3 of the UTF-8 text; image items: the image source's fingerprint \
@@ -53,6 +59,9 @@ pub struct EmbedOptions {
     pub stop_after: Option<usize>,
     /// Progress-bar label.
     pub label: String,
+    /// Also store per-token vectors, at most this many per item (`--tokens --max-tokens N`; see
+    /// [`crate::tokens`]). Only encoders with token output accept it.
+    pub tokens: Option<usize>,
 }
 
 impl EmbedOptions {
@@ -65,6 +74,7 @@ impl EmbedOptions {
             chunk_items: 2048,
             stop_after: None,
             label: "embedding".to_string(),
+            tokens: None,
         }
     }
 }
@@ -86,6 +96,8 @@ pub struct EmbedReport {
     pub up_to_date: bool,
     /// Stopped early by [`EmbedOptions::stop_after`]; `.work/` holds the progress.
     pub interrupted: bool,
+    /// Token vectors in the store afterwards (`None` without token output).
+    pub tokens: Option<usize>,
 }
 
 /// Embed the items of `corpus` for `opts.encoder` (text items for text encoders, image items for image
@@ -122,6 +134,11 @@ pub fn embed_items(
             it.content.modality()
         )));
     }
+    let token_desc = match opts.tokens {
+        None => None,
+        Some(0) => return Err(usage("--max-tokens must be at least 1".to_string())),
+        Some(_) => Some(crate::tokens::token_output(entry.name)?),
+    };
     let fitted = entry.kind == EncoderKind::Fitted;
     let work_path = dir.join(WORK_DIR);
     if dir.exists() && !opts.force && !dir.join(META_FILE).exists() && !work_path.join(RUN_FILE).exists() {
@@ -145,16 +162,28 @@ pub fn embed_items(
         options: opts.ctx.options.clone(),
         seed: opts.ctx.seed,
         replace: opts.force || run.as_ref().is_some_and(|r| r.replace),
+        tokens: opts.tokens,
         info: None,
     };
     if let Some(r) = &run {
-        check_config(dir, "an unfinished run of", &r.encoder, &r.options, r.seed, &requested, fitted, true)?;
+        let held = Held { name: &r.encoder, options: &r.options, seed: r.seed, tokens: r.tokens };
+        check_config(dir, "an unfinished run of", held, &requested, fitted, true)?;
     }
     let store = if !requested.replace && dir.join(META_FILE).exists() { Some(FeatureStore::open(dir)?) } else { None };
     if let Some(s) = &store {
         let m = s.meta();
-        check_config(dir, "features of", &m.encoder.name, &m.options, m.seed, &requested, fitted, false)?;
+        let tokens = m.tokens.as_ref().map(|t| t.max_tokens);
+        let held = Held { name: &m.encoder.name, options: &m.options, seed: m.seed, tokens };
+        check_config(dir, "features of", held, &requested, fitted, false)?;
     }
+    // The existing store's token vectors, reused with its vectors (the settings are the same: checked above).
+    let store_tokens = match (&store, opts.tokens) {
+        (Some(s), Some(_)) => s.tokens()?,
+        _ => None,
+    };
+    // A finished input of the unfinished run: its vector and, in a token run, its tokens.
+    let in_work =
+        |work: &WorkDir, key: &str| work.has_vector(key) && (opts.tokens.is_none() || work.token_values(key).is_some());
 
     // Key every item (in parallel; order kept).
     let pb = stepwise_core::progress::bar(items.len() as u64, "hashing");
@@ -190,7 +219,7 @@ pub fn embed_items(
         }
         let known = store_rows.contains_key(key)
             || store_failures.contains_key(key)
-            || work.has_vector(key)
+            || in_work(&work, key)
             || work.failures.contains_key(key);
         if known {
             reused += 1;
@@ -218,6 +247,7 @@ pub fn embed_items(
             failed,
             up_to_date: true,
             interrupted: false,
+            tokens: s.meta().tokens.as_ref().map(|t| t.total),
         });
     }
 
@@ -278,7 +308,7 @@ pub fn embed_items(
             Err(reason) => failures.push(Failure { id: it.id.clone(), key: None, reason: reason.clone() }),
             Ok(k) => {
                 if let Some(reason) = work.failures.get(k).or_else(|| store_failures.get(k))
-                    && !work.has_vector(k)
+                    && !in_work(&work, k)
                     && !store_rows.contains_key(k)
                 {
                     failures.push(Failure { id: it.id.clone(), key: Some(k.clone()), reason: reason.clone() });
@@ -299,8 +329,15 @@ pub fn embed_items(
         ids_blake3: String::new(),
         inputs: opts.inputs.clone(),
         item_keys: ITEM_KEYS.to_string(),
+        tokens: None,
     };
-    write_store(dir, meta, &rows, &failures, &work, store.as_ref(), &store_rows, state_dir.as_deref())?;
+    let sources =
+        Sources { work: &work, store: store.as_ref(), store_rows: &store_rows, store_tokens: store_tokens.as_ref() };
+    let tokens = match (opts.tokens, token_desc) {
+        (Some(cap), Some(desc)) => Some((cap, desc)),
+        _ => None,
+    };
+    let total_tokens = write_store(dir, meta, &rows, &failures, &sources, tokens, state_dir.as_deref())?;
     Ok(EmbedReport {
         items: items.len(),
         stored: rows.len(),
@@ -309,6 +346,7 @@ pub fn embed_items(
         failed: failures.len(),
         up_to_date: false,
         interrupted: false,
+        tokens: total_tokens,
     })
 }
 
@@ -404,7 +442,7 @@ fn encode_pending(
         let results: Vec<BatchOutput> = chunk
             .par_chunks(batch)
             .map(|b| {
-                let out = encode_batch(encoder, images, b, dim);
+                let out = encode_batch(encoder, images, b, dim, opts.tokens);
                 pb.inc(b.len() as u64);
                 out
             })
@@ -413,11 +451,16 @@ fn encode_pending(
         let mut data = Vec::with_capacity(chunk.len() * dim);
         let mut failures = Vec::new();
         let mut encoder_errors = Vec::new();
+        let mut tokens = opts.tokens.map(|_| ChunkTokens::default());
         for r in results {
             keys.extend(r.keys);
             data.extend(r.data);
             failures.extend(r.failures);
             encoder_errors.extend(r.encoder_errors);
+            if let Some(t) = &mut tokens {
+                t.counts.extend(r.token_counts);
+                t.data.extend(r.token_data);
+            }
         }
         if keys.is_empty() && !encoder_errors.is_empty() {
             // Nothing in a whole chunk could be encoded: the encoder is broken, not the inputs.
@@ -427,7 +470,7 @@ fn encode_pending(
                 encoder_errors[0]
             )));
         }
-        work.append_chunk(dim, keys, data, failures)?;
+        work.append_chunk(dim, keys, data, failures, tokens)?;
         done += chunk.len();
         if opts.stop_after.is_some_and(|n| done >= n) && done < pending.len() {
             pb.abandon();
@@ -438,22 +481,27 @@ fn encode_pending(
     Ok(done)
 }
 
+#[derive(Default)]
 struct BatchOutput {
     keys: Vec<String>,
     data: Vec<f32>,
     failures: Vec<ChunkFailure>,
     encoder_errors: Vec<String>,
+    /// Token run: the token count of each key and their float16 values.
+    token_counts: Vec<usize>,
+    token_data: Vec<half::f16>,
 }
 
-/// Load and encode one batch. A batch the encoder rejects is retried item by item so one bad input cannot
-/// sink the others.
+/// Load and encode one batch (with token vectors when `tokens` gives the cap). A batch the encoder rejects is
+/// retried item by item so one bad input cannot sink the others.
 fn encode_batch(
     encoder: &dyn Encoder,
     images: &dyn ImageSource,
     batch: &[(String, &ItemContent)],
     dim: usize,
+    tokens: Option<usize>,
 ) -> BatchOutput {
-    let mut out = BatchOutput { keys: Vec::new(), data: Vec::new(), failures: Vec::new(), encoder_errors: Vec::new() };
+    let mut out = BatchOutput::default();
     let mut keys: Vec<&str> = Vec::with_capacity(batch.len());
     let mut loaded: Vec<Loaded<'_>> = Vec::with_capacity(batch.len());
     for (key, content) in batch {
@@ -470,12 +518,12 @@ fn encode_batch(
         keys.push(key);
     }
     let inputs: Vec<Item<'_>> = loaded.iter().map(Loaded::item).collect();
-    match run_encoder(encoder, &inputs, dim) {
+    match run_encoder(encoder, &inputs, dim, tokens) {
         Ok(v) => accept(&mut out, &keys, &v, dim),
         Err(e) if inputs.len() == 1 => reject(&mut out, keys[0], e),
         Err(_) => {
             for (key, input) in keys.iter().zip(&inputs) {
-                match run_encoder(encoder, std::slice::from_ref(input), dim) {
+                match run_encoder(encoder, std::slice::from_ref(input), dim, tokens) {
                     Ok(v) => accept(&mut out, &[key], &v, dim),
                     Err(e) => reject(&mut out, key, e),
                 }
@@ -485,15 +533,32 @@ fn encode_batch(
     out
 }
 
-/// Keep finite rows; a row with NaN or infinity is a failure.
-fn accept(out: &mut BatchOutput, keys: &[&str], v: &[f32], dim: usize) {
-    for (key, row) in keys.iter().zip(v.chunks_exact(dim)) {
-        if row.iter().all(|x| x.is_finite()) {
-            out.keys.push(key.to_string());
-            out.data.extend_from_slice(row);
+/// Keep finite rows; a row with NaN or infinity, or token values beyond float16, is a failure.
+fn accept(out: &mut BatchOutput, keys: &[&str], v: &TokenOutput, dim: usize) {
+    let mut at = 0usize;
+    for (i, (key, row)) in keys.iter().zip(v.vectors.chunks_exact(dim)).enumerate() {
+        // Token runs: the token vectors of input i as float16 (`counts` is empty otherwise).
+        let tokens = v.counts.get(i).map(|&n| {
+            let t = &v.tokens[at * dim..(at + n) * dim];
+            at += n;
+            (n, crate::tokens::to_f16(t))
+        });
+        let reason = if !row.iter().all(|x| x.is_finite()) {
+            Some("encoder produced non-finite values")
+        } else if matches!(tokens, Some((_, None))) {
+            Some("encoder produced token values that are non-finite or beyond the float16 range")
         } else {
-            out.failures
-                .push(ChunkFailure { key: key.to_string(), reason: "encoder produced non-finite values".into() });
+            None
+        };
+        if let Some(reason) = reason {
+            out.failures.push(ChunkFailure { key: key.to_string(), reason: reason.into() });
+            continue;
+        }
+        out.keys.push(key.to_string());
+        out.data.extend_from_slice(row);
+        if let Some((n, Some(values))) = tokens {
+            out.token_counts.push(n);
+            out.token_data.extend(values);
         }
     }
 }
@@ -503,15 +568,37 @@ fn reject(out: &mut BatchOutput, key: &str, error: String) {
     out.encoder_errors.push(error);
 }
 
-fn run_encoder(encoder: &dyn Encoder, inputs: &[Item<'_>], dim: usize) -> Result<Vec<f32>, String> {
+/// Encode `inputs` (with at most `tokens` token vectors each, when given), checking the output's shape.
+fn run_encoder(
+    encoder: &dyn Encoder,
+    inputs: &[Item<'_>],
+    dim: usize,
+    tokens: Option<usize>,
+) -> Result<TokenOutput, String> {
     if inputs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(TokenOutput::default());
     }
-    let v = encoder.encode(inputs).map_err(|e| e.to_string())?;
-    if v.len() != inputs.len() * dim {
-        return Err(format!("returned {} floats for {} inputs of dimension {dim}", v.len(), inputs.len()));
+    let out = match tokens {
+        None => TokenOutput { vectors: encoder.encode(inputs).map_err(|e| e.to_string())?, ..Default::default() },
+        Some(cap) => {
+            let out = encoder.encode_with_tokens(inputs, cap).map_err(|e| e.to_string())?;
+            let n: usize = out.counts.iter().sum();
+            if out.counts.len() != inputs.len() || out.counts.iter().any(|&c| c > cap) || out.tokens.len() != n * dim {
+                return Err(format!(
+                    "returned {} token counts (at most {cap} each expected) and {} token values for {} inputs of \
+                     dimension {dim}",
+                    out.counts.len(),
+                    out.tokens.len(),
+                    inputs.len()
+                ));
+            }
+            out
+        }
+    };
+    if out.vectors.len() != inputs.len() * dim {
+        return Err(format!("returned {} floats for {} inputs of dimension {dim}", out.vectors.len(), inputs.len()));
     }
-    Ok(v)
+    Ok(out)
 }
 
 /// A decoded input.
@@ -529,18 +616,39 @@ impl Loaded<'_> {
     }
 }
 
-/// Write the finished store into a temporary folder and swap it in place of `dir` (which removes `.work/`).
-#[allow(clippy::too_many_arguments)]
+/// Where the rows of a new store come from: the unfinished run's chunks, else the existing store (by key).
+struct Sources<'a> {
+    work: &'a WorkDir,
+    store: Option<&'a FeatureStore>,
+    store_rows: &'a HashMap<String, usize>,
+    store_tokens: Option<&'a TokenVectors>,
+}
+
+impl Sources<'_> {
+    fn vector(&self, key: &str) -> Option<&[f32]> {
+        self.work.vector(key).or_else(|| self.store.and_then(|s| self.store_rows.get(key).map(|&r| s.row(r))))
+    }
+
+    fn tokens(&self, key: &str) -> Option<&[half::f16]> {
+        self.work
+            .token_values(key)
+            .or_else(|| self.store_tokens.and_then(|t| self.store_rows.get(key).map(|&r| t.item_f16(r))))
+    }
+}
+
+/// Write the finished store into a temporary folder and swap it in place of `dir` (which removes `.work/`);
+/// with `tokens` (cap, what a token is), also the token files. Returns the number of token vectors written.
 fn write_store(
     dir: &Path,
     mut meta: StoreMeta,
     rows: &[(&str, &str)],
     failures: &[Failure],
-    work: &WorkDir,
-    store: Option<&FeatureStore>,
-    store_rows: &HashMap<String, usize>,
+    src: &Sources<'_>,
+    tokens: Option<(usize, &str)>,
     model_src: Option<&Path>,
-) -> Result<(), FeatureError> {
+) -> Result<Option<usize>, FeatureError> {
+    let internal =
+        |what: &str, key: &str| FeatureError::Core(Error::runtime(format!("internal error: no {what} for key {key}")));
     let out = OutputDir::create(dir, true)?;
     let dim = meta.encoder.dim;
     let vectors_path = out.path().join(VECTORS_FILE);
@@ -548,8 +656,7 @@ fn write_store(
     write_file_atomic(&vectors_path, |w| {
         crate::npy::write_matrix_header(w, rows.len(), dim)?;
         for (_, key) in rows {
-            let v = work.vector(key).or_else(|| store.and_then(|s| store_rows.get(*key).map(|&r| s.row(r))));
-            match v {
+            match src.vector(key) {
                 Some(v) => crate::npy::write_f32s(w, v)?,
                 None => {
                     missing = Some(key.to_string());
@@ -560,9 +667,24 @@ fn write_store(
         Ok(())
     })
     .map_err(|e| match &missing {
-        Some(k) => FeatureError::Core(Error::runtime(format!("internal error: no vector for key {k}"))),
+        Some(k) => internal("vector", k),
         None => FeatureError::Core(e),
     })?;
+    if let Some((max_tokens, token)) = tokens {
+        let per_row = rows
+            .iter()
+            .map(|(_, key)| src.tokens(key).ok_or_else(|| internal("token vectors", key)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (total, offsets_blake3) = crate::tokens::write_token_files(out.path(), dim, &per_row)?;
+        meta.tokens = Some(TokenMeta {
+            max_tokens,
+            dtype: TOKEN_DTYPE.to_string(),
+            total,
+            dim,
+            token: token.to_string(),
+            offsets_blake3,
+        });
+    }
     let mut ids_text = String::new();
     let mut keys_text = String::new();
     for (id, key) in rows {
@@ -599,9 +721,13 @@ fn write_store(
     if !meta.options.is_empty() {
         manifest.param("encoder_options", &meta.options);
     }
+    if let Some(t) = &meta.tokens {
+        manifest.count("tokens", t.total as u64);
+        manifest.param("max_tokens", t.max_tokens);
+    }
     manifest.write(out.path())?;
     out.commit()?;
-    Ok(())
+    Ok(meta.tokens.map(|t| t.total))
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> Result<(), FeatureError> {
@@ -619,40 +745,58 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<(), FeatureError> {
     Ok(())
 }
 
+/// The settings a store or an unfinished run holds.
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    name: &'a str,
+    options: &'a std::collections::BTreeMap<String, String>,
+    seed: u64,
+    tokens: Option<usize>,
+}
+
 /// An error unless the request matches what `dir` already holds (`what`: "features of" / "an unfinished run of").
-#[allow(clippy::too_many_arguments)]
 fn check_config(
     dir: &Path,
     what: &str,
-    name: &str,
-    options: &std::collections::BTreeMap<String, String>,
-    seed: u64,
+    held: Held<'_>,
     req: &RunConfig,
     fitted: bool,
     unfinished: bool,
 ) -> Result<(), FeatureError> {
-    let describe = |n: &str, o: &std::collections::BTreeMap<String, String>, s: u64| {
-        let mut d = format!("`{n}`");
-        if !o.is_empty() {
-            let opts: Vec<String> = o.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let show_tokens = held.tokens.is_some() || req.tokens.is_some();
+    let describe = |h: Held<'_>| {
+        let mut d = format!("`{}`", h.name);
+        if !h.options.is_empty() {
+            let opts: Vec<String> = h.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
             d.push_str(&format!(" ({})", opts.join(", ")));
         }
-        if find(n).is_some_and(|e| e.kind == EncoderKind::Fitted) {
-            d.push_str(&format!(" seed {s}"));
+        if find(h.name).is_some_and(|e| e.kind == EncoderKind::Fitted) {
+            d.push_str(&format!(" seed {}", h.seed));
+        }
+        if show_tokens {
+            match h.tokens {
+                Some(n) => d.push_str(&format!(" with token output (--tokens --max-tokens {n})")),
+                None => d.push_str(" without token output"),
+            }
         }
         d
     };
-    if name != req.encoder || options != &req.options || (fitted && seed != req.seed) {
+    if held.name != req.encoder
+        || held.options != &req.options
+        || (fitted && held.seed != req.seed)
+        || held.tokens != req.tokens
+    {
         let fix = if unfinished {
             "re-run with the same encoder settings to resume it, or pass --force to discard it"
         } else {
             "write to another folder, or pass --force to replace them"
         };
+        let requested = Held { name: &req.encoder, options: &req.options, seed: req.seed, tokens: req.tokens };
         return Err(FeatureError::Mismatch(format!(
             "{}: holds {what} encoder {}, but encoder {} was requested; {fix}",
             dir.display(),
-            describe(name, options, seed),
-            describe(&req.encoder, &req.options, req.seed),
+            describe(held),
+            describe(requested),
         )));
     }
     Ok(())

@@ -53,6 +53,25 @@ pub trait Encoder: Send + Sync {
     fn batch_size(&self) -> usize {
         64
     }
+
+    /// Encode a batch and also return per-token vectors (of the encoder's `dim`), at most `max_tokens` per input:
+    /// the pooled vectors are exactly those of [`Encoder::encode`]. What a token is depends on the encoder (see
+    /// [`crate::registry::EncoderEntry::tokens`]); encoders without token output (the default) return an error.
+    fn encode_with_tokens(&self, batch: &[Item<'_>], max_tokens: usize) -> Result<TokenOutput, FeatureError> {
+        let _ = (batch, max_tokens);
+        Err(FeatureError::Encoder(format!("encoder `{}` has no per-token output", self.info().name)))
+    }
+}
+
+/// What [`Encoder::encode_with_tokens`] returns for a batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TokenOutput {
+    /// `batch.len() * dim` floats, row-major: what [`Encoder::encode`] returns.
+    pub vectors: Vec<f32>,
+    /// The number of token vectors of each input (`0..=max_tokens`).
+    pub counts: Vec<usize>,
+    /// `counts.iter().sum() * dim` floats, row-major: the tokens of input 0, then of input 1, ...
+    pub tokens: Vec<f32>,
 }
 
 /// L2-normalise each row of a row-major matrix in place (zero rows stay zero).

@@ -9,6 +9,7 @@
 //! - [`embed`]: incremental, resumable embedding of items into a feature store
 //! - [`work`]: the resumable state of an unfinished embedding run
 //! - [`store`]: the on-disk feature store, read through a memory map
+//! - [`tokens`]: per-token vectors of items (`--tokens`), stored float16 beside the pooled vectors
 //! - [`npy`]: NumPy `.npy` reading (whole or memory-mapped) and writing
 //! - [`vectors`]: ids + row-major vectors, the in-memory view of features
 //! - [`knn`]: exact top-k search (lower distance = closer), with per-query filters
@@ -27,15 +28,17 @@ pub mod npy;
 pub mod pretrained;
 pub mod registry;
 pub mod store;
+pub mod tokens;
 pub mod vectors;
 pub mod work;
 
-pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
 /// The `image` crate the encoders and image sources use (so callers name the same `RgbImage`).
 pub use image;
 pub use knn::{KnnOptions, Metric, Neighbor, knn};
 pub use registry::{EncoderContext, build_encoder};
 pub use store::FeatureStore;
+pub use tokens::TokenVectors;
 pub use vectors::Vectors;
 
 /// Errors of this crate: feature-store problems and encoder failures, plus core errors.

@@ -88,6 +88,9 @@ pub struct EncoderEntry {
     pub kind: EncoderKind,
     /// One line for `stepwise models list` / `stepwise embed --help`.
     pub description: &'static str,
+    /// What one token vector is, for encoders with per-token output (`stepwise embed --tokens`, see
+    /// [`crate::tokens`]); `None` for the others.
+    pub tokens: Option<&'static str>,
     pub build: fn(&EncoderContext) -> Result<Box<dyn Encoder>, FeatureError>,
 }
 
@@ -106,6 +109,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         description: "word2vec skip-gram with negative sampling trained on the corpus's step texts (--seed); step \
                       vector = mean of word vectors, L2-normalised (options: dim (100), window (5), negative (5), \
                       epochs (auto), min_count (2), sample, lr)",
+        tokens: Some(builtin::word2vec::TOKENS),
         build: builtin::word2vec::build,
     },
     EncoderEntry {
@@ -114,6 +118,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Fitted,
         description: "TF-IDF over the corpus's vocabulary as scikit-learn's TfidfVectorizer (smooth idf), \
                       L2-normalised (options: max_features (2048), min_df, sublinear_tf)",
+        tokens: None,
         build: builtin::tfidf::build,
     },
     EncoderEntry {
@@ -122,6 +127,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Builtin,
         description: "classical image descriptor: CIELAB colour histogram + gradient-orientation histograms + tiny \
                       8x8 image, L2-normalised (no weights)",
+        tokens: None,
         build: builtin::descriptor::build,
     },
     // Pretrained encoders (weights from the models folder: `scripts/fetch-models.sh`).
@@ -130,6 +136,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Text,
         kind: EncoderKind::Pretrained,
         description: "all-MiniLM-L6-v2 sentence embedding (BERT, mean pooling, L2-normalised, 384-d)",
+        tokens: Some(pretrained::minilm::TOKENS),
         build: pretrained::minilm::build,
     },
     EncoderEntry {
@@ -138,6 +145,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "mean GloVe 6B 50-d word vector of the text's in-vocabulary words, L2-normalised (option: \
                       normalize)",
+        tokens: Some(pretrained::glove::TOKENS),
         build: pretrained::glove::build,
     },
     EncoderEntry {
@@ -145,6 +153,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Image,
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite0 ImageNet CNN, globally pooled 1280-d feature (224x224 input)",
+        tokens: None,
         build: pretrained::efficientnet_lite::build_lite0,
     },
     EncoderEntry {
@@ -152,6 +161,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Image,
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite0 ImageNet logits (1000-d)",
+        tokens: None,
         build: pretrained::efficientnet_lite::build_lite0_logits,
     },
     EncoderEntry {
@@ -159,6 +169,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Image,
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite2 ImageNet CNN, globally pooled 1280-d feature (260x260 input)",
+        tokens: None,
         build: pretrained::efficientnet_lite::build_lite2,
     },
     EncoderEntry {
@@ -166,6 +177,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Image,
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite2 ImageNet logits (1000-d)",
+        tokens: None,
         build: pretrained::efficientnet_lite::build_lite2_logits,
     },
     EncoderEntry {
@@ -174,6 +186,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "CLIP ViT-B/32 image tower, projected and L2-normalised (weights: a Hugging Face folder you \
                       provide in models/clip-vit-b32)",
+        tokens: None,
         build: pretrained::clip::build_image,
     },
     EncoderEntry {
@@ -181,6 +194,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         modality: Modality::Text,
         kind: EncoderKind::Pretrained,
         description: "CLIP ViT-B/32 text tower, projected and L2-normalised (same space as clip-image)",
+        tokens: None,
         build: pretrained::clip::build_text,
     },
 ];

@@ -9,6 +9,8 @@
 //!   options and seed, row count, input file hashes, and a hash of `ids` checked on open;
 //! - `failures.jsonl`: items that could not be encoded (unreadable or corrupt images), with the reason;
 //! - `model/`: the fitted state of corpus-trained encoders (word2vec, TF-IDF), used by [`FeatureStore::encoder`];
+//! - `tokens.npy`, `token_offsets.npy`: only for `stepwise embed --tokens` — per-token float16 vectors of each
+//!   row, described by `meta.json` → `tokens` (see [`crate::tokens`], read with [`crate::TokenVectors`]);
 //! - `manifest.json`: the usual stepwise manifest;
 //! - `.work/`: only while a run is unfinished (resumable chunks; see [`crate::embed`]).
 
@@ -22,6 +24,7 @@ use stepwise_core::{Error, IoResultExt};
 use crate::encoder::{Encoder, EncoderInfo, Item};
 use crate::npy::MmapMatrix;
 use crate::registry::{EncoderContext, build_encoder};
+use crate::tokens::{TokenMeta, TokenVectors};
 use crate::{FeatureError, Vectors, items};
 
 pub const META_FILE: &str = "meta.json";
@@ -57,6 +60,9 @@ pub struct StoreMeta {
     pub inputs: Vec<InputHash>,
     /// What `keys` hashes.
     pub item_keys: String,
+    /// The token output (`--tokens`), absent when the store has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenMeta>,
 }
 
 /// One item that could not be encoded (a line of `failures.jsonl`).
@@ -194,6 +200,11 @@ impl FeatureStore {
             ids.push(self.ids[r].clone());
         }
         Vectors::new(self.dim(), ids, data)
+    }
+
+    /// The per-token vectors of the rows (`None` when the store was embedded without `--tokens`).
+    pub fn tokens(&self) -> Result<Option<TokenVectors>, FeatureError> {
+        TokenVectors::from_store(self)
     }
 
     /// The items that could not be encoded.

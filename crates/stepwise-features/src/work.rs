@@ -5,12 +5,15 @@
 //! - `model/`: a freshly fitted encoder's state;
 //! - `chunk-NNNNNN.bin`: encoded vectors, appended chunk by chunk. Each chunk is written to a temporary name and
 //!   renamed, so after a `kill -9` every `chunk-*.bin` is complete; leftovers are ignored. A chunk is one JSON
-//!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s.
+//!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s; in a `--tokens` run
+//!   the header also has `token_counts` (one per key) and the vectors are followed by
+//!   `sum(token_counts) * dim` little-endian float16 token values, in key order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use half::f16;
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::{write_file_atomic, write_string_atomic};
 use stepwise_core::{Error, IoResultExt};
@@ -28,6 +31,9 @@ pub struct RunConfig {
     pub seed: u64,
     /// True for `--force` runs: the existing store is replaced, not extended.
     pub replace: bool,
+    /// `--tokens`: the cap on token vectors per item (absent: no token output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub info: Option<EncoderInfo>,
 }
@@ -37,6 +43,15 @@ struct ChunkHeader {
     dim: usize,
     keys: Vec<String>,
     failures: Vec<ChunkFailure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_counts: Option<Vec<usize>>,
+}
+
+/// The token vectors of a chunk's keys: `counts[i]` rows of `dim` for key i, concatenated in key order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChunkTokens {
+    pub counts: Vec<usize>,
+    pub data: Vec<f16>,
 }
 
 /// An input that could not be encoded, by content key.
@@ -53,6 +68,9 @@ pub struct WorkDir {
     /// Vectors of finished chunks, by content key: (chunk, row).
     vectors: HashMap<String, (usize, usize)>,
     chunks: Vec<Vec<f32>>,
+    /// Token vectors of finished chunks, by content key: (chunk, first value, value count).
+    tokens: HashMap<String, (usize, usize, usize)>,
+    chunk_tokens: Vec<Vec<f16>>,
     pub failures: HashMap<String, String>,
     dim: Option<usize>,
 }
@@ -64,6 +82,8 @@ impl WorkDir {
             dir: dir.to_path_buf(),
             vectors: HashMap::new(),
             chunks: Vec::new(),
+            tokens: HashMap::new(),
+            chunk_tokens: Vec::new(),
             failures: HashMap::new(),
             dim: None,
         };
@@ -80,7 +100,7 @@ impl WorkDir {
         for name in names {
             let path = dir.join(&name);
             let bytes = std::fs::read(&path).at(&path)?;
-            let (header, data) = parse_chunk(&path, &bytes)?;
+            let (header, data, tokens) = parse_chunk(&path, &bytes)?;
             if let Some(d) = w.dim
                 && d != header.dim
             {
@@ -90,17 +110,30 @@ impl WorkDir {
                     header.dim
                 )));
             }
-            w.dim = Some(header.dim);
-            let c = w.chunks.len();
-            for (row, key) in header.keys.into_iter().enumerate() {
-                w.vectors.entry(key).or_insert((c, row));
-            }
-            for f in header.failures {
-                w.failures.entry(f.key).or_insert(f.reason);
-            }
-            w.chunks.push(data);
+            w.add(header, data, tokens);
         }
         Ok(w)
+    }
+
+    /// Remember a finished chunk's vectors, tokens and failures (the first occurrence of a key wins).
+    fn add(&mut self, header: ChunkHeader, data: Vec<f32>, tokens: Vec<f16>) {
+        let c = self.chunks.len();
+        if let Some(counts) = &header.token_counts {
+            let mut at = 0;
+            for (key, &n) in header.keys.iter().zip(counts) {
+                self.tokens.entry(key.clone()).or_insert((c, at, n * header.dim));
+                at += n * header.dim;
+            }
+        }
+        for (row, key) in header.keys.into_iter().enumerate() {
+            self.vectors.entry(key).or_insert((c, row));
+        }
+        for f in header.failures {
+            self.failures.entry(f.key).or_insert(f.reason);
+        }
+        self.dim = Some(header.dim);
+        self.chunks.push(data);
+        self.chunk_tokens.push(tokens);
     }
 
     pub fn exists(&self) -> bool {
@@ -126,6 +159,13 @@ impl WorkDir {
         self.vectors.contains_key(key)
     }
 
+    /// The token vectors of `key` (`count * dim` float16 values; empty for an input without tokens), when a
+    /// chunk of a `--tokens` run holds them.
+    pub fn token_values(&self, key: &str) -> Option<&[f16]> {
+        let &(c, start, len) = self.tokens.get(key)?;
+        Some(&self.chunk_tokens[c][start..start + len])
+    }
+
     pub fn model_dir(&self) -> PathBuf {
         self.dir.join(crate::store::MODEL_DIR)
     }
@@ -147,38 +187,40 @@ impl WorkDir {
         Ok(())
     }
 
-    /// Append a finished chunk (atomically) and remember its vectors.
+    /// Append a finished chunk (atomically) and remember its vectors (and token vectors, in a `--tokens` run).
     pub fn append_chunk(
         &mut self,
         dim: usize,
         keys: Vec<String>,
         data: Vec<f32>,
         failures: Vec<ChunkFailure>,
+        tokens: Option<ChunkTokens>,
     ) -> Result<(), FeatureError> {
         assert_eq!(keys.len() * dim, data.len(), "chunk keys and vectors disagree");
+        if let Some(t) = &tokens {
+            assert_eq!(t.counts.len(), keys.len(), "chunk keys and token counts disagree");
+            assert_eq!(t.counts.iter().sum::<usize>() * dim, t.data.len(), "token counts and values disagree");
+        }
         std::fs::create_dir_all(&self.dir).at(&self.dir)?;
         let path = self.dir.join(format!("chunk-{:06}.bin", self.chunks.len()));
-        let header = ChunkHeader { dim, keys, failures };
+        let (token_counts, token_data) = match tokens {
+            Some(t) => (Some(t.counts), t.data),
+            None => (None, Vec::new()),
+        };
+        let header = ChunkHeader { dim, keys, failures, token_counts };
         let line = serde_json::to_string(&header).expect("chunk header serializes");
         write_file_atomic(&path, |w| {
             w.write_all(line.as_bytes())?;
             w.write_all(b"\n")?;
-            crate::npy::write_f32s(w, &data)
+            crate::npy::write_f32s(w, &data)?;
+            crate::npy::write_f16s(w, &token_data)
         })?;
-        let c = self.chunks.len();
-        for (row, key) in header.keys.into_iter().enumerate() {
-            self.vectors.entry(key).or_insert((c, row));
-        }
-        for f in header.failures {
-            self.failures.entry(f.key).or_insert(f.reason);
-        }
-        self.dim = Some(dim);
-        self.chunks.push(data);
+        self.add(header, data, token_data);
         Ok(())
     }
 }
 
-fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>), FeatureError> {
+fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>, Vec<f16>), FeatureError> {
     let corrupt = |why: &str| {
         FeatureError::Core(Error::bad_input(format!(
             "{}: corrupt work chunk ({why}); delete it to re-encode its items",
@@ -188,11 +230,19 @@ fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>), Fea
     let nl = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| corrupt("no header line"))?;
     let header: ChunkHeader = serde_json::from_slice(&bytes[..nl]).map_err(|e| corrupt(&e.to_string()))?;
     let body = &bytes[nl + 1..];
-    if body.len() != header.keys.len() * header.dim * 4 {
+    let vector_bytes = header.keys.len() * header.dim * 4;
+    let token_values = match &header.token_counts {
+        None => 0,
+        Some(c) if c.len() == header.keys.len() => c.iter().sum::<usize>() * header.dim,
+        Some(_) => return Err(corrupt("token counts do not match the keys")),
+    };
+    if body.len() != vector_bytes + token_values * 2 {
         return Err(corrupt("vector bytes do not match the header"));
     }
-    let data = body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    Ok((header, data))
+    let (vec_body, tok_body) = body.split_at(vector_bytes);
+    let data = vec_body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let tokens = tok_body.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect();
+    Ok((header, data, tokens))
 }
 
 #[cfg(test)]
@@ -205,9 +255,9 @@ mod tests {
         let dir = td.path().join(".work");
         let mut w = WorkDir::open(&dir).unwrap();
         assert!(!w.exists());
-        w.append_chunk(2, vec!["a".into(), "b".into()], vec![1., 2., 3., 4.], vec![]).unwrap();
-        w.append_chunk(2, vec!["c".into()], vec![5., 6.], vec![ChunkFailure { key: "z".into(), reason: "bad".into() }])
-            .unwrap();
+        w.append_chunk(2, vec!["a".into(), "b".into()], vec![1., 2., 3., 4.], vec![], None).unwrap();
+        let bad = vec![ChunkFailure { key: "z".into(), reason: "bad".into() }];
+        w.append_chunk(2, vec!["c".into()], vec![5., 6.], bad, None).unwrap();
         // A chunk being written when the process was killed.
         std::fs::write(dir.join(".chunk-000002.bin.partial-123"), b"{\"dim\":2").unwrap();
         let back = WorkDir::open(&dir).unwrap();
@@ -216,6 +266,29 @@ mod tests {
         assert_eq!(back.vector("c"), Some(&[5f32, 6.][..]));
         assert_eq!(back.failures.get("z").map(String::as_str), Some("bad"));
         assert!(back.vector("z").is_none());
+    }
+
+    #[test]
+    fn token_chunks_round_trip() {
+        let td = tempfile::tempdir().unwrap();
+        let dir = td.path().join(".work");
+        let mut w = WorkDir::open(&dir).unwrap();
+        let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        let tokens = ChunkTokens { counts: vec![2, 0, 1], data: h(&[1., 2., 3., 4., 5., 6.]) };
+        w.append_chunk(2, vec!["a".into(), "b".into(), "c".into()], vec![0.; 6], vec![], Some(tokens)).unwrap();
+        w.append_chunk(2, vec!["d".into()], vec![7., 8.], vec![], None).unwrap();
+        let back = WorkDir::open(&dir).unwrap();
+        assert_eq!(back.token_values("a"), Some(&h(&[1., 2., 3., 4.])[..]));
+        assert_eq!(back.token_values("b"), Some(&[][..]));
+        assert_eq!(back.token_values("c"), Some(&h(&[5., 6.])[..]));
+        assert_eq!(back.token_values("d"), None, "a chunk without token output");
+        assert_eq!(back.vector("d"), Some(&[7f32, 8.][..]));
+        // A token chunk cut short is corrupt, not silently misread.
+        let p = dir.join("chunk-000000.bin");
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 2]).unwrap();
+        let e = WorkDir::open(&dir).unwrap_err().to_string();
+        assert!(e.contains("chunk-000000.bin") && e.contains("corrupt"), "{e}");
     }
 
     #[test]

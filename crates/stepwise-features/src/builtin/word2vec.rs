@@ -24,10 +24,14 @@ use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use crate::FeatureError;
 use crate::builtin::fitted::load_or_fit;
 use crate::builtin::tokenize::{self, tokenize};
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
 use crate::registry::EncoderContext;
 
 pub const NAME: &str = "w2v";
+/// What a token vector is (`stepwise embed --tokens`).
+pub const TOKENS: &str = "an in-vocabulary word of the text, in text order, with the pooled vector's tokenisation \
+                          (lowercase; runs of letters/digits/_, each CJK character a token); vector = the word's \
+                          word2vec vector (not normalised; the pooled vector is the L2-normalised mean of all of them)";
 const VERSION: &str = "w2v-sgns-1";
 const CONFIG_FILE: &str = "w2v.json";
 const VECTORS_FILE: &str = "w2v-vectors.npy";
@@ -388,6 +392,38 @@ impl Word2Vec {
     pub fn model(&self) -> &W2vModel {
         &self.model
     }
+
+    /// Vocabulary rows of the in-vocabulary words of `text`, in order: what a text's vector is the mean of.
+    pub fn known_words(&self, text: &str) -> Vec<usize> {
+        tokenize(text).iter().filter_map(|t| self.index.get(t).copied()).collect()
+    }
+
+    /// The vector of vocabulary row `i`.
+    fn word(&self, i: usize) -> &[f32] {
+        let dim = self.info.dim;
+        &self.model.vectors[i * dim..(i + 1) * dim]
+    }
+
+    /// The text vector from its words' rows into `row` (zeroed): their sum, L2-normalised.
+    fn pool(&self, words: &[usize], row: &mut [f32]) {
+        for &i in words {
+            axpy(1.0, self.word(i), row);
+        }
+        if !words.is_empty() {
+            // The mean's direction is the sum's: normalising the sum is enough.
+            let norm = dot(row, row).sqrt();
+            if norm > 0.0 {
+                row.iter_mut().for_each(|x| *x /= norm);
+            }
+        }
+    }
+
+    fn text<'a>(item: &Item<'a>) -> Result<&'a str, FeatureError> {
+        match item {
+            Item::Text(t) => Ok(t),
+            Item::Image(_) => Err(FeatureError::Encoder("w2v encodes text, not images".into())),
+        }
+    }
 }
 
 impl Encoder for Word2Vec {
@@ -399,22 +435,21 @@ impl Encoder for Word2Vec {
         let dim = self.info.dim;
         let mut out = vec![0f32; batch.len() * dim];
         for (item, row) in batch.iter().zip(out.chunks_mut(dim)) {
-            let Item::Text(text) = item else {
-                return Err(FeatureError::Encoder("w2v encodes text, not images".into()));
-            };
-            let mut n = 0usize;
-            for t in tokenize(text) {
-                if let Some(&i) = self.index.get(&t) {
-                    axpy(1.0, &self.model.vectors[i * dim..(i + 1) * dim], row);
-                    n += 1;
-                }
-            }
-            if n > 0 {
-                // The mean's direction is the sum's: normalising the sum is enough.
-                let norm = dot(row, row).sqrt();
-                if norm > 0.0 {
-                    row.iter_mut().for_each(|x| *x /= norm);
-                }
+            self.pool(&self.known_words(Self::text(item)?), row);
+        }
+        Ok(out)
+    }
+
+    fn encode_with_tokens(&self, batch: &[Item<'_>], max_tokens: usize) -> Result<TokenOutput, FeatureError> {
+        let dim = self.info.dim;
+        let mut out = TokenOutput { vectors: vec![0f32; batch.len() * dim], ..Default::default() };
+        for (item, row) in batch.iter().zip(out.vectors.chunks_mut(dim)) {
+            let words = self.known_words(Self::text(item)?);
+            self.pool(&words, row);
+            let kept = &words[..words.len().min(max_tokens)];
+            out.counts.push(kept.len());
+            for &i in kept {
+                out.tokens.extend_from_slice(self.word(i));
             }
         }
         Ok(out)
@@ -560,6 +595,22 @@ mod tests {
             assert!((x - y / n).abs() < 1e-5);
         }
         assert!(v[8..].iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn token_vectors_are_the_first_in_vocabulary_word_vectors() {
+        let m = W2vModel::train(&topic_corpus(), W2vConfig { dim: 8, epochs: 1, ..Default::default() }).unwrap();
+        let enc = Word2Vec::new(m.clone());
+        let items = [Item::Text("Whisk qqq the flour, then whisk!"), Item::Text("qqq zzz"), Item::Text("the")];
+        let out = enc.encode_with_tokens(&items, 3).unwrap();
+        // Pooled vectors are exactly those of encode().
+        assert_eq!(out.vectors, enc.encode(&items).unwrap());
+        assert_eq!(out.counts, [3, 0, 1], "4 known words capped at 3; none; one");
+        let mut want = Vec::new();
+        for w in ["whisk", "the", "flour", "the"] {
+            want.extend_from_slice(m.word_vector(w).unwrap());
+        }
+        assert_eq!(out.tokens, want);
     }
 
     #[test]

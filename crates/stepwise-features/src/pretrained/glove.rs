@@ -14,10 +14,15 @@ use stepwise_core::{Error, IoResultExt, Manifest};
 
 use super::catalog::{self, GLOVE_6B_50D};
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, l2_normalize_rows};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, l2_normalize_rows};
 use crate::npy::MmapMatrix;
 
 pub const NAME: &str = "glove-50d";
+/// What a token vector is (`stepwise embed --tokens`).
+pub const TOKENS: &str = "an in-vocabulary word of the text, in text order, as the pooled vector tokenises it (GloVe \
+                          tokens; an out-of-vocabulary hyphenated word contributes its known parts); vector = the \
+                          word's GloVe vector (not normalised; the pooled vector is their mean, L2-normalised by \
+                          default)";
 const CODE_VERSION: &str = "1";
 pub const VECTORS_FILE: &str = "vectors.npy";
 pub const VOCAB_FILE: &str = "vocab.txt";
@@ -78,15 +83,14 @@ impl Glove {
         self.index.get(word).map(|&i| self.vectors.row(i as usize))
     }
 
-    /// The mean vector of the known tokens of `text` and how many tokens were known; all zeros when none is.
-    pub fn mean_vector(&self, text: &str) -> (Vec<f32>, usize) {
-        let mut sum = vec![0f32; self.dim()];
-        let mut known = 0;
+    /// The vocabulary rows of the known words of `text`, in order: the words its mean vector averages (a
+    /// hyphenated word that is not in the vocabulary contributes its known parts).
+    pub fn known_words(&self, text: &str) -> Vec<usize> {
+        let mut out = Vec::new();
         for tok in tokens(text) {
             let mut add = |w: &str| {
-                if let Some(v) = self.get(w) {
-                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
-                    known += 1;
+                if let Some(&i) = self.index.get(w) {
+                    out.push(i as usize);
                 }
             };
             if self.contains(&tok) || !tok.contains('-') {
@@ -96,6 +100,21 @@ impl Glove {
                 tok.split('-').filter(|p| !p.is_empty()).for_each(&mut add);
             }
         }
+        out
+    }
+
+    /// The mean vector of the known tokens of `text` and how many tokens were known; all zeros when none is.
+    pub fn mean_vector(&self, text: &str) -> (Vec<f32>, usize) {
+        self.mean_of(&self.known_words(text))
+    }
+
+    /// The mean of the vectors of vocabulary `rows` and their count; all zeros when there are none.
+    fn mean_of(&self, rows: &[usize]) -> (Vec<f32>, usize) {
+        let mut sum = vec![0f32; self.dim()];
+        for &i in rows {
+            sum.iter_mut().zip(self.vectors.row(i)).for_each(|(s, x)| *s += x);
+        }
+        let known = rows.len();
         if known > 0 {
             sum.iter_mut().for_each(|s| *s /= known as f32);
         }
@@ -202,6 +221,26 @@ impl Encoder for GloveEncoder {
         }
         if self.normalize {
             l2_normalize_rows(&mut out, self.info.dim);
+        }
+        Ok(out)
+    }
+
+    fn encode_with_tokens(&self, batch: &[Item<'_>], max_tokens: usize) -> Result<TokenOutput, FeatureError> {
+        let mut out = TokenOutput { vectors: Vec::with_capacity(batch.len() * self.info.dim), ..Default::default() };
+        for it in batch {
+            let Item::Text(t) = it else {
+                return Err(FeatureError::Encoder(format!("{NAME} encodes texts, not images")));
+            };
+            let words = self.glove.known_words(t);
+            out.vectors.extend(self.glove.mean_of(&words).0);
+            let kept = &words[..words.len().min(max_tokens)];
+            out.counts.push(kept.len());
+            for &i in kept {
+                out.tokens.extend_from_slice(self.glove.vectors.row(i));
+            }
+        }
+        if self.normalize {
+            l2_normalize_rows(&mut out.vectors, self.info.dim);
         }
         Ok(out)
     }
@@ -333,6 +372,20 @@ mod tests {
         let enc = GloveEncoder::new(g, true);
         let v = enc.encode(&[Item::Text("pan"), Item::Text("???")]).unwrap();
         assert_eq!(v, vec![1., 0., 0., 0.]);
+    }
+
+    #[test]
+    fn token_vectors_are_the_words_the_mean_averages() {
+        let td = tempfile::tempdir().unwrap();
+        let dir = td.path();
+        crate::npy::write_matrix(&dir.join(VECTORS_FILE), 3, 2, &[1., 0., 0., 1., 3., 3.]).unwrap();
+        std::fs::write(dir.join(VOCAB_FILE), "pan\nseared\nstir-fry\n").unwrap();
+        let enc = GloveEncoder::new(Glove::from_dir(dir).unwrap(), true);
+        let items = [Item::Text("Pan-seared xyz stir-fry"), Item::Text("???"), Item::Text("pan pan pan")];
+        let out = enc.encode_with_tokens(&items, 2).unwrap();
+        assert_eq!(out.vectors, enc.encode(&items).unwrap());
+        assert_eq!(out.counts, [2, 0, 2]);
+        assert_eq!(out.tokens, [1., 0., 0., 1., 1., 0., 1., 0.]);
     }
 
     #[test]

@@ -16,9 +16,13 @@ use tokenizers::{Tokenizer, TruncationParams};
 use super::catalog::{self, MINILM};
 use super::enc_err;
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, l2_normalize_rows};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, l2_normalize_rows};
 
 pub const NAME: &str = "minilm";
+/// What a token vector is (`stepwise embed --tokens`).
+pub const TOKENS: &str = "a WordPiece token of the text, in order ([CLS], [SEP] and padding excluded; the text \
+                          truncated at 256 word pieces as for the pooled vector); vector = its last hidden state \
+                          (before mean pooling and L2 normalisation)";
 const CODE_VERSION: &str = "1";
 /// sentence-transformers' `max_seq_length` for this model.
 const MAX_TOKENS: usize = 256;
@@ -74,12 +78,17 @@ impl MiniLm {
 
     /// Token ids of each text (with [CLS]/[SEP], truncated).
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, FeatureError> {
+        Ok(self.tokenize_marked(texts)?.into_iter().map(|(ids, _)| ids).collect())
+    }
+
+    /// Token ids of each text (with [CLS]/[SEP], truncated), and which of them are special tokens.
+    pub fn tokenize_marked(&self, texts: &[&str]) -> Result<Vec<(Vec<u32>, Vec<bool>)>, FeatureError> {
         texts
             .iter()
             .map(|t| {
                 self.tokenizer
                     .encode(*t, true)
-                    .map(|e| e.get_ids().to_vec())
+                    .map(|e| (e.get_ids().to_vec(), e.get_special_tokens_mask().iter().map(|&m| m != 0).collect()))
                     .map_err(|e| FeatureError::Encoder(format!("tokenizer: {e}")))
             })
             .collect()
@@ -87,24 +96,67 @@ impl MiniLm {
 
     /// Embeddings of already tokenised texts: `ids.len() * 384` floats, L2-normalised, in input order.
     pub fn embed_ids(&self, ids: &[Vec<u32>]) -> Result<Vec<f32>, FeatureError> {
+        Ok(self.embed_inner(ids, None)?.vectors)
+    }
+
+    /// Embeddings of tokenised texts (as [`MiniLm::embed_ids`]) and the last hidden states of the first
+    /// `max_tokens` non-special tokens of each (`special[i][p]`: position p of text i is [CLS]/[SEP]).
+    pub fn embed_ids_with_tokens(
+        &self,
+        ids: &[Vec<u32>],
+        special: &[Vec<bool>],
+        max_tokens: usize,
+    ) -> Result<TokenOutput, FeatureError> {
+        self.embed_inner(ids, Some((special, max_tokens)))
+    }
+
+    fn embed_inner(
+        &self,
+        ids: &[Vec<u32>],
+        tokens: Option<(&[Vec<bool>], usize)>,
+    ) -> Result<TokenOutput, FeatureError> {
         let dim = self.info.dim;
         let mut out = vec![0f32; ids.len() * dim];
+        let mut per_text: Vec<Vec<f32>> = vec![Vec::new(); if tokens.is_some() { ids.len() } else { 0 }];
         // Longest first, ties by position: batches of similar length, chosen by the input alone.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by(|&a, &b| ids[b].len().cmp(&ids[a].len()).then(a.cmp(&b)));
         for chunk in order.chunks(BATCH) {
-            let pooled = self.forward_batch(chunk.iter().map(|&i| ids[i].as_slice()))?;
+            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let (hidden, mask) = self.hidden_batch(&seqs)?;
+            let pooled = mean_pool(&hidden, &mask)?;
             for (row, &i) in pooled.chunks(dim).zip(chunk) {
                 out[i * dim..(i + 1) * dim].copy_from_slice(row);
             }
+            if let Some((special, max_tokens)) = tokens {
+                let e = enc_err("MiniLM hidden states");
+                let (_, len, _) = hidden.dims3().map_err(&e)?;
+                let all = hidden.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)?;
+                for (b, &i) in chunk.iter().enumerate() {
+                    let marks = special.get(i).map(Vec::as_slice).unwrap_or(&[]);
+                    let kept = (0..ids[i].len()).filter(|&p| !marks.get(p).copied().unwrap_or(false)).take(max_tokens);
+                    for p in kept {
+                        let at = (b * len + p) * dim;
+                        per_text[i].extend_from_slice(&all[at..at + dim]);
+                    }
+                }
+            }
         }
         l2_normalize_rows(&mut out, dim);
-        Ok(out)
+        let counts = per_text.iter().map(|t| t.len() / dim.max(1)).collect();
+        Ok(TokenOutput { vectors: out, counts, tokens: per_text.concat() })
     }
 
     /// Mean-pooled last hidden states of one padded batch (not normalised).
+    #[cfg(test)]
     fn forward_batch<'a>(&self, seqs: impl Iterator<Item = &'a [u32]>) -> Result<Vec<f32>, FeatureError> {
         let seqs: Vec<&[u32]> = seqs.collect();
+        let (hidden, mask) = self.hidden_batch(&seqs)?;
+        mean_pool(&hidden, &mask)
+    }
+
+    /// Last hidden states `(n, len, dim)` of one padded batch, and the attention mask `(n, len)`.
+    fn hidden_batch(&self, seqs: &[&[u32]]) -> Result<(Tensor, Tensor), FeatureError> {
         let n = seqs.len();
         let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
         let mut input = vec![0u32; n * len];
@@ -119,12 +171,18 @@ impl MiniLm {
         let mask_t = Tensor::from_vec(mask, (n, len), &dev).map_err(&e)?;
         let types = input.zeros_like().map_err(&e)?;
         let hidden = self.model.forward(&input, &types, Some(&mask_t)).map_err(&e)?; // (n, len, dim)
-        let m = mask_t.to_dtype(DType::F32).map_err(&e)?.unsqueeze(2).map_err(&e)?;
-        let summed = hidden.broadcast_mul(&m).and_then(|t| t.sum(1)).map_err(&e)?;
-        let counts = m.sum(1).and_then(|c| c.clamp(1e-9f32, f32::MAX)).map_err(&e)?;
-        let mean = summed.broadcast_div(&counts).map_err(&e)?;
-        mean.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)
+        Ok((hidden, mask_t))
     }
+}
+
+/// The mean over the attention mask of the hidden states of a batch, row-major `(n, dim)`.
+fn mean_pool(hidden: &Tensor, mask: &Tensor) -> Result<Vec<f32>, FeatureError> {
+    let e = enc_err("MiniLM forward");
+    let m = mask.to_dtype(DType::F32).map_err(&e)?.unsqueeze(2).map_err(&e)?;
+    let summed = hidden.broadcast_mul(&m).and_then(|t| t.sum(1)).map_err(&e)?;
+    let counts = m.sum(1).and_then(|c| c.clamp(1e-9f32, f32::MAX)).map_err(&e)?;
+    let mean = summed.broadcast_div(&counts).map_err(&e)?;
+    mean.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)
 }
 
 impl Encoder for MiniLm {
@@ -142,6 +200,18 @@ impl Encoder for MiniLm {
             .collect::<Result<Vec<_>, _>>()?;
         let ids = self.tokenize(&texts)?;
         self.embed_ids(&ids)
+    }
+
+    fn encode_with_tokens(&self, batch: &[Item<'_>], max_tokens: usize) -> Result<TokenOutput, FeatureError> {
+        let texts = batch
+            .iter()
+            .map(|it| match it {
+                Item::Text(t) => Ok(*t),
+                Item::Image(_) => Err(FeatureError::Encoder(format!("{NAME} encodes texts, not images"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (ids, special): (Vec<Vec<u32>>, Vec<Vec<bool>>) = self.tokenize_marked(&texts)?.into_iter().unzip();
+        self.embed_ids_with_tokens(&ids, &special, max_tokens)
     }
 
     fn batch_size(&self) -> usize {
@@ -208,5 +278,32 @@ mod tests {
         let first_alone = m.forward_batch(std::iter::once(ids[0].as_slice())).unwrap();
         let diff = first_alone.iter().zip(&batch[..32]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(diff < 1e-5, "padding leaked into the mean: {diff}");
+    }
+
+    #[test]
+    fn token_vectors_are_hidden_states_of_wordpieces_without_special_tokens() {
+        let td = tempfile::tempdir().unwrap();
+        tiny_bert_dir(td.path());
+        let m = MiniLm::from_dir(td.path()).unwrap();
+        let texts = ["serve warm", "preheat the oven and serve warm", "", "whisk"];
+        let items: Vec<Item> = texts.iter().map(|t| Item::Text(t)).collect();
+        let out = m.encode_with_tokens(&items, 4).unwrap();
+        // The pooled vectors are bit-identical to encode()'s.
+        assert_eq!(out.vectors, m.encode(&items).unwrap());
+        // Words without [CLS]/[SEP] ("and" is [UNK] but a real token), capped at 4; the empty text has none.
+        assert_eq!(out.counts, [2, 4, 0, 1]);
+        assert_eq!(out.tokens.len(), 7 * 32);
+        // Each text's tokens are its hidden states at positions 1.. when run alone.
+        let ids = m.tokenize(&texts).unwrap();
+        let mut at = 0;
+        for (i, count) in out.counts.iter().enumerate() {
+            let (hidden, _) = m.hidden_batch(&[ids[i].as_slice()]).unwrap();
+            let alone = hidden.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let want = &alone[32..(1 + count) * 32];
+            let got = &out.tokens[at..at + count * 32];
+            let diff = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(diff < 1e-5, "text {i}: tokens differ from its hidden states by {diff}");
+            at += count * 32;
+        }
     }
 }
