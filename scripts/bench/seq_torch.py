@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Reference training speed of a multimodal sequencing model (BERSON-style) in PyTorch on CPU.
+
+A sequence is n shuffled steps; each step has S text-token vectors (d_t) and P image-patch vectors (d_p). The gold
+order is a random permutation. No padding (every step has S tokens and P patches).
+
+Encoder (one transformer over the concatenated steps):
+- per step: [CLS] (one learned D-vector shared by all steps), text_proj(t_1..t_S) (Linear d_t → D),
+  image_proj(p_1..p_P) (Linear d_p → D); the n steps concatenated in input order: T = n·(1 + S + P) tokens;
+- + position embedding (max 512 × D), + step-index embedding (max 16 × D; the step's index in the input),
+  + modality embedding (3 × D: 0 CLS, 1 text, 2 image); LayerNorm(eps 1e-12);
+- L post-LN nn.TransformerEncoderLayer (FFN 4D, dropout 0, gelu, eps 1e-12), full attention over all T tokens;
+- step representation h_i = the output at step i's CLS.
+Positions: with --positions step (default) the index within the step (0 .. S+P), since the default total
+5 · 110 = 550 exceeds 512; with --positions global the index in the concatenation (0 .. T-1, must be < 512).
+
+Decoder and losses:
+- pairwise relative order: MLP([h_i, h_j, h_i*h_j, h_i-h_j] → Linear(4D → D) → ReLU → Linear(D → 1)) for every
+  ordered pair i ≠ j; BCE-with-logits against "i comes before j", mean over the B·n·(n-1) pairs;
+- pointer network: e = one more post-LN transformer layer (same type) over h_1..h_n; an LSTM decoder (input D,
+  hidden D, one layer, one direction) with teacher forcing: inputs [start, e_{o_1}, ..., e_{o_{n-1}}] (start a
+  learned D-vector, o the gold order), initial state h_0 = mean_j e_j, c_0 = 0; at output position t the score
+  of step j is v^T tanh(W1 e_j + W2 d_t) (W1, W2: D × D, v: D, no biases), steps already placed are masked,
+  cross-entropy against o_t, mean over the B·n positions (the last position has one candidate: loss 0);
+- loss = pointer CE + pairwise BCE. Adam(lr 5e-4, betas 0.9/0.999, eps 1e-8, no weight decay).
+
+A training step = zero_grad + forward + loss + backward + optimiser step on one batch of random sequences
+(float32 normal vectors from a seeded numpy generator, made before any timing). Prints the parameter count by
+module and the timings; with --json one JSON object on stdout (the table then goes to stderr). Exit code 3 when
+torch or numpy is missing. Install: see scripts/bench/README.md (requirements-torch.txt).
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch_bench as tb  # noqa: E402
+
+
+def build_model(torch, a):
+    nn = torch.nn
+    F = torch.nn.functional
+    D, n, S, P = a.model_dim, a.seq_steps, a.text_tokens, a.patches
+    per_step = 1 + S + P
+
+    def layer():
+        return nn.TransformerEncoderLayer(d_model=D, nhead=a.heads, dim_feedforward=4 * D, dropout=0.0,
+                                          activation="gelu", batch_first=True, norm_first=False,
+                                          layer_norm_eps=1e-12)
+
+    class Sequencer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.text_proj = nn.Linear(a.dim_text, D)
+            self.image_proj = nn.Linear(a.dim_image, D)
+            self.cls = nn.Parameter(torch.randn(D) * 0.02)
+            self.positions = nn.Parameter(torch.randn(a.max_positions, D) * 0.02)
+            self.steps = nn.Parameter(torch.randn(a.max_steps, D) * 0.02)
+            self.types = nn.Parameter(torch.randn(3, D) * 0.02)
+            self.norm = nn.LayerNorm(D, eps=1e-12)
+            self.layers = nn.ModuleList(layer() for _ in range(a.layers))
+            self.pair_hidden = nn.Linear(4 * D, D)
+            self.pair_out = nn.Linear(D, 1)
+            self.ptr_encoder = layer()
+            self.ptr_decoder = nn.LSTM(D, D, num_layers=1, batch_first=True)
+            self.ptr_start = nn.Parameter(torch.randn(D) * 0.02)
+            self.ptr_w1 = nn.Linear(D, D, bias=False)
+            self.ptr_w2 = nn.Linear(D, D, bias=False)
+            self.ptr_v = nn.Linear(D, 1, bias=False)
+            within = torch.arange(per_step)
+            pos = torch.arange(n * per_step) if a.positions == "global" else within.repeat(n)
+            types = torch.cat([torch.zeros(1), torch.ones(S), torch.full((P,), 2)]).long().repeat(n)
+            self.register_buffer("pos_ids", pos, persistent=False)
+            self.register_buffer("step_ids", torch.arange(n).repeat_interleave(per_step), persistent=False)
+            self.register_buffer("type_ids", types, persistent=False)
+            off = ~torch.eye(n, dtype=torch.bool)
+            self.register_buffer("pair_i", off.nonzero()[:, 0], persistent=False)
+            self.register_buffer("pair_j", off.nonzero()[:, 1], persistent=False)
+
+        def groups(self):
+            g = [("encoder.text_proj", self.text_proj), ("encoder.image_proj", self.image_proj),
+                 ("encoder.cls", self.cls), ("encoder.positions", self.positions), ("encoder.steps", self.steps),
+                 ("encoder.types", self.types), ("encoder.norm", self.norm)]
+            g += [(f"encoder.layer{i}", m) for i, m in enumerate(self.layers)]
+            return g + [("pairwise.hidden", self.pair_hidden), ("pairwise.out", self.pair_out),
+                        ("pointer.encoder", self.ptr_encoder), ("pointer.decoder", self.ptr_decoder),
+                        ("pointer.start", self.ptr_start), ("pointer.w1", self.ptr_w1), ("pointer.w2", self.ptr_w2),
+                        ("pointer.v", self.ptr_v)]
+
+        def encode(self, text, image):
+            """text B × n × S × d_t, image B × n × P × d_p → step representations B × n × D."""
+            b = text.shape[0]
+            x = torch.cat([self.cls.expand(b, n, 1, D), self.text_proj(text), self.image_proj(image)], dim=2)
+            x = x.reshape(b, n * per_step, D)
+            x = self.norm(x + self.positions[self.pos_ids] + self.steps[self.step_ids] + self.types[self.type_ids])
+            for m in self.layers:
+                x = m(x)
+            return x.view(b, n, per_step, D)[:, :, 0]
+
+        def loss(self, text, image, order):
+            """order B × n: order[t] = the input index of the step at gold position t."""
+            b = text.shape[0]
+            h = self.encode(text, image)
+            rank = torch.argsort(order, dim=1)  # rank[i] = gold position of input step i
+            # Pairwise relative order over all ordered pairs i ≠ j.
+            hi, hj = h[:, self.pair_i], h[:, self.pair_j]  # B × n(n-1) × D
+            logits = self.pair_out(F.relu(self.pair_hidden(torch.cat([hi, hj, hi * hj, hi - hj], dim=-1))))
+            before = (rank[:, self.pair_i] < rank[:, self.pair_j]).float()
+            pair_loss = F.binary_cross_entropy_with_logits(logits.squeeze(-1), before)
+            # Pointer network with teacher forcing.
+            e = self.ptr_encoder(h)  # B × n × D
+            gold = torch.gather(e, 1, order.unsqueeze(-1).expand(b, n, D))
+            inputs = torch.cat([self.ptr_start.expand(b, 1, D), gold[:, :-1]], dim=1)
+            h0 = e.mean(1).unsqueeze(0).contiguous()
+            d, _ = self.ptr_decoder(inputs, (h0, torch.zeros_like(h0)))  # B × n × D
+            u = self.ptr_v(torch.tanh(self.ptr_w1(e).unsqueeze(1) + self.ptr_w2(d).unsqueeze(2))).squeeze(-1)
+            placed = rank.unsqueeze(1) < torch.arange(n, device=rank.device).view(1, n, 1)  # B × t × j
+            u = u.masked_fill(placed, float("-inf"))
+            ptr_loss = F.cross_entropy(u.reshape(b * n, n), order.reshape(b * n))
+            return ptr_loss + pair_loss
+
+    return Sequencer()
+
+
+def expected_parameters(a):
+    D, ff = a.model_dim, 4 * a.model_dim
+    layer = 4 * (D * D + D) + (D * ff + ff) + (ff * D + D) + 4 * D
+    enc = (a.dim_text * D + D) + (a.dim_image * D + D) + D + (a.max_positions + a.max_steps + 3) * D + 2 * D
+    enc += a.layers * layer
+    pair = (4 * D * D + D) + (D + 1)
+    ptr = layer + (4 * D * D + 4 * D * D + 8 * D) + D + 2 * D * D + D
+    return enc + pair + ptr
+
+
+def flops_per_step(a):
+    """Matrix-multiply FLOPs of one training step (2 per multiply-add; backward counted as 2× forward)."""
+    B, n, S, P = a.batch, a.seq_steps, a.text_tokens, a.patches
+    D, ff = a.model_dim, 4 * a.model_dim
+    T = n * (1 + S + P)
+
+    def layer(t):
+        return 2 * B * t * 4 * D * D + 2 * 2 * B * t * t * D + 2 * 2 * B * t * D * ff
+
+    fwd = 2 * B * n * (S * a.dim_text + P * a.dim_image) * D + a.layers * layer(T)
+    fwd += 2 * B * n * (n - 1) * (4 * D * D + D)  # pairwise MLP
+    fwd += layer(n) + 2 * B * n * 4 * D * 2 * D  # pointer encoder layer, decoder LSTM
+    fwd += 2 * 2 * B * n * D * D + 2 * B * n * n * D  # W1 e, W2 d, v
+    return 3 * fwd
+
+
+def make_batches(np, torch, rng, a, sequences):
+    out = []
+    for start in range(0, sequences, a.batch):
+        b = min(a.batch, sequences - start)
+        text = rng.standard_normal((b, a.seq_steps, a.text_tokens, a.dim_text), dtype=np.float32)
+        image = rng.standard_normal((b, a.seq_steps, a.patches, a.dim_image), dtype=np.float32)
+        order = np.stack([rng.permutation(a.seq_steps) for _ in range(b)])
+        out.append((torch.from_numpy(text), torch.from_numpy(image), torch.from_numpy(order).long()))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tb.add_common_args(ap, batch=16, epoch_name="sequences")
+    ap.add_argument("--seq-steps", type=int, default=5, help="n: steps per sequence")
+    ap.add_argument("--text-tokens", type=int, default=60, help="S: text-token vectors per step")
+    ap.add_argument("--patches", type=int, default=49, help="P: image-patch vectors per step")
+    ap.add_argument("--dim-text", type=int, default=384, help="d_t")
+    ap.add_argument("--dim-image", type=int, default=320, help="d_p")
+    ap.add_argument("--model-dim", type=int, default=256, help="transformer width (D); FFN 4D")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--max-positions", type=int, default=512)
+    ap.add_argument("--max-steps", type=int, default=16)
+    ap.add_argument("--positions", choices=("step", "global"), default="step",
+                    help="position index within the step (default) or in the whole concatenation")
+    a = ap.parse_args()
+    per_step = 1 + a.text_tokens + a.patches
+    longest = per_step * a.seq_steps if a.positions == "global" else per_step
+    if longest > a.max_positions:
+        ap.error(f"{longest} positions exceed --max-positions {a.max_positions}")
+    if a.seq_steps > a.max_steps or a.seq_steps < 2:
+        ap.error(f"--seq-steps {a.seq_steps}: need 2 .. --max-steps {a.max_steps}")
+
+    torch, np = tb.import_torch()
+    rss_import = tb.peak_rss_mib()
+    threads = tb.setup_threads(torch, a.threads)
+    torch.manual_seed(a.seed)
+    model = build_model(torch, a)
+    model.train()
+    counts = tb.counts_by_module(model.groups())
+    total = sum(p.numel() for p in model.parameters())
+    assert total == sum(counts.values()) == expected_parameters(a), (total, expected_parameters(a))
+    opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    step = tb.train_step_fn(torch, model, opt)
+
+    rng = np.random.default_rng(a.seed)
+    step_batches = make_batches(np, torch, rng, a, a.batch * max(1, min(a.warmup + a.steps, 4)))
+    epoch_batches = make_batches(np, torch, rng, a, a.epoch_items) if a.epoch_items > 0 else []
+
+    step_seconds, losses = tb.time_steps(step, step_batches, a.warmup, a.steps)
+    median, minimum = tb.summarise(step_seconds)
+    epoch_seconds = None
+    if epoch_batches:
+        epoch_seconds, epoch_losses = tb.time_epoch(step, epoch_batches)
+        losses += epoch_losses
+    if epoch_seconds:
+        sps = a.epoch_items / epoch_seconds
+    else:
+        sps = a.batch / median if median else None
+
+    record = {
+        "benchmark": "seq_train_step",
+        "versions": tb.versions(torch, np),
+        "threads": threads,
+        "config": {k: getattr(a, k) for k in ("batch", "seq_steps", "text_tokens", "patches", "dim_text",
+                                               "dim_image", "model_dim", "layers", "heads", "max_positions",
+                                               "max_steps", "positions", "seed", "warmup", "steps")},
+        "tokens_per_sequence": per_step * a.seq_steps,
+        "parameters": total,
+        "parameters_by_module": counts,
+        "step_seconds": step_seconds,
+        "step_seconds_median": median,
+        "step_seconds_min": minimum,
+        "epoch_sequences": a.epoch_items,
+        "epoch_seconds": epoch_seconds,
+        "sequences_per_second": sps,
+        "flops_per_step": flops_per_step(a),
+        "gflops_per_second_median": flops_per_step(a) / median / 1e9 if median else None,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "peak_rss_mib": tb.peak_rss_mib(),
+        "rss_mib_after_import": rss_import,
+    }
+    tb.report(a, record, counts, total)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Shared pieces of the PyTorch-on-CPU training benchmarks (htrn_torch.py, seq_torch.py).
+
+Not a script: the two benchmarks import it from this folder. Timing of single training steps (median and
+minimum after a warm-up), one timed epoch, thread setup, parameter counts by module, and the JSON record.
+"""
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+
+
+def import_torch():
+    """torch and numpy, or exit with code 3 and the install recipe."""
+    try:
+        import numpy
+        import torch
+    except ImportError as e:
+        print(
+            f"missing Python package {e.name!r}: python3 -m venv V && "
+            "V/bin/pip install --no-deps -r scripts/bench/requirements-torch.txt (see scripts/bench/README.md)",
+            file=sys.stderr,
+        )
+        sys.exit(3)
+    return torch, numpy
+
+
+def add_common_args(ap: argparse.ArgumentParser, batch: int, epoch_name: str):
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads and set_num_interop_threads (0: torch's default)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed training steps first")
+    ap.add_argument("--steps", type=int, default=5, help="timed single training steps (median and minimum)")
+    ap.add_argument(f"--epoch-{epoch_name}", type=int, default=0, dest="epoch_items",
+                    help=f"time one epoch over this many random {epoch_name} in batches (0: skip)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object on stdout (tables go to stderr)")
+
+
+def setup_threads(torch, threads: int):
+    """Must run before any parallel work (set_num_interop_threads fails once the pool has started)."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(threads)
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def train_step_fn(torch, model, optimiser):
+    """One training step: zero_grad, forward + loss, backward, optimiser step. Returns the loss."""
+
+    def step(*batch):
+        optimiser.zero_grad(set_to_none=True)
+        loss = model.loss(*batch)
+        loss.backward()
+        optimiser.step()
+        return float(loss.detach())
+
+    return step
+
+
+def time_steps(step, batches, warmup: int, steps: int):
+    """Warm-up steps, then `steps` single steps timed one by one; batches are used in turn."""
+    losses = []
+    for i in range(warmup):
+        losses.append(step(*batches[i % len(batches)]))
+    seconds = []
+    for i in range(steps):
+        b = batches[(warmup + i) % len(batches)]
+        t0 = time.perf_counter()
+        losses.append(step(*b))
+        seconds.append(time.perf_counter() - t0)
+    return seconds, losses
+
+
+def time_epoch(step, batches):
+    t0 = time.perf_counter()
+    losses = [step(*b) for b in batches]
+    return time.perf_counter() - t0, losses
+
+
+def counts_by_module(groups):
+    """Parameter counts of (name, module or parameter) pairs, in order. The names follow the Rust model's parameter
+    names cut to their first two dot-separated parts (Rust's `Params::counts_by_prefix(2)`), so the two tables
+    can be compared key by key."""
+    out = {}
+    for name, m in groups:
+        params = [m] if not hasattr(m, "parameters") else list(m.parameters())
+        out[name] = out.get(name, 0) + sum(p.numel() for p in params)
+    return out
+
+
+def print_table(counts: dict, total: int, file):
+    width = max(len(k) for k in counts)
+    print("parameters by module:", file=file)
+    for k, v in counts.items():
+        print(f"  {k:<{width}}  {v:>12,}", file=file)
+    print(f"  {'total':<{width}}  {total:>12,}", file=file)
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def versions(torch, numpy):
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
+
+
+def report(args, record: dict, counts: dict, total: int):
+    """JSON on stdout (table on stderr) with --json, else a readable summary on stdout."""
+    if args.json:
+        print_table(counts, total, sys.stderr)
+        print(json.dumps(record))
+        return
+    print_table(counts, total, sys.stdout)
+    for k, v in record.items():
+        if k in ("parameters_by_module", "step_seconds", "config"):
+            continue
+        print(f"{k}: {v}")
+    print("config: " + ", ".join(f"{k}={v}" for k, v in record["config"].items()))
+    print("step_seconds: " + ", ".join(f"{s:.4f}" for s in record["step_seconds"]))
+
+
+def summarise(step_seconds):
+    if not step_seconds:
+        return None, None
+    return statistics.median(step_seconds), min(step_seconds)
