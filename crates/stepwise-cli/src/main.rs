@@ -55,6 +55,9 @@ enum Command {
     Audit(commands::audit::Args),
     Eval(commands::eval::Args),
     Baseline(commands::baseline::Args),
+    Train(commands::train::Args),
+    Predict(commands::predict::Args),
+    Study(commands::study::Args),
     SelectGolden(commands::select_golden::Args),
     Report(commands::report::Args),
     /// Benchmarks that print their targets and ratios against a reference measured in the same run.
@@ -63,6 +66,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // candle 0.11 runs large elementwise ops on its own spin-waiting thread pool; when the cores are shared
+    // (another build, another job) the spinning main thread waits for a descheduled worker. Measured on a
+    // 2-core machine at load 3: HTRN training 17.3 s → 6.8 s with one candle worker. Matrix products still use
+    // every thread (rayon). Set before any candle op so the pool is created with this size; a user's own
+    // CANDLE_NUM_THREADS wins.
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        // SAFETY: no other thread exists yet.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -104,6 +116,9 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Audit(a) => commands::audit::run(a),
         Command::Eval(a) => commands::eval::run(a),
         Command::Baseline(a) => commands::baseline::run(a),
+        Command::Train(a) => commands::train::run(a),
+        Command::Predict(a) => commands::predict::run(a),
+        Command::Study(a) => commands::study::run(a),
         Command::SelectGolden(a) => commands::select_golden::run(a),
         Command::Report(a) => commands::report::run(a),
         Command::Bench(c) => commands::bench::run(c),

@@ -4,12 +4,14 @@
 //!
 //! - [`Histogram`] / [`write_histogram`]: overlaid histograms over shared bins (the audit's distance plots);
 //! - [`BarChart`] / [`write_bar_chart`]: grouped bars over named categories, with optional confidence intervals
-//!   and a reference line (accuracy per knob setting against chance, counts per setting, steps per procedure).
+//!   and a reference line (accuracy per knob setting against chance, counts per setting, steps per procedure);
+//! - [`LineChart`] / [`write_line_chart`]: lines of (x, y) points with a legend (training curves, knob effects).
 
 use std::path::Path;
 use std::sync::OnceLock;
 
 mod bars;
+mod lines;
 
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -17,6 +19,7 @@ use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Error, IoResultExt, Result};
 
 pub use bars::{BarChart, BarSeries, PALETTE, bar_chart_svg, write_bar_chart};
+pub use lines::{Line, LineChart, write_line_chart};
 
 /// The family name plots use for the embedded font.
 pub const FONT_FAMILY: &str = "stepwise-sans";

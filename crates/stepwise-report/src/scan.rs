@@ -34,6 +34,10 @@ pub enum Kind {
     SequencingResults,
     /// Evaluation results (`stepwise eval -o` or `--json`).
     Eval,
+    /// A model study (`stepwise study`): its `study.json`.
+    Study,
+    /// A trained model folder (`stepwise train`).
+    Model,
     /// A PNG picture outside the folders above (e.g. a contact sheet).
     Picture,
 }
@@ -139,6 +143,8 @@ fn manifest_folder(root: &Path, dir: &Path, found: &mut Found) -> Result<bool> {
         "sequencing" => push(found, root, Kind::Sequencing, d),
         "sequencing-results" => push(found, root, Kind::SequencingResults, d.join("results.json")),
         "eval" => push(found, root, Kind::Eval, d.join("results.json")),
+        "study" => push(found, root, Kind::Study, d.join("study.json")),
+        "model" => push(found, root, Kind::Model, d),
         _ => return Ok(false),
     }
     Ok(true)

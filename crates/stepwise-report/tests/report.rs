@@ -230,3 +230,30 @@ fn an_empty_folder_is_an_error() {
     let e = write_report(td.path(), &td.path().join("report.html"), &ReportOptions::default()).unwrap_err().to_string();
     assert!(e.contains("no stepwise outputs found"), "{e}");
 }
+
+#[test]
+fn the_suite_section_shows_ordering_aliases_widened_counts_and_the_parameters() {
+    let td = tempfile::tempdir().unwrap();
+    let suite = td.path().join("suite");
+    write(
+        &suite.join("manifest.json"),
+        &json!({"schema_version": 1, "kind": "suite", "stepwise_version": "0.1.0", "command": ["stepwise", "sweep"],
+                "inputs": [], "counts": {},
+                "params": {"generate": {"k": 100, "k_c": 50, "margin": 1.2, "metric": "l2"}}}),
+    );
+    let row = |setting: &str, task: &str, n: u64, widened: u64| {
+        json!({"setting": setting, "task": task, "questions": n, "questions_by_split": {"train": n},
+               "procedures_used": 3, "questions_skipped": {}, "questions_widened": widened})
+    };
+    let mut alias = row("knobs-0-1-0", "visual_ordering", 9, 0);
+    alias["setting"] = json!("knobs-0-1-1");
+    alias["same_as"] = json!("knobs-0-1-0");
+    write(
+        &suite.join("counts.json"),
+        &json!([row("knobs-0-1-0", "visual_ordering", 9, 0), alias, row("knobs-0-1-1", "visual_cloze", 7, 2)]),
+    );
+    let (_, md) = report(td.path());
+    assert!(md.contains("| (0,1,0) | – | 9 |") && md.contains("| (0,1,1) | 7 | = (0,1,0) |"), "{md}");
+    assert!(md.contains("| (0,1,1) | visual_cloze | 7 | 7 | – | – | 3 | 2 |"), "{md}");
+    assert!(md.contains("metric l2") && md.contains("K_C = 50") && md.contains("margin 1.2"), "{md}");
+}

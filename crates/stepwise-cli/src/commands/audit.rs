@@ -16,6 +16,7 @@ use stepwise_features::{Encoder, Vectors};
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
 
 use super::generate::{LoadedFeatures, load_pool};
+use super::model_features::concat;
 use super::models::feature_error;
 use crate::usage_bail;
 
@@ -188,16 +189,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("wrote {}", dest.display());
     }
     Ok(())
-}
-
-/// Rows of `a` then rows of `b` (same dimension).
-fn concat(a: &Vectors, b: &Vectors) -> anyhow::Result<Vectors> {
-    if a.dim != b.dim {
-        usage_bail!("the distractor pool's vectors ({}-d) do not match the image features ({}-d)", b.dim, a.dim);
-    }
-    let mut ids = a.ids.clone();
-    ids.extend(b.ids.iter().cloned());
-    let mut data = a.data.clone();
-    data.extend_from_slice(&b.data);
-    Ok(Vectors::new(a.dim, ids, data))
 }

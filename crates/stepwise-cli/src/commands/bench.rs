@@ -15,6 +15,8 @@ pub enum BenchCommand {
     World(super::bench_world::Args),
     /// Full suite (9 settings × 4 tasks) over 20,000 world procedures / ~233,000 images (targets: < 60 s, < 2 GiB).
     Sweep(super::bench_sweep::Args),
+    /// HTRN training step and epoch against the same model in PyTorch on CPU (target ratio <= 1.0), peak memory.
+    Train(super::bench_train::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -25,6 +27,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Ingest(a) => super::bench_ingest::run(a),
         BenchCommand::World(a) => super::bench_world::run(a),
         BenchCommand::Sweep(a) => super::bench_sweep::run(a),
+        BenchCommand::Train(a) => super::bench_train::run(a),
     }
 }
 

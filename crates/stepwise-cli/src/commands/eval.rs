@@ -75,7 +75,7 @@ pub struct Args {
     /// Refuse predictions when fewer than this share of their ids exist in the evaluated data.
     #[arg(long, value_name = "SHARE", default_value_t = accuracy::DEFAULT_MIN_OVERLAP)]
     pub min_overlap: f64,
-    /// Sequencing: evaluate only instances of this split.
+    /// Evaluate only the questions / instances of this split.
     #[arg(long)]
     pub split: Option<String>,
     /// Sequencing: leave out instances without a prediction (counted) instead of failing.
@@ -227,12 +227,13 @@ struct Outcome {
 }
 
 fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
-    if args.split.is_some() || args.skip_missing || args.pooled {
-        usage_bail!("--split, --skip-missing and --pooled apply to sequencing instances, not task sets");
+    if args.skip_missing || args.pooled {
+        usage_bail!("--skip-missing and --pooled apply to sequencing instances, not task sets");
     }
     let Some(pred_path) = &args.predictions else { usage_bail!("--agreement applies to sequencing instances") };
-    let loaded: Vec<(&SetTarget, TaskSet)> =
+    let mut loaded: Vec<(&SetTarget, TaskSet)> =
         sets.iter().map(|s| Ok((s, TaskSet::load(&s.file)?))).collect::<stepwise_core::Result<_>>()?;
+
     let format = match args.format {
         FormatArg::Auto => ChoiceFormat::Auto,
         FormatArg::Jsonl => ChoiceFormat::Jsonl,
@@ -293,6 +294,18 @@ fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> any
         inputs.push(pred_path.clone());
     }
 
+    // --split: score only the questions of that split (e.g. the test split a model was selected on val for);
+    // predictions of the set's other questions are set aside, not counted as foreign.
+    if let Some(split) = &args.split {
+        for ((s, ts), (records, _)) in loaded.iter_mut().zip(per_set.iter_mut()) {
+            ts.questions.retain(|q| q.split.as_deref() == Some(split.as_str()));
+            if ts.questions.is_empty() {
+                usage_bail!("{}: no question of split `{split}`", s.file.display());
+            }
+            let keep: std::collections::HashSet<&str> = ts.questions.iter().map(|q| q.qid.as_str()).collect();
+            records.retain(|r| keep.contains(r.qid.as_str()));
+        }
+    }
     let mut reports: Vec<ChoiceSetReport> = Vec::new();
     let mut per_question = Vec::new();
     for ((set, ts), (records, source)) in loaded.iter().zip(&per_set) {

@@ -31,6 +31,16 @@ pub trait TokenRows: Sync {
     fn rows(&self, id: &str) -> Option<Vec<f32>>;
 }
 
+impl TokenRows for stepwise_features::TokenVectors {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn rows(&self, id: &str) -> Option<Vec<f32>> {
+        self.get(id).filter(|r| !r.is_empty())
+    }
+}
+
 /// Where vectors come from.
 #[derive(Clone, Copy, Default)]
 pub struct FeatureSources<'a> {

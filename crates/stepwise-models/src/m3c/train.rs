@@ -95,14 +95,35 @@ impl Adam {
         let c2 = 1.0 - self.beta2.powi(t);
         for (name, var) in model.params.named() {
             let Some(g) = grads.get(var.as_tensor()) else { continue };
+            // Detached: the moments must not hold this step's graph (it would chain every step's graph).
+            let g = g.detach();
             let m = (self.m[name].affine(self.beta1, 0.0)? + g.affine(1.0 - self.beta1, 0.0)?)?;
             let v = (self.v[name].affine(self.beta2, 0.0)? + g.sqr()?.affine(1.0 - self.beta2, 0.0)?)?;
             let update = (m.affine(1.0 / c1, 0.0)? / v.affine(1.0 / c2, 0.0)?.sqrt()?.affine(1.0, self.eps)?)?;
-            var.set(&(var.as_tensor() - update.affine(self.lr, 0.0)?)?)?;
+            var.set(&(var.as_tensor().detach() - update.affine(self.lr, 0.0)?)?)?;
             self.m.insert(name.clone(), m);
             self.v.insert(name.clone(), v);
         }
         Ok(())
+    }
+}
+
+/// One optimiser step at a time, outside [`train`] (benchmarks time single steps with it).
+pub struct Stepper {
+    adam: Adam,
+}
+
+impl Stepper {
+    pub fn new(model: &M3cModel, learning_rate: f64) -> Result<Stepper> {
+        Ok(Stepper { adam: Adam::new(model, learning_rate).map_err(cerr)? })
+    }
+
+    /// Forward, loss, backward and an Adam update on `batch`; returns the loss.
+    pub fn step(&mut self, model: &M3cModel, batch: &Batch) -> Result<f64> {
+        let (loss, _) = model.loss(batch).map_err(cerr)?;
+        let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
+        self.adam.step(model, &loss).map_err(cerr)?;
+        Ok(l)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod overview;
 pub mod pictures;
 pub mod sequencing;
 pub mod stats;
+pub mod study;
 pub mod suite;
 pub mod tasksets;
 

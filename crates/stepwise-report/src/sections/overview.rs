@@ -30,6 +30,8 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Sequencing => "sequencing instances",
         Kind::SequencingResults => "sequencing baselines",
         Kind::Eval => "evaluation",
+        Kind::Study => "model study",
+        Kind::Model => "trained model",
         Kind::Picture => "picture",
     }
 }

@@ -1,0 +1,253 @@
+//! `stepwise bench train`: training speed of the M3C model with the HTRN scorer against the same architecture in
+//! PyTorch on CPU (`scripts/bench/htrn_torch.py`), run in the same invocation with the same shapes and threads.
+//!
+//! Measured: one training step (forward, loss, backward, Adam) on a batch of random questions — the median of
+//! `--steps` timed steps after `--warmup` — and one epoch over `--epoch-questions` questions; the peak memory
+//! of each process. Target: stepwise's time / PyTorch's time ≤ 1.0 for both. Inputs are random normal vectors
+//! made before timing (both sides), one vector per context step (the flat context encoder) and no padding.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use rand::Rng;
+use stepwise_core::Task;
+use stepwise_models::item_features::ItemMatrix;
+use stepwise_models::m3c::inputs::{ContextKind, QueryKind};
+use stepwise_models::m3c::model::Batch;
+use stepwise_models::m3c::train::Stepper;
+use stepwise_models::m3c::{HtrnConfig, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind};
+
+use super::bench::process;
+
+const TARGET_RATIO: f64 = 1.0;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  stepwise bench train --python /tmp/torch-venv/bin/python\n  \
+    stepwise bench train --epoch-questions 2000 --steps 3\n\n\
+    The reference needs a Python with torch and numpy (scripts/bench/requirements-torch.txt).")]
+pub struct Args {
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 4)]
+    pub candidates: usize,
+    #[arg(long, default_value_t = 20)]
+    pub context_steps: usize,
+    #[arg(long, default_value_t = 4)]
+    pub query_len: usize,
+    #[arg(long, default_value_t = 384)]
+    pub dim_context: usize,
+    #[arg(long, default_value_t = 1280)]
+    pub dim_query: usize,
+    #[arg(long, default_value_t = 256)]
+    pub hidden: usize,
+    #[arg(long, default_value_t = 512)]
+    pub model_dim: usize,
+    #[arg(long, default_value_t = 4)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 8)]
+    pub heads: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Timed single steps (the median is compared).
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Questions of the timed epoch (0: no epoch).
+    #[arg(long, default_value_t = 10_000)]
+    pub epoch_questions: usize,
+    /// Python for the PyTorch reference (default: $STEPWISE_BENCH_PYTHON, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The reference script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench/htrn_torch.py"))]
+    pub reference: PathBuf,
+    /// Exit with status 1 when a target is missed.
+    #[arg(long)]
+    pub check: bool,
+}
+
+fn random_questions(a: &Args, n: usize, key: &str) -> Vec<QuestionInput> {
+    let mut rng = stepwise_core::rng::rng_for(0, key);
+    let mut normal = move || -> f32 {
+        let u1: f32 = rng.random_range(f32::EPSILON..1.0);
+        let u2: f32 = rng.random();
+        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+    };
+    (0..n)
+        .map(|i| QuestionInput {
+            qid: i.to_string(),
+            recipe_id: i.to_string(),
+            context: (0..a.context_steps)
+                .map(|_| ItemMatrix { dim: a.dim_context, data: (0..a.dim_context).map(|_| normal()).collect() })
+                .collect(),
+            candidates: (0..a.candidates)
+                .map(|_| ItemMatrix {
+                    dim: a.dim_query,
+                    data: (0..a.query_len * a.dim_query).map(|_| normal()).collect(),
+                })
+                .collect(),
+            answer: i % a.candidates,
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.batch == 0 || a.candidates < 2 || a.context_steps == 0 || a.query_len == 0 || a.steps == 0 {
+        crate::usage_bail!("--batch, --context-steps, --query-len and --steps must be at least 1, --candidates 2");
+    }
+    let threads = rayon::current_num_threads();
+    let spec = InputSpec {
+        task: Task::VisualCloze,
+        context: ContextKind::Text,
+        query: QueryKind::Images,
+        tokens: false,
+        max_context_steps: a.context_steps,
+        max_rows_per_step: 1,
+    };
+    let mut cfg = ModelConfig::new(ScorerKind::Htrn, spec, a.dim_context, a.dim_query);
+    cfg.hidden = a.hidden;
+    cfg.htrn =
+        HtrnConfig { layers: a.layers, dim: a.model_dim, heads: a.heads, ff: 4 * a.model_dim, max_positions: 128 };
+    let model = M3cModel::new(cfg, 0)?;
+    println!(
+        "HTRN training benchmark: {threads} threads; batch {} × {} candidates, {} context steps ({}-d), {} query \
+         items ({}-d); LSTM hidden {}, transformer {} × {} × {} heads; {} parameters",
+        a.batch,
+        a.candidates,
+        a.context_steps,
+        a.dim_context,
+        a.query_len,
+        a.dim_query,
+        a.hidden,
+        a.layers,
+        a.model_dim,
+        a.heads,
+        model.parameter_count()
+    );
+    let batches = |qs: &[QuestionInput]| -> anyhow::Result<Vec<Batch>> {
+        qs.chunks(a.batch)
+            .map(|c| Batch::new(&c.iter().collect::<Vec<_>>(), &model.config).map_err(anyhow::Error::msg))
+            .collect()
+    };
+    process::reset_peak_rss();
+    let step_batches = batches(&random_questions(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-train/steps"))?;
+    let mut stepper = Stepper::new(&model, 5e-4)?;
+    let mut times = Vec::new();
+    for i in 0..a.warmup + a.steps {
+        let b = &step_batches[i % step_batches.len()];
+        let t = Instant::now();
+        stepper.step(&model, b)?;
+        if i >= a.warmup {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let step_median = times[times.len() / 2];
+    let epoch = if a.epoch_questions > 0 {
+        let eb = batches(&random_questions(&a, a.epoch_questions, "bench-train/epoch"))?;
+        let t = Instant::now();
+        for b in &eb {
+            stepper.step(&model, b)?;
+        }
+        Some(t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let peak = process::peak_rss_mib();
+
+    println!("\nstepwise (candle):");
+    println!("  training step        {:>9.3} s (median of {}; min {:.3} s)", step_median, times.len(), times[0]);
+    if let Some(e) = epoch {
+        println!(
+            "  epoch of {:>6} q.   {:>9.1} s ({:.1} questions/s)",
+            a.epoch_questions,
+            e,
+            a.epoch_questions as f64 / e
+        );
+    }
+    println!("  peak memory          {:>9.0} MiB (inputs included)", peak.unwrap_or(f64::NAN));
+    let mut ok = true;
+    match reference(&a, threads) {
+        Ok(r) => {
+            println!("\nPyTorch {} (reference, same run):", r.version);
+            println!("  training step        {:>9.3} s (median)", r.step);
+            if let Some(e) = r.epoch {
+                println!("  epoch of {:>6} q.   {:>9.1} s", a.epoch_questions, e);
+            }
+            println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
+            println!("  parameters           {:>9}", r.parameters);
+            if r.parameters != model.parameter_count() as u64 {
+                println!("  WARNING: parameter counts differ ({} vs {})", model.parameter_count(), r.parameters);
+            }
+            let ratio = step_median / r.step;
+            println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
+            println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+            ok &= ratio <= TARGET_RATIO;
+            if let (Some(e), Some(re)) = (epoch, r.epoch) {
+                let ratio = e / re;
+                println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+                ok &= ratio <= TARGET_RATIO;
+            }
+        }
+        Err(e) => println!("\nreference unavailable: {e}"),
+    }
+    if a.check && !ok {
+        anyhow::bail!("a training-speed target was missed");
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+struct Reference {
+    step: f64,
+    epoch: Option<f64>,
+    peak: Option<f64>,
+    parameters: u64,
+    version: String,
+}
+
+fn reference(a: &Args, threads: usize) -> Result<Reference, String> {
+    if !a.reference.is_file() {
+        return Err(format!("{} not found", a.reference.display()));
+    }
+    let python = a
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("STEPWISE_BENCH_PYTHON").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let n = |x: usize| x.to_string();
+    let out = Command::new(&python)
+        .arg(&a.reference)
+        .args(["--json", "--threads", &n(threads), "--batch", &n(a.batch), "--candidates", &n(a.candidates)])
+        .args(["--context-steps", &n(a.context_steps), "--query-len", &n(a.query_len)])
+        .args(["--dim-context", &n(a.dim_context), "--dim-query", &n(a.dim_query), "--hidden", &n(a.hidden)])
+        .args(["--model-dim", &n(a.model_dim), "--layers", &n(a.layers), "--heads", &n(a.heads)])
+        .args(["--warmup", &n(a.warmup), "--steps", &n(a.steps), "--epoch-questions", &n(a.epoch_questions)])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+        return Err(format!("{} failed: {last}", python.display()));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| format!("no JSON in the reference's output: {stdout}"))?;
+    Ok(Reference {
+        step: v
+            .get("step_seconds_median")
+            .and_then(|x| x.as_f64())
+            .ok_or("reference output lacks step_seconds_median")?,
+        epoch: v.get("epoch_seconds").and_then(|x| x.as_f64()),
+        peak: v.get("peak_rss_mib").and_then(|x| x.as_f64()),
+        parameters: v.get("parameters").and_then(|x| x.as_u64()).unwrap_or(0),
+        version: v.pointer("/versions/torch").and_then(|x| x.as_str()).unwrap_or("?").to_string(),
+    })
+}

@@ -1,0 +1,243 @@
+//! `stepwise study SUITE --features F... -o STUDY`: the Meta-RecipeQA model study — every model trained and tested
+//! on RecipeQA mode and the eight knob settings of a suite, per task, with the paper's tables and plots.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use stepwise_core::manifest::Manifest;
+use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
+use stepwise_core::{Task, TaskSet};
+use stepwise_eval::bootstrap::BootstrapConfig;
+use stepwise_eval::study::{self, SETTINGS, StudyConfig, StudyEvent, StudyInputs, StudyReport};
+use stepwise_models::m3c::ScorerKind;
+use stepwise_report::plots::{BarChart, LineChart, write_bar_chart, write_line_chart};
+
+use super::model_features::{FeatureArgs, ModelFeatures};
+use super::train::ModelHyper;
+use crate::usage_bail;
+
+/// Train and test every model on every setting of a suite (Meta-RecipeQA Fig. 4, Fig. 5, Table 2).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    stepwise sweep world/ --features feats/w2v --features feats/descriptor -o suite/\n  \
+    stepwise study suite/ --features feats/w2v --features feats/descriptor --tasks visual_cloze -o study/\n  \
+    stepwise study suite/ --features F1 --features F2 --hidden 64 --htrn-layers 2 --htrn-dim 128 --htrn-heads 4 \
+    --epochs 30 --patience 5 -o study-small/\n\n\
+    For each task and setting (recipeqa, knobs-<k1>-<k2>-<k3>; visual ordering has no knob 3, so its k3 = 1 \
+    settings reuse the k3 = 0 questions when the suite wrote them once), each model is trained on `train`, its \
+    epoch selected on `val`, and tested on `test`; the Hasty Student is the no-training row. Output: study.md, \
+    study.json, predictions/<task>/<setting>/<model>.jsonl (what `stepwise eval` reads), fig4-<task>.svg/.png \
+    (RecipeQA mode vs the knob settings' mean ± std), fig5-<task>-knob<k>.svg/.png (accuracy at each value of a \
+    knob, mean over the other two), manifest.json. Finished cells are kept in a hidden work folder beside STUDY, \
+    so a killed study resumes where it stopped.")]
+pub struct Args {
+    /// A suite folder from `stepwise sweep`.
+    pub suite: PathBuf,
+    #[command(flatten)]
+    pub features: FeatureArgs,
+    /// Models to train (comma-separated scoring functions).
+    #[arg(long = "model", value_delimiter = ',', default_value = "impatient,bidaf,htrn")]
+    pub scorers: Vec<String>,
+    /// Tasks (comma-separated; default: every task the suite and the features support).
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    #[command(flatten)]
+    pub hyper: ModelHyper,
+    /// Bootstrap resamples for the 95% intervals.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Replace an existing output.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    args.hyper.check()?;
+    let mut models = Vec::new();
+    for m in &args.scorers {
+        match ScorerKind::parse(m) {
+            Some(k) if !models.contains(&k) => models.push(k),
+            Some(_) => {}
+            None => usage_bail!("--model {m}: one of impatient, bidaf, htrn"),
+        }
+    }
+    // The task sets of the suite (all loaded to gather the texts to encode).
+    let mut tasks: Vec<Task> = Vec::new();
+    for t in &args.tasks {
+        match Task::parse(t) {
+            Some(t) => tasks.push(t),
+            None => usage_bail!("--tasks {t}: one of textual_cloze, visual_cloze, visual_coherence, visual_ordering"),
+        }
+    }
+    let candidates = if tasks.is_empty() { Task::ALL.to_vec() } else { tasks.clone() };
+    let mut sets = Vec::new();
+    for &task in &candidates {
+        for setting in SETTINGS {
+            if let Some(dir) = study::taskset_dir(&args.suite, setting, task) {
+                sets.push(TaskSet::load(&dir)?);
+            }
+        }
+    }
+    if sets.is_empty() {
+        usage_bail!(
+            "{}: no task set found (expected <setting>/<task>/questions.json as `stepwise sweep` writes)",
+            args.suite.display()
+        );
+    }
+    let features = ModelFeatures::load(&args.features, sets.iter().flat_map(|s| s.questions.iter()))?;
+    drop(sets);
+    let sources = features.sources();
+    if tasks.is_empty() {
+        // Every task whose inputs the features provide.
+        tasks = candidates
+            .into_iter()
+            .filter(|&t| stepwise_models::m3c::InputSpec::for_task(t, &sources, true).dims(&sources).is_ok())
+            .collect();
+        if tasks.is_empty() {
+            usage_bail!("the features given provide no task's inputs (give a text store and an image store)");
+        }
+    }
+    let out = OutputDir::create(&args.output, args.force)?;
+    let work = work_dir(&args.output);
+    std::fs::create_dir_all(&work)?;
+    let resolver = features.resolver();
+    let cfg = StudyConfig {
+        models,
+        tasks,
+        hidden: args.hyper.hidden,
+        attention: args.hyper.attention,
+        htrn: args.hyper.htrn(),
+        tokens: true,
+        train: args.hyper.train_config(),
+        bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
+    };
+    let inputs = StudyInputs {
+        suite: &args.suite,
+        sources,
+        resolver: &resolver,
+        features_key: features.key(),
+        work_dir: Some(&work),
+    };
+    let pb = stepwise_core::progress::bar(0, "study");
+    let report = study::run_study(&inputs, &cfg, &mut |e| match e {
+        StudyEvent::CellStarted { task, setting, model, index, total } => {
+            pb.set_length(total as u64);
+            pb.set_position(index as u64 - 1);
+            pb.set_message(format!("{task} {setting}: {model}"));
+        }
+        StudyEvent::Epoch { epoch, loss, best_val, .. } => {
+            let best = best_val.map_or(String::new(), |v| format!(", best val {:.1}%", 100.0 * v));
+            let msg = pb.message();
+            let head = msg.split(" | ").next().unwrap_or("").to_string();
+            pb.set_message(format!("{head} | epoch {epoch}, loss {loss:.3}{best}"));
+        }
+        StudyEvent::CellCached { .. } => pb.inc(1),
+    })?;
+    pb.finish_and_clear();
+    write_outputs(out.path(), &report)?;
+    let mut m = Manifest::new("study").with_seed(args.hyper.seed);
+    m.inputs.push(stepwise_core::manifest::InputHash::of(&args.suite.join("manifest.json"))?);
+    m.inputs.extend(features.input_hashes.iter().cloned());
+    m.param("config", &report.config);
+    m.count("cells", report.cells.len() as u64);
+    m.write(out.path())?;
+    let dest = out.commit()?;
+    let _ = std::fs::remove_dir_all(&work);
+    if !stepwise_core::progress::is_quiet() {
+        for r in &report.summary {
+            let pct = |x: Option<f64>| x.map_or("–".into(), |v| format!("{:.1}", 100.0 * v));
+            eprintln!(
+                "{:<17} {:<17} RecipeQA mode {:>5}  knob settings {:>5} ± {}",
+                r.task.as_str(),
+                r.model,
+                pct(r.recipeqa),
+                pct(r.knob_mean),
+                pct(r.knob_std)
+            );
+        }
+        eprintln!("wrote {}", dest.display());
+    }
+    Ok(())
+}
+
+/// The cache of finished cells: a hidden folder beside the output, stable across restarts.
+fn work_dir(output: &Path) -> PathBuf {
+    let name = output.file_name().map_or_else(|| "study".into(), |n| n.to_string_lossy().into_owned());
+    output.with_file_name(format!(".{name}.study-work"))
+}
+
+fn write_outputs(dir: &Path, report: &StudyReport) -> anyhow::Result<()> {
+    for c in &report.cells {
+        let file = dir
+            .join("predictions")
+            .join(c.task.as_str())
+            .join(&c.setting)
+            .join(format!("{}.jsonl", c.model.to_lowercase().replace(' ', "-")));
+        write_file_atomic(&file, |w| {
+            for (qid, choice) in &c.predictions {
+                writeln!(w, "{}", serde_json::json!({"qid": qid, "answer": choice}))?;
+            }
+            Ok(())
+        })?;
+    }
+    // study.json without the per-question predictions (they are in predictions/).
+    let mut slim = report.clone();
+    slim.cells.iter_mut().for_each(|c| c.predictions.clear());
+    write_string_atomic(&dir.join("study.json"), &stepwise_core::json::to_pretty_sorted(&slim))?;
+    write_string_atomic(&dir.join("study.md"), &study::markdown(report))?;
+    let models: Vec<String> = report.summary.iter().map(|r| r.model.clone()).fold(Vec::new(), |mut v, m| {
+        if !v.contains(&m) {
+            v.push(m);
+        }
+        v
+    });
+    for &task in &report.config.tasks {
+        let rows: Vec<_> = report.summary.iter().filter(|r| r.task == task).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let cats: Vec<String> = rows.iter().map(|r| r.model.clone()).collect();
+        let chart = BarChart::new(format!("{task}: RecipeQA mode vs knob settings"), "model", "test accuracy", cats)
+            .with_series("RecipeQA mode", rows.iter().map(|r| r.recipeqa).collect(), None)
+            .with_series(
+                "knob settings (mean ± std)",
+                rows.iter().map(|r| r.knob_mean).collect(),
+                Some(
+                    rows.iter()
+                        .map(|r| r.knob_mean.map(|m| (m - r.knob_std.unwrap_or(0.0), m + r.knob_std.unwrap_or(0.0))))
+                        .collect(),
+                ),
+            );
+        let chart = BarChart { y_range: Some((0.0, 1.0)), ..chart };
+        write_bar_chart(&chart, &dir.join(format!("fig4-{task}.svg")), &dir.join(format!("fig4-{task}.png")))?;
+        for knob in 1..=3 {
+            let mut chart = LineChart::new(
+                format!("{task}: knob {knob} (mean over the other two knobs)"),
+                format!("knob {knob} value"),
+                "test accuracy",
+            );
+            for m in &models {
+                if let Some(e) = report.knob_effects.iter().find(|e| e.task == task && e.knob == knob && &e.model == m)
+                {
+                    let pts: Vec<(f64, f64)> =
+                        e.at.iter().enumerate().filter_map(|(v, a)| a.map(|a| (v as f64, a))).collect();
+                    if !pts.is_empty() {
+                        chart = chart.with_series(m.clone(), pts);
+                    }
+                }
+            }
+            if chart.series.is_empty() {
+                continue;
+            }
+            chart.y_range = Some((0.0, 1.0));
+            write_line_chart(
+                &chart,
+                &dir.join(format!("fig5-{task}-knob{knob}.svg")),
+                &dir.join(format!("fig5-{task}-knob{knob}.png")),
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! `stepwise train`, `predict` and `study` end to end on a small world corpus (w2v text + descriptor image
+//! features): determinism across thread counts, the feature-identity check, resumption after `kill -9`, and a
+//! study over a suite.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stepwise"))
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(args: &[&str]) {
+    let (code, _, err) = run(bin().args(args).arg("-q"));
+    assert_eq!(code, 0, "stepwise {}: {err}", args.join(" "));
+}
+
+struct Fixture {
+    _td: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn p(&self, name: &str) -> String {
+        self.root.join(name).to_string_lossy().into_owned()
+    }
+}
+
+/// A world of 40 procedures in 4 shared styles, w2v and descriptor stores, visual-cloze questions in RecipeQA
+/// mode, and a visual-cloze suite (built once for all tests).
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let td = tempfile::tempdir().unwrap();
+        let root = td.path().to_path_buf();
+        let f = Fixture { _td: td, root };
+        ok(&["world", "generate", "-n", "40", "--seed", "3", "--styles", "4", "-o", &f.p("world")]);
+        ok(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "1", "-o", &f.p("w2v")]);
+        ok(&["embed", &f.p("world"), "--encoder", "descriptor", "-o", &f.p("desc")]);
+        let feats = ["--features", &f.p("w2v"), "--features", &f.p("desc")];
+        ok(&[
+            &["generate", &f.p("world")],
+            &feats[..],
+            &["--task", "visual_cloze", "--mode", "recipeqa", "-o", &f.p("vc")],
+        ]
+        .concat());
+        ok(&[&["sweep", &f.p("world")], &feats[..], &["--task", "visual_cloze", "-o", &f.p("suite")]].concat());
+        f
+    })
+}
+
+const SMALL: [&str; 10] =
+    ["--hidden", "8", "--attention", "8", "--htrn-layers", "1", "--htrn-dim", "16", "--htrn-heads", "2"];
+
+fn train_args(f: &Fixture, model: &str, out: &str, epochs: &str) -> Vec<String> {
+    let mut a: Vec<String> = ["train", &f.p("vc"), "--features", &f.p("w2v"), "--features", &f.p("desc")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(
+        ["--model", model, "--epochs", epochs, "--patience", epochs, "--batch-size", "8", "-o", out].map(String::from),
+    );
+    a.extend(SMALL.map(String::from));
+    a
+}
+
+#[test]
+fn trained_weights_are_identical_for_any_thread_count_and_predictions_feed_eval() {
+    let f = fixture();
+    let mut weights = Vec::new();
+    for threads in ["1", "2"] {
+        let out = f.p(&format!("bidaf-t{threads}"));
+        let (code, _, err) = run(bin().args(train_args(f, "bidaf", &out, "3")).args(["--threads", threads]));
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("BiDAF on visual_cloze"), "{err}");
+        weights.push(std::fs::read(Path::new(&out).join("weights.safetensors")).unwrap());
+        for file in [
+            "config.json",
+            "features.json",
+            "training.json",
+            "training_curve.svg",
+            "training_curve.png",
+            "manifest.json",
+        ] {
+            assert!(Path::new(&out).join(file).exists(), "{file}");
+        }
+    }
+    assert_eq!(weights[0], weights[1], "weights differ between --threads 1 and 2");
+
+    let preds = f.p("bidaf.jsonl");
+    let (code, _, err) = run(bin().args(["predict", &f.p("bidaf-t1"), &f.p("vc"), "-o", &preds]).args([
+        "--features",
+        &f.p("w2v"),
+        "--features",
+        &f.p("desc"),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let lines = std::fs::read_to_string(&preds).unwrap();
+    let n_questions =
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(f.root.join("vc/questions.json")).unwrap())
+            .unwrap()["data"]
+            .as_array()
+            .unwrap()
+            .len();
+    assert_eq!(lines.lines().count(), n_questions);
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert!(first["answer"].as_u64().unwrap() < 4 && first["scores"].as_array().unwrap().len() == 4, "{first}");
+    let (code, out, err) = run(bin().args(["eval", &f.p("vc"), "-p", &preds, "--split", "test"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("visual_cloze") || err.contains("visual_cloze"), "{out}{err}");
+}
+
+#[test]
+fn predict_refuses_features_the_model_was_not_trained_on() {
+    let f = fixture();
+    let model = f.p("impatient-m");
+    let (code, _, err) = run(bin().args(train_args(f, "impatient", &model, "1")));
+    assert_eq!(code, 0, "{err}");
+    // word2vec fitted with another seed: same encoder name and dimension, different vectors.
+    ok(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "2", "-o", &f.p("w2v-seed2")]);
+    let preds = f.p("refused.jsonl");
+    let (code, _, err) = run(bin().args(["predict", &model, &f.p("vc"), "-o", &preds]).args([
+        "--features",
+        &f.p("w2v-seed2"),
+        "--features",
+        &f.p("desc"),
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("w2v-seed2") && err.contains("text features do not match"), "{err}");
+    assert!(!Path::new(&preds).exists(), "nothing is written");
+    // A model folder that is not one.
+    let (code, _, err) = run(bin().args(["predict", &f.p("desc"), &f.p("vc"), "-o", &preds]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a model folder"), "{err}");
+}
+
+#[test]
+fn a_killed_training_resumes_to_the_weights_of_an_uninterrupted_run() {
+    let f = fixture();
+    let straight = f.p("htrn-straight");
+    let (code, _, err) = run(bin().args(train_args(f, "htrn", &straight, "40")));
+    assert_eq!(code, 0, "{err}");
+
+    let resumed = f.p("htrn-resumed");
+    let checkpoint = f.root.join(".htrn-resumed.checkpoint.safetensors");
+    let mut child = bin().args(train_args(f, "htrn", &resumed, "40")).arg("-q").spawn().unwrap();
+    let started = Instant::now();
+    // Wait for the first checkpoint (after epoch 1), then SIGKILL — no chance to clean up.
+    while !checkpoint.exists() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
+        assert!(child.try_wait().unwrap().is_none(), "training ended before its first checkpoint was seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!Path::new(&resumed).exists(), "killed before the end: no model folder");
+    let (code, _, err) = run(bin().args(train_args(f, "htrn", &resumed, "40")));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("resumed after epoch"), "{err}");
+    assert_eq!(
+        std::fs::read(Path::new(&straight).join("weights.safetensors")).unwrap(),
+        std::fs::read(Path::new(&resumed).join("weights.safetensors")).unwrap()
+    );
+    assert!(!checkpoint.exists(), "the checkpoint is removed once the model is written");
+}
+
+#[test]
+fn a_study_trains_every_model_on_every_setting() {
+    let f = fixture();
+    let out = f.p("study");
+    let mut args: Vec<String> = ["study", &f.p("suite"), "--features", &f.p("w2v"), "--features", &f.p("desc")]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--epochs", "2", "--patience", "2", "--resamples", "50", "-o", &out].map(String::from));
+    args.extend(SMALL.map(String::from));
+    let (code, _, err) = run(bin().args(&args));
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(Path::new(&out).join("study.md")).unwrap();
+    for needle in
+        ["## visual_cloze", "| recipeqa |", "| knobs-1-1-1 |", "Hasty Student", "Impatient Reader", "BiDAF", "HTRN"]
+    {
+        assert!(md.contains(needle), "{needle} missing:\n{md}");
+    }
+    let study: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&out).join("study.json")).unwrap()).unwrap();
+    let cells = study["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9 * 4, "9 settings × (Hasty + 3 models)");
+    for c in cells {
+        let acc = c["accuracy"]["value"].as_f64().unwrap_or_else(|| panic!("no accuracy: {c}"));
+        assert!((0.0..=1.0).contains(&acc));
+    }
+    for file in ["fig4-visual_cloze.png", "fig5-visual_cloze-knob3.svg", "predictions/visual_cloze/recipeqa/htrn.jsonl"]
+    {
+        assert!(Path::new(&out).join(file).exists(), "{file}");
+    }
+    assert!(!f.root.join(".study.study-work").exists(), "the work folder is removed after success");
+}

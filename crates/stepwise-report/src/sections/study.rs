@@ -1,0 +1,269 @@
+//! Model studies (`stepwise study`) and trained models (`stepwise train`): test accuracy per knob setting and
+//! model with intervals, RecipeQA mode against the knob settings' mean ± std (Meta-RecipeQA Fig. 4), the knob
+//! effects (Fig. 5), and each trained model's curve.
+
+use std::path::{Path, PathBuf};
+
+use stepwise_core::Result;
+
+use super::{Ctx, setting_label, setting_order};
+use crate::doc::{Block, Figure, Section, Table, pct, pct_ci};
+use crate::plots::BarChart;
+use crate::read::JsonFile;
+use crate::scan::Artefact;
+
+pub struct StudyCell {
+    pub task: String,
+    pub setting: String,
+    pub model: String,
+    pub test_questions: u64,
+    pub accuracy: Option<(f64, Option<(f64, f64)>)>,
+}
+
+pub struct StudySummary {
+    pub task: String,
+    pub model: String,
+    pub recipeqa: Option<f64>,
+    pub knob_mean: Option<f64>,
+    pub knob_std: Option<f64>,
+}
+
+pub struct StudyInfo {
+    pub rel: String,
+    pub dir: PathBuf,
+    pub config_line: String,
+    pub cells: Vec<StudyCell>,
+    pub summary: Vec<StudySummary>,
+    pub effects: Vec<(String, u64, String, [Option<f64>; 2])>,
+}
+
+pub fn read(a: &Artefact) -> Result<StudyInfo> {
+    let f = JsonFile::read(&a.path)?;
+    let root = f.root();
+    let cfg = root.req("config")?;
+    let train = cfg.req("train")?;
+    let htrn = cfg.req("htrn")?;
+    let config_line = format!(
+        "LSTM hidden {}, HTRN {} layers × {} wide × {} heads; Adam lr {}, batch {}, at most {} epochs, patience {}.",
+        cfg.req_u64("hidden")?,
+        htrn.req_u64("layers")?,
+        htrn.req_u64("dim")?,
+        htrn.req_u64("heads")?,
+        train.req_f64("learning_rate")?,
+        train.req_u64("batch_size")?,
+        train.req_u64("max_epochs")?,
+        train.req_u64("patience")?
+    );
+    let mut cells = Vec::new();
+    for c in root.req("cells")?.items()? {
+        let accuracy = match c.get("accuracy")? {
+            Some(a) if a.is_object() => {
+                let (lo, hi) = (a.opt_f64("low")?, a.opt_f64("high")?);
+                Some((a.req_f64("value")?, lo.zip(hi)))
+            }
+            _ => None,
+        };
+        cells.push(StudyCell {
+            task: c.req_str("task")?.to_string(),
+            setting: c.req_str("setting")?.to_string(),
+            model: c.req_str("model")?.to_string(),
+            test_questions: c.req_u64("test_questions")?,
+            accuracy,
+        });
+    }
+    let mut summary = Vec::new();
+    for r in root.req("summary")?.items()? {
+        summary.push(StudySummary {
+            task: r.req_str("task")?.to_string(),
+            model: r.req_str("model")?.to_string(),
+            recipeqa: r.opt_f64("recipeqa")?,
+            knob_mean: r.opt_f64("knob_mean")?,
+            knob_std: r.opt_f64("knob_std")?,
+        });
+    }
+    let mut effects = Vec::new();
+    for e in root.req("knob_effects")?.items()? {
+        let at = e.req("at")?.items()?;
+        let v = |i: usize| at.get(i).and_then(|n| n.f64().ok());
+        effects.push((
+            e.req_str("task")?.to_string(),
+            e.req_u64("knob")?,
+            e.req_str("model")?.to_string(),
+            [v(0), v(1)],
+        ));
+    }
+    let dir = a.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let rel = a.rel.strip_suffix("/study.json").unwrap_or(&a.rel).to_string();
+    Ok(StudyInfo { rel, dir, config_line, cells, summary, effects })
+}
+
+fn ordered<T: Clone + PartialEq>(xs: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in xs {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result<Option<Section>> {
+    if studies.is_empty() && models.is_empty() {
+        return Ok(None);
+    }
+    let mut s = Section::new("models", "Models: GM3C study");
+    s.para(
+        "Models of the GM3C framework (Meta-RecipeQA §3): a hierarchical BiLSTM context encoder and a BiLSTM over \
+         each candidate's query sequence, scored by the Impatient Reader, BiDAF or HTRN; trained on the `train` \
+         split, epoch chosen on `val`, test accuracy with 95% bootstrap intervals over procedures. The Hasty Student \
+         is the no-training row. The paper finds HTRN > BiDAF ≈ Impatient Reader > Hasty Student and a drop from \
+         RecipeQA mode to the knob settings for every model.",
+    );
+    for (si, st) in studies.iter().enumerate() {
+        if studies.len() > 1 {
+            s.push(Block::Heading(format!("`{}`", st.rel)));
+        }
+        s.para(st.config_line.clone());
+        let tasks = ordered(st.cells.iter().map(|c| c.task.clone()));
+        let models = ordered(st.cells.iter().map(|c| c.model.clone()));
+        for task in &tasks {
+            s.push(Block::Heading(task.clone()));
+            let mut cols = vec!["setting".to_string(), "test questions".to_string()];
+            cols.extend(models.iter().cloned());
+            let mut t = Table::new(&cols);
+            let mut settings = ordered(st.cells.iter().filter(|c| &c.task == task).map(|c| c.setting.clone()));
+            settings.sort_by_key(|x| setting_order(x));
+            for setting in &settings {
+                let row: Vec<&StudyCell> =
+                    st.cells.iter().filter(|c| &c.task == task && &c.setting == setting).collect();
+                let mut cells =
+                    vec![setting_label(setting), row.iter().map(|c| c.test_questions).max().unwrap_or(0).to_string()];
+                for m in &models {
+                    cells.push(
+                        row.iter()
+                            .find(|c| &c.model == m)
+                            .and_then(|c| c.accuracy)
+                            .map_or("–".into(), |(v, ci)| pct_ci(v, ci)),
+                    );
+                }
+                t.row(cells);
+            }
+            s.table(t);
+            let rows: Vec<&StudySummary> = st.summary.iter().filter(|r| &r.task == task).collect();
+            let mut t = Table::new(&["model", "RecipeQA mode", "knob settings mean ± std"]);
+            for r in &rows {
+                let knobs = match (r.knob_mean, r.knob_std) {
+                    (Some(m), Some(sd)) => format!("{} ± {}", pct(m), pct(sd)),
+                    (Some(m), None) => pct(m),
+                    _ => "–".into(),
+                };
+                t.row(vec![r.model.clone(), r.recipeqa.map_or("–".into(), pct), knobs]);
+            }
+            s.table(t);
+            let mut figs = Vec::new();
+            if rows.iter().any(|r| r.recipeqa.is_some() || r.knob_mean.is_some()) {
+                let chart = BarChart::new(
+                    format!("{task}: RecipeQA mode vs knob settings"),
+                    "model",
+                    "test accuracy",
+                    rows.iter().map(|r| r.model.clone()).collect(),
+                )
+                .with_series("RecipeQA mode", rows.iter().map(|r| r.recipeqa).collect(), None)
+                .with_series(
+                    "knob settings (mean ± std)",
+                    rows.iter().map(|r| r.knob_mean).collect(),
+                    Some(
+                        rows.iter()
+                            .map(|r| {
+                                r.knob_mean.map(|m| (m - r.knob_std.unwrap_or(0.0), m + r.knob_std.unwrap_or(0.0)))
+                            })
+                            .collect(),
+                    ),
+                );
+                let chart = BarChart { y_range: Some((0.0, 1.0)), ..chart };
+                figs.push(ctx.plot(&format!("study-{si}-{task}-fig4"), format!("{task}: Fig. 4 view"), &chart)?);
+            }
+            for knob in 1..=3 {
+                let p = st.dir.join(format!("fig5-{task}-knob{knob}.svg"));
+                if p.is_file() {
+                    let svg = std::fs::read_to_string(&p).ok().filter(|x| x.len() <= 512 << 10);
+                    figs.push(Figure::SvgFile {
+                        caption: format!("{task}: accuracy at each value of knob {knob} (mean over the other two)"),
+                        path: ctx.link(&p),
+                        svg,
+                    });
+                }
+            }
+            if !figs.is_empty() {
+                s.push(Block::Figures(figs));
+            }
+        }
+    }
+    if !models.is_empty() {
+        s.push(Block::Heading("Trained models".into()));
+        let mut t = Table::new(&[
+            "model folder",
+            "task",
+            "model",
+            "parameters",
+            "train / val",
+            "epochs (best)",
+            "val accuracy",
+        ]);
+        let mut figs = Vec::new();
+        for m in models {
+            t.row(vec![
+                format!("`{}`", m.rel),
+                m.task.clone(),
+                m.model.clone(),
+                m.parameters.to_string(),
+                format!("{} / {}", m.train, m.val),
+                format!("{} ({})", m.epochs, m.best_epoch),
+                m.val_accuracy.map_or("–".into(), pct),
+            ]);
+            let p = m.dir.join("training_curve.svg");
+            if p.is_file() {
+                let svg = std::fs::read_to_string(&p).ok().filter(|x| x.len() <= 512 << 10);
+                figs.push(Figure::SvgFile { caption: format!("`{}`: training curve", m.rel), path: ctx.link(&p), svg });
+            }
+        }
+        s.table(t);
+        if !figs.is_empty() {
+            s.push(Block::Details { summary: "Training curves".into(), blocks: vec![Block::Figures(figs)] });
+        }
+    }
+    Ok(Some(s))
+}
+
+/// A model folder from `stepwise train`.
+pub struct ModelInfo {
+    pub rel: String,
+    pub dir: PathBuf,
+    pub task: String,
+    pub model: String,
+    pub parameters: u64,
+    pub train: u64,
+    pub val: u64,
+    pub epochs: u64,
+    pub best_epoch: u64,
+    pub val_accuracy: Option<f64>,
+}
+
+pub fn read_model(a: &Artefact) -> Result<ModelInfo> {
+    let training = JsonFile::read(&a.path.join("training.json"))?;
+    let config = JsonFile::read(&a.path.join("config.json"))?;
+    let t = training.root();
+    let model = config.root().req("model")?;
+    Ok(ModelInfo {
+        rel: a.rel.clone(),
+        dir: a.path.clone(),
+        task: model.req("input")?.req_str("task")?.to_string(),
+        model: model.req_str("scorer")?.to_string(),
+        parameters: t.req_u64("parameters")?,
+        train: t.req_u64("train_questions")?,
+        val: t.req_u64("val_questions")?,
+        epochs: t.req_u64("epochs_run")?,
+        best_epoch: t.req_u64("best_epoch")?,
+        val_accuracy: t.opt_f64("best_val_accuracy")?,
+    })
+}
