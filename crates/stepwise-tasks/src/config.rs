@@ -81,6 +81,35 @@ impl Mode {
         }
         s.strip_prefix("knobs-").and_then(|k| k.parse().ok()).map(Mode::Knobs)
     }
+
+    /// The setting whose questions of `task` this setting has: itself, except for visual ordering, which has no
+    /// knob 3 (Meta-RecipeQA appendix B) — its k3 = 1 settings are the k3 = 0 ones, and a suite writes one
+    /// ordering task set per (k1, k2).
+    pub fn data_mode(self, task: Task) -> Mode {
+        match self {
+            Mode::Knobs(k) if task == Task::VisualOrdering => Mode::Knobs(KnobSetting { k3: 0, ..k }),
+            m => m,
+        }
+    }
+
+    /// The settings whose questions of `task` are made together with this one's: for a knob setting, every
+    /// setting with the same k1 (the four (k2, k3); for ordering the two k2), which ask the same questions —
+    /// same qids, question items and answers — and differ only in their negatives; RecipeQA mode alone.
+    pub fn paired(self, task: Task) -> Vec<Mode> {
+        match self {
+            Mode::RecipeQa => vec![Mode::RecipeQa],
+            Mode::Knobs(k) => {
+                let k3s: &[u8] = if task == Task::VisualOrdering { &[0] } else { &[0, 1] };
+                let mut out = Vec::with_capacity(4);
+                for k2 in 0..2u8 {
+                    for &k3 in k3s {
+                        out.push(Mode::Knobs(KnobSetting { k1: k.k1, k2, k3 }));
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 impl fmt::Display for Mode {
@@ -141,11 +170,14 @@ pub struct GenerateConfig {
     pub n_choices: usize,
     /// k nearest neighbours searched for distractors (RecipeQA §3: k = 100; Meta-RecipeQA's K).
     pub k: usize,
-    /// K_C: how many of the K neighbours (the nearest ones) give m_d and s_d and form the knob-2 pool.
-    /// Meta-RecipeQA appendix B names K_C; its value could not be recovered, so the default is K/2.
+    /// K_C (cloze): how many of the K neighbours (the nearest ones) give m_d and s_d; the knob-2 pool is every
+    /// searched candidate inside the ball or shell they define. Meta-RecipeQA appendix B names K_C without a
+    /// recoverable value: the default 50 (K/2) is this implementation's choice, not the paper's. Coherence takes
+    /// m_d and s_d over the whole union of the coherent images' neighbour lists (appendix B.1) and ignores K_C.
     pub k_c: usize,
     /// Adaptive-neighbourhood margin (RecipeQA §3): candidates closer to the answer than `margin × d_min`
-    /// (d_min: the closest candidate's distance) are dropped as near-duplicates before sampling.
+    /// (d_min: the closest candidate's distance) are dropped as near-duplicates before sampling. RecipeQA does
+    /// not give its value: the default 1.2 is this implementation's choice.
     pub margin: f64,
     /// Procedures with fewer or more steps are not used (RecipeQA §3: 3–25).
     pub min_steps: usize,
@@ -160,7 +192,9 @@ pub struct GenerateConfig {
     pub n_constrained: usize,
     pub recipeqa_questions: QuestionsPerProcedure,
     pub cloze_field: ClozeField,
-    /// Distance used for neighbours, knobs and provenance (lower is closer).
+    /// Distance used for neighbours, knobs and provenance (lower is closer). Both papers define the knobs with
+    /// Euclidean distances between image features (RecipeQA: on ResNet-50 pool5), so the default is L2; cosine
+    /// and inner product are options.
     pub metric: Metric,
     /// Candidates at most this far from the answer are treated as the same content and never used.
     pub duplicate_epsilon: f64,
@@ -253,7 +287,7 @@ impl Default for GenerateConfig {
             n_constrained: 1,
             recipeqa_questions: QuestionsPerProcedure::Auto,
             cloze_field: ClozeField::Title,
-            metric: Metric::Cosine,
+            metric: Metric::L2,
             duplicate_epsilon: 1e-6,
             neighbors: NeighborSearch::Auto,
         }
@@ -366,7 +400,20 @@ mod tests {
     }
 
     #[test]
+    fn paired_settings_share_k1_and_ordering_has_no_knob3() {
+        let k = |k1, k2, k3| Mode::Knobs(KnobSetting { k1, k2, k3 });
+        assert_eq!(k(1, 1, 0).paired(Task::VisualCloze), vec![k(1, 0, 0), k(1, 0, 1), k(1, 1, 0), k(1, 1, 1)]);
+        assert_eq!(k(0, 1, 1).paired(Task::VisualOrdering), vec![k(0, 0, 0), k(0, 1, 0)]);
+        assert_eq!(Mode::RecipeQa.paired(Task::VisualOrdering), vec![Mode::RecipeQa]);
+        assert_eq!(k(0, 1, 1).data_mode(Task::VisualOrdering), k(0, 1, 0));
+        assert_eq!(k(0, 1, 1).data_mode(Task::VisualCoherence), k(0, 1, 1));
+        assert_eq!(Mode::RecipeQa.data_mode(Task::VisualOrdering), Mode::RecipeQa);
+    }
+
+    #[test]
     fn defaults_validate_and_bad_values_name_the_option() {
+        // The papers' distance (Euclidean on image features) is the default.
+        assert_eq!(GenerateConfig::default().metric, Metric::L2);
         assert!(GenerateConfig::default().validate().is_ok());
         let bad = GenerateConfig { k_c: 200, ..Default::default() };
         assert!(bad.validate().unwrap_err().contains("--k-c"));

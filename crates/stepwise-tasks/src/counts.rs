@@ -1,7 +1,9 @@
 //! Why procedures, steps and questions were left out, and the counts a generation run reports.
 //!
 //! Constraints are never relaxed: a question whose constraint cannot be met is skipped and counted here by
-//! reason, so a suite's counts table says exactly what each setting cost.
+//! reason, so a suite's counts table says exactly what each setting cost. Knob settings sharing k1 ask the same
+//! questions: a question dropped because one of them cannot meet its constraint is counted under that reason in
+//! that setting and as [`SkipReason::PairedSettingFailed`] in the others.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +41,9 @@ pub enum SkipReason {
     Knob3NoCloseNegative,
     /// Ordering: fewer distinct wrong orders than negatives needed.
     TooFewOrderings,
+    /// Knob settings: this setting could make the question, but another setting sharing its k1 (same task)
+    /// could not, so the question is left out of all of them (the settings stay paired).
+    PairedSettingFailed,
 }
 
 impl SkipReason {
@@ -56,6 +61,7 @@ impl SkipReason {
             SkipReason::Knob2RegionTooSmall => "knob2_region_too_small",
             SkipReason::Knob3NoCloseNegative => "knob3_no_close_negative",
             SkipReason::TooFewOrderings => "too_few_orderings",
+            SkipReason::PairedSettingFailed => "paired_setting_failed",
         }
     }
 }
@@ -76,6 +82,10 @@ pub struct Counts {
     pub steps_excluded: BTreeMap<String, u64>,
     /// Question attempts that were skipped, by reason.
     pub questions_skipped: BTreeMap<String, u64>,
+    /// Knob settings: questions whose constraint could not be met among the K searched neighbours and whose
+    /// negatives come from the widened search (the whole catalog within the region's reach).
+    #[serde(default)]
+    pub questions_widened: u64,
 }
 
 impl Counts {
@@ -105,6 +115,7 @@ impl Counts {
         self.questions += o.questions;
         self.procedures += o.procedures;
         self.procedures_used += o.procedures_used;
+        self.questions_widened += o.questions_widened;
         for (dst, src) in [
             (&mut self.questions_by_split, &o.questions_by_split),
             (&mut self.procedures_skipped, &o.procedures_skipped),
@@ -123,6 +134,7 @@ impl Counts {
         m.insert("questions".to_string(), self.questions);
         m.insert("procedures".to_string(), self.procedures);
         m.insert("procedures_used".to_string(), self.procedures_used);
+        m.insert("questions_widened".to_string(), self.questions_widened);
         for (k, v) in &self.questions_by_split {
             m.insert(format!("questions.{k}"), *v);
         }

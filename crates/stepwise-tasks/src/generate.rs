@@ -18,7 +18,7 @@ use crate::config::{GenerateConfig, ItemKind, Mode};
 use crate::counts::{Counts, SkipReason};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
-use crate::questions::{Maker, ProcView, context_steps};
+use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
 
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
 /// of questions in memory.
@@ -165,78 +165,146 @@ impl<'a> TaskGenerator<'a> {
 
     /// As [`Self::build_chunked`], with each procedure's questions grouped with their shared context (not copied
     /// into each question): a writer serialises the context once per procedure instead of once per question.
+    ///
+    /// A knob setting is built together with the settings paired with it ([`Mode::paired`]) and keeps a question
+    /// only when all of them can make it, so one setting generated alone has exactly the questions it has in a
+    /// suite. Visual ordering with k3 = 1 gives the k3 = 0 questions ([`Mode::data_mode`]).
     pub fn build_grouped(
         &self,
         plan: &Plan,
         mut sink: impl FnMut(Vec<ProcedureQuestions>) -> Result<()>,
     ) -> Result<Counts> {
-        let mut counts = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
+        let data = plan.mode.data_mode(plan.task);
+        let modes = data.paired(plan.task);
+        let idx = modes.iter().position(|m| *m == data).expect("a setting is paired with itself");
+        let mut counts = self.build_paired(plan, &modes, |i, groups| if i == idx { sink(groups) } else { Ok(()) })?;
+        Ok(counts.swap_remove(idx))
+    }
+
+    /// Make the planned questions in every setting of `modes` at once — RecipeQA mode alone, or knob settings
+    /// sharing the plan's k1 (normally [`Mode::paired`]) — handing each chunk of procedures' questions of
+    /// `modes[i]` to `sink(i, …)`, and return the counts of each setting.
+    ///
+    /// Pairing: a planned question is kept in every setting or in none. Each setting draws its own negatives
+    /// (its own random stream, as if generated alone); when one setting cannot meet its constraint even after
+    /// widening the search, the question is left out of all of them and counted under that setting's reason
+    /// there and as `paired_setting_failed` in the others. So settings with the same k1 have the same qids,
+    /// question items and answers, and differ only in their negatives.
+    pub fn build_paired(
+        &self,
+        plan: &Plan,
+        modes: &[Mode],
+        mut sink: impl FnMut(usize, Vec<ProcedureQuestions>) -> Result<()>,
+    ) -> Result<Vec<Counts>> {
+        let fits = |m: &Mode| match (plan.mode, m) {
+            (Mode::RecipeQa, Mode::RecipeQa) => true,
+            (Mode::Knobs(p), Mode::Knobs(k)) => p.k1 == k.k1 && *m == m.data_mode(plan.task),
+            _ => false,
+        };
+        if modes.is_empty() || !modes.iter().all(fits) {
+            return Err(Error::usage(format!(
+                "settings {:?} cannot be built from a {} plan of {}",
+                modes.iter().map(Mode::label).collect::<Vec<_>>(),
+                plan.mode.label(),
+                plan.task
+            )));
+        }
+        let base = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
+        let mut counts = vec![base; modes.len()];
         let n = self.procedures.len();
         let mut start = 0;
         while start < n {
             let end = (start + BUILD_CHUNK).min(n);
-            sink(self.build_range(plan, start..end, &mut counts))?;
+            for (i, groups) in self.build_range(plan, modes, start..end, &mut counts).into_iter().enumerate() {
+                sink(i, groups)?;
+            }
             start = end;
         }
         Ok(counts)
     }
 
-    /// The questions of procedures `range` (one group per procedure with questions), adding their counts to
-    /// `counts`.
-    fn build_range(&self, plan: &Plan, range: std::ops::Range<usize>, counts: &mut Counts) -> Vec<ProcedureQuestions> {
+    /// The questions of procedures `range` in each of `modes` (one group per procedure with questions), adding
+    /// their counts to `counts` (one per mode).
+    fn build_range(
+        &self,
+        plan: &Plan,
+        modes: &[Mode],
+        range: std::ops::Range<usize>,
+        counts: &mut [Counts],
+    ) -> Vec<Vec<ProcedureQuestions>> {
         let task = plan.task;
-        let maker = Maker { task, mode: plan.mode, cfg: &self.cfg, cat: &self.cat, table: &self.table };
+        let makers: Vec<Maker<'_>> = modes
+            .iter()
+            .map(|&mode| Maker { task, mode, cfg: &self.cfg, cat: &self.cat, table: &self.table })
+            .collect();
         let procs = self.procedures;
         let offset = range.start;
-        let per_proc: Vec<(Vec<Question>, Vec<SkipReason>, Vec<ContextStep>)> = range
+        type PerMode<T> = Vec<Vec<T>>;
+        fn per_mode<T>(n: usize) -> PerMode<T> {
+            (0..n).map(|_| Vec::new()).collect()
+        }
+        let nm = modes.len();
+        let per_proc: Vec<(PerMode<Made>, PerMode<SkipReason>, Vec<ContextStep>)> = range
             .into_par_iter()
             .map(|i| {
                 let pp = &plan.procs[i];
                 if pp.questions.is_empty() {
-                    return (Vec::new(), Vec::new(), Vec::new());
+                    return (per_mode(nm), per_mode(nm), Vec::new());
                 }
                 let p = &procs[i];
                 let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
                 let view = ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split };
-                let mut qs = Vec::new();
-                let mut skips = Vec::new();
+                let mut made: PerMode<Made> = per_mode(nm);
+                let mut skips: PerMode<SkipReason> = per_mode(nm);
                 for pq in &pp.questions {
-                    match maker.make(&view, pq) {
-                        Ok(q) => qs.push(q),
-                        Err(r) => skips.push(r),
+                    let mut wide = Widened::default();
+                    let results: Vec<std::result::Result<Made, SkipReason>> =
+                        makers.iter().map(|m| m.make(&view, pq, &mut wide)).collect();
+                    if results.iter().all(|r| r.is_ok()) {
+                        for (j, r) in results.into_iter().enumerate() {
+                            made[j].push(r.expect("checked: every setting made the question"));
+                        }
+                    } else {
+                        for (j, r) in results.into_iter().enumerate() {
+                            skips[j].push(r.err().unwrap_or(SkipReason::PairedSettingFailed));
+                        }
                     }
                 }
-                let context = if qs.is_empty() { Vec::new() } else { context_steps(p, task, &self.cfg) };
-                (qs, skips, context)
+                let context = if made[0].is_empty() { Vec::new() } else { context_steps(p, task, &self.cfg) };
+                (made, skips, context)
             })
             .collect();
 
-        let mut groups = Vec::new();
-        for (j, (qs, skips, context)) in per_proc.into_iter().enumerate() {
+        let mut groups: PerMode<ProcedureQuestions> = per_mode(nm);
+        for (j, (made, skips, context)) in per_proc.into_iter().enumerate() {
             let i = offset + j;
             let pp = &plan.procs[i];
-            if let Some(r) = pp.skipped {
-                counts.skip_procedure(r);
-            }
-            if pp.skipped != Some(SkipReason::StepCountOutOfRange) {
-                for &(r, n) in &self.cat.procs[i].excluded {
-                    counts.exclude_steps(r, n);
+            for (((c, made), skips), out) in counts.iter_mut().zip(made).zip(skips).zip(groups.iter_mut()) {
+                if let Some(r) = pp.skipped {
+                    c.skip_procedure(r);
                 }
-            }
-            counts.skip_questions(SkipReason::Knob1PoolExhausted, pp.exhausted);
-            for r in skips {
-                counts.skip_questions(r, 1);
-            }
-            if !qs.is_empty() {
-                counts.procedures_used += 1;
-            }
-            for q in &qs {
-                let split = q.split.clone().unwrap_or_else(|| "none".to_string());
-                *counts.questions_by_split.entry(split).or_insert(0) += 1;
-            }
-            counts.questions += qs.len() as u64;
-            if !qs.is_empty() {
-                groups.push(ProcedureQuestions { context, questions: qs });
+                if pp.skipped != Some(SkipReason::StepCountOutOfRange) {
+                    for &(r, n) in &self.cat.procs[i].excluded {
+                        c.exclude_steps(r, n);
+                    }
+                }
+                c.skip_questions(SkipReason::Knob1PoolExhausted, pp.exhausted);
+                for r in skips {
+                    c.skip_questions(r, 1);
+                }
+                if made.is_empty() {
+                    continue;
+                }
+                c.procedures_used += 1;
+                c.questions += made.len() as u64;
+                let mut qs = Vec::with_capacity(made.len());
+                for m in made {
+                    let split = m.question.split.clone().unwrap_or_else(|| "none".to_string());
+                    *c.questions_by_split.entry(split).or_insert(0) += 1;
+                    c.questions_widened += u64::from(m.widened);
+                    qs.push(m.question);
+                }
+                out.push(ProcedureQuestions { context: context.clone(), questions: qs });
             }
         }
         groups

@@ -8,8 +8,10 @@
 //! - [`ivf`]: inverted-file (k-means) neighbour search for large catalogs
 //! - [`negatives`]: distractor rules (adaptive neighbourhood, knobs 2 and 3, wrong orderings)
 //! - [`questions`]: one question of each task in the RecipeQA layout, with provenance
-//! - [`generate`]: one task in one or more modes, in parallel and deterministic
-//! - [`suite`]: all settings × tasks with train/val/test splits, counts table, on-disk layout
+//! - [`generate`]: one task in one or more modes, in parallel and deterministic; knob settings sharing k1 built
+//!   together and paired (same questions, different negatives)
+//! - [`suite`]: all settings × tasks with train/val/test splits, counts table, on-disk layout and
+//!   [`suite::taskset_dir`] (visual ordering is written once per (k1, k2))
 //! - [`taskset_writer`]: task sets streamed to JSON + Parquet as they are generated
 //! - [`counts`]: skip reasons and counts
 //! - [`titles`]: step-number removal and content keys

@@ -29,7 +29,8 @@ pub struct SelectionStats {
     pub d_min: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f32>,
-    /// Knob 2: mean and standard deviation of the K_C nearest candidates' distances, and the interval sampled.
+    /// Knob 2: mean and standard deviation of the reference distances (cloze: the K_C nearest candidates;
+    /// coherence: the whole union), and the interval sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub m_d: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +44,10 @@ pub struct SelectionStats {
     /// Knob 3: candidates of the pool meeting the closeness constraint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained_pool: Option<usize>,
+    /// Knob settings: whether the constraint could not be met among the searched neighbours and the candidates
+    /// came from the widened search (every item of the catalog within the region's reach).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widened: Option<bool>,
 }
 
 /// Drop candidates that are the same content as the query (distance ≤ `epsilon`) or already used.
@@ -74,31 +79,54 @@ pub fn adaptive_neighbourhood(
     Ok((sample_uniform(&rest, n, rng), stats))
 }
 
-/// Knob 2's region (Meta-RecipeQA appendix B): m_d and s_d are the mean and (population) standard deviation of
-/// the distances of the `k_c` nearest candidates; setting 0 keeps those in the ball d < m_d − s_d (hard
-/// negatives, close to the answer), setting 1 those in the shell m_d − s_d ≤ d ≤ m_d + s_d. `cands` is sorted.
-pub fn knob2_region(cands: &[Cand], k_c: usize, setting: u8) -> (Vec<Cand>, SelectionStats) {
-    let near = &cands[..cands.len().min(k_c)];
-    let mut stats = SelectionStats { candidates: near.len(), ..Default::default() };
-    if near.is_empty() {
-        return (Vec::new(), stats);
+/// Knob 2's distance statistics (Meta-RecipeQA appendix B): the mean m_d and (population) standard deviation
+/// s_d of the distances of `reference` — for cloze the K_C nearest candidates of the answer, for coherence the
+/// whole union of the coherent images' neighbour lists (appendix B.1). None when `reference` is empty.
+pub fn knob2_stats(reference: &[Cand]) -> Option<(f32, f32)> {
+    if reference.is_empty() {
+        return None;
     }
-    let n = near.len() as f64;
-    let mean = near.iter().map(|c| c.dist as f64).sum::<f64>() / n;
-    let var = near.iter().map(|c| (c.dist as f64 - mean).powi(2)).sum::<f64>() / n;
-    let (m, s) = (mean as f32, var.sqrt() as f32);
-    let (lo, hi) = if setting == 0 { (0.0, m - s) } else { (m - s, m + s) };
-    let region: Vec<Cand> = near
-        .iter()
-        .copied()
-        .filter(|c| if setting == 0 { c.dist < hi } else { c.dist >= lo && c.dist <= hi })
-        .collect();
+    let n = reference.len() as f64;
+    let mean = reference.iter().map(|c| c.dist as f64).sum::<f64>() / n;
+    let var = reference.iter().map(|c| (c.dist as f64 - mean).powi(2)).sum::<f64>() / n;
+    Some((mean as f32, var.sqrt() as f32))
+}
+
+/// Knob 2's interval for `setting`: 0 → the ball d < m_d − s_d (hard negatives, close to the answer), reported
+/// as (0, m_d − s_d); 1 → the shell m_d − s_d ≤ d ≤ m_d + s_d.
+pub fn knob2_interval(m: f32, s: f32, setting: u8) -> (f32, f32) {
+    if setting == 0 { (0.0, m - s) } else { (m - s, m + s) }
+}
+
+/// True when a candidate at distance `d` is inside knob 2's region for `setting` with interval `(lo, hi)`.
+pub fn in_knob2_region(d: f32, (lo, hi): (f32, f32), setting: u8) -> bool {
+    if setting == 0 { d < hi } else { d >= lo && d <= hi }
+}
+
+/// Knob 2's region: the candidates of `cands` (sorted by distance) inside the ball (setting 0) or the shell
+/// (setting 1) that m_d and s_d of the `k_c` nearest candidates define ([`knob2_stats`]). Every candidate
+/// counts, not only the K_C nearest: K_C sets the statistics, the searched neighbourhood the pool.
+pub fn knob2_region(cands: &[Cand], k_c: usize, setting: u8) -> (Vec<Cand>, SelectionStats) {
+    let reference = &cands[..cands.len().min(k_c)];
+    let mut stats = SelectionStats { candidates: cands.len(), ..Default::default() };
+    let Some((m, s)) = knob2_stats(reference) else {
+        return (Vec::new(), stats);
+    };
+    let region = region_of(cands, m, s, setting, &mut stats);
+    (region, stats)
+}
+
+/// The candidates of `cands` inside the region of (m, s) for `setting`, with the interval and pool size
+/// recorded in `stats`.
+pub fn region_of(cands: &[Cand], m: f32, s: f32, setting: u8, stats: &mut SelectionStats) -> Vec<Cand> {
+    let interval = knob2_interval(m, s, setting);
+    let region: Vec<Cand> = cands.iter().copied().filter(|c| in_knob2_region(c.dist, interval, setting)).collect();
     stats.m_d = Some(m);
     stats.s_d = Some(s);
-    stats.lo = Some(lo);
-    stats.hi = Some(hi);
+    stats.lo = Some(interval.0);
+    stats.hi = Some(interval.1);
     stats.pool = region.len();
-    (region, stats)
+    region
 }
 
 /// Draw `n` negatives from `pool`. With `n_constrained > 0` (knob 3, setting 1), that many are drawn first from
@@ -216,9 +244,13 @@ mod tests {
         assert_eq!(ball.iter().map(|c| c.dist).collect::<Vec<_>>(), vec![1.0, 2.0]);
         let (shell, _) = knob2_region(&c, 10, 1);
         assert_eq!(shell.iter().map(|c| c.dist).collect::<Vec<_>>(), vec![3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
-        // Only the K_C nearest count.
-        let (_, st) = knob2_region(&c, 4, 1);
+        // Only the K_C nearest set m_d and s_d (1..=4: 2.5 and ≈ 1.118); the region takes every candidate.
+        let (shell, st) = knob2_region(&c, 4, 1);
         assert!((st.m_d.unwrap() - 2.5).abs() < 1e-6);
+        assert_eq!(shell.iter().map(|c| c.dist).collect::<Vec<_>>(), vec![2.0, 3.0]);
+        assert_eq!(st.candidates, 10);
+        let (ball, _) = knob2_region(&c, 4, 0);
+        assert_eq!(ball.iter().map(|c| c.dist).collect::<Vec<_>>(), vec![1.0]);
     }
 
     #[test]

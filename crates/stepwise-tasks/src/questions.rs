@@ -10,10 +10,11 @@ use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
 use stepwise_core::{Choice, Procedure, Question, Task};
 
 use crate::catalog::{Catalog, ProcEntry};
-use crate::config::{ClozeField, GenerateConfig, Mode};
+use crate::config::{ClozeField, GenerateConfig, KnobSetting, Mode};
 use crate::counts::SkipReason;
 use crate::negatives::{
-    Cand, SelectionStats, adaptive_neighbourhood, draw_with_constraint, knob2_region, valid, wrong_orders,
+    Cand, SelectionStats, adaptive_neighbourhood, draw_with_constraint, knob2_interval, knob2_stats, region_of, valid,
+    wrong_orders,
 };
 use crate::neighbors::NeighborTable;
 use crate::plan::PlannedQuestion;
@@ -35,6 +36,29 @@ pub struct ProcView<'a> {
     pub split: Option<&'a str>,
 }
 
+/// The candidates of one question found by the widened search (every catalog item within the knob-2 region's
+/// reach), computed at most once per question and shared by the paired settings that need them.
+#[derive(Debug, Default)]
+pub struct Widened(Option<Vec<Cand>>);
+
+/// A made question and whether its negatives came from the widened search.
+#[derive(Debug)]
+pub struct Made {
+    pub question: Question,
+    pub widened: bool,
+}
+
+/// Where a question's negatives are searched: the candidates found among the K nearest neighbours (sorted), how
+/// many of the nearest give knob 2's m_d and s_d, the distance from which the neighbour lists may miss items
+/// (their last distance; infinite when a list holds every allowed item), and the query items a widened search
+/// measures distances from.
+struct Search<'s> {
+    cands: &'s [Cand],
+    reference: usize,
+    reach: f32,
+    queries: &'s [u32],
+}
+
 /// Shared inputs of question making.
 pub struct Maker<'a> {
     pub task: Task,
@@ -47,13 +71,15 @@ pub struct Maker<'a> {
 impl Maker<'_> {
     /// The question for `pq`, or why it had to be skipped. Its `context` is left empty: every question of a
     /// procedure shares the same context ([`context_steps`]), which the caller attaches (or serialises once).
-    pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Result<Question, SkipReason> {
+    /// `wide` caches the question's widened search for the other settings paired with this one (a fresh
+    /// [`Widened::default`] per question).
+    pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion, wide: &mut Widened) -> Result<Made, SkipReason> {
         let key = format!("tasks/negatives/{}/{}/{}/{}", self.task, self.mode.label(), view.procedure.id, pq.attempt);
         let mut rng = rng_for(self.cfg.seed, &key);
-        let mut q = match self.task {
-            Task::TextualCloze | Task::VisualCloze => self.cloze(view, pq, &mut rng)?,
-            Task::VisualCoherence => self.coherence(view, pq, &mut rng)?,
-            Task::VisualOrdering => self.ordering(view, pq, &mut rng)?,
+        let (mut q, widened) = match self.task {
+            Task::TextualCloze | Task::VisualCloze => self.cloze(view, pq, wide, &mut rng)?,
+            Task::VisualCoherence => self.coherence(view, pq, wide, &mut rng)?,
+            Task::VisualOrdering => (self.ordering(view, pq, &mut rng)?, false),
         };
         let first = usize::from(self.cfg.skip_first_step);
         let positions: Vec<String> =
@@ -62,7 +88,7 @@ impl Maker<'_> {
         q.recipe_id = view.procedure.id.clone();
         q.task = self.task.as_str().to_string();
         q.split = view.split.map(str::to_string);
-        Ok(q)
+        Ok(Made { question: q, widened })
     }
 
     fn steps(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Vec<usize> {
@@ -74,7 +100,13 @@ impl Maker<'_> {
     }
 
     /// Textual and visual cloze: hide one item; the answer and `n_choices − 1` negatives from other procedures.
-    fn cloze(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> Result<Question, SkipReason> {
+    fn cloze(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        wide: &mut Widened,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<(Question, bool), SkipReason> {
         let cat = self.cat;
         let answer_pos = pq.positions[pq.slot];
         let answer = self.item_of(view, answer_pos);
@@ -87,11 +119,15 @@ impl Maker<'_> {
             .collect();
         let centroid = cat.centroid(&visible);
         let n_neg = self.cfg.n_choices - 1;
-        let cands = valid(self.table.get(answer), self.cfg.duplicate_epsilon as f32, &[]);
-        // Knob 3 (§3.2): a negative at least as close to the question (the mean of its items) as the answer.
+        let list = self.table.get(answer);
+        let cands = valid(list, self.cfg.duplicate_epsilon as f32, &[]);
+        // Knob 2: m_d and s_d of the K_C nearest. Knob 3 (§3.2): a negative at least as close to the question (the
+        // mean of its items) as the answer.
+        let search = Search { cands: &cands, reference: self.cfg.k_c, reach: self.reach(&[list]), queries: &[answer] };
         let answer_to_question = cat.distance_to(&centroid, answer);
         let (negs, stats) =
-            self.select(&cands, n_neg, |c| cat.distance_to(&centroid, c.item) <= answer_to_question, rng)?;
+            self.select(search, n_neg, |c| cat.distance_to(&centroid, c.item) <= answer_to_question, wide, rng)?;
+        let widened = stats.widened == Some(true);
 
         // Choices in random order; the answer shows the procedure's own text/image.
         let mut entries: Vec<(u32, String, bool)> =
@@ -121,7 +157,7 @@ impl Maker<'_> {
             (Task::TextualCloze, ClozeField::Text) => ("body", TEXT_BODY_CLOZE),
             _ => ("images", TEXT_VISUAL_CLOZE),
         };
-        Ok(Question {
+        let q = Question {
             context_modality: context_modality(self.task, self.cfg.cloze_field),
             question,
             question_modality: vec![question_modality.to_string()],
@@ -130,7 +166,8 @@ impl Maker<'_> {
             answer: answer_idx,
             extra: BTreeMap::from([("meta".to_string(), meta)]),
             ..Default::default()
-        })
+        };
+        Ok((q, widened))
     }
 
     /// Visual coherence: one of the ordered images is replaced by an image of another procedure; the choices are
@@ -139,8 +176,9 @@ impl Maker<'_> {
         &self,
         view: &ProcView<'_>,
         pq: &PlannedQuestion,
+        wide: &mut Widened,
         rng: &mut ChaCha8Rng,
-    ) -> Result<Question, SkipReason> {
+    ) -> Result<(Question, bool), SkipReason> {
         let cat = self.cat;
         let replaced = self.item_of(view, pq.positions[pq.slot]);
         let coherent: Vec<u32> = pq
@@ -151,12 +189,18 @@ impl Maker<'_> {
             .map(|(_, &p)| self.item_of(view, p))
             .collect();
         let centroid = cat.centroid(&coherent);
-        let (cands, close_limit) = match self.mode {
+        let replaced_list = [replaced];
+        let (cands, close_limit, reach, queries): (Vec<Cand>, f32, f32, &[u32]) = match self.mode {
             // RecipeQA: the distractor is a neighbour of the image it replaces.
-            Mode::RecipeQa => (valid(self.table.get(replaced), self.cfg.duplicate_epsilon as f32, &[]), f32::NAN),
-            // Knob 2 (appendix B): the union of the neighbours of the coherent images, each at its smallest
-            // distance to one of them. Knob 3: the incoherent image must be closer to the coherent images' mean
-            // than the closest pair of coherent images is to each other.
+            Mode::RecipeQa => (
+                valid(self.table.get(replaced), self.cfg.duplicate_epsilon as f32, &[]),
+                f32::NAN,
+                f32::INFINITY,
+                &replaced_list,
+            ),
+            // Knob 2 (appendix B.1): the union of the neighbours of the coherent images, each at its smallest
+            // distance to one of them; m_d and s_d over the whole union. Knob 3: the incoherent image must be
+            // closer to the coherent images' mean than the closest pair of coherent images is to each other.
             Mode::Knobs(_) => {
                 let mut union: Vec<Cand> = Vec::with_capacity(coherent.len() * self.table.k());
                 for &c in &coherent {
@@ -172,10 +216,13 @@ impl Maker<'_> {
                         min_pair = min_pair.min(cat.distance(a, b));
                     }
                 }
-                (union, min_pair)
+                let lists: Vec<&[(u32, f32)]> = coherent.iter().map(|&c| self.table.get(c)).collect();
+                (union, min_pair, self.reach(&lists), &coherent[..])
             }
         };
-        let (negs, stats) = self.select(&cands, 1, |c| cat.distance_to(&centroid, c.item) < close_limit, rng)?;
+        let search = Search { cands: &cands, reference: cands.len(), reach, queries };
+        let (negs, stats) = self.select(search, 1, |c| cat.distance_to(&centroid, c.item) < close_limit, wide, rng)?;
+        let widened = stats.widened == Some(true);
         let odd = negs[0].item;
         let shown: Vec<u32> = pq
             .positions
@@ -212,7 +259,7 @@ impl Maker<'_> {
         if close_limit.is_finite() {
             meta["distances"]["min_coherent_pair"] = json!(round(close_limit));
         }
-        Ok(Question {
+        let q = Question {
             context_modality: context_modality(self.task, self.cfg.cloze_field),
             question: displays.clone(),
             question_modality: vec!["images".to_string()],
@@ -221,7 +268,8 @@ impl Maker<'_> {
             answer: pq.slot,
             extra: BTreeMap::from([("meta".to_string(), meta)]),
             ..Default::default()
-        })
+        };
+        Ok((q, widened))
     }
 
     /// Visual ordering: the images in procedural order is the answer; the negatives are wrong orders.
@@ -289,23 +337,97 @@ impl Maker<'_> {
         })
     }
 
-    /// The mode's negative-selection rule over `cands` (sorted by distance). `close` is knob 3's constraint.
+    /// The mode's negative-selection rule: RecipeQA's adaptive neighbourhood over the searched candidates, or
+    /// knobs 2 and 3 ([`Self::knob_select`]). `close` is knob 3's constraint.
     fn select(
         &self,
-        cands: &[Cand],
+        search: Search<'_>,
         n: usize,
         close: impl Fn(&Cand) -> bool,
+        wide: &mut Widened,
         rng: &mut ChaCha8Rng,
     ) -> Result<(Vec<Cand>, SelectionStats), SkipReason> {
         match self.mode {
-            Mode::RecipeQa => adaptive_neighbourhood(cands, self.cfg.margin as f32, n, rng),
-            Mode::Knobs(k) => {
-                let (region, mut stats) = knob2_region(cands, self.cfg.k_c, k.k2);
-                let n_constrained = if k.k3 == 1 { self.cfg.n_constrained.min(n) } else { 0 };
-                let negs = draw_with_constraint(&region, n, n_constrained, close, &mut stats, rng)?;
-                Ok((negs, stats))
+            Mode::RecipeQa => adaptive_neighbourhood(search.cands, self.cfg.margin as f32, n, rng),
+            Mode::Knobs(k) => self.knob_select(k, search, n, close, wide, rng),
+        }
+    }
+
+    /// Knobs 2 and 3: draw `n` negatives from the region (ball or shell) that m_d and s_d of the reference
+    /// candidates define, `n_constrained` of them meeting `close` when k3 = 1. When the searched neighbours give
+    /// too few, and the region reaches past them (its upper bound is at least the lists' last distance), the
+    /// search is widened to every catalog item within the region's reach — m_d and s_d stay those of the K
+    /// searched neighbours — and the draw is made there. Only when that fails too is the question skipped: no
+    /// candidate meets the constraint anywhere.
+    fn knob_select(
+        &self,
+        k: KnobSetting,
+        search: Search<'_>,
+        n: usize,
+        close: impl Fn(&Cand) -> bool,
+        wide: &mut Widened,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<(Vec<Cand>, SelectionStats), SkipReason> {
+        let cands = search.cands;
+        let Some((m, s)) = knob2_stats(&cands[..cands.len().min(search.reference)]) else {
+            return Err(SkipReason::Knob2RegionTooSmall);
+        };
+        let n_constrained = if k.k3 == 1 { self.cfg.n_constrained.min(n) } else { 0 };
+        let mut stats = SelectionStats { candidates: cands.len(), widened: Some(false), ..Default::default() };
+        let region = region_of(cands, m, s, k.k2, &mut stats);
+        // A failed draw consumes nothing, but the stream is only advanced by the draw that is kept.
+        let mut attempt = rng.clone();
+        let reason = match draw_with_constraint(&region, n, n_constrained, &close, &mut stats, &mut attempt) {
+            Ok(negs) => {
+                *rng = attempt;
+                return Ok((negs, stats));
+            }
+            Err(r) => r,
+        };
+        let (_, hi) = knob2_interval(m, s, k.k2);
+        if !(hi >= search.reach) {
+            // Every candidate the region can hold was searched already.
+            return Err(reason);
+        }
+        // Widened once per question, to the outer bound of both knob-2 settings (the shell's m_d + s_d).
+        let list = wide.0.get_or_insert_with(|| self.widen(search.queries, m + s));
+        let mut stats = SelectionStats { candidates: list.len(), widened: Some(true), ..Default::default() };
+        let region = region_of(list, m, s, k.k2, &mut stats);
+        let negs = draw_with_constraint(&region, n, n_constrained, &close, &mut stats, rng)?;
+        Ok((negs, stats))
+    }
+
+    /// The distance from which the neighbour `lists` may miss items: the smallest last distance of a full list
+    /// (K entries); infinite when some list is shorter than K, which happens only when it holds every item its
+    /// query may use.
+    fn reach(&self, lists: &[&[(u32, f32)]]) -> f32 {
+        let k = self.table.k();
+        if lists.iter().any(|l| l.len() < k) {
+            return f32::INFINITY;
+        }
+        lists.iter().filter_map(|l| l.last().map(|x| x.1)).fold(f32::INFINITY, f32::min)
+    }
+
+    /// The widened search: every catalog item that a question measured from `queries` may use (not sharing a
+    /// procedure with the query it is measured from, not a duplicate), at its smallest exact distance to one of
+    /// them, kept when that distance is at most `bound`; sorted by (distance, item). One pass over the catalog.
+    fn widen(&self, queries: &[u32], bound: f32) -> Vec<Cand> {
+        let cat = self.cat;
+        let eps = self.cfg.duplicate_epsilon as f32;
+        let mut out = Vec::new();
+        for x in 0..cat.len() as u32 {
+            let mut best = f32::INFINITY;
+            for &q in queries {
+                if x != q && !cat.share_owner(q, x) {
+                    best = best.min(cat.distance(q, x));
+                }
+            }
+            if best > eps && best <= bound {
+                out.push(Cand { item: x, dist: best });
             }
         }
+        out.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+        out
     }
 
     /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.
@@ -410,4 +532,85 @@ fn round(x: f32) -> f64 {
 
 fn round_all(xs: &[f32]) -> Vec<f64> {
     xs.iter().map(|&x| round(x)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use stepwise_core::Step;
+    use stepwise_features::Metric;
+
+    use super::*;
+    use crate::catalog::{EligibleStep, Item, ProcEntry};
+    use crate::config::NeighborSearch;
+
+    /// A two-step procedure (a, b) and five pool images in the plane. With b the answer and a the question, b's
+    /// K = 4 nearest are p1 at 0.05 and p2..p4 at 0.25: m_d = 0.2, s_d ≈ 0.087, shell [0.113, 0.287]. None of
+    /// p2..p4 is as close to a as b is (0.2), but p5 — fifth nearest, at 0.26 from b, inside the shell — is.
+    fn setup() -> (Catalog, NeighborTable, Procedure, GenerateConfig) {
+        let points = [(-0.1, 0.0), (0.1, 0.0), (0.15, 0.0), (0.35, 0.0), (0.1, 0.25), (0.1, -0.25), (-0.16, 0.0)];
+        let items = points
+            .iter()
+            .enumerate()
+            .map(|(i, _)| Item {
+                feature_id: format!("image:{i}.jpg"),
+                content: format!("{i}.jpg"),
+                owners: if i < 2 { vec![0] } else { Vec::new() },
+            })
+            .collect();
+        let eligible = (0..2).map(|i| EligibleStep { step: i, item: i as u32, display: format!("{i}.jpg") }).collect();
+        let cat = Catalog {
+            kind: crate::config::ItemKind::Image,
+            metric: Metric::L2,
+            dim: 2,
+            data: points.iter().flat_map(|&(x, y)| [x as f32, y as f32]).collect(),
+            items,
+            procs: vec![ProcEntry { eligible, excluded: Vec::new() }],
+        };
+        let cfg = GenerateConfig {
+            n_items: 2,
+            n_choices: 2,
+            k: 4,
+            k_c: 4,
+            skip_first_step: false,
+            neighbors: NeighborSearch::Exact,
+            ..Default::default()
+        };
+        let mut table = NeighborTable::new(cfg.k, cfg.neighbors);
+        table.ensure(&cat, &BTreeSet::from([0, 1])).unwrap();
+        let p = Procedure { id: "p".into(), steps: vec![Step::default(), Step::default()], ..Default::default() };
+        (cat, table, p, cfg)
+    }
+
+    #[test]
+    fn the_search_widens_only_when_the_region_reaches_past_the_neighbours() {
+        let (cat, table, p, cfg) = setup();
+        let view = ProcView { index: 0, procedure: &p, entry: &cat.procs[0], split: None };
+        let pq = PlannedQuestion { attempt: 0, positions: vec![0, 1], slot: 1 };
+        let make = |k2, k3, wide: &mut Widened| {
+            let mode = Mode::Knobs(KnobSetting { k1: 0, k2, k3 });
+            Maker { task: Task::VisualCloze, mode, cfg: &cfg, cat: &cat, table: &table }.make(&view, &pq, wide)
+        };
+        let negative = |m: &Made| {
+            let q = &m.question;
+            let items = q.extra["meta"]["choice_items"].as_array().unwrap().clone();
+            items[1 - q.answer].as_str().unwrap().to_string()
+        };
+        let mut wide = Widened::default();
+        // Shell without knob 3: p2..p4 serve among the K neighbours.
+        let m = make(1, 0, &mut wide).unwrap();
+        assert!(!m.widened && ["image:3.jpg", "image:4.jpg", "image:5.jpg"].contains(&negative(&m).as_str()));
+        assert!(wide.0.is_none());
+        // Shell with knob 3: only p5, beyond the K neighbours but inside the shell, is close enough.
+        let m = make(1, 1, &mut wide).unwrap();
+        assert!(m.widened);
+        assert_eq!(negative(&m), "image:6.jpg");
+        assert_eq!(m.question.extra["meta"]["distances"]["selection"]["widened"], true);
+        let found: Vec<u32> = wide.0.as_ref().unwrap().iter().map(|c| c.item).collect();
+        assert_eq!(found, vec![2, 3, 4, 5, 6], "every item within m_d + s_d, nearest first, a excluded");
+        // Ball with knob 3: the ball (d < 0.113) lies inside the K neighbours and holds only p1, which is not
+        // close to a; no item anywhere can serve, so the question is skipped without a search.
+        assert_eq!(make(0, 1, &mut Widened::default()).unwrap_err(), SkipReason::Knob3NoCloseNegative);
+    }
 }

@@ -11,6 +11,12 @@
 //! ```
 //! `<setting>` is `recipeqa` or `knobs-<k1>-<k2>-<k3>`. The split of a procedure is the same in every task set
 //! of the suite (one [`assign_splits`] over the corpus), so no procedure is in two splits anywhere.
+//!
+//! Knob settings with the same k1 are paired ([`Mode::paired`]): the same questions (qids, question items,
+//! answers), different negatives. Visual ordering has no knob 3, so it is written once per (k1, k2), under
+//! `knobs-<k1>-<k2>-0/visual_ordering`; its k3 = 1 rows in `counts.json` carry `same_as` (the setting whose
+//! folder holds their questions) and the suite manifest lists them under `params.same_as`. [`taskset_dir`]
+//! resolves any (setting, task) to its folder.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +28,7 @@ use stepwise_core::split::{SplitFractions, assign_splits};
 use stepwise_core::{IoResultExt, Procedure, Question, Result, Split, Task, TaskSet};
 
 use crate::catalog::FeatureSources;
-use crate::config::{GenerateConfig, ItemKind, Mode};
+use crate::config::{GenerateConfig, ItemKind, KnobSetting, Mode};
 use crate::counts::Counts;
 use crate::generate::{Generated, TaskGenerator};
 use crate::taskset_writer::TasksetWriter;
@@ -41,8 +47,20 @@ pub struct SuiteConfig {
 pub struct SuiteRow {
     pub setting: String,
     pub task: Task,
+    /// Set when this (setting, task) has no folder of its own because its questions are those of another
+    /// setting (visual ordering with k3 = 1: the k3 = 0 setting); `counts` are then that setting's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
     #[serde(flatten)]
     pub counts: Counts,
+}
+
+/// The folder of the task set holding the questions of `task` in setting `mode` in the suite `suite`:
+/// `<suite>/<setting>/<task>`, where visual ordering's k3 = 1 settings resolve to their k3 = 0 setting (knob 3 is
+/// not defined for ordering, so a suite writes one ordering task set per (k1, k2)). A consumer iterating over
+/// the eight knob settings of each task finds every one's questions through this.
+pub fn taskset_dir(suite: &Path, mode: Mode, task: Task) -> std::path::PathBuf {
+    suite.join(mode.data_mode(task).label()).join(task.as_str())
 }
 
 /// The split of every procedure: by procedure, stratified by category, seeded.
@@ -93,8 +111,51 @@ pub fn write_suite_tasksets(
     Ok(rows)
 }
 
-/// Write the task sets of `tasks` × `cfg.modes` from a built generator: plan everything, search the neighbours
-/// of every planned query once, then build and write one (setting, task) at a time.
+/// One build of a suite: a plan and the settings made from it together (RecipeQA mode alone, or the knob
+/// settings paired by k1), with the requested ones to write and the requested settings that resolve to them.
+struct Build {
+    plan_mode: Mode,
+    task: Task,
+    /// Every setting built (pairing needs all of them, written or not).
+    modes: Vec<Mode>,
+    /// Per built setting: whether its task set is written, and the requested settings that alias it.
+    write: Vec<bool>,
+    aliases: Vec<Vec<Mode>>,
+}
+
+/// The builds of `tasks` × `modes`, in task order then RecipeQA mode, then knob 1 = 0, 1.
+fn builds(tasks: &[Task], modes: &[Mode]) -> Vec<Build> {
+    let mut out = Vec::new();
+    for &task in tasks {
+        let mut plan_modes: Vec<Mode> = Vec::new();
+        for &m in modes {
+            let pm = match m {
+                Mode::RecipeQa => Mode::RecipeQa,
+                Mode::Knobs(k) => Mode::Knobs(KnobSetting { k1: k.k1, k2: 0, k3: 0 }),
+            };
+            if !plan_modes.contains(&pm) {
+                plan_modes.push(pm);
+            }
+        }
+        plan_modes.sort();
+        for pm in plan_modes {
+            let built = pm.paired(task);
+            let requested: Vec<Mode> = modes.iter().copied().filter(|m| built.contains(&m.data_mode(task))).collect();
+            let write = built.iter().map(|b| requested.iter().any(|m| m.data_mode(task) == *b)).collect();
+            let aliases = built
+                .iter()
+                .map(|b| requested.iter().copied().filter(|m| m.data_mode(task) == *b && m != b).collect())
+                .collect();
+            out.push(Build { plan_mode: pm, task, modes: built, write, aliases });
+        }
+    }
+    out
+}
+
+/// Write the task sets of `tasks` × `cfg.modes` from a built generator: plan everything (one plan per task and
+/// RecipeQA mode or k1), search the neighbours of every planned query once, then build the paired settings of
+/// each plan together, streaming each setting's questions to its own task set. Settings that are needed for
+/// pairing but not requested are built and not written.
 pub fn write_kind_tasksets(
     dir: &Path,
     tg: &mut TaskGenerator<'_>,
@@ -102,37 +163,64 @@ pub fn write_kind_tasksets(
     cfg: &SuiteConfig,
     base: &Manifest,
 ) -> Result<Vec<SuiteRow>> {
-    let mut plans = Vec::new();
-    for &task in tasks {
-        for &mode in &cfg.modes {
-            plans.push(tg.plan(task, mode)?);
-        }
+    let builds = builds(tasks, &cfg.modes);
+    let mut plans = Vec::with_capacity(builds.len());
+    for b in &builds {
+        plans.push(tg.plan(b.task, b.plan_mode)?);
     }
     tg.prepare(&plans.iter().collect::<Vec<_>>())?;
     let (methods, fallbacks) = tg.neighbor_methods();
     let mut rows = Vec::new();
-    // The previous task set, closed: its files are synced while the next one is generated.
-    let mut pending: Option<(TasksetWriter, Manifest)> = None;
-    for plan in &plans {
+    // The previous build's task sets, closed: their files are synced while the next ones are generated.
+    let mut pending: Vec<(TasksetWriter, Manifest)> = Vec::new();
+    for (b, plan) in builds.iter().zip(&plans) {
         // Streamed: each chunk of questions is written as soon as it is made.
-        let sub = dir.join(plan.mode.label()).join(plan.task.as_str());
-        let mut writer = TasksetWriter::create(&sub)?;
-        let counts = tg.build_grouped(plan, |groups| writer.append_grouped(groups))?;
-        let generated = Generated { task: plan.task, mode: plan.mode, questions: Vec::new(), counts };
-        let mut manifest = taskset_manifest(base, &cfg.generate, &generated, Some(cfg.split_fractions));
-        manifest.param("neighbor_search", &methods);
-        manifest.count("neighbor_exact_fallbacks", fallbacks as u64);
-        writer.close();
-        if let Some((w, m)) = pending.replace((writer, manifest)) {
+        let mut writers: Vec<Option<TasksetWriter>> = Vec::with_capacity(b.modes.len());
+        for (m, &w) in b.modes.iter().zip(&b.write) {
+            writers.push(if w {
+                Some(TasksetWriter::create(&dir.join(m.label()).join(b.task.as_str()))?)
+            } else {
+                None
+            });
+        }
+        let counts = tg.build_paired(plan, &b.modes, |i, groups| match &mut writers[i] {
+            Some(w) => w.append_grouped(groups),
+            None => Ok(()),
+        })?;
+        let paired: Vec<String> = b.modes.iter().map(Mode::label).collect();
+        let mut finished = Vec::new();
+        for (((mode, writer), counts), aliases) in b.modes.iter().zip(writers).zip(counts).zip(&b.aliases) {
+            let Some(mut writer) = writer else {
+                continue;
+            };
+            let generated = Generated { task: b.task, mode: *mode, questions: Vec::new(), counts };
+            let mut manifest = taskset_manifest(base, &cfg.generate, &generated, Some(cfg.split_fractions));
+            manifest.param("neighbor_search", &methods);
+            manifest.count("neighbor_exact_fallbacks", fallbacks as u64);
+            if paired.len() > 1 {
+                manifest.param("paired_settings", &paired);
+            }
+            if !aliases.is_empty() {
+                manifest.param("also_setting", aliases.iter().map(Mode::label).collect::<Vec<_>>());
+            }
+            writer.close();
+            finished.push((writer, manifest));
+            let Generated { counts, task, .. } = generated;
+            tracing::info!("{}/{}: {} questions", mode.label(), task, counts.questions);
+            for a in aliases {
+                rows.push(SuiteRow { setting: a.label(), task, same_as: Some(mode.label()), counts: counts.clone() });
+            }
+            rows.push(SuiteRow { setting: mode.label(), task, same_as: None, counts });
+        }
+        for (w, m) in std::mem::replace(&mut pending, finished) {
             w.finish(&m)?;
         }
-        let Generated { counts, task, .. } = generated;
-        tracing::info!("{}/{}: {} questions", plan.mode.label(), task, counts.questions);
-        rows.push(SuiteRow { setting: plan.mode.label(), task, counts });
     }
-    if let Some((w, m)) = pending {
+    for (w, m) in pending {
         w.finish(&m)?;
     }
+    // Only the requested settings (a paired setting built for pairing alone is not a row).
+    rows.retain(|r| Mode::parse_label(&r.setting).is_some_and(|m| cfg.modes.contains(&m)));
     Ok(rows)
 }
 
@@ -154,14 +242,31 @@ pub fn write_suite_summary(
     m.param("tasks", cfg.tasks.iter().map(|t| t.as_str()).collect::<Vec<_>>());
     m.param("settings", cfg.modes.iter().map(Mode::label).collect::<Vec<_>>());
     m.param("split_fractions", cfg.split_fractions);
-    m.param("layout", "<setting>/<task>/{questions.json,questions.parquet,manifest.json}; counts.json; counts.md");
-    m.count("questions", rows.iter().map(|r| r.counts.questions).sum());
+    m.param(
+        "layout",
+        "<setting>/<task>/{questions.json,questions.parquet,manifest.json}; counts.json; counts.md; a (setting, task) \
+         listed in same_as has no folder: its questions are in the folder of the setting it maps to",
+    );
+    let same_as: BTreeMap<String, String> = rows
+        .iter()
+        .filter_map(|r| r.same_as.as_ref().map(|s| (format!("{}/{}", r.setting, r.task), format!("{s}/{}", r.task))))
+        .collect();
+    m.param("same_as", &same_as);
+    m.param(
+        "pairing",
+        "knob settings with the same k1 ask the same questions (qids, question items, answers) and differ only in \
+         their negatives; visual ordering has no knob 3 and is written once per (k1, k2)",
+    );
+    m.count("questions", rows.iter().filter(|r| r.same_as.is_none()).map(|r| r.counts.questions).sum());
     m.count("procedures", procedures.len() as u64);
     for s in Split::ALL {
         m.count(&format!("procedures.{s}"), splits.values().filter(|x| **x == s).count() as u64);
     }
     for r in rows {
         m.count(&format!("{}/{}.questions", r.setting, r.task), r.counts.questions);
+        if r.same_as.is_none() {
+            m.count(&format!("{}/{}.questions_widened", r.setting, r.task), r.counts.questions_widened);
+        }
     }
     m.write(dir)
 }
@@ -181,6 +286,10 @@ pub fn taskset_manifest(
     m.param("setting", g.mode.label());
     if let Mode::Knobs(k) = g.mode {
         m.param("knobs", [k.k1, k.k2, k.k3]);
+    }
+    let data = g.mode.data_mode(g.task);
+    if data != g.mode {
+        m.param("same_as", data.label());
     }
     m.param("generate", cfg);
     if let Some(f) = split_fractions {
@@ -208,8 +317,13 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
     let mut out = String::from("# Suite counts\n\n");
     out.push_str(
         "Questions per setting and task, their split by procedure, the procedures that gave at least one \
-         question, and the question attempts skipped because a constraint could not be met (by reason). \
-         Constraints are never relaxed.\n",
+         question, the questions whose negatives needed a widened search, and the question attempts skipped \
+         because a constraint could not be met (by reason). Constraints are never relaxed. Knob settings with \
+         the same k1 ask the same questions: when a setting cannot meet its constraint among the K nearest \
+         neighbours, its search is widened to every item within the region's reach (counted as widened); a \
+         question no candidate can serve is dropped from all the paired settings (counted under the failing \
+         setting's reason, and as paired_setting_failed in the others). Visual ordering has no knob 3: its k3 = 1 \
+         settings are the k3 = 0 ones.\n",
     );
     let mut tasks: Vec<Task> = rows.iter().map(|r| r.task).collect();
     tasks.dedup();
@@ -222,29 +336,43 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
             rs.iter().flat_map(|r| r.counts.procedures_skipped.keys().cloned()).collect();
         proc_reasons.sort();
         proc_reasons.dedup();
-        out.push_str(&format!("\n## {task}\n\n| setting | questions | train | val | test | procedures used |"));
+        out.push_str(&format!(
+            "\n## {task}\n\n| setting | questions | train | val | test | procedures used | widened |"
+        ));
         for r in &proc_reasons {
             out.push_str(&format!(" procedures skipped: {r} |"));
         }
         for r in &reasons {
             out.push_str(&format!(" skipped: {r} |"));
         }
-        out.push_str("\n|---|---:|---:|---:|---:|---:|");
+        out.push_str("\n|---|---:|---:|---:|---:|---:|---:|");
         for _ in proc_reasons.iter().chain(&reasons) {
             out.push_str("---:|");
         }
         out.push('\n');
         for r in rs {
+            if let Some(same) = &r.same_as {
+                out.push_str(&format!(
+                    "| {} | same as {same} (no knob 3 for {task}; questions in {same}/{task}) |",
+                    r.setting
+                ));
+                for _ in 0..5 + proc_reasons.len() + reasons.len() {
+                    out.push_str(" |");
+                }
+                out.push('\n');
+                continue;
+            }
             let c = &r.counts;
             let split = |s: &str| c.questions_by_split.get(s).copied().unwrap_or(0);
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 r.setting,
                 c.questions,
                 split("train"),
                 split("val"),
                 split("test"),
-                c.procedures_used
+                c.procedures_used,
+                c.questions_widened
             ));
             for k in &proc_reasons {
                 out.push_str(&format!(" {} |", c.procedures_skipped.get(k).copied().unwrap_or(0)));
