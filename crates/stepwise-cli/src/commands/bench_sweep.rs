@@ -305,8 +305,10 @@ fn exact_reference(
         queries.extend_from_slice(cat.row(q));
     }
     let filter = |qi: usize, j: usize| j as u32 != picks[qi] && !cat.share_owner(picks[qi], j as u32);
+    // The catalog's search metric: inner product on its unit rows for cosine, else the metric itself.
+    let metric = if cat.metric == Metric::Cosine { Metric::InnerProduct } else { cat.metric };
     let t = Instant::now();
-    let exact = knn(&cat.data, &queries, cat.dim, KnnOptions { k: cfg.k, metric: Metric::InnerProduct }, Some(&filter));
+    let exact = knn(&cat.data, &queries, cat.dim, KnnOptions { k: cfg.k, metric }, Some(&filter));
     let secs = t.elapsed().as_secs_f64() * total as f64 / picks.len() as f64;
     let approx = tg.neighbors_of(&picks)?;
     let mut hit = 0usize;

@@ -41,7 +41,10 @@ use crate::usage_bail;
     questions skipped by reason). Splits are by procedure (category-stratified).\n\
     Knobs (Meta-RecipeQA): k1 question overlap (0: ⌊n/2⌋ questions per procedure, 1: ⌊n/3⌋ and a further step \
     removed), k2 hard negatives (0: ball (0, m−s), 1: shell (m−s, m+s) around the answer), k3 (1: a negative as \
-    close to the question as the answer). A question whose constraint cannot be met is skipped and counted.")]
+    close to the question as the answer). Settings sharing k1 ask the same questions: a knob setting is built \
+    with its three partners and keeps a question only if all four can make it (the search widens beyond the K \
+    neighbours when the region reaches past them); a question no candidate can serve is skipped and counted. \
+    Visual ordering has no knob 3 (k3 = 1 gives the k3 = 0 questions).")]
 pub struct Args {
     /// Corpus folder or procedure-JSONL file.
     pub corpus: PathBuf,
@@ -101,11 +104,12 @@ pub struct GenOptions {
     /// Nearest neighbours searched for distractors (RecipeQA's k, Meta-RecipeQA's K).
     #[arg(long, default_value_t = 100, help_heading = "Question parameters")]
     pub k: usize,
-    /// Knob 2: the K_C nearest neighbours giving m_d, s_d and the pool (Meta-RecipeQA names K_C without a
-    /// recoverable value; default K/2).
+    /// Knob 2 (cloze): the K_C nearest neighbours giving m_d and s_d (Meta-RecipeQA names K_C without a
+    /// recoverable value; the default K/2 is this implementation's choice). Coherence uses the whole union.
     #[arg(long = "k-c", help_heading = "Question parameters")]
     pub k_c: Option<usize>,
-    /// RecipeQA mode: drop candidates closer than margin × (closest candidate's distance).
+    /// RecipeQA mode: drop candidates closer than margin × (closest candidate's distance). RecipeQA gives no
+    /// value; 1.2 is this implementation's choice.
     #[arg(long, default_value_t = 1.2, help_heading = "Question parameters")]
     pub margin: f64,
     /// Use procedures with at least this many steps (RecipeQA: 3).
@@ -129,8 +133,8 @@ pub struct GenOptions {
     /// Textual cloze: hide the step `title` (RecipeQA) or the step `text`.
     #[arg(long, default_value = "title", help_heading = "Question parameters")]
     pub cloze_field: String,
-    /// Distance for neighbours and knobs: cosine, l2 or ip.
-    #[arg(long, default_value = "cosine", help_heading = "Question parameters")]
+    /// Distance for neighbours and knobs: l2 (Euclidean, the papers' distance), cosine or ip.
+    #[arg(long, default_value = "l2", help_heading = "Question parameters")]
     pub metric: String,
     /// Neighbour search: `exact`; `ivf` / `ivf:PROBES` (k-means lists, each query scans its PROBES nearest
     /// lists exactly — approximate, reproducible for any --threads; default 8 probes); `hnsw` / `hnsw:EF`; or
@@ -524,8 +528,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         m
     };
-    let rows: Vec<SuiteRow> =
-        generated.iter().map(|g| SuiteRow { setting: mode.label(), task: g.task, counts: g.counts.clone() }).collect();
+    let rows: Vec<SuiteRow> = generated
+        .iter()
+        .map(|g| SuiteRow { setting: mode.label(), task: g.task, same_as: None, counts: g.counts.clone() })
+        .collect();
     let questions: Vec<_> = generated.into_iter().flat_map(|g| g.questions).collect();
     if questions.is_empty() {
         anyhow::bail!(stepwise_core::Error::bad_input(format!(

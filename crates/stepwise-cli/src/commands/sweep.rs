@@ -20,7 +20,10 @@ use crate::usage_bail;
     Layout: SUITE/manifest.json, SUITE/counts.json, SUITE/counts.md (questions, train/val/test, procedures used, \
     skips by reason), SUITE/<setting>/<task>/{questions.json, questions.parquet, manifest.json} with <setting> \
     `recipeqa` or `knobs-K1-K2-K3`. A procedure is in the same split in every task set. Settings sharing k1 ask \
-    the same question positions and differ only in their negatives.")]
+    the same questions (qids, question items, answers) and differ only in their negatives: a question is kept in \
+    all four (k2, k3) settings or in none, the search widening beyond the K neighbours when a constraint needs it \
+    (counted per setting as `widened`). Visual ordering has no knob 3: it is written once per (k1, k2) under \
+    knobs-K1-K2-0/, and counts.json / the manifest's params.same_as map its k3 = 1 settings there.")]
 pub struct Args {
     /// Corpus folder or procedure-JSONL file.
     pub corpus: PathBuf,
