@@ -358,7 +358,9 @@ impl Maker<'_> {
     /// too few, and the region reaches past them (its upper bound is at least the lists' last distance), the
     /// search is widened to every catalog item within the region's reach — m_d and s_d stay those of the K
     /// searched neighbours — and the draw is made there. Only when that fails too is the question skipped: no
-    /// candidate meets the constraint anywhere.
+    /// candidate meets the constraint anywhere. (With exact neighbours this is a proof: every item closer than
+    /// the lists' last distance is in them. With an approximate index (IVF, HNSW) the lists can miss a few
+    /// nearer items, so "anywhere" holds up to the index's recall — as every neighbour-based choice does there.)
     fn knob_select(
         &self,
         k: KnobSetting,
