@@ -35,7 +35,7 @@ use crate::store::{
     FAILURES_FILE, Failure, FeatureStore, IDS_FILE, KEYS_FILE, META_FILE, MODEL_DIR, STORE_FORMAT, StoreMeta,
     VECTORS_FILE, WORK_DIR, check_same_encoder,
 };
-use crate::tokens::{TOKEN_DTYPE, TokenMeta, TokenVectors};
+use crate::tokens::{TOKEN_DTYPE, TokenMeta, TokenSlice, TokenVectors};
 use crate::work::{ChunkFailure, ChunkTokens, RUN_FILE, RunConfig, WorkDir};
 
 /// What `keys` hash, recorded in `meta.json`.
@@ -183,7 +183,7 @@ pub fn embed_items(
     };
     // A finished input of the unfinished run: its vector and, in a token run, its tokens.
     let in_work =
-        |work: &WorkDir, key: &str| work.has_vector(key) && (opts.tokens.is_none() || work.token_values(key).is_some());
+        |work: &WorkDir, key: &str| work.has_vector(key) && (opts.tokens.is_none() || work.token_bytes(key).is_some());
 
     // Key every item (in parallel; order kept).
     let pb = stepwise_core::progress::bar(items.len() as u64, "hashing");
@@ -629,10 +629,14 @@ impl Sources<'_> {
         self.work.vector(key).or_else(|| self.store.and_then(|s| self.store_rows.get(key).map(|&r| s.row(r))))
     }
 
-    fn tokens(&self, key: &str) -> Option<&[half::f16]> {
-        self.work
-            .token_values(key)
-            .or_else(|| self.store_tokens.and_then(|t| self.store_rows.get(key).map(|&r| t.item_f16(r))))
+    fn tokens(&self, key: &str) -> Option<TokenSlice<'_>> {
+        match self.work.token_bytes(key) {
+            Some(b) => Some(TokenSlice::Bytes(b)),
+            None => {
+                let (t, &row) = self.store_tokens.zip(self.store_rows.get(key))?;
+                Some(TokenSlice::Values(t.item_f16(row)))
+            }
+        }
     }
 }
 

@@ -137,7 +137,7 @@ impl TokenVectors {
         offsets: Vec<usize>,
         data: Vec<f16>,
     ) -> Result<TokenVectors, FeatureError> {
-        if dim == 0 || data.len() % dim != 0 {
+        if dim == 0 || !data.len().is_multiple_of(dim) {
             return Err(bad(format!("token vectors: {} values are not rows of dimension {dim}", data.len())));
         }
         let raw: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
@@ -260,21 +260,45 @@ pub fn to_f16(values: &[f32]) -> Option<Vec<f16>> {
     out.iter().all(|x| x.is_finite()).then_some(out)
 }
 
-/// Write `tokens.npy` and `token_offsets.npy` into `dir` from the token rows of each item (in row order);
+/// The token values of one item, as a work chunk (little-endian float16 bytes) or a store (values) holds them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TokenSlice<'a> {
+    Bytes(&'a [u8]),
+    Values(&'a [f16]),
+}
+
+impl TokenSlice<'_> {
+    /// Number of float16 values.
+    fn len(&self) -> usize {
+        match self {
+            TokenSlice::Bytes(b) => b.len() / 2,
+            TokenSlice::Values(v) => v.len(),
+        }
+    }
+}
+
+/// Write `tokens.npy` and `token_offsets.npy` into `dir` from the token values of each item (in row order);
 /// returns the total token count and the BLAKE3 of the offsets file.
-pub(crate) fn write_token_files(dir: &Path, dim: usize, items: &[&[f16]]) -> Result<(usize, String), FeatureError> {
+pub(crate) fn write_token_files(
+    dir: &Path,
+    dim: usize,
+    items: &[TokenSlice<'_>],
+) -> Result<(usize, String), FeatureError> {
     let mut offsets: Vec<i64> = Vec::with_capacity(items.len() + 1);
     let mut total = 0usize;
     offsets.push(0);
     for v in items {
-        debug_assert_eq!(v.len() % dim.max(1), 0, "token rows of whole vectors");
-        total += v.len() / dim.max(1);
+        debug_assert_eq!(v.len() % dim, 0, "token rows of whole vectors");
+        total += v.len() / dim;
         offsets.push(total as i64);
     }
     stepwise_core::output::write_file_atomic(&dir.join(TOKENS_FILE), |w| {
         w.write_all(&crate::npy::header_bytes_for("<f2", &[total, dim]))?;
         for v in items {
-            crate::npy::write_f16s(w, v)?;
+            match v {
+                TokenSlice::Bytes(b) => w.write_all(b)?,
+                TokenSlice::Values(v) => crate::npy::write_f16s(w, v)?,
+            }
         }
         Ok(())
     })?;

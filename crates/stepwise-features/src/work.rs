@@ -7,13 +7,16 @@
 //!   renamed, so after a `kill -9` every `chunk-*.bin` is complete; leftovers are ignored. A chunk is one JSON
 //!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s; in a `--tokens` run
 //!   the header also has `token_counts` (one per key) and the vectors are followed by
-//!   `sum(token_counts) * dim` little-endian float16 token values, in key order.
+//!   `sum(token_counts) * dim` little-endian float16 token values, in key order. Token values are not loaded:
+//!   they are read through a memory map of the chunk file when the store is written (they can be large: MiniLM
+//!   token vectors take about 10 times the space of the pooled float32 vectors).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use half::f16;
+use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::{write_file_atomic, write_string_atomic};
 use stepwise_core::{Error, IoResultExt};
@@ -68,9 +71,10 @@ pub struct WorkDir {
     /// Vectors of finished chunks, by content key: (chunk, row).
     vectors: HashMap<String, (usize, usize)>,
     chunks: Vec<Vec<f32>>,
-    /// Token vectors of finished chunks, by content key: (chunk, first value, value count).
+    /// Token values of finished chunks, by content key: (chunk, byte offset in its file, byte length).
     tokens: HashMap<String, (usize, usize, usize)>,
-    chunk_tokens: Vec<Vec<f16>>,
+    /// Memory maps of the chunk files holding token values (by chunk; `None` for chunks without).
+    token_maps: Vec<Option<Mmap>>,
     pub failures: HashMap<String, String>,
     dim: Option<usize>,
 }
@@ -83,7 +87,7 @@ impl WorkDir {
             vectors: HashMap::new(),
             chunks: Vec::new(),
             tokens: HashMap::new(),
-            chunk_tokens: Vec::new(),
+            token_maps: Vec::new(),
             failures: HashMap::new(),
             dim: None,
         };
@@ -100,7 +104,8 @@ impl WorkDir {
         for name in names {
             let path = dir.join(&name);
             let bytes = std::fs::read(&path).at(&path)?;
-            let (header, data, tokens) = parse_chunk(&path, &bytes)?;
+            let (header, data, token_start) = parse_chunk(&path, &bytes)?;
+            drop(bytes);
             if let Some(d) = w.dim
                 && d != header.dim
             {
@@ -110,19 +115,21 @@ impl WorkDir {
                     header.dim
                 )));
             }
-            w.add(header, data, tokens);
+            let map = header.token_counts.is_some().then(|| map_chunk(&path)).transpose()?;
+            w.add(header, data, token_start, map);
         }
         Ok(w)
     }
 
-    /// Remember a finished chunk's vectors, tokens and failures (the first occurrence of a key wins).
-    fn add(&mut self, header: ChunkHeader, data: Vec<f32>, tokens: Vec<f16>) {
+    /// Remember a finished chunk's vectors, tokens (at byte `token_start` of its file, mapped by `map`) and
+    /// failures (the first occurrence of a key wins).
+    fn add(&mut self, header: ChunkHeader, data: Vec<f32>, token_start: usize, map: Option<Mmap>) {
         let c = self.chunks.len();
         if let Some(counts) = &header.token_counts {
-            let mut at = 0;
+            let mut at = token_start;
             for (key, &n) in header.keys.iter().zip(counts) {
-                self.tokens.entry(key.clone()).or_insert((c, at, n * header.dim));
-                at += n * header.dim;
+                self.tokens.entry(key.clone()).or_insert((c, at, n * header.dim * 2));
+                at += n * header.dim * 2;
             }
         }
         for (row, key) in header.keys.into_iter().enumerate() {
@@ -133,7 +140,7 @@ impl WorkDir {
         }
         self.dim = Some(header.dim);
         self.chunks.push(data);
-        self.chunk_tokens.push(tokens);
+        self.token_maps.push(map);
     }
 
     pub fn exists(&self) -> bool {
@@ -159,11 +166,12 @@ impl WorkDir {
         self.vectors.contains_key(key)
     }
 
-    /// The token vectors of `key` (`count * dim` float16 values; empty for an input without tokens), when a
-    /// chunk of a `--tokens` run holds them.
-    pub fn token_values(&self, key: &str) -> Option<&[f16]> {
+    /// The token vectors of `key` as little-endian float16 bytes (`count * dim * 2`; empty for an input without
+    /// tokens), read through the chunk file's memory map, when a chunk of a `--tokens` run holds them.
+    pub fn token_bytes(&self, key: &str) -> Option<&[u8]> {
         let &(c, start, len) = self.tokens.get(key)?;
-        Some(&self.chunk_tokens[c][start..start + len])
+        let map = self.token_maps[c].as_ref()?;
+        map.get(start..start + len)
     }
 
     pub fn model_dir(&self) -> PathBuf {
@@ -215,12 +223,24 @@ impl WorkDir {
             crate::npy::write_f32s(w, &data)?;
             crate::npy::write_f16s(w, &token_data)
         })?;
-        self.add(header, data, token_data);
+        let map = header.token_counts.is_some().then(|| map_chunk(&path)).transpose()?;
+        let token_start = line.len() + 1 + std::mem::size_of_val(&data[..]);
+        self.add(header, data, token_start, map);
         Ok(())
     }
 }
 
-fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>, Vec<f16>), FeatureError> {
+/// Memory-map a finished chunk file (for its token values).
+fn map_chunk(path: &Path) -> Result<Mmap, FeatureError> {
+    let file = std::fs::File::open(path).at(path)?;
+    // SAFETY: a chunk file is written once under a temporary name and renamed; it is never modified afterwards,
+    // only deleted with the whole `.work/` folder once the store is written.
+    Ok(unsafe { Mmap::map(&file) }.at(path)?)
+}
+
+/// The header and vectors of a chunk file's bytes, and the byte offset of its token values (the end of the
+/// vectors).
+fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>, usize), FeatureError> {
     let corrupt = |why: &str| {
         FeatureError::Core(Error::bad_input(format!(
             "{}: corrupt work chunk ({why}); delete it to re-encode its items",
@@ -239,10 +259,8 @@ fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>, Vec<
     if body.len() != vector_bytes + token_values * 2 {
         return Err(corrupt("vector bytes do not match the header"));
     }
-    let (vec_body, tok_body) = body.split_at(vector_bytes);
-    let data = vec_body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let tokens = tok_body.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect();
-    Ok((header, data, tokens))
+    let data = body[..vector_bytes].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    Ok((header, data, nl + 1 + vector_bytes))
 }
 
 #[cfg(test)]
@@ -277,11 +295,16 @@ mod tests {
         let tokens = ChunkTokens { counts: vec![2, 0, 1], data: h(&[1., 2., 3., 4., 5., 6.]) };
         w.append_chunk(2, vec!["a".into(), "b".into(), "c".into()], vec![0.; 6], vec![], Some(tokens)).unwrap();
         w.append_chunk(2, vec!["d".into()], vec![7., 8.], vec![], None).unwrap();
+        let values = |w: &WorkDir, key: &str| {
+            w.token_bytes(key).map(|b| b.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect::<Vec<_>>())
+        };
+        for back in [&w, &WorkDir::open(&dir).unwrap()] {
+            assert_eq!(values(back, "a"), Some(h(&[1., 2., 3., 4.])));
+            assert_eq!(values(back, "b"), Some(vec![]));
+            assert_eq!(values(back, "c"), Some(h(&[5., 6.])));
+            assert_eq!(values(back, "d"), None, "a chunk without token output");
+        }
         let back = WorkDir::open(&dir).unwrap();
-        assert_eq!(back.token_values("a"), Some(&h(&[1., 2., 3., 4.])[..]));
-        assert_eq!(back.token_values("b"), Some(&[][..]));
-        assert_eq!(back.token_values("c"), Some(&h(&[5., 6.])[..]));
-        assert_eq!(back.token_values("d"), None, "a chunk without token output");
         assert_eq!(back.vector("d"), Some(&[7f32, 8.][..]));
         // A token chunk cut short is corrupt, not silently misread.
         let p = dir.join("chunk-000000.bin");

@@ -29,6 +29,9 @@ const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
 const BATCH: usize = 32;
 
+/// Token ids of a text and, for each, whether it is a special token ([CLS], [SEP]).
+pub type MarkedIds = (Vec<u32>, Vec<bool>);
+
 pub struct MiniLm {
     model: BertModel,
     tokenizer: Tokenizer,
@@ -82,7 +85,7 @@ impl MiniLm {
     }
 
     /// Token ids of each text (with [CLS]/[SEP], truncated), and which of them are special tokens.
-    pub fn tokenize_marked(&self, texts: &[&str]) -> Result<Vec<(Vec<u32>, Vec<bool>)>, FeatureError> {
+    pub fn tokenize_marked(&self, texts: &[&str]) -> Result<Vec<MarkedIds>, FeatureError> {
         texts
             .iter()
             .map(|t| {
