@@ -19,9 +19,10 @@ use stepwise_features::embed::{EmbedOptions, embed_corpus};
 use stepwise_features::image_source::load_image_file;
 use stepwise_features::items::corpus_items;
 use stepwise_features::pretrained::efficientnet_lite::{EfficientNetLite, Variant};
+use stepwise_features::pretrained::minilm::MiniLm;
 use stepwise_features::registry::{self, EncoderContext};
-use stepwise_features::store::{FAILURES_FILE, FeatureStore};
-use stepwise_features::{Encoder, Item, Normalization};
+use stepwise_features::store::{FAILURES_FILE, FeatureStore, VECTORS_FILE};
+use stepwise_features::{Encoder, Item, Normalization, TokenVectors};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -238,5 +239,74 @@ fn outputs_do_not_depend_on_the_thread_count() {
             rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| enc.encode(items).unwrap())
         };
         assert_eq!(run(1), run(2), "{name}: 1 vs 2 threads differ");
+    }
+}
+
+/// MiniLM token output through the feature store (`--tokens`): per item, the last hidden states of its first
+/// `cap` word pieces without [CLS]/[SEP], stored as float16 (exactly the encoder's f32 values rounded); the pooled
+/// vectors are byte-identical to a run without tokens; the pooled vector (mean over every position, [CLS] and
+/// [SEP] included) points close to the mean of the token vectors of an uncapped text.
+#[test]
+#[ignore]
+fn minilm_token_vectors_through_the_store() {
+    let texts = [
+        "Preheat the oven to 180°C and grease a 20 cm round cake tin with butter.",
+        "Whisk the eggs and sugar until pale and fluffy, about five minutes; then sift in the flour, fold gently \
+         with a spatula so the batter keeps its air, pour it into the tin, level the top and bake for 25 to 30 \
+         minutes until a skewer comes out clean.",
+        "将鸡蛋打入碗中，加盐搅匀。",
+        "Unscrew the two Phillips #00 screws holding the battery connector bracket.",
+        "Serve.",
+    ];
+    let td = tempfile::tempdir().unwrap();
+    let steps: Vec<_> = texts.iter().map(|t| serde_json::json!({"text": t})).collect();
+    let proc = serde_json::json!({"id": "t/p0", "title": "Cake", "steps": steps});
+    let corpus_path = td.path().join("procedures.jsonl");
+    std::fs::write(&corpus_path, format!("{proc}\n")).unwrap();
+    let corpus = Corpus::load(&corpus_path).unwrap();
+    let cap = 16;
+    let mut opts = EmbedOptions::new("minilm");
+    opts.ctx.models_dir = models_dir();
+    let plain = td.path().join("plain");
+    embed_corpus(&corpus, &plain, None, &[], &opts).unwrap();
+    opts.tokens = Some(cap);
+    let out = td.path().join("tokens");
+    embed_corpus(&corpus, &out, None, &[], &opts).unwrap();
+    assert_eq!(std::fs::read(out.join(VECTORS_FILE)).unwrap(), std::fs::read(plain.join(VECTORS_FILE)).unwrap());
+
+    let store = FeatureStore::open(&out).unwrap();
+    let tv = TokenVectors::open(&out).unwrap().expect("token output");
+    assert_eq!((tv.dim, tv.max_tokens(), tv.len()), (384, cap, texts.len()));
+    let enc = build("minilm");
+    let minilm = MiniLm::from_models_dir(&models_dir()).unwrap();
+    // The store encoded the five texts as one batch: the same call gives exactly its values.
+    let items: Vec<Item> = texts.iter().map(|t| Item::Text(t)).collect();
+    let own = enc.encode_with_tokens(&items, cap).unwrap();
+    let mut at = 0;
+    for (i, text) in texts.iter().enumerate() {
+        let id = format!("text:t/p0#{i}");
+        let pieces = minilm.tokenize(&[text]).unwrap()[0].len() - 2; // without [CLS] and [SEP]
+        let n = tv.token_count(&id).unwrap();
+        assert_eq!(n, pieces.min(cap), "{id}: {pieces} word pieces");
+        assert_eq!(own.counts[i], n);
+        let got = tv.get(&id).unwrap();
+        for (g, w) in got.iter().zip(&own.tokens[at * 384..(at + n) * 384]) {
+            assert_eq!(*g, half::f16::from_f32(*w).to_f32(), "{id}");
+        }
+        at += n;
+        // Alone (no padding), the text's token vectors agree within float16 precision.
+        let alone = enc.encode_with_tokens(&[Item::Text(text)], cap).unwrap();
+        let diff = got.iter().zip(&alone.tokens).map(|(g, w)| (g - w).abs() - w.abs() / 1024.0).fold(0f32, f32::max);
+        assert!(alone.counts == [n] && diff < 1e-4, "{id}: alone vs batched: {diff}");
+        let mean: Vec<f32> = (0..384).map(|d| (0..n).map(|k| got[k * 384 + d]).sum::<f32>() / n as f32).collect();
+        let pooled = store.get(&id).unwrap();
+        let cos = mean.iter().zip(pooled).map(|(a, b)| a * b).sum::<f32>() / norm(&mean);
+        let max_abs = got.iter().fold(0f32, |m, x| m.max(x.abs()));
+        println!(
+            "{id}: {pieces} word pieces, {n} tokens kept, max |value| {max_abs:.2}, cos(mean of tokens, pooled) {cos:.3}"
+        );
+        if pieces <= cap {
+            assert!(cos > 0.9, "{id}: cos {cos}");
+        }
     }
 }
