@@ -11,6 +11,7 @@ use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::items::{ItemSpec, string_items};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::FAILURES_FILE;
+use stepwise_features::tokens::{DEFAULT_MAX_TOKENS, token_output};
 use stepwise_world::WorldImages;
 
 use super::models::feature_error;
@@ -21,10 +22,14 @@ use crate::usage_bail;
 #[command(after_help = "Examples:\n  \
     stepwise embed corpus/ --encoder descriptor -o features/descriptor\n  \
     stepwise embed corpus/ --encoder w2v --encoder-opt dim=200 --seed 7 -o features/w2v\n  \
-    stepwise embed corpus/ --encoder minilm --models models -o features/minilm --strings choices.txt\n\n\
+    stepwise embed corpus/ --encoder minilm --models models -o features/minilm --strings choices.txt\n  \
+    stepwise embed corpus/ --encoder w2v --tokens --max-tokens 48 -o features/w2v-tokens\n\n\
     The store holds vectors.npy (float32, NumPy-readable), ids, keys, meta.json, failures.jsonl, manifest.json \
     (and model/ for corpus-trained encoders). Item ids: text:{procedure}#{step}, title:{procedure}#{step}, \
     image:{path}, str:{blake3}.\n\
+    --tokens (w2v, glove-50d, minilm) also stores per-token vectors: tokens.npy (float16, one row per token) and \
+    token_offsets.npy (int64: the tokens of line i of ids are rows offsets[i]..offsets[i+1]); meta.json says what \
+    a token is for the encoder.\n\
     Re-running adds only new or changed items (\"0 new items\" when there is nothing to do); an interrupted run \
     resumes where it stopped. Unreadable images are listed in failures.jsonl and skipped.\n\
     Encoders: see `stepwise models list` (built in: w2v, tfidf, descriptor).")]
@@ -49,6 +54,13 @@ pub struct Args {
     /// Also embed every line of this UTF-8 file as a `str:{blake3 of the line}` item (text encoders only).
     #[arg(long, value_name = "FILE")]
     pub strings: Option<PathBuf>,
+    /// Also store per-token vectors (float16) of each item: word vectors for w2v and glove-50d, last hidden
+    /// states of the word pieces for minilm.
+    #[arg(long)]
+    pub tokens: bool,
+    /// With --tokens: keep at most this many tokens per item (the first ones).
+    #[arg(long, value_name = "N", requires = "tokens", default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: usize,
     /// Replace existing features (another encoder or settings, or a fresh fit) instead of extending them.
     #[arg(long)]
     pub force: bool,
@@ -68,6 +80,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             usage_bail!("unknown encoder `{}` (available: {})", args.encoder, names.join(", "));
         }
     };
+    if args.tokens {
+        token_output(entry.name).map_err(feature_error)?;
+        if args.max_tokens == 0 {
+            usage_bail!("--max-tokens must be at least 1");
+        }
+    }
     let options = parse_options(&args.encoder_opt)?;
     let corpus = Corpus::load(&args.corpus)?;
     let mut inputs = vec![InputHash::of(&corpus_file(&args.corpus))?];
@@ -88,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.stop_after = args.stop_after;
     opts.chunk_items = args.chunk_items.max(1);
     opts.label = args.encoder.clone();
+    opts.tokens = args.tokens.then_some(args.max_tokens);
     let images = image_source(&corpus)?;
     let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
     let out = args.output.display();
@@ -106,6 +125,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "{out}: {} items with `{}` ({} new inputs encoded, {} reused, {} failed)",
             report.stored, args.encoder, report.encoded, report.reused, report.failed
         );
+    }
+    if let Some(n) = report.tokens.filter(|_| !report.interrupted) {
+        eprintln!("{out}: {n} token vectors (at most {} per item) in tokens.npy", args.max_tokens);
     }
     if report.failed > 0 && !report.interrupted {
         eprintln!(
