@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Task, TaskSet};
-use stepwise_models::m3c::dataset::{Skipped, task_inputs};
+use stepwise_models::m3c::dataset::{Skipped, TaskInputs, task_inputs};
 use stepwise_models::m3c::train::{self, TrainConfig};
-use stepwise_models::m3c::{FeatureSources, HtrnConfig, InputSpec, M3cModel, ModelConfig, ScorerKind};
+use stepwise_models::m3c::{FeatureSources, HtrnConfig, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind};
 
 use crate::audit::hasty_choice;
 use crate::audit::resolve::ItemResolver;
@@ -51,25 +51,18 @@ pub struct StudyConfig {
     pub tokens: bool,
     pub train: TrainConfig,
     pub bootstrap: BootstrapConfig,
+    /// K-fold cross-validation by procedure instead of the suite's split (small datasets): every question is
+    /// tested once, by a model that never saw its procedure.
+    #[serde(default)]
+    pub cv: Option<usize>,
 }
 
-/// The (setting, task) task set of a suite: `<suite>/<setting>/<task>`, or — for visual ordering, which has no
-/// knob 3 — the knob-3 = 0 set when the suite wrote only that one.
+/// The (setting, task) task set of a suite, when it exists ([`stepwise_tasks::suite::taskset_dir`]: visual
+/// ordering's knob-3 = 1 settings share the knob-3 = 0 questions).
 pub fn taskset_dir(suite: &Path, setting: &str, task: Task) -> Option<PathBuf> {
-    let dir = suite.join(setting).join(task.as_str());
-    if dir.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
-        return Some(dir);
-    }
-    if task == Task::VisualOrdering
-        && let Some(base) = setting.strip_suffix("-1")
-        && setting.starts_with("knobs-")
-    {
-        let alt = suite.join(format!("{base}-0")).join(task.as_str());
-        if alt.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
-            return Some(alt);
-        }
-    }
-    None
+    let mode = stepwise_tasks::config::Mode::parse_label(setting)?;
+    let dir = stepwise_tasks::suite::taskset_dir(suite, mode, task);
+    dir.join(stepwise_core::taskset::QUESTIONS_JSON).exists().then_some(dir)
 }
 
 /// One cell of the study.
@@ -187,7 +180,7 @@ pub fn run_study(
         // Hasty Student on the test split.
         index += 1;
         on_event(StudyEvent::CellStarted { task: *task, setting, model: HASTY, index, total });
-        cells.push(hasty_cell(&set, *task, setting, inp.resolver, &cfg.bootstrap));
+        cells.push(hasty_cell(&set, *task, setting, inp.resolver, &cfg.bootstrap, cfg.cv.is_some()));
 
         let spec = InputSpec::for_task(*task, &inp.sources, cfg.tokens);
         let dims = spec.dims(&inp.sources);
@@ -224,37 +217,50 @@ pub fn run_study(
                 predictions: Vec::new(),
                 seconds: 0.0,
             };
+            let folds = plan_folds(&inputs, cfg);
             if let Ok((dc, dq)) = dims
-                && !inputs.split("train").is_empty()
-                && !inputs.split("test").is_empty()
+                && folds.iter().all(|f| !f.train.is_empty())
+                && folds.iter().any(|f| !f.test.is_empty())
             {
                 let mut mc = ModelConfig::new(model, spec, dc, dq);
                 mc.hidden = cfg.hidden;
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
-                let m = M3cModel::new(mc, cfg.train.seed).map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
-                let report = train::train(
-                    &m,
-                    inputs.split("train"),
-                    inputs.split("val"),
-                    &cfg.train,
-                    None,
-                    &mut |epoch, batch, batches, loss, best_val| {
-                        on_event(StudyEvent::Epoch { epoch, batch, batches, loss, best_val })
-                    },
-                )?
-                .ok_or_else(|| stepwise_core::Error::runtime("training stopped before its end"))?;
-                let test = inputs.split("test");
-                let pred = train::predict(&m, test, cfg.train.batch_size)?;
-                let correct: Vec<f64> = pred.iter().zip(test).map(|((p, _), q)| f64::from(*p == q.answer)).collect();
-                let clusters = cluster_ids(test.iter().map(|q| q.recipe_id.as_str()));
+                let (mut tested, mut pred): (Vec<&QuestionInput>, Vec<usize>) = (Vec::new(), Vec::new());
+                let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
+                for fold in &folds {
+                    let m = M3cModel::new(mc.clone(), cfg.train.seed)
+                        .map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
+                    let report = train::train(
+                        &m,
+                        &fold.train,
+                        &fold.val,
+                        &cfg.train,
+                        None,
+                        &mut |epoch, batch, batches, loss, best_val| {
+                            on_event(StudyEvent::Epoch { epoch, batch, batches, loss, best_val })
+                        },
+                    )?
+                    .ok_or_else(|| stepwise_core::Error::runtime("training stopped before its end"))?;
+                    let p = train::predict(&m, &fold.test, cfg.train.batch_size)?;
+                    tested.extend(fold.test_refs.iter().copied());
+                    pred.extend(p.into_iter().map(|(c, _)| c));
+                    best.push(report.best_epoch);
+                    epochs.push(report.epochs_run);
+                    val_acc.extend(report.best_val_accuracy);
+                    cell.parameters = Some(report.parameters);
+                }
+                let correct: Vec<f64> = pred.iter().zip(&tested).map(|(p, q)| f64::from(*p == q.answer)).collect();
+                let clusters = cluster_ids(tested.iter().map(|q| q.recipe_id.as_str()));
                 let key = format!("study/{}/{setting}/{}", task.as_str(), model.as_str());
                 cell.accuracy = Some(mean_estimate(&correct, Unit::Clusters(&clusters), &cfg.bootstrap, &key).into());
-                cell.best_epoch = Some(report.best_epoch);
-                cell.epochs_run = Some(report.epochs_run);
-                cell.parameters = Some(report.parameters);
-                cell.val_accuracy = report.best_val_accuracy;
-                cell.predictions = pred.iter().zip(test).map(|((p, _), q)| (q.qid.clone(), *p)).collect();
+                // Over folds: the median best epoch and the largest number of epochs run.
+                best.sort_unstable();
+                cell.best_epoch = best.get(best.len() / 2).copied();
+                cell.epochs_run = epochs.into_iter().max();
+                cell.val_accuracy = (!val_acc.is_empty()).then(|| val_acc.iter().sum::<f64>() / val_acc.len() as f64);
+                cell.test_questions = tested.len();
+                cell.predictions = pred.iter().zip(&tested).map(|(p, q)| (q.qid.clone(), *p)).collect();
             }
             cell.seconds = started.elapsed().as_secs_f64();
             if let Some(c) = &cache {
@@ -269,6 +275,61 @@ pub fn run_study(
     let summary = summarize(&cells, cfg);
     let knob_effects = knob_effects(&cells, cfg);
     Ok(StudyReport { config: cfg.clone(), cells, summary, knob_effects })
+}
+
+/// One training run of a cell: its train, val and test questions.
+struct Fold<'a> {
+    train: Vec<QuestionInput>,
+    val: Vec<QuestionInput>,
+    test: Vec<QuestionInput>,
+    test_refs: Vec<&'a QuestionInput>,
+}
+
+/// The split (one fold: `train`/`val`/`test`), or with `cv = K` K folds by procedure: fold k is tested, fold
+/// k+1 selects the epoch, the rest trains. Procedures are dealt to folds in a seeded random order.
+fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
+    let Some(k) = cfg.cv.filter(|&k| k >= 3) else {
+        let test = inputs.split("test");
+        return vec![Fold {
+            train: inputs.split("train").to_vec(),
+            val: inputs.split("val").to_vec(),
+            test: test.to_vec(),
+            test_refs: test.iter().collect(),
+        }];
+    };
+    let all: Vec<&QuestionInput> = inputs.by_split.values().flatten().collect();
+    let fold_of = procedure_folds(all.iter().map(|q| q.recipe_id.as_str()), k, cfg.train.seed);
+    let fold_of = &fold_of;
+    let all = &all;
+    (0..k)
+        .map(|f| {
+            let pick = move |g: usize| all.iter().filter(move |q| fold_of[q.recipe_id.as_str()] == g).copied();
+            let val_fold = (f + 1) % k;
+            Fold {
+                train: all
+                    .iter()
+                    .filter(|q| ![f, val_fold].contains(&fold_of[q.recipe_id.as_str()]))
+                    .map(|q| (*q).clone())
+                    .collect(),
+                val: pick(val_fold).cloned().collect(),
+                test: pick(f).cloned().collect(),
+                test_refs: pick(f).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Fold of each procedure: distinct procedures in sorted order, shuffled with `rng_for(seed, "study/cv")`, dealt
+/// round-robin.
+fn procedure_folds<'a>(recipes: impl Iterator<Item = &'a str>, k: usize, seed: u64) -> BTreeMap<&'a str, usize> {
+    use rand::Rng;
+    let mut distinct: Vec<&str> = recipes.collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let mut rng = stepwise_core::rng::rng_for(seed, "study/cv");
+    for j in (1..distinct.len()).rev() {
+        let r = rng.random_range(0..=j);
+        distinct.swap(j, r);
+    }
+    distinct.into_iter().enumerate().map(|(i, r)| (r, i % k)).collect()
 }
 
 fn cell_key(set_hash: &str, features: &str, cfg: &StudyConfig, model: ScorerKind, task: Task, setting: &str) -> String {
@@ -292,12 +353,20 @@ fn cluster_ids<'a>(recipes: impl Iterator<Item = &'a str>) -> Vec<usize> {
         .collect()
 }
 
-fn hasty_cell(set: &TaskSet, task: Task, setting: &str, resolver: &dyn ItemResolver, bs: &BootstrapConfig) -> Cell {
+fn hasty_cell(
+    set: &TaskSet,
+    task: Task,
+    setting: &str,
+    resolver: &dyn ItemResolver,
+    bs: &BootstrapConfig,
+    all_questions: bool,
+) -> Cell {
     let started = std::time::Instant::now();
     let mut skipped = Skipped::default();
     let (mut correct, mut recipes, mut predictions) = (Vec::new(), Vec::new(), Vec::new());
     let count = |split: &str| set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some(split)).count();
-    for q in set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some("test")) {
+    // With cross-validation every question is tested; else the test split.
+    for q in set.of_task(task.as_str()).filter(|q| all_questions || q.split.as_deref() == Some("test")) {
         match hasty_choice(q, task, resolver) {
             Ok(c) => {
                 correct.push(f64::from(c == q.answer));
@@ -406,9 +475,16 @@ pub fn markdown(r: &StudyReport) -> String {
     let _ = writeln!(s, "# Model study\n");
     let _ = writeln!(
         s,
-        "Test accuracy (%) with 95% bootstrap intervals over procedures; models trained on `train`, epoch selected \
-         on `val` (Adam, lr {}, batch {}, at most {} epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × \
-         {} heads. Knob settings are `knobs-<k1>-<k2>-<k3>`.\n",
+        "Test accuracy (%) with 95% bootstrap intervals over procedures; {} (Adam, lr {}, batch {}, at most {} \
+         epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × {} heads. Knob settings are \
+         `knobs-<k1>-<k2>-<k3>`.\n",
+        match r.config.cv {
+            Some(k) => format!(
+                "{k}-fold cross-validation by procedure (each fold tested once, the next fold selects the epoch, \
+                 the rest trains; test questions = all questions)"
+            ),
+            None => "models trained on `train`, epoch selected on `val`, tested on `test`".to_string(),
+        },
         r.config.train.learning_rate,
         r.config.train.batch_size,
         r.config.train.max_epochs,
@@ -475,4 +551,60 @@ pub fn markdown(r: &StudyReport) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stepwise_models::item_features::ItemMatrix;
+
+    fn q(i: usize, recipe: usize) -> QuestionInput {
+        let m = ItemMatrix { dim: 1, data: vec![i as f32] };
+        QuestionInput {
+            qid: i.to_string(),
+            recipe_id: format!("r{recipe}"),
+            context: vec![m.clone()],
+            candidates: vec![m.clone(), m],
+            answer: 0,
+        }
+    }
+
+    #[test]
+    fn cross_validation_tests_every_question_once_and_never_trains_on_its_procedure() {
+        let mut inputs = TaskInputs::default();
+        // 40 questions of 13 procedures, spread over the suite's splits (ignored under --cv).
+        for i in 0..40 {
+            let split = ["train", "val", "test"][i % 3];
+            inputs.by_split.entry(split.to_string()).or_default().push(q(i, i % 13));
+        }
+        let cfg = StudyConfig {
+            models: vec![],
+            tasks: vec![],
+            hidden: 8,
+            attention: 8,
+            htrn: HtrnConfig::default(),
+            tokens: false,
+            train: TrainConfig::default(),
+            bootstrap: BootstrapConfig::default(),
+            cv: Some(5),
+        };
+        let folds = plan_folds(&inputs, &cfg);
+        assert_eq!(folds.len(), 5);
+        let mut tested: Vec<String> = folds.iter().flat_map(|f| f.test.iter().map(|q| q.qid.clone())).collect();
+        tested.sort();
+        let mut all: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        all.sort();
+        assert_eq!(tested, all, "every question is tested exactly once");
+        for f in &folds {
+            let procs =
+                |v: &[QuestionInput]| v.iter().map(|q| q.recipe_id.clone()).collect::<std::collections::BTreeSet<_>>();
+            let (tr, va, te) = (procs(&f.train), procs(&f.val), procs(&f.test));
+            assert!(tr.is_disjoint(&te) && tr.is_disjoint(&va) && va.is_disjoint(&te));
+            assert_eq!(f.train.len() + f.val.len() + f.test.len(), 40);
+        }
+        // Without --cv: the suite's split.
+        let one = plan_folds(&inputs, &StudyConfig { cv: None, ..cfg });
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].test.len(), inputs.split("test").len());
+    }
 }

@@ -43,6 +43,10 @@ pub struct Args {
     pub tasks: Vec<String>,
     #[command(flatten)]
     pub hyper: ModelHyper,
+    /// K-fold cross-validation by procedure instead of the suite's train/val/test split (for small datasets:
+    /// every question is tested once; K >= 3).
+    #[arg(long, value_name = "K")]
+    pub cv: Option<usize>,
     /// Bootstrap resamples for the 95% intervals.
     #[arg(long, default_value_t = 1000)]
     pub resamples: usize,
@@ -55,6 +59,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.hyper.check()?;
+    if args.cv.is_some_and(|k| k < 3) {
+        usage_bail!("--cv needs at least 3 folds (test, val and train)");
+    }
     let mut models = Vec::new();
     for m in &args.scorers {
         match ScorerKind::parse(m) {
@@ -112,6 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tokens: true,
         train: args.hyper.train_config(),
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
+        cv: args.cv,
     };
     let inputs = StudyInputs {
         suite: &args.suite,

@@ -1,0 +1,90 @@
+//! Acceptance on ../shared/data (run with `--ignored`; needs no model weights): the model study on the real
+//! step-image procedures with the grocery photos as extra distractors (descriptor image features, word2vec
+//! text features), visual cloze, RecipeQA mode and the 8 knob settings, 5-fold cross-validation by procedure
+//! (only a few dozen procedures have enough step photos for a fixed split). Prints the study's tables.
+//!
+//! The full study with pretrained features (MiniLM, EfficientNet-Lite0) and all three visual tasks is
+//! `scripts/model_study.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn shared_data() -> PathBuf {
+    std::env::var_os("STEPWISE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
+}
+
+fn stepwise(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stepwise")).args(args).arg("-q").output().unwrap();
+    assert!(out.status.success(), "stepwise {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn model_study_on_real_procedures_with_grocery_distractors() {
+    let data = shared_data();
+    let td = tempfile::tempdir().unwrap();
+    let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
+    let procedures: Vec<String> = ["gnome-recipes", "howtocook", "based-cooking", "ifixit"]
+        .iter()
+        .map(|s| data.join(format!("procedures/{s}.jsonl")).to_string_lossy().into_owned())
+        .collect();
+    let corpus = p("corpus");
+    let mut args: Vec<&str> = vec!["ingest"];
+    args.extend(procedures.iter().map(String::as_str));
+    args.extend(["-o", corpus.as_str()]);
+    stepwise(&args);
+    stepwise(&["embed", &corpus, "--encoder", "w2v", "--seed", "1", "-o", &p("text")]);
+    stepwise(&["embed", &corpus, "--encoder", "descriptor", "-o", &p("image")]);
+    let grocery = data.join("distractors/grocery").to_string_lossy().into_owned();
+    let feats = ["--features", &p("text"), "--features", &p("image")];
+    let pool = ["--distractor-pool", grocery.as_str(), "--pool-features", &p("grocery")];
+    let suite = p("suite");
+    stepwise(
+        &[&["sweep", &corpus, "--task", "visual_cloze", "--seed", "1", "-o", &suite], &feats[..], &pool[..]].concat(),
+    );
+    let study = p("study");
+    let size = [
+        "--hidden",
+        "32",
+        "--attention",
+        "32",
+        "--htrn-layers",
+        "2",
+        "--htrn-dim",
+        "64",
+        "--htrn-heads",
+        "4",
+        "--epochs",
+        "20",
+        "--patience",
+        "5",
+        "--seed",
+        "1",
+        "--cv",
+        "5",
+    ];
+    stepwise(&[&["study", &suite, "-o", &study], &feats[..], &pool[..], &size[..]].concat());
+    let md = std::fs::read_to_string(Path::new(&study).join("study.md")).unwrap();
+    println!("{md}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&study).join("study.json")).unwrap()).unwrap();
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9 * 4, "9 settings × (Hasty Student + 3 models)");
+    for c in cells {
+        assert!(c["test_questions"].as_u64().unwrap() > 0, "{c}");
+        let a = c["accuracy"]["value"].as_f64().unwrap_or_else(|| panic!("no accuracy: {c}"));
+        assert!((0.0..=1.0).contains(&a));
+    }
+    // With cross-validation every question is predicted once and are scored the same way by `stepwise eval`.
+    let htrn = Path::new(&study).join("predictions/visual_cloze/recipeqa/htrn.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_stepwise"))
+        .args(["eval", &format!("{suite}/recipeqa/visual_cloze"), "-p", htrn.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cell = cells.iter().find(|c| c["setting"] == "recipeqa" && c["model"] == "HTRN").unwrap();
+    let shown = format!("{:.1}", 100.0 * cell["accuracy"]["value"].as_f64().unwrap());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&shown), "eval and study agree on {shown}");
+}
