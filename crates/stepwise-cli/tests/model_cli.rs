@@ -45,7 +45,8 @@ fn fixture() -> &'static Fixture {
         let root = td.path().to_path_buf();
         let f = Fixture { _td: td, root };
         ok(&["world", "generate", "-n", "40", "--seed", "3", "--styles", "4", "-o", &f.p("world")]);
-        ok(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "1", "-o", &f.p("w2v")]);
+        // Token-level text features: the context encoder's first level (a BiLSTM over each step's tokens) runs.
+        ok(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "1", "--tokens", "-o", &f.p("w2v")]);
         ok(&["embed", &f.p("world"), "--encoder", "descriptor", "-o", &f.p("desc")]);
         let feats = ["--features", &f.p("w2v"), "--features", &f.p("desc")];
         ok(&[
@@ -148,12 +149,12 @@ fn predict_refuses_features_the_model_was_not_trained_on() {
 fn a_killed_training_resumes_to_the_weights_of_an_uninterrupted_run() {
     let f = fixture();
     let straight = f.p("htrn-straight");
-    let (code, _, err) = run(bin().args(train_args(f, "htrn", &straight, "40")));
+    let (code, _, err) = run(bin().args(train_args(f, "htrn", &straight, "20")));
     assert_eq!(code, 0, "{err}");
 
     let resumed = f.p("htrn-resumed");
     let checkpoint = f.root.join(".htrn-resumed.checkpoint.safetensors");
-    let mut child = bin().args(train_args(f, "htrn", &resumed, "40")).arg("-q").spawn().unwrap();
+    let mut child = bin().args(train_args(f, "htrn", &resumed, "20")).arg("-q").spawn().unwrap();
     let started = Instant::now();
     // Wait for the first checkpoint (after epoch 1), then SIGKILL — no chance to clean up.
     while !checkpoint.exists() {
@@ -164,7 +165,7 @@ fn a_killed_training_resumes_to_the_weights_of_an_uninterrupted_run() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!Path::new(&resumed).exists(), "killed before the end: no model folder");
-    let (code, _, err) = run(bin().args(train_args(f, "htrn", &resumed, "40")));
+    let (code, _, err) = run(bin().args(train_args(f, "htrn", &resumed, "20")));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("resumed after epoch"), "{err}");
     assert_eq!(
