@@ -20,7 +20,7 @@ use crate::usage_bail;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  \
     stepwise sweep world/ --features feats/w2v --features feats/descriptor -o suite/\n  \
-    stepwise study suite/ --features feats/w2v --features feats/descriptor --tasks visual_cloze -o study/\n  \
+    stepwise study suite/ --features feats/w2v --features feats/descriptor --task visual_cloze -o study/\n  \
     stepwise study suite/ --features F1 --features F2 --hidden 64 --htrn-layers 2 --htrn-dim 128 --htrn-heads 4 \
     --epochs 30 --patience 5 -o study-small/\n\n\
     For each task and setting (recipeqa, knobs-<k1>-<k2>-<k3>; visual ordering has no knob 3, so its k3 = 1 \
@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long = "model", value_delimiter = ',', default_value = "impatient,bidaf,htrn")]
     pub scorers: Vec<String>,
     /// Tasks (comma-separated; default: every task the suite and the features support).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long = "task", value_delimiter = ',')]
     pub tasks: Vec<String>,
     #[command(flatten)]
     pub hyper: ModelHyper,
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for t in &args.tasks {
         match Task::parse(t) {
             Some(t) => tasks.push(t),
-            None => usage_bail!("--tasks {t}: one of textual_cloze, visual_cloze, visual_coherence, visual_ordering"),
+            None => usage_bail!("--task {t}: one of textual_cloze, visual_cloze, visual_coherence, visual_ordering"),
         }
     }
     let candidates = if tasks.is_empty() { Task::ALL.to_vec() } else { tasks.clone() };
