@@ -35,6 +35,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "baselines",
         "eval-baselines",
         "eval-hasty",
+        "study",
         "report",
     ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
@@ -53,6 +54,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "sequencing-results/results.json",
         "eval/hasty-student/results.json",
         "predictions/hasty-student.jsonl",
+        "study/study.json",
     ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
@@ -64,6 +66,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "## Bias audit",
         "## Step sequencing",
         "## Evaluation of predictions",
+        "## Models: GM3C study",
         "## Pictures",
     ] {
         assert!(md.contains(section), "{section} missing");

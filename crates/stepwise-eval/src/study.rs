@@ -84,7 +84,7 @@ pub struct Cell {
     pub skipped: Skipped,
     /// Test predictions `(qid, choice)` (written as JSONL by the caller).
     pub predictions: Vec<(String, usize)>,
-    pub seconds: f64,
+    // No wall time here: study.json is byte-identical across runs; the time per cell goes to the log (-v).
 }
 
 /// A serialisable [`Estimate`].
@@ -215,7 +215,6 @@ pub fn run_study(
                 val_accuracy: None,
                 skipped: inputs.skipped.clone(),
                 predictions: Vec::new(),
-                seconds: 0.0,
             };
             let folds = plan_folds(&inputs, cfg);
             if let Ok((dc, dq)) = dims
@@ -262,7 +261,13 @@ pub fn run_study(
                 cell.test_questions = tested.len();
                 cell.predictions = pred.iter().zip(&tested).map(|(p, q)| (q.qid.clone(), *p)).collect();
             }
-            cell.seconds = started.elapsed().as_secs_f64();
+            tracing::info!(
+                task = task.as_str(),
+                setting,
+                model = name,
+                seconds = started.elapsed().as_secs_f64(),
+                "cell done"
+            );
             if let Some(c) = &cache {
                 write_string_atomic(
                     c,
@@ -361,7 +366,6 @@ fn hasty_cell(
     bs: &BootstrapConfig,
     all_questions: bool,
 ) -> Cell {
-    let started = std::time::Instant::now();
     let mut skipped = Skipped::default();
     let (mut correct, mut recipes, mut predictions) = (Vec::new(), Vec::new(), Vec::new());
     let count = |split: &str| set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some(split)).count();
@@ -400,7 +404,6 @@ fn hasty_cell(
         val_accuracy: None,
         skipped,
         predictions,
-        seconds: started.elapsed().as_secs_f64(),
     }
 }
 
