@@ -13,7 +13,7 @@ use stepwise_features::Vectors;
 use stepwise_features::items::{image_id, text_id};
 
 /// Which features a model sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FeatureKind {
     Text,

@@ -8,7 +8,12 @@
 //! - [`pairwise`]: the pairwise order classifier (candle) — trained on pairs, decoded by topological sort
 //! - [`topo_decode`]: topological-sort decoding of pairwise probabilities, breaking cycles
 //! - [`sequencer`]: running a baseline over an instances file (split or cross-validation)
+//! - [`seq`]: the sequencing paper's models — multimodal step encoder, BERSON-style decoder, pretraining
 //! - [`order_evidence`]: training-free order evidence of a modality's features (golden-set selection)
+//!
+//! Trainable models (candle):
+//! - [`nn`]: layers with gradients (seeded parameters, linear, layer norm, masked BiLSTM, attention, transformer)
+//! - [`optim`]: Adam and kill-safe checkpoints (weights, optimiser moments, best weights, run state)
 //!
 //! Multiple choice (the RecipeQA tasks):
 //! - [`m3c`]: the GM3C framework — Impatient Reader, BiDAF and HTRN over modality encoders, trained with candle
@@ -20,9 +25,12 @@ pub mod image_chain;
 pub mod item_features;
 pub mod logreg;
 pub mod m3c;
+pub mod nn;
+pub mod optim;
 pub mod order_evidence;
 pub mod pairwise;
 pub mod random_order;
+pub mod seq;
 pub mod sequencer;
 pub mod text_position;
 pub mod topo_decode;

@@ -3,7 +3,6 @@
 //!
 //! - [`dataset`]: the questions of a task set by split, with skipped questions counted
 //! - [`inputs`]: questions → context rows and one query sequence per candidate (appendix C)
-//! - [`nn`]: layers with gradients (seeded parameters, linear, layer norm, masked BiLSTM, attention, transformer)
 //! - [`model`]: modality encoders + a scoring function; batches; the losses
 //! - [`saved`]: a trained model on disk (weights, configuration, feature identities) and the identity check
 //! - [`scorers`]: Impatient Reader, BiDAF, HTRN
@@ -12,7 +11,6 @@
 pub mod dataset;
 pub mod inputs;
 pub mod model;
-pub mod nn;
 pub mod saved;
 pub mod scorers;
 pub mod train;

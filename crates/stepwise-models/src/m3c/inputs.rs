@@ -29,6 +29,14 @@ pub trait TokenRows: Sync {
     fn dim(&self) -> usize;
     /// Row-major `tokens × dim`, or `None` when the item has no tokens.
     fn rows(&self, id: &str) -> Option<Vec<f32>>;
+    /// The vocabulary id of each token row (for masked-language-model pretraining); `None` when unknown.
+    fn ids(&self, _id: &str) -> Option<Vec<i64>> {
+        None
+    }
+    /// The number of vocabulary ids (`None` when the store has no ids).
+    fn vocab_size(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl TokenRows for stepwise_features::TokenVectors {

@@ -10,8 +10,8 @@ use candle_core::{D, DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{InputSpec, QuestionInput};
-use super::nn::{BiLstm, CResult, Linear, Params, row_cosine};
 use super::scorers::{Bidaf, Htrn, ImpatientReader};
+use crate::nn::{BiLstm, CResult, Linear, Params, row_cosine};
 
 /// The scoring functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,7 +272,7 @@ impl M3cModel {
         let steps = match (&self.step_encoder, &batch.row_mask) {
             (Some(enc), Some(mask)) => {
                 let (out, _) = enc.forward(&batch.context, Some(mask))?;
-                super::nn::masked_mean(&out, mask)?.reshape((b, n, 2 * self.config.hidden))?
+                crate::nn::masked_mean(&out, mask)?.reshape((b, n, 2 * self.config.hidden))?
             }
             (None, None) => batch.context.clone(),
             _ => candle_core::bail!("batch and model disagree on the hierarchical context encoder"),

@@ -6,7 +6,7 @@
 use candle_core::{D, DType, Device, Tensor};
 
 use super::model::{Encoded, HtrnConfig, Scorer, cosine_scores};
-use super::nn::{BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean};
+use crate::nn::{BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean};
 
 /// Impatient Reader (Hermann et al. 2015; RecipeQA §4.2): for each query position i, attention over the context
 /// conditioned on the previous read r(i−1) and the query state y_q(i):

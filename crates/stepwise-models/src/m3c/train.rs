@@ -6,22 +6,18 @@
 //! metadata holds the epoch, the early-stopping state, the curve and a fingerprint of the run (configuration,
 //! seed and data); a checkpoint with another fingerprint is ignored.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::Tensor;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use stepwise_core::output::write_file_atomic;
 use stepwise_core::rng::rng_for;
 use stepwise_core::{Error, Result};
 
 use super::inputs::QuestionInput;
 use super::model::{Batch, M3cModel, argmax_rows};
-
-fn cerr(e: candle_core::Error) -> Error {
-    Error::runtime(format!("candle: {e}"))
-}
+use crate::optim::{Adam, cerr, load_checkpoint, save_checkpoint};
 
 /// Training options (the paper's: Adam, lr 5e-4, early stopping with patience 20 on validation accuracy).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,49 +61,6 @@ pub struct TrainReport {
     pub stopped_early: bool,
 }
 
-/// Adam (Kingma & Ba) with bias correction; its state is saved in checkpoints.
-struct Adam {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    step: u64,
-    m: BTreeMap<String, Tensor>,
-    v: BTreeMap<String, Tensor>,
-}
-
-impl Adam {
-    fn new(model: &M3cModel, lr: f64) -> candle_core::Result<Adam> {
-        let mut m = BTreeMap::new();
-        let mut v = BTreeMap::new();
-        for (name, var) in model.params.named() {
-            m.insert(name.clone(), var.as_tensor().zeros_like()?);
-            v.insert(name.clone(), var.as_tensor().zeros_like()?);
-        }
-        Ok(Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 0, m, v })
-    }
-
-    fn step(&mut self, model: &M3cModel, loss: &Tensor) -> candle_core::Result<()> {
-        let grads = loss.backward()?;
-        self.step += 1;
-        let t = self.step as i32;
-        let c1 = 1.0 - self.beta1.powi(t);
-        let c2 = 1.0 - self.beta2.powi(t);
-        for (name, var) in model.params.named() {
-            let Some(g) = grads.get(var.as_tensor()) else { continue };
-            // Detached: the moments must not hold this step's graph (it would chain every step's graph).
-            let g = g.detach();
-            let m = (self.m[name].affine(self.beta1, 0.0)? + g.affine(1.0 - self.beta1, 0.0)?)?;
-            let v = (self.v[name].affine(self.beta2, 0.0)? + g.sqr()?.affine(1.0 - self.beta2, 0.0)?)?;
-            let update = (m.affine(1.0 / c1, 0.0)? / v.affine(1.0 / c2, 0.0)?.sqrt()?.affine(1.0, self.eps)?)?;
-            var.set(&(var.as_tensor().detach() - update.affine(self.lr, 0.0)?)?)?;
-            self.m.insert(name.clone(), m);
-            self.v.insert(name.clone(), v);
-        }
-        Ok(())
-    }
-}
-
 /// One optimiser step at a time, outside [`train`] (benchmarks time single steps with it).
 pub struct Stepper {
     adam: Adam,
@@ -115,35 +68,26 @@ pub struct Stepper {
 
 impl Stepper {
     pub fn new(model: &M3cModel, learning_rate: f64) -> Result<Stepper> {
-        Ok(Stepper { adam: Adam::new(model, learning_rate).map_err(cerr)? })
+        Ok(Stepper { adam: Adam::new(&model.params, learning_rate).map_err(cerr)? })
     }
 
     /// Forward, loss, backward and an Adam update on `batch`; returns the loss.
     pub fn step(&mut self, model: &M3cModel, batch: &Batch) -> Result<f64> {
         let (loss, _) = model.loss(batch).map_err(cerr)?;
         let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
-        self.adam.step(model, &loss).map_err(cerr)?;
+        self.adam.step(&model.params, &loss).map_err(cerr)?;
         Ok(l)
     }
 }
 
-/// Where and how often checkpoints are written.
-#[derive(Debug, Clone)]
-pub struct Checkpointing {
-    /// The checkpoint file (kept until training finishes).
-    pub path: PathBuf,
-    /// Stop (as if killed) after this many epochs of this run — for tests of resumption.
-    pub stop_after_epochs: Option<usize>,
-}
+pub use crate::optim::Checkpointing;
 
 /// Progress callback: (epoch, batch index, batches per epoch, running loss, last validation accuracy).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, usize, f64, Option<f64>);
 
 #[derive(Serialize, Deserialize)]
 struct CheckpointState {
-    fingerprint: String,
     epoch: usize,
-    adam_step: u64,
     best_epoch: usize,
     best_val_accuracy: Option<u64>,
     since_best: usize,
@@ -209,22 +153,15 @@ pub fn train(
     }
     let batch_size = cfg.batch_size.max(1);
     let fp = fingerprint(model, cfg, train, val);
-    let mut adam = Adam::new(model, cfg.learning_rate).map_err(cerr)?;
-    let mut state = CheckpointState {
-        fingerprint: fp.clone(),
-        epoch: 0,
-        adam_step: 0,
-        best_epoch: 0,
-        best_val_accuracy: None,
-        since_best: 0,
-        curve: Vec::new(),
-    };
+    let mut adam = Adam::new(&model.params, cfg.learning_rate).map_err(cerr)?;
+    let mut state =
+        CheckpointState { epoch: 0, best_epoch: 0, best_val_accuracy: None, since_best: 0, curve: Vec::new() };
     let mut curve: Vec<EpochRecord> = Vec::new();
     let mut best: Option<BTreeMap<String, Tensor>> = None;
     if let Some(c) = checkpoint
         && c.path.exists()
     {
-        match load_checkpoint(&c.path, model, &mut adam, &fp)? {
+        match load_checkpoint::<CheckpointState>(&c.path, &model.params, &mut adam, &fp)? {
             Some((s, b)) => {
                 tracing::info!(epoch = s.epoch, "resuming from {}", c.path.display());
                 curve = curve_from_bits(&s.curve);
@@ -256,7 +193,7 @@ pub fn train(
             if !l.is_finite() {
                 return Err(Error::runtime(format!("training diverged: loss {l} in epoch {}", epoch + 1)));
             }
-            adam.step(model, &loss).map_err(cerr)?;
+            adam.step(&model.params, &loss).map_err(cerr)?;
             loss_sum += l * chunk.len() as f64;
             right += argmax_rows(&scores).map_err(cerr)?.iter().zip(&batch.answers).filter(|(p, a)| p == a).count();
             progress(
@@ -288,12 +225,11 @@ pub fn train(
             }
             None => state.best_epoch = epoch + 1,
         }
-        state.adam_step = adam.step;
         state.curve = curve_to_bits(&curve);
         progress(epoch + 1, n_batches, n_batches, loss_sum / train.len() as f64, state.best_val());
         run_here += 1;
         if let Some(c) = checkpoint {
-            save_checkpoint(&c.path, model, &adam, best.as_ref(), &state)?;
+            save_checkpoint(&c.path, &model.params, &adam, best.as_ref(), &fp, &state)?;
             if c.stop_after_epochs.is_some_and(|k| run_here >= k) && state.epoch < cfg.max_epochs && !stopped_early {
                 return Ok(None);
             }
@@ -345,84 +281,10 @@ pub fn predict(model: &M3cModel, set: &[QuestionInput], batch_size: usize) -> Re
 
 /// The weights as safetensors bytes (name order; deterministic).
 pub fn weights_bytes(model: &M3cModel) -> Result<Vec<u8>> {
-    let snap = model.params.snapshot().map_err(cerr)?;
-    safetensors_bytes(&snap, None)
-}
-
-fn safetensors_bytes(tensors: &BTreeMap<String, Tensor>, meta: Option<HashMap<String, String>>) -> Result<Vec<u8>> {
-    safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), meta)
-        .map_err(|e| Error::runtime(format!("safetensors: {e}")))
+    crate::optim::weights_bytes(&model.params)
 }
 
 /// Load weights written by [`weights_bytes`] into `model`; the error names the file.
 pub fn load_weights(model: &M3cModel, path: &Path) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))?;
-    let map = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
-        .map_err(|e| Error::bad_input(format!("{}: not a safetensors file: {e}", path.display())))?;
-    let map: BTreeMap<String, Tensor> = map.into_iter().collect();
-    model.params.restore(&map).map_err(|e| Error::bad_input(format!("{}: {e}", path.display())))
-}
-
-fn save_checkpoint(
-    path: &Path,
-    model: &M3cModel,
-    adam: &Adam,
-    best: Option<&BTreeMap<String, Tensor>>,
-    state: &CheckpointState,
-) -> Result<()> {
-    let mut all = BTreeMap::new();
-    for (k, v) in model.params.named() {
-        all.insert(format!("param.{k}"), v.as_tensor().copy().map_err(cerr)?);
-    }
-    for (k, v) in &adam.m {
-        all.insert(format!("adam_m.{k}"), v.clone());
-    }
-    for (k, v) in &adam.v {
-        all.insert(format!("adam_v.{k}"), v.clone());
-    }
-    if let Some(b) = best {
-        for (k, v) in b {
-            all.insert(format!("best.{k}"), v.clone());
-        }
-    }
-    let meta = HashMap::from([(
-        "state".to_string(),
-        serde_json::to_string(state).map_err(|e| Error::runtime(e.to_string()))?,
-    )]);
-    let bytes = safetensors_bytes(&all, Some(meta))?;
-    write_file_atomic(path, |w| std::io::Write::write_all(w, &bytes))
-}
-
-type Restored = (CheckpointState, Option<BTreeMap<String, Tensor>>);
-
-fn load_checkpoint(path: &Path, model: &M3cModel, adam: &mut Adam, fp: &str) -> Result<Option<Restored>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))?;
-    let bad = |e: String| {
-        Error::bad_input(format!("{}: unreadable checkpoint ({e}); delete it to start over", path.display()))
-    };
-    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
-    let state_json =
-        meta.metadata().as_ref().and_then(|m| m.get("state").cloned()).ok_or_else(|| bad("no state".into()))?;
-    let state: CheckpointState = serde_json::from_str(&state_json).map_err(|e| bad(e.to_string()))?;
-    if state.fingerprint != fp {
-        return Ok(None);
-    }
-    let map = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| bad(e.to_string()))?;
-    let mut params = BTreeMap::new();
-    let mut best = BTreeMap::new();
-    for (k, v) in map {
-        let v = v.to_dtype(DType::F32).map_err(cerr)?;
-        if let Some(n) = k.strip_prefix("param.") {
-            params.insert(n.to_string(), v);
-        } else if let Some(n) = k.strip_prefix("adam_m.") {
-            adam.m.insert(n.to_string(), v);
-        } else if let Some(n) = k.strip_prefix("adam_v.") {
-            adam.v.insert(n.to_string(), v);
-        } else if let Some(n) = k.strip_prefix("best.") {
-            best.insert(n.to_string(), v);
-        }
-    }
-    model.params.restore(&params).map_err(|e| bad(e.to_string()))?;
-    adam.step = state.adam_step;
-    Ok(Some((state, (!best.is_empty()).then_some(best))))
+    crate::optim::load_weights(&model.params, path)
 }

@@ -14,17 +14,23 @@ use stepwise_core::rng::rng_for;
 
 pub type CResult<T> = candle_core::Result<T>;
 
-/// Named trainable parameters. Each is initialised from its own stream `rng_for(seed, "m3c/init/<name>")`, so a
-/// parameter's initial value depends only on the seed and its name.
-#[derive(Default)]
+/// Named trainable parameters. Each is initialised from its own stream `rng_for(seed, "<family>/init/<name>")`,
+/// so a parameter's initial value depends only on the seed, the model family and its name.
 pub struct Params {
     vars: BTreeMap<String, Var>,
     seed: u64,
+    family: &'static str,
 }
 
 impl Params {
+    /// Parameters of the GM3C models (family `m3c`).
     pub fn new(seed: u64) -> Self {
-        Params { vars: BTreeMap::new(), seed }
+        Params::for_family(seed, "m3c")
+    }
+
+    /// Parameters of a model family (`m3c`, `seq`): the family names the initialisation streams.
+    pub fn for_family(seed: u64, family: &'static str) -> Self {
+        Params { vars: BTreeMap::new(), seed, family }
     }
 
     fn add(&mut self, name: &str, shape: &[usize], data: Vec<f32>) -> CResult<Tensor> {
@@ -40,7 +46,7 @@ impl Params {
     /// Uniform in ±`bound` (PyTorch's default for linear and LSTM weights).
     pub fn uniform(&mut self, name: &str, shape: &[usize], bound: f32) -> CResult<Tensor> {
         let n: usize = shape.iter().product();
-        let mut rng = rng_for(self.seed, &format!("m3c/init/{name}"));
+        let mut rng = rng_for(self.seed, &format!("{}/init/{name}", self.family));
         let data = (0..n).map(|_| rng.random_range(-bound..=bound)).collect();
         self.add(name, shape, data)
     }
@@ -48,7 +54,7 @@ impl Params {
     /// Normal with mean 0 and deviation `std` (Box–Muller; BERT's embedding initialisation).
     pub fn normal(&mut self, name: &str, shape: &[usize], std: f32) -> CResult<Tensor> {
         let n: usize = shape.iter().product();
-        let mut rng = rng_for(self.seed, &format!("m3c/init/{name}"));
+        let mut rng = rng_for(self.seed, &format!("{}/init/{name}", self.family));
         let data = (0..n)
             .map(|_| {
                 let u1: f32 = rng.random_range(f32::EPSILON..1.0);
@@ -90,6 +96,21 @@ impl Params {
     /// Copies of the current values, by name.
     pub fn snapshot(&self) -> CResult<BTreeMap<String, Tensor>> {
         self.vars.iter().map(|(k, v)| Ok((k.clone(), v.as_tensor().copy()?))).collect()
+    }
+
+    /// Set the parameters whose names start with `prefix` from `values` (each must be present with the same
+    /// shape); returns how many were set.
+    pub fn restore_prefix(&self, values: &BTreeMap<String, Tensor>, prefix: &str) -> CResult<usize> {
+        let mut set = 0;
+        for (name, v) in self.vars.iter().filter(|(k, _)| k.starts_with(prefix)) {
+            let t = values.get(name).ok_or_else(|| candle_core::Error::Msg(format!("missing parameter {name}")))?;
+            if t.dims() != v.as_tensor().dims() {
+                candle_core::bail!("parameter {name}: shape {:?}, expected {:?}", t.dims(), v.as_tensor().dims());
+            }
+            v.set(&t.to_dtype(DType::F32)?)?;
+            set += 1;
+        }
+        Ok(set)
     }
 
     /// Set every parameter from `values` (all names must be present with the same shapes).
@@ -183,23 +204,35 @@ impl LstmDirection {
     /// Run over `x` (`S × L × in`); `mask` (`S × L`, 1 = real step) keeps the state through padding, whose
     /// outputs are zero. Returns the outputs (`S × L × H`) and the final hidden state (`S × H`).
     fn run(&self, x: &Tensor, mask: Option<&Tensor>, reverse: bool) -> CResult<(Tensor, Tensor)> {
+        let (outs, h, _) = self.run_from(x, mask, reverse, None)?;
+        Ok((outs, h))
+    }
+
+    /// [`run`](Self::run) from an initial state `(h0, c0)` (`S × H` each; zeros when `None`); also returns the
+    /// final cell state.
+    fn run_from(
+        &self,
+        x: &Tensor,
+        mask: Option<&Tensor>,
+        reverse: bool,
+        init: Option<(&Tensor, &Tensor)>,
+    ) -> CResult<(Tensor, Tensor, Tensor)> {
         let (s, l, input) = x.dims3()?;
         let h_dim = self.hidden;
         // Both biases are parameters (PyTorch's layout); their sum is taken here so each gets its gradient.
         let b = (&self.b_ih + &self.b_hh)?;
         let xw = x.reshape((s * l, input))?.matmul(&self.w_ih)?.broadcast_add(&b)?.reshape((s, l, 4 * h_dim))?;
-        let mut h = Tensor::zeros((s, h_dim), DType::F32, &Device::Cpu)?;
-        let mut c = h.clone();
+        let (mut h, mut c) = match init {
+            Some((h0, c0)) => (h0.clone(), c0.clone()),
+            None => {
+                let z = Tensor::zeros((s, h_dim), DType::F32, &Device::Cpu)?;
+                (z.clone(), z)
+            }
+        };
         let mut outs: Vec<Tensor> = vec![h.clone(); l];
         let steps: Vec<usize> = if reverse { (0..l).rev().collect() } else { (0..l).collect() };
         for t in steps {
-            let g = (xw.narrow(1, t, 1)?.squeeze(1)? + h.matmul(&self.w_hh)?)?;
-            let i = candle_nn::ops::sigmoid(&g.narrow(1, 0, h_dim)?)?;
-            let f = candle_nn::ops::sigmoid(&g.narrow(1, h_dim, h_dim)?)?;
-            let gg = g.narrow(1, 2 * h_dim, h_dim)?.tanh()?;
-            let o = candle_nn::ops::sigmoid(&g.narrow(1, 3 * h_dim, h_dim)?)?;
-            let c_new = ((f * &c)? + (i * gg)?)?;
-            let h_new = (o * c_new.tanh()?)?;
+            let (h_new, c_new) = self.gates(&xw.narrow(1, t, 1)?.squeeze(1)?, &h, &c)?;
             match mask {
                 Some(m) => {
                     let mt = m.narrow(1, t, 1)?; // S × 1
@@ -214,7 +247,48 @@ impl LstmDirection {
                 }
             }
         }
-        Ok((Tensor::stack(&outs, 1)?, h))
+        Ok((Tensor::stack(&outs, 1)?, h, c))
+    }
+
+    /// One step from the input projection `xw_t = x_t W_ih + b` (`S × 4H`) and the state.
+    fn gates(&self, xw_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
+        let h_dim = self.hidden;
+        let g = (xw_t + h.matmul(&self.w_hh)?)?;
+        let i = candle_nn::ops::sigmoid(&g.narrow(1, 0, h_dim)?)?;
+        let f = candle_nn::ops::sigmoid(&g.narrow(1, h_dim, h_dim)?)?;
+        let gg = g.narrow(1, 2 * h_dim, h_dim)?.tanh()?;
+        let o = candle_nn::ops::sigmoid(&g.narrow(1, 3 * h_dim, h_dim)?)?;
+        let c_new = ((f * c)? + (i * gg)?)?;
+        let h_new = (o * c_new.tanh()?)?;
+        Ok((h_new, c_new))
+    }
+
+    /// One step on the raw input `x_t` (`S × in`).
+    fn cell(&self, x_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
+        let b = (&self.b_ih + &self.b_hh)?;
+        self.gates(&x_t.matmul(&self.w_ih)?.broadcast_add(&b)?, h, c)
+    }
+}
+
+/// A one-layer, one-direction LSTM with an initial state (the pointer network's decoder).
+#[derive(Clone)]
+pub struct Lstm {
+    dir: LstmDirection,
+}
+
+impl Lstm {
+    pub fn new(p: &mut Params, name: &str, input: usize, hidden: usize) -> CResult<Lstm> {
+        Ok(Lstm { dir: LstmDirection::new(p, name, input, hidden)? })
+    }
+
+    /// Outputs (`S × L × H`) of the whole input `x` (`S × L × in`) from the state `(h0, c0)`.
+    pub fn forward(&self, x: &Tensor, h0: &Tensor, c0: &Tensor) -> CResult<Tensor> {
+        Ok(self.dir.run_from(x, None, false, Some((h0, c0)))?.0)
+    }
+
+    /// One step: the new `(h, c)` after input `x_t` (`S × in`).
+    pub fn step(&self, x_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
+        self.dir.cell(x_t, h, c)
     }
 }
 

@@ -1,0 +1,216 @@
+//! The sequencing paper's model family over precomputed features, trained on CPU with candle.
+//!
+//! - [`inputs`]: instances → per-step text rows (tokens, with ids) and image rows (patch grids)
+//! - [`model`]: the multimodal step encoder, the pairwise and pointer (BERSON) order heads, the pretraining heads
+//! - [`pretrain`]: how MLM, ISP, PISP and SMRM change a batch (pure, seeded)
+//! - [`train`]: fine-tuning on orders, pretraining, prediction
+
+pub mod inputs;
+pub mod model;
+pub mod pretrain;
+pub mod train;
+
+pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};
+pub use model::{DecoderKind, SeqBatch, SeqConfig, SeqModel};
+pub use pretrain::{Objective, PretrainConfig};
+pub use train::{SeqTrainConfig, SeqTrainReport, predict_orders, pretrain, train_orders};
+
+/// Copy the encoder's weights (`encoder.*`) of a pretrained model into `model` (the heads stay as they are).
+pub fn load_encoder(model: &SeqModel, pretrained: &SeqModel) -> stepwise_core::Result<usize> {
+    let snap = pretrained.params.snapshot().map_err(crate::optim::cerr)?;
+    model.params.restore_prefix(&snap, "encoder.").map_err(|e| stepwise_core::Error::bad_input(format!("{e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item_features::{FeatureKind, ItemMatrix};
+    use crate::optim::Checkpointing;
+    use rand::Rng;
+    use rand::seq::SliceRandom;
+    use stepwise_core::rng::rng_for;
+
+    const DT: usize = 6;
+    const DI: usize = 5;
+    const VOCAB: usize = 11;
+
+    /// Sequences whose order is decodable: step k (of n) carries k/n in its rows plus noise; the items are
+    /// shuffled and the gold order lists them by k. Steps have 2–4 tokens and 3 patches; 3–5 steps.
+    fn synthetic(count: usize, seed: u64) -> Vec<SeqInput> {
+        (0..count)
+            .map(|i| {
+                let mut rng = rng_for(seed, &format!("s/{i}"));
+                let n = 3 + i % 3;
+                let mut perm: Vec<usize> = (0..n).collect();
+                perm.shuffle(&mut rng);
+                let steps: Vec<StepInput> = perm
+                    .iter()
+                    .map(|&k| {
+                        let pos = k as f32 / n as f32;
+                        let tokens = 2 + (i + k) % 3;
+                        let mut g = |s: f32| rng.random_range(-s..s);
+                        let text: Vec<f32> =
+                            (0..tokens * DT).map(|j| if j % DT == 0 { pos } else { 0.2 * g(1.0) }).collect();
+                        let image: Vec<f32> =
+                            (0..3 * DI).map(|j| if j % DI == 1 { 1.0 - pos } else { 0.2 * g(1.0) }).collect();
+                        StepInput {
+                            text: Some(ItemMatrix { dim: DT, data: text }),
+                            ids: Some((0..tokens).map(|t| ((k + t) % VOCAB) as i64).collect()),
+                            image: Some(ItemMatrix { dim: DI, data: image }),
+                        }
+                    })
+                    .collect();
+                // Item j is step perm[j]: the gold order lists items by their step.
+                let mut gold: Vec<usize> = (0..n).collect();
+                gold.sort_by_key(|&j| perm[j]);
+                SeqInput {
+                    id: format!("s{i}"),
+                    procedure: format!("p{i}"),
+                    split: "train".into(),
+                    steps,
+                    references: vec![gold],
+                }
+            })
+            .collect()
+    }
+
+    fn small(kind: FeatureKind, decoder: DecoderKind, seed: u64) -> SeqModel {
+        let mut c = SeqConfig::new(kind, DT, DI);
+        c.dim = 16;
+        c.heads = 2;
+        c.ff = 32;
+        c.layers = 1;
+        c.max_tokens = 4;
+        c.max_patches = 3;
+        c.vocab = VOCAB;
+        c.decoder = decoder;
+        SeqModel::new(c, seed).unwrap()
+    }
+
+    fn missing_grads(model: &SeqModel, loss: &candle_core::Tensor) -> Vec<String> {
+        let g = loss.backward().unwrap();
+        model.params.named().iter().filter(|(_, v)| g.get(v.as_tensor()).is_none()).map(|(k, _)| k.clone()).collect()
+    }
+
+    #[test]
+    fn gradient_reaches_every_parameter() {
+        let data = synthetic(6, 1);
+        for kind in FeatureKind::ALL {
+            for decoder in [DecoderKind::Berson, DecoderKind::Pairwise] {
+                let model = small(kind, decoder, 2);
+                let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
+                let gold: Vec<&[usize]> = data.iter().map(|s| s.gold()).collect();
+                let batch = SeqBatch::new(&steps, &model.config).unwrap();
+                let loss = model.order_loss(&batch, &gold).unwrap();
+                // The [MASK] vector only acts in pretraining.
+                let missing: Vec<String> =
+                    missing_grads(&model, &loss).into_iter().filter(|k| k != "encoder.mask").collect();
+                assert!(missing.is_empty(), "{kind:?} {decoder:?}: no gradient for {missing:?}");
+            }
+        }
+        // Pretraining: every head and the [MASK] vector get a gradient from the objective that uses them.
+        let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 3).with_pretraining_heads().unwrap();
+        let pcfg = PretrainConfig { swap_probability: 1.0, ..PretrainConfig::default() };
+        let ordered: Vec<Vec<StepInput>> = data.iter().map(SeqInput::in_order).collect();
+        let mut reached = std::collections::BTreeSet::new();
+        for obj in Objective::ALL {
+            let pb = train::pretrain_batch(&model, &ordered, obj, &pcfg, &mut rng_for(5, obj.as_str())).unwrap();
+            let loss = train::pretrain_loss(&model, &pb).unwrap().unwrap();
+            let missing = missing_grads(&model, &loss);
+            for (name, _) in model.params.named() {
+                if !missing.contains(name) {
+                    reached.insert(name.clone());
+                }
+            }
+            let head = format!("pretrain.{}", obj.as_str());
+            if obj != Objective::Smrm {
+                assert!(!missing.iter().any(|k| k.starts_with(&head)), "{obj:?}: {missing:?}");
+            }
+            assert!(!missing.iter().any(|k| k.starts_with("encoder.")), "{obj:?}: {missing:?}");
+        }
+        for (name, _) in model.params.named() {
+            if name.starts_with("encoder.") || name.starts_with("pretrain.") {
+                assert!(reached.contains(name), "pretraining never reaches {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn decoders_output_permutations_and_the_model_overfits() {
+        let data = synthetic(24, 7);
+        for decoder in [DecoderKind::Berson, DecoderKind::Pairwise] {
+            let model = small(FeatureKind::Multimodal, decoder, 4);
+            let cfg = SeqTrainConfig { learning_rate: 3e-3, batch_size: 8, max_epochs: 200, patience: 200, seed: 1 };
+            let report = train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
+            for beam in [1, 3] {
+                let pred = predict_orders(&model, &data, 8, beam).unwrap();
+                let mut right = 0;
+                for (p, s) in pred.iter().zip(&data) {
+                    let mut sorted = p.clone();
+                    sorted.sort_unstable();
+                    assert_eq!(sorted, (0..s.steps.len()).collect::<Vec<_>>(), "not a permutation: {p:?}");
+                    right += usize::from(p == s.gold());
+                }
+                assert_eq!(
+                    right,
+                    data.len(),
+                    "{decoder:?} beam {beam}: {right}/{} perfect; {:?}",
+                    data.len(),
+                    report.curve.last()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pretraining_then_fine_tuning_is_deterministic_and_resumes_identically() {
+        let data = synthetic(12, 9);
+        let cfg = SeqTrainConfig { learning_rate: 1e-3, batch_size: 4, max_epochs: 3, patience: 3, seed: 2 };
+        let pcfg = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
+        let run = |stop: Option<usize>, dir: &std::path::Path| {
+            let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 5).with_pretraining_heads().unwrap();
+            let ck = Checkpointing { path: dir.join("pre.ckpt"), stop_after_epochs: stop };
+            let mut r = pretrain(&model, &data, &cfg, &pcfg, Some(&ck), &mut |_, _, _, _| {}).unwrap();
+            if r.is_none() {
+                r = pretrain(
+                    &model,
+                    &data,
+                    &cfg,
+                    &pcfg,
+                    Some(&Checkpointing { stop_after_epochs: None, ..ck }),
+                    &mut |_, _, _, _| {},
+                )
+                .unwrap();
+            }
+            let tuned = small(FeatureKind::Multimodal, DecoderKind::Berson, 6);
+            assert!(load_encoder(&tuned, &model).unwrap() > 0);
+            train_orders(&tuned, &data[..8], &data[8..], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
+            (r.unwrap(), crate::optim::weights_bytes(&tuned.params).unwrap())
+        };
+        let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (ra, wa) = run(None, a.path());
+        let (rb, wb) = run(None, b.path());
+        let (rc, wc) = run(Some(1), c.path());
+        assert_eq!(wa, wb, "same seed, different weights");
+        assert_eq!(wa, wc, "a killed and resumed pretraining ends elsewhere");
+        assert_eq!(ra.curve, rb.curve);
+        assert_eq!(ra.curve, rc.curve);
+        assert_eq!(rc.resumed_from_epoch, 1);
+        assert!(ra.curve.iter().all(|p| p.train_loss.is_finite()));
+    }
+
+    #[test]
+    fn weights_do_not_depend_on_the_thread_count() {
+        let data = synthetic(8, 3);
+        let cfg = SeqTrainConfig { learning_rate: 1e-3, batch_size: 4, max_epochs: 2, patience: 2, seed: 3 };
+        let weights = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 8);
+                train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap();
+                crate::optim::weights_bytes(&model.params).unwrap()
+            })
+        };
+        assert_eq!(weights(1), weights(2));
+    }
+}

@@ -1,0 +1,615 @@
+//! The multimodal step encoder and the order heads.
+//!
+//! Encoder (one transformer over the concatenated steps, as `scripts/bench/seq_torch.py`): per step a learned
+//! [CLS], the text rows projected (`text_dim → dim`) and the image rows projected (`image_dim → dim`); plus a
+//! position embedding (the row's index within its step), a step-index embedding (the step's index in the input)
+//! and a token-type embedding (0 [CLS], 1 text, 2 image); layer norm; `layers` post-LN transformer layers with
+//! full attention over every real row of every step. A step's representation is its [CLS] output. Text-only and
+//! image-only variants are the same model without the other stream.
+//!
+//! Heads:
+//! - pairwise relative order (BERSON's local module): `MLP([h_i, h_j, h_i∘h_j, h_i−h_j]) → logit(i before j)`;
+//! - pointer network (BERSON's global module): one more transformer layer over the step representations, an
+//!   LSTM decoder fed the previously placed step (teacher forcing in training), attention scores
+//!   `vᵀ tanh(W₁ e_j + W₂ d_t)` over the steps not yet placed;
+//! - pretraining: MLM (text rows → vocabulary ids), ISP and PISP (binary, from the mean [CLS]), SMRM (masked patch
+//!   outputs against the in-batch original patches).
+
+use candle_core::{D, Device, IndexOp, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::item_features::FeatureKind;
+use crate::nn::{CResult, LayerNorm, Linear, Lstm, Params, TransformerLayer, key_bias, masked_mean};
+
+use super::inputs::SeqInput;
+
+/// How an order is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecoderKind {
+    /// BERSON: pointer network + pairwise head, trained jointly; beam search over the pointer's log-probabilities
+    /// plus the mean pairwise log-probability that the chosen step precedes every step still unplaced.
+    Berson,
+    /// The pairwise head alone, decoded by topological sort (the existing pairwise baseline's decoder).
+    Pairwise,
+}
+
+impl DecoderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecoderKind::Berson => "berson",
+            DecoderKind::Pairwise => "pairwise",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DecoderKind> {
+        [DecoderKind::Berson, DecoderKind::Pairwise].into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Everything that defines a sequencing model's shape (saved as `config.json` beside the weights).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeqConfig {
+    /// Which streams the encoder reads.
+    pub modality: FeatureKind,
+    /// Width of a text row (0 when text is left out).
+    pub text_dim: usize,
+    /// Width of an image row (0 when images are left out).
+    pub image_dim: usize,
+    /// Transformer width, layers, heads and feed-forward width.
+    pub dim: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub ff: usize,
+    /// At most this many text rows per step (the paper: 60 tokens).
+    pub max_tokens: usize,
+    /// At most this many image rows per step.
+    pub max_patches: usize,
+    /// At most this many steps per sequence.
+    pub max_steps: usize,
+    /// MLM classes (0: no MLM head).
+    pub vocab: usize,
+    pub decoder: DecoderKind,
+}
+
+impl SeqConfig {
+    /// A small default that trains in minutes on 2 cores: width 128, 2 layers, 4 heads.
+    pub fn new(modality: FeatureKind, text_dim: usize, image_dim: usize) -> SeqConfig {
+        let uses_text = modality != FeatureKind::Image;
+        let uses_image = modality != FeatureKind::Text;
+        SeqConfig {
+            modality,
+            text_dim: if uses_text { text_dim } else { 0 },
+            image_dim: if uses_image { image_dim } else { 0 },
+            dim: 128,
+            layers: 2,
+            heads: 4,
+            ff: 512,
+            max_tokens: 60,
+            max_patches: 49,
+            max_steps: 16,
+            vocab: 0,
+            decoder: DecoderKind::Berson,
+        }
+    }
+
+    pub fn uses_text(&self) -> bool {
+        self.text_dim > 0
+    }
+
+    pub fn uses_image(&self) -> bool {
+        self.image_dim > 0
+    }
+
+    /// Positions within a step: [CLS] + text rows + image rows.
+    pub fn positions(&self) -> usize {
+        1 + if self.uses_text() { self.max_tokens } else { 0 } + if self.uses_image() { self.max_patches } else { 0 }
+    }
+}
+
+/// A padded batch of sequences: `B` sequences of at most `n` steps, `s` text rows and `p` image rows per step.
+pub struct SeqBatch {
+    pub b: usize,
+    pub n: usize,
+    pub s: usize,
+    pub p: usize,
+    /// `B × n × s × text_dim` and `B × n × s` (1 = a real row), when text is used.
+    pub text: Option<(Tensor, Tensor)>,
+    /// `B × n × p × image_dim` and `B × n × p`, when images are used.
+    pub image: Option<(Tensor, Tensor)>,
+    /// `B × n`: 1 = a real step.
+    pub step_mask: Tensor,
+    /// Steps of each sequence.
+    pub lens: Vec<usize>,
+    /// MLM: `B × n × s` 1 where a text row is replaced by the [MASK] vector.
+    pub text_masked: Option<Tensor>,
+}
+
+impl SeqBatch {
+    /// Pad `seqs` (each a list of steps) into tensors. Rows beyond the config's caps are dropped.
+    pub fn new(seqs: &[&[super::inputs::StepInput]], cfg: &SeqConfig) -> Result<SeqBatch, String> {
+        let b = seqs.len();
+        if b == 0 {
+            return Err("empty batch".into());
+        }
+        let n = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        if n > cfg.max_steps {
+            return Err(format!("a sequence of {n} steps exceeds the model's {} steps", cfg.max_steps));
+        }
+        let rows = |m: Option<&crate::item_features::ItemMatrix>| m.map_or(0, |m| m.len());
+        let s = if cfg.uses_text() {
+            seqs.iter().flat_map(|q| q.iter().map(|st| rows(st.text.as_ref()))).max().unwrap_or(0).min(cfg.max_tokens)
+        } else {
+            0
+        };
+        let p = if cfg.uses_image() {
+            seqs.iter().flat_map(|q| q.iter().map(|st| rows(st.image.as_ref()))).max().unwrap_or(0).min(cfg.max_patches)
+        } else {
+            0
+        };
+        let dev = &Device::Cpu;
+        let fill = |width: usize,
+                    slots: usize,
+                    get: &dyn Fn(&super::inputs::StepInput) -> Option<&crate::item_features::ItemMatrix>|
+         -> Result<(Tensor, Tensor), String> {
+            let mut data = vec![0f32; b * n * slots * width];
+            let mut mask = vec![0f32; b * n * slots];
+            for (bi, q) in seqs.iter().enumerate() {
+                for (k, st) in q.iter().enumerate() {
+                    let Some(m) = get(st) else { continue };
+                    if m.dim != width {
+                        return Err(format!("a step has {}-d rows, the model expects {width}-d", m.dim));
+                    }
+                    for r in 0..m.len().min(slots) {
+                        let at = (bi * n + k) * slots + r;
+                        data[at * width..(at + 1) * width].copy_from_slice(m.row(r));
+                        mask[at] = 1.0;
+                    }
+                }
+            }
+            let t = Tensor::from_vec(data, (b, n, slots, width), dev).map_err(|e| e.to_string())?;
+            let m = Tensor::from_vec(mask, (b, n, slots), dev).map_err(|e| e.to_string())?;
+            Ok((t, m))
+        };
+        let text = if cfg.uses_text() { Some(fill(cfg.text_dim, s, &|st| st.text.as_ref())?) } else { None };
+        let image = if cfg.uses_image() { Some(fill(cfg.image_dim, p, &|st| st.image.as_ref())?) } else { None };
+        let mut sm = vec![0f32; b * n];
+        for (bi, q) in seqs.iter().enumerate() {
+            for k in 0..q.len() {
+                sm[bi * n + k] = 1.0;
+            }
+        }
+        let step_mask = Tensor::from_vec(sm, (b, n), dev).map_err(|e| e.to_string())?;
+        Ok(SeqBatch {
+            b,
+            n,
+            s,
+            p,
+            text,
+            image,
+            step_mask,
+            lens: seqs.iter().map(|q| q.len()).collect(),
+            text_masked: None,
+        })
+    }
+}
+
+/// The encoder's outputs.
+pub struct Encoded {
+    /// `B × n × L × dim` (L = 1 + s + p): every row's output.
+    pub rows: Tensor,
+    /// `B × n × dim`: the [CLS] output of each step.
+    pub steps: Tensor,
+}
+
+/// The sequencing model: encoder, order heads and pretraining heads.
+pub struct SeqModel {
+    pub config: SeqConfig,
+    pub params: Params,
+    text_proj: Option<Linear>,
+    image_proj: Option<Linear>,
+    cls: Tensor,
+    mask_vec: Option<Tensor>,
+    positions: Tensor,
+    step_index: Tensor,
+    types: Tensor,
+    norm: LayerNorm,
+    layers: Vec<TransformerLayer>,
+    pair1: Linear,
+    pair2: Linear,
+    pointer: Option<Pointer>,
+    mlm: Option<Linear>,
+    isp: Option<Linear>,
+    pisp: Option<Linear>,
+}
+
+struct Pointer {
+    layer: TransformerLayer,
+    start: Tensor,
+    lstm: Lstm,
+    w1: Linear,
+    w2: Linear,
+    v: Linear,
+}
+
+impl SeqModel {
+    pub fn new(config: SeqConfig, seed: u64) -> CResult<SeqModel> {
+        let mut p = Params::for_family(seed, "seq");
+        let d = config.dim;
+        let std = 0.02;
+        let text_proj = config
+            .uses_text()
+            .then(|| Linear::new(&mut p, "encoder.text_proj", config.text_dim, d, true))
+            .transpose()?;
+        let image_proj = config
+            .uses_image()
+            .then(|| Linear::new(&mut p, "encoder.image_proj", config.image_dim, d, true))
+            .transpose()?;
+        let cls = p.normal("encoder.cls", &[d], std)?;
+        let mask_vec = config.uses_text().then(|| p.normal("encoder.mask", &[d], std)).transpose()?;
+        let positions = p.normal("encoder.positions", &[config.positions(), d], std)?;
+        let step_index = p.normal("encoder.steps", &[config.max_steps, d], std)?;
+        let types = p.normal("encoder.types", &[3, d], std)?;
+        let norm = LayerNorm::new(&mut p, "encoder.norm", d, 1e-12)?;
+        let layers = (0..config.layers)
+            .map(|i| TransformerLayer::new(&mut p, &format!("encoder.layer{i}"), d, config.heads, config.ff))
+            .collect::<CResult<Vec<_>>>()?;
+        let pair1 = Linear::new(&mut p, "pairwise.fc1", 4 * d, d, true)?;
+        let pair2 = Linear::new(&mut p, "pairwise.fc2", d, 1, true)?;
+        let pointer = match config.decoder {
+            DecoderKind::Berson => Some(Pointer {
+                layer: TransformerLayer::new(&mut p, "pointer.layer", d, config.heads, config.ff)?,
+                start: p.normal("pointer.start", &[d], std)?,
+                lstm: Lstm::new(&mut p, "pointer.lstm", d, d)?,
+                w1: Linear::new(&mut p, "pointer.w1", d, d, false)?,
+                w2: Linear::new(&mut p, "pointer.w2", d, d, false)?,
+                v: Linear::new(&mut p, "pointer.v", d, 1, false)?,
+            }),
+            DecoderKind::Pairwise => None,
+        };
+        Ok(SeqModel {
+            text_proj,
+            image_proj,
+            cls,
+            mask_vec,
+            positions,
+            step_index,
+            types,
+            norm,
+            layers,
+            pair1,
+            pair2,
+            pointer,
+            mlm: None,
+            isp: None,
+            pisp: None,
+            params: p,
+            config,
+        })
+    }
+
+    /// Add the pretraining heads (MLM needs `config.vocab > 0`; ISP and PISP need images). Their parameters are
+    /// not part of the fine-tuned model's weights.
+    pub fn with_pretraining_heads(mut self) -> CResult<SeqModel> {
+        let d = self.config.dim;
+        if self.config.vocab > 0 && self.config.uses_text() {
+            self.mlm = Some(Linear::new(&mut self.params, "pretrain.mlm", d, self.config.vocab, true)?);
+        }
+        if self.config.uses_image() {
+            self.isp = Some(Linear::new(&mut self.params, "pretrain.isp", d, 1, true)?);
+            self.pisp = Some(Linear::new(&mut self.params, "pretrain.pisp", d, 1, true)?);
+        }
+        Ok(self)
+    }
+
+    pub fn parameter_count(&self) -> usize {
+        self.params.count()
+    }
+
+    /// Run the encoder over every real row of every step.
+    pub fn encode(&self, batch: &SeqBatch) -> CResult<Encoded> {
+        let (b, n, d) = (batch.b, batch.n, self.config.dim);
+        let dev = &Device::Cpu;
+        let mut parts = vec![self.cls.reshape((1, 1, 1, d))?.broadcast_as((b, n, 1, d))?.contiguous()?];
+        let mut masks = vec![batch.step_mask.reshape((b, n, 1))?];
+        let mut types = vec![0u32];
+        if let (Some(proj), Some((t, m))) = (&self.text_proj, &batch.text) {
+            let mut x = proj.forward(t)?;
+            if let (Some(tm), Some(mv)) = (&batch.text_masked, &self.mask_vec) {
+                let tm = tm.unsqueeze(3)?;
+                x = (x.broadcast_mul(&tm.affine(-1.0, 1.0)?)? + tm.broadcast_mul(&mv.reshape((1, 1, 1, d))?)?)?;
+            }
+            parts.push(x);
+            masks.push(m.broadcast_mul(&batch.step_mask.unsqueeze(2)?)?);
+            types.extend(std::iter::repeat_n(1u32, batch.s));
+        }
+        if let (Some(proj), Some((t, m))) = (&self.image_proj, &batch.image) {
+            parts.push(proj.forward(t)?);
+            masks.push(m.broadcast_mul(&batch.step_mask.unsqueeze(2)?)?);
+            types.extend(std::iter::repeat_n(2u32, batch.p));
+        }
+        let x = Tensor::cat(&parts, 2)?; // B × n × L × D
+        let l = x.dim(2)?;
+        let type_ids = Tensor::from_vec(types, l, dev)?;
+        let emb = (self.positions.narrow(0, 0, l)? + self.types.index_select(&type_ids, 0)?)?.reshape((1, 1, l, d))?;
+        let steps = self.step_index.narrow(0, 0, n)?.reshape((1, n, 1, d))?;
+        let x = x.broadcast_add(&emb)?.broadcast_add(&steps)?;
+        let x = self.norm.forward(&x)?;
+        let mask = Tensor::cat(&masks, 2)?.reshape((b, n * l))?;
+        let bias = key_bias(&mask)?;
+        let mut h = x.reshape((b, n * l, d))?;
+        for layer in &self.layers {
+            h = layer.forward(&h, Some(&bias))?;
+        }
+        let rows = h.reshape((b, n, l, d))?;
+        let steps = rows.i((.., .., 0, ..))?.contiguous()?;
+        Ok(Encoded { rows, steps })
+    }
+
+    /// Pairwise logits `B × n × n`: entry (i, j) = logit that step i comes before step j.
+    pub fn pair_logits(&self, h: &Tensor) -> CResult<Tensor> {
+        let (b, n, d) = h.dims3()?;
+        let hi = h.unsqueeze(2)?.broadcast_as((b, n, n, d))?;
+        let hj = h.unsqueeze(1)?.broadcast_as((b, n, n, d))?;
+        let f = Tensor::cat(&[&hi, &hj, &(&hi * &hj)?, &(&hi - &hj)?], 3)?;
+        self.pair2.forward(&self.pair1.forward(&f)?.relu()?)?.squeeze(3)
+    }
+
+    /// The pointer network's step encodings `e` (`B × n × dim`).
+    fn pointer_steps(&self, ptr: &Pointer, h: &Tensor, step_mask: &Tensor) -> CResult<Tensor> {
+        ptr.layer.forward(h, Some(&key_bias(step_mask)?))
+    }
+
+    /// The fine-tuning loss on `batch` with the gold orders `gold` (item indices in procedural order):
+    /// pairwise BCE over every ordered pair of real steps, plus the pointer's cross-entropy (BERSON).
+    pub fn order_loss(&self, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+        let enc = self.encode(batch)?;
+        self.order_loss_from(&enc.steps, batch, gold)
+    }
+
+    fn order_loss_from(&self, h: &Tensor, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+        let (b, n) = (batch.b, batch.n);
+        let dev = &Device::Cpu;
+        // Pairwise targets and weights.
+        let mut target = vec![0f32; b * n * n];
+        let mut weight = vec![0f32; b * n * n];
+        for (bi, order) in gold.iter().enumerate() {
+            let mut pos = vec![0usize; order.len()];
+            for (t, &i) in order.iter().enumerate() {
+                pos[i] = t;
+            }
+            for i in 0..order.len() {
+                for j in 0..order.len() {
+                    if i != j {
+                        weight[(bi * n + i) * n + j] = 1.0;
+                        target[(bi * n + i) * n + j] = if pos[i] < pos[j] { 1.0 } else { 0.0 };
+                    }
+                }
+            }
+        }
+        let pairs: f32 = weight.iter().sum();
+        let z = self.pair_logits(h)?;
+        let y = Tensor::from_vec(target, (b, n, n), dev)?;
+        let w = Tensor::from_vec(weight, (b, n, n), dev)?;
+        let bce = ((softplus(&z.neg()?)? * &y)? + (softplus(&z)? * y.affine(-1.0, 1.0)?)?)?;
+        let mut loss = ((bce * w)?.sum_all()? / pairs.max(1.0) as f64)?;
+        if let Some(ptr) = &self.pointer {
+            loss = (loss + self.pointer_loss(ptr, h, batch, gold)?)?;
+        }
+        Ok(loss)
+    }
+
+    fn pointer_loss(&self, ptr: &Pointer, h: &Tensor, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+        let (b, n, d) = (batch.b, batch.n, self.config.dim);
+        let dev = &Device::Cpu;
+        let e = self.pointer_steps(ptr, h, &batch.step_mask)?;
+        // Teacher forcing: the decoder's input at t is the step placed at t − 1 (the start vector at t = 0).
+        let mut idx = Vec::with_capacity(b * n);
+        let mut mask = vec![-1e9f32; b * n * n];
+        let mut tgt = vec![0u32; b * n];
+        let mut tw = vec![0f32; b * n];
+        for (bi, order) in gold.iter().enumerate() {
+            for t in 0..n {
+                let prev = if t > 0 && t <= order.len() { order[t - 1] } else { 0 };
+                idx.push((bi * n + prev) as u32);
+                if t < order.len() {
+                    tgt[bi * n + t] = order[t] as u32;
+                    // The last position has one candidate: no information, no loss (as the reference).
+                    tw[bi * n + t] = if t + 1 < order.len() { 1.0 } else { 0.0 };
+                    for &j in &order[t..] {
+                        mask[(bi * n + t) * n + j] = 0.0;
+                    }
+                } else {
+                    mask[(bi * n + t) * n] = 0.0;
+                }
+            }
+        }
+        let flat = e.reshape((b * n, d))?;
+        let prev = flat.index_select(&Tensor::from_vec(idx, b * n, dev)?, 0)?.reshape((b, n, d))?;
+        let start = ptr.start.reshape((1, 1, d))?.broadcast_as((b, 1, d))?.contiguous()?;
+        // Position 0 takes the start vector, the others the previous step.
+        let inputs = if n > 1 { Tensor::cat(&[&start, &prev.narrow(1, 1, n - 1)?], 1)? } else { start };
+        let h0 = masked_mean(&e, &batch.step_mask)?;
+        let c0 = h0.zeros_like()?;
+        let dec = ptr.lstm.forward(&inputs, &h0, &c0)?; // B × n × D
+        let scores = pointer_scores(ptr, &e, &dec)?; // B × n(t) × n(j)
+        let scores = (scores + Tensor::from_vec(mask, (b, n, n), dev)?)?;
+        let logp = candle_nn::ops::log_softmax(&scores, D::Minus1)?;
+        let picked = logp.reshape((b * n, n))?.gather(&Tensor::from_vec(tgt, (b * n, 1), dev)?, 1)?.squeeze(1)?;
+        let w = Tensor::from_vec(tw.clone(), b * n, dev)?;
+        let count: f32 = tw.iter().sum();
+        (picked * w)?.sum_all()?.neg()? / count.max(1.0) as f64
+    }
+
+    /// Decode an order for each sequence of `batch` (item indices in predicted procedural order): BERSON's beam
+    /// search of width `beam` (1 = greedy) or the pairwise head's topological sort.
+    pub fn decode(&self, batch: &SeqBatch, beam: usize) -> CResult<Vec<Vec<usize>>> {
+        let enc = self.encode(batch)?;
+        let pair = candle_nn::ops::sigmoid(&self.pair_logits(&enc.steps)?)?.to_vec3::<f32>()?;
+        let Some(ptr) = &self.pointer else {
+            return Ok((0..batch.b)
+                .map(|bi| {
+                    let n = batch.lens[bi];
+                    let p: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| pair[bi][i][j] as f64).collect()).collect();
+                    crate::topo_decode::decode(&p).0
+                })
+                .collect());
+        };
+        let e = self.pointer_steps(ptr, &enc.steps, &batch.step_mask)?;
+        let h0 = masked_mean(&e, &batch.step_mask)?;
+        let w1e = ptr.w1.forward(&e)?; // B × n × D
+        let mut out = Vec::with_capacity(batch.b);
+        for bi in 0..batch.b {
+            let n = batch.lens[bi];
+            let q = crate::topo_decode::symmetrize(
+                &(0..n).map(|i| (0..n).map(|j| pair[bi][i][j] as f64).collect()).collect::<Vec<_>>(),
+            );
+            out.push(beam_search(ptr, &e.i(bi)?.narrow(0, 0, n)?, &w1e.i(bi)?.narrow(0, 0, n)?, &h0.i(bi)?, &q, beam)?);
+        }
+        Ok(out)
+    }
+
+    /// MLM loss: cross-entropy of the vocabulary ids at the masked text rows (`targets`: flat row index into
+    /// `B·n·s` and id).
+    pub fn mlm_loss(&self, enc: &Encoded, batch: &SeqBatch, targets: &[(usize, i64)]) -> CResult<Option<Tensor>> {
+        let Some(head) = &self.mlm else { return Ok(None) };
+        if targets.is_empty() || batch.s == 0 {
+            return Ok(None);
+        }
+        let (b, n, d) = (batch.b, batch.n, self.config.dim);
+        let text_rows = enc.rows.narrow(2, 1, batch.s)?.contiguous()?.reshape((b * n * batch.s, d))?;
+        let idx =
+            Tensor::from_vec(targets.iter().map(|&(r, _)| r as u32).collect::<Vec<_>>(), targets.len(), &Device::Cpu)?;
+        let logits = head.forward(&text_rows.index_select(&idx, 0)?)?;
+        let ids: Vec<u32> = targets.iter().map(|&(_, id)| id.clamp(0, self.config.vocab as i64 - 1) as u32).collect();
+        Ok(Some(cross_entropy(&logits, &ids)?))
+    }
+
+    /// A binary head (ISP or PISP) on the mean [CLS] output: BCE against `labels` (1 = swapped).
+    pub fn swap_loss(&self, enc: &Encoded, batch: &SeqBatch, labels: &[bool], pisp: bool) -> CResult<Option<Tensor>> {
+        let head = if pisp { &self.pisp } else { &self.isp };
+        let Some(head) = head else { return Ok(None) };
+        let pooled = masked_mean(&enc.steps, &batch.step_mask)?;
+        let z = head.forward(&pooled)?.squeeze(1)?;
+        let y = Tensor::from_vec(
+            labels.iter().map(|&l| if l { 1f32 } else { 0.0 }).collect::<Vec<_>>(),
+            labels.len(),
+            &Device::Cpu,
+        )?;
+        let bce = ((softplus(&z.neg()?)? * &y)? + (softplus(&z)? * y.affine(-1.0, 1.0)?)?)?;
+        Ok(Some(bce.mean_all()?))
+    }
+
+    /// SMRM loss: each masked patch output (`masked`: flat row index into `B·n·p`) classifies which of the
+    /// in-batch original patches (their projected features, `originals`: `K × image_dim`) it was; `perms[k]` is
+    /// the shuffled candidate order of position k (the label is where the true candidate landed).
+    pub fn smrm_loss(
+        &self,
+        enc: &Encoded,
+        batch: &SeqBatch,
+        masked: &[usize],
+        originals: &Tensor,
+        perms: &[Vec<usize>],
+    ) -> CResult<Option<Tensor>> {
+        let Some(proj) = &self.image_proj else { return Ok(None) };
+        if masked.is_empty() || batch.p == 0 {
+            return Ok(None);
+        }
+        let (b, n, d) = (batch.b, batch.n, self.config.dim);
+        let off = 1 + batch.s;
+        let img_rows = enc.rows.narrow(2, off, batch.p)?.contiguous()?.reshape((b * n * batch.p, d))?;
+        let idx = Tensor::from_vec(masked.iter().map(|&r| r as u32).collect::<Vec<_>>(), masked.len(), &Device::Cpu)?;
+        let out = img_rows.index_select(&idx, 0)?; // K × D
+        let cand = proj.forward(originals)?; // K × D
+        let k = masked.len();
+        let logits = out.matmul(&cand.t()?)?; // K × K, column c = candidate c
+        // Reorder each row's columns by its permutation: column m of row r is candidate perms[r][m].
+        let flat: Vec<u32> = perms.iter().flat_map(|p| p.iter().map(|&c| c as u32)).collect();
+        let shuffled = logits.gather(&Tensor::from_vec(flat, (k, k), &Device::Cpu)?, 1)?;
+        let labels: Vec<u32> =
+            perms.iter().enumerate().map(|(r, p)| p.iter().position(|&c| c == r).unwrap_or(0) as u32).collect();
+        Ok(Some(cross_entropy(&shuffled, &labels)?))
+    }
+}
+
+/// `log(1 + exp(x))`, stable for large |x|, with gradients.
+fn softplus(x: &Tensor) -> CResult<Tensor> {
+    x.relu()? + x.abs()?.neg()?.exp()?.affine(1.0, 1.0)?.log()?
+}
+
+/// Mean cross-entropy of `logits` (`K × C`) against class ids.
+fn cross_entropy(logits: &Tensor, labels: &[u32]) -> CResult<Tensor> {
+    let logp = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    let y = Tensor::from_vec(labels.to_vec(), (labels.len(), 1), &Device::Cpu)?;
+    logp.gather(&y, 1)?.squeeze(1)?.mean_all()?.neg()
+}
+
+/// `vᵀ tanh(W₁ e_j + W₂ d_t)` for every t and j: `B × n × n` from `e` (`B × n × D`) and `dec` (`B × n × D`).
+fn pointer_scores(ptr: &Pointer, e: &Tensor, dec: &Tensor) -> CResult<Tensor> {
+    let a = ptr.w1.forward(e)?.unsqueeze(1)?; // B × 1 × n × D
+    let c = ptr.w2.forward(dec)?.unsqueeze(2)?; // B × n × 1 × D
+    ptr.v.forward(&a.broadcast_add(&c)?.tanh()?)?.squeeze(3)
+}
+
+/// Beam search for one sequence: `e`, `w1e` (`n × D`), `h0` (`D`), symmetrised pairwise probabilities `q`.
+/// A partial order's score is the sum over its placements of the pointer's log-probability plus the mean
+/// log-probability (pairwise head) that the placed step precedes each step still unplaced. Ties keep the
+/// lexicographically smaller order, so decoding is deterministic.
+fn beam_search(
+    ptr: &Pointer,
+    e: &Tensor,
+    w1e: &Tensor,
+    h0: &Tensor,
+    q: &[Vec<f64>],
+    beam: usize,
+) -> CResult<Vec<usize>> {
+    let n = q.len();
+    let d = h0.dim(0)?;
+    struct Hyp {
+        order: Vec<usize>,
+        score: f64,
+        h: Tensor,
+        c: Tensor,
+        input: Tensor,
+    }
+    let h0 = h0.reshape((1, d))?;
+    let mut beams =
+        vec![Hyp { order: Vec::new(), score: 0.0, c: h0.zeros_like()?, h: h0, input: ptr.start.reshape((1, d))? }];
+    for _ in 0..n {
+        let mut next: Vec<Hyp> = Vec::new();
+        for hyp in &beams {
+            let (h, c) = ptr.lstm.step(&hyp.input, &hyp.h, &hyp.c)?;
+            let s = ptr.v.forward(&w1e.broadcast_add(&ptr.w2.forward(&h)?)?.tanh()?)?.squeeze(1)?.to_vec1::<f32>()?;
+            let free: Vec<usize> = (0..n).filter(|j| !hyp.order.contains(j)).collect();
+            let max = free.iter().map(|&j| s[j] as f64).fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = free.iter().map(|&j| (s[j] as f64 - max).exp()).sum();
+            for &j in &free {
+                let logp = s[j] as f64 - max - z.ln();
+                let rest: Vec<usize> = free.iter().copied().filter(|&k| k != j).collect();
+                let pair = if rest.is_empty() {
+                    0.0
+                } else {
+                    rest.iter().map(|&k| q[j][k].max(1e-9).ln()).sum::<f64>() / rest.len() as f64
+                };
+                let mut order = hyp.order.clone();
+                order.push(j);
+                next.push(Hyp {
+                    order,
+                    score: hyp.score + logp + pair,
+                    h: h.clone(),
+                    c: c.clone(),
+                    input: e.narrow(0, j, 1)?,
+                });
+            }
+        }
+        next.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.order.cmp(&b.order)));
+        next.truncate(beam.max(1));
+        beams = next;
+    }
+    Ok(beams.into_iter().next().map(|h| h.order).unwrap_or_default())
+}
+
+/// The gold orders of `seqs` as slices.
+pub fn gold_orders(seqs: &[&SeqInput]) -> Vec<Vec<usize>> {
+    seqs.iter().map(|s| s.gold().to_vec()).collect()
+}
