@@ -13,8 +13,13 @@
 //!
 //! With [`EmbedOptions::tokens`] (`--tokens`), every chunk also holds the per-token vectors of its inputs (float16)
 //! and the store gets `tokens.npy` + `token_offsets.npy` ([`crate::tokens`]); reuse and resuming work the same way,
-//! token vectors travelling with their item's vector. The token setting (on/off, cap) is part of the request: a
-//! store or unfinished run made with another setting is an error unless `--force` is given.
+//! token vectors (and their vocabulary ids) travelling with their item's vector. The token setting (on/off, cap)
+//! is part of the request: a store or unfinished run made with another setting is an error unless `--force` is
+//! given. A store written before token ids existed is re-encoded by a `--tokens` run (its rows lack the ids).
+//!
+//! With [`EmbedOptions::patches`] (`--patches --grid G`), image encoders store a `G × G` patch grid of every
+//! image the same way ([`crate::patches`]): chunks hold the patches as rows after the vectors, the store gets
+//! `patches.npy`, and the grid is part of the request like the token setting.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -27,15 +32,17 @@ use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::{Corpus, Error, IoResultExt, Manifest};
 
 use crate::FeatureError;
-use crate::encoder::{Encoder, Item, Modality, TokenOutput};
+use crate::encoder::{Encoder, Item, Modality, TokenOutput, Vocabulary};
 use crate::image_source::{FsImageSource, ImageSource};
 use crate::items::{ItemContent, ItemSpec, check_ids, corpus_items};
+use crate::patches::{PATCH_ORDER, PatchMeta, patch_output};
 use crate::registry::{EncoderContext, EncoderKind, find};
+use crate::rows::{ItemRows, RowSlice};
 use crate::store::{
     FAILURES_FILE, Failure, FeatureStore, IDS_FILE, KEYS_FILE, META_FILE, MODEL_DIR, STORE_FORMAT, StoreMeta,
     VECTORS_FILE, WORK_DIR, check_same_encoder,
 };
-use crate::tokens::{TOKEN_DTYPE, TokenMeta, TokenSlice, TokenVectors};
+use crate::tokens::{TOKEN_DTYPE, TokenMeta};
 use crate::work::{ChunkFailure, ChunkTokens, RUN_FILE, RunConfig, WorkDir};
 
 /// What `keys` hash, recorded in `meta.json`.
@@ -62,6 +69,9 @@ pub struct EmbedOptions {
     /// Also store per-token vectors, at most this many per item (`--tokens --max-tokens N`; see
     /// [`crate::tokens`]). Only encoders with token output accept it.
     pub tokens: Option<usize>,
+    /// Also store a `grid × grid` patch grid of every image (`--patches --grid G`; see [`crate::patches`]). Only
+    /// image encoders with patch output accept it.
+    pub patches: Option<usize>,
 }
 
 impl EmbedOptions {
@@ -75,6 +85,7 @@ impl EmbedOptions {
             stop_after: None,
             label: "embedding".to_string(),
             tokens: None,
+            patches: None,
         }
     }
 }
@@ -98,6 +109,17 @@ pub struct EmbedReport {
     pub interrupted: bool,
     /// Token vectors in the store afterwards (`None` without token output).
     pub tokens: Option<usize>,
+    /// Patch vectors in the store afterwards (`None` without patch output).
+    pub patches: Option<usize>,
+}
+
+/// The per-item rows a run stores beside the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowKind {
+    /// Token vectors with their vocabulary ids, at most this many per item.
+    Tokens(usize),
+    /// A patch grid of this side per image.
+    Patches(usize),
 }
 
 /// Embed the items of `corpus` for `opts.encoder` (text items for text encoders, image items for image
@@ -134,11 +156,17 @@ pub fn embed_items(
             it.content.modality()
         )));
     }
-    let token_desc = match opts.tokens {
-        None => None,
-        Some(0) => return Err(usage("--max-tokens must be at least 1".to_string())),
-        Some(_) => Some(crate::tokens::token_output(entry.name)?),
+    // What the run stores beside the vectors, and what one of those rows is.
+    let row_kind = match (opts.tokens, opts.patches) {
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(usage("--tokens (text encoders) and --patches (image encoders) cannot be combined".into()));
+        }
+        (Some(0), None) => return Err(usage("--max-tokens must be at least 1".to_string())),
+        (Some(cap), None) => Some((RowKind::Tokens(cap), crate::tokens::token_output(entry.name)?)),
+        (None, Some(grid)) => Some((RowKind::Patches(grid), patch_output(entry.name, grid)?)),
     };
+    let kind = row_kind.map(|(k, _)| k);
     let fitted = entry.kind == EncoderKind::Fitted;
     let work_path = dir.join(WORK_DIR);
     if dir.exists() && !opts.force && !dir.join(META_FILE).exists() && !work_path.join(RUN_FILE).exists() {
@@ -163,27 +191,40 @@ pub fn embed_items(
         seed: opts.ctx.seed,
         replace: opts.force || run.as_ref().is_some_and(|r| r.replace),
         tokens: opts.tokens,
+        patches: opts.patches,
         info: None,
     };
     if let Some(r) = &run {
-        let held = Held { name: &r.encoder, options: &r.options, seed: r.seed, tokens: r.tokens };
+        let held = Held { name: &r.encoder, options: &r.options, seed: r.seed, tokens: r.tokens, patches: r.patches };
         check_config(dir, "an unfinished run of", held, &requested, fitted, true)?;
     }
     let store = if !requested.replace && dir.join(META_FILE).exists() { Some(FeatureStore::open(dir)?) } else { None };
     if let Some(s) = &store {
         let m = s.meta();
         let tokens = m.tokens.as_ref().map(|t| t.max_tokens);
-        let held = Held { name: &m.encoder.name, options: &m.options, seed: m.seed, tokens };
+        let patches = m.patches.as_ref().map(|p| p.grid);
+        let held = Held { name: &m.encoder.name, options: &m.options, seed: m.seed, tokens, patches };
         check_config(dir, "features of", held, &requested, fitted, false)?;
     }
-    // The existing store's token vectors, reused with its vectors (the settings are the same: checked above).
-    let store_tokens = match (&store, opts.tokens) {
-        (Some(s), Some(_)) => s.tokens()?,
+    // The existing store's token vectors or patch grids, reused with its vectors (the settings are the same:
+    // checked above). Token rows without ids (a store written before token ids existed) are not reusable: the
+    // store's items are encoded again.
+    let store_item_rows: Option<ItemRows> = match (&store, kind) {
+        (Some(s), Some(RowKind::Tokens(_))) => s.tokens()?.map(|t| t.into_rows()).filter(ItemRows::has_row_ids),
+        (Some(s), Some(RowKind::Patches(_))) => s.patches()?.map(|p| p.into_rows()),
         _ => None,
     };
-    // A finished input of the unfinished run: its vector and, in a token run, its tokens.
-    let in_work =
-        |work: &WorkDir, key: &str| work.has_vector(key) && (opts.tokens.is_none() || work.token_bytes(key).is_some());
+    let store_reusable = kind.is_none() || store_item_rows.is_some();
+    // A finished input of the unfinished run: its vector and, in a token run, its tokens and their ids (in a patch
+    // run, its patches).
+    let in_work = |work: &WorkDir, key: &str| {
+        work.has_vector(key)
+            && match kind {
+                None => true,
+                Some(RowKind::Tokens(_)) => work.token_ids(key).is_some() && work.token_bytes(key).is_some(),
+                Some(RowKind::Patches(_)) => work.token_bytes(key).is_some(),
+            }
+    };
 
     // Key every item (in parallel; order kept).
     let pb = stepwise_core::progress::bar(items.len() as u64, "hashing");
@@ -202,8 +243,8 @@ pub fn embed_items(
 
     // What is already known, by key.
     let store_rows: HashMap<String, usize> = match &store {
-        Some(s) => s.keys()?.into_iter().enumerate().map(|(i, k)| (k, i)).rev().collect(),
-        None => HashMap::new(),
+        Some(s) if store_reusable => s.keys()?.into_iter().enumerate().map(|(i, k)| (k, i)).rev().collect(),
+        _ => HashMap::new(),
     };
     let store_failures: HashMap<String, String> = match &store {
         Some(s) => s.failures()?.into_iter().filter_map(|f| f.key.map(|k| (k, f.reason))).collect(),
@@ -248,6 +289,7 @@ pub fn embed_items(
             up_to_date: true,
             interrupted: false,
             tokens: s.meta().tokens.as_ref().map(|t| t.total),
+            patches: s.meta().patches.as_ref().map(|p| s.len() * p.grid * p.grid),
         });
     }
 
@@ -295,7 +337,7 @@ pub fn embed_items(
     work.write_run(&RunConfig { info: Some(info.clone()), ..requested.clone() })?;
 
     // Encode what is new, chunk by chunk.
-    let encoded = encode_pending(&mut work, encoder.as_ref(), images, &pending, opts)?;
+    let encoded = encode_pending(&mut work, encoder.as_ref(), images, &pending, opts, kind)?;
     if encoded < pending.len() {
         return Ok(EmbedReport { items: items.len(), encoded, reused, interrupted: true, ..Default::default() });
     }
@@ -330,14 +372,21 @@ pub fn embed_items(
         inputs: opts.inputs.clone(),
         item_keys: ITEM_KEYS.to_string(),
         tokens: None,
+        patches: None,
     };
-    let sources =
-        Sources { work: &work, store: store.as_ref(), store_rows: &store_rows, store_tokens: store_tokens.as_ref() };
-    let tokens = match (opts.tokens, token_desc) {
-        (Some(cap), Some(desc)) => Some((cap, desc)),
-        _ => None,
+    let sources = Sources {
+        work: &work,
+        store: store.as_ref(),
+        store_rows: &store_rows,
+        store_item_rows: store_item_rows.as_ref(),
     };
-    let total_tokens = write_store(dir, meta, &rows, &failures, &sources, tokens, state_dir.as_deref())?;
+    let row_output = match row_kind {
+        None => None,
+        Some((kind, what)) => {
+            Some(RowOutput { kind, what, dim: row_dim(encoder.as_ref(), kind), vocab: encoder.vocabulary() })
+        }
+    };
+    let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref())?;
     Ok(EmbedReport {
         items: items.len(),
         stored: rows.len(),
@@ -346,7 +395,8 @@ pub fn embed_items(
         failed: failures.len(),
         up_to_date: false,
         interrupted: false,
-        tokens: total_tokens,
+        tokens: total_rows.filter(|_| matches!(kind, Some(RowKind::Tokens(_)))),
+        patches: total_rows.filter(|_| matches!(kind, Some(RowKind::Patches(_)))),
     })
 }
 
@@ -430,6 +480,7 @@ fn encode_pending(
     images: &dyn ImageSource,
     pending: &[(String, &ItemContent)],
     opts: &EmbedOptions,
+    kind: Option<RowKind>,
 ) -> Result<usize, FeatureError> {
     if pending.is_empty() {
         return Ok(0);
@@ -442,7 +493,7 @@ fn encode_pending(
         let results: Vec<BatchOutput> = chunk
             .par_chunks(batch)
             .map(|b| {
-                let out = encode_batch(encoder, images, b, dim, opts.tokens);
+                let out = encode_batch(encoder, images, b, dim, kind);
                 pb.inc(b.len() as u64);
                 out
             })
@@ -451,7 +502,11 @@ fn encode_pending(
         let mut data = Vec::with_capacity(chunk.len() * dim);
         let mut failures = Vec::new();
         let mut encoder_errors = Vec::new();
-        let mut tokens = opts.tokens.map(|_| ChunkTokens::default());
+        let mut tokens = kind.map(|k| ChunkTokens {
+            dim: row_dim(encoder, k),
+            ids: matches!(k, RowKind::Tokens(_)).then(Vec::new),
+            ..Default::default()
+        });
         for r in results {
             keys.extend(r.keys);
             data.extend(r.data);
@@ -460,6 +515,9 @@ fn encode_pending(
             if let Some(t) = &mut tokens {
                 t.counts.extend(r.token_counts);
                 t.data.extend(r.token_data);
+                if let Some(ids) = &mut t.ids {
+                    ids.extend(r.token_ids);
+                }
             }
         }
         if keys.is_empty() && !encoder_errors.is_empty() {
@@ -487,19 +545,28 @@ struct BatchOutput {
     data: Vec<f32>,
     failures: Vec<ChunkFailure>,
     encoder_errors: Vec<String>,
-    /// Token run: the token count of each key and their float16 values.
+    /// Token or patch run: the row count of each key, their float16 values and (tokens) their vocabulary ids.
     token_counts: Vec<usize>,
     token_data: Vec<half::f16>,
+    token_ids: Vec<i64>,
 }
 
-/// Load and encode one batch (with token vectors when `tokens` gives the cap). A batch the encoder rejects is
+/// The width of the rows of `kind`: token vectors are the encoder's `dim` wide, patches its `patch_dim`.
+fn row_dim(encoder: &dyn Encoder, kind: RowKind) -> usize {
+    match kind {
+        RowKind::Tokens(_) => encoder.info().dim,
+        RowKind::Patches(_) => encoder.patch_dim(),
+    }
+}
+
+/// Load and encode one batch (with token vectors or patch grids as `kind` says). A batch the encoder rejects is
 /// retried item by item so one bad input cannot sink the others.
 fn encode_batch(
     encoder: &dyn Encoder,
     images: &dyn ImageSource,
     batch: &[(String, &ItemContent)],
     dim: usize,
-    tokens: Option<usize>,
+    kind: Option<RowKind>,
 ) -> BatchOutput {
     let mut out = BatchOutput::default();
     let mut keys: Vec<&str> = Vec::with_capacity(batch.len());
@@ -518,13 +585,14 @@ fn encode_batch(
         keys.push(key);
     }
     let inputs: Vec<Item<'_>> = loaded.iter().map(Loaded::item).collect();
-    match run_encoder(encoder, &inputs, dim, tokens) {
-        Ok(v) => accept(&mut out, &keys, &v, dim),
+    let row_width = kind.map_or(0, |k| row_dim(encoder, k));
+    match run_encoder(encoder, &inputs, dim, kind) {
+        Ok(v) => accept(&mut out, &keys, &v, dim, row_width),
         Err(e) if inputs.len() == 1 => reject(&mut out, keys[0], e),
         Err(_) => {
             for (key, input) in keys.iter().zip(&inputs) {
-                match run_encoder(encoder, std::slice::from_ref(input), dim, tokens) {
-                    Ok(v) => accept(&mut out, &[key], &v, dim),
+                match run_encoder(encoder, std::slice::from_ref(input), dim, kind) {
+                    Ok(v) => accept(&mut out, &[key], &v, dim, row_width),
                     Err(e) => reject(&mut out, key, e),
                 }
             }
@@ -533,20 +601,21 @@ fn encode_batch(
     out
 }
 
-/// Keep finite rows; a row with NaN or infinity, or token values beyond float16, is a failure.
-fn accept(out: &mut BatchOutput, keys: &[&str], v: &TokenOutput, dim: usize) {
+/// Keep finite rows; a row with NaN or infinity, or token (patch) values beyond float16, is a failure.
+fn accept(out: &mut BatchOutput, keys: &[&str], v: &TokenOutput, dim: usize, row_width: usize) {
     let mut at = 0usize;
     for (i, (key, row)) in keys.iter().zip(v.vectors.chunks_exact(dim)).enumerate() {
-        // Token runs: the token vectors of input i as float16 (`counts` is empty otherwise).
+        // Token or patch runs: the rows of input i as float16 and their ids (`counts` is empty otherwise).
         let tokens = v.counts.get(i).map(|&n| {
-            let t = &v.tokens[at * dim..(at + n) * dim];
+            let t = &v.tokens[at * row_width..(at + n) * row_width];
+            let ids = v.ids.get(at..at + n).unwrap_or(&[]);
             at += n;
-            (n, crate::tokens::to_f16(t))
+            (n, crate::rows::to_f16(t), ids)
         });
         let reason = if !row.iter().all(|x| x.is_finite()) {
             Some("encoder produced non-finite values")
-        } else if matches!(tokens, Some((_, None))) {
-            Some("encoder produced token values that are non-finite or beyond the float16 range")
+        } else if matches!(tokens, Some((_, None, _))) {
+            Some("encoder produced token or patch values that are non-finite or beyond the float16 range")
         } else {
             None
         };
@@ -556,9 +625,10 @@ fn accept(out: &mut BatchOutput, keys: &[&str], v: &TokenOutput, dim: usize) {
         }
         out.keys.push(key.to_string());
         out.data.extend_from_slice(row);
-        if let Some((n, Some(values))) = tokens {
+        if let Some((n, Some(values), ids)) = tokens {
             out.token_counts.push(n);
             out.token_data.extend(values);
+            out.token_ids.extend_from_slice(ids);
         }
     }
 }
@@ -568,27 +638,39 @@ fn reject(out: &mut BatchOutput, key: &str, error: String) {
     out.encoder_errors.push(error);
 }
 
-/// Encode `inputs` (with at most `tokens` token vectors each, when given), checking the output's shape.
+/// Encode `inputs` (with at most `cap` token vectors and their ids, or a `grid²` patch grid, each, as `kind` says),
+/// checking the output's shape.
 fn run_encoder(
     encoder: &dyn Encoder,
     inputs: &[Item<'_>],
     dim: usize,
-    tokens: Option<usize>,
+    kind: Option<RowKind>,
 ) -> Result<TokenOutput, String> {
     if inputs.is_empty() {
         return Ok(TokenOutput::default());
     }
-    let out = match tokens {
+    let out = match kind {
         None => TokenOutput { vectors: encoder.encode(inputs).map_err(|e| e.to_string())?, ..Default::default() },
-        Some(cap) => {
-            let out = encoder.encode_with_tokens(inputs, cap).map_err(|e| e.to_string())?;
+        Some(kind) => {
+            let (out, expected) = match kind {
+                RowKind::Tokens(cap) => (encoder.encode_with_tokens(inputs, cap), format!("at most {cap}")),
+                RowKind::Patches(g) => (encoder.encode_with_patches(inputs, g), format!("exactly {}", g * g)),
+            };
+            let out = out.map_err(|e| e.to_string())?;
             let n: usize = out.counts.iter().sum();
-            if out.counts.len() != inputs.len() || out.counts.iter().any(|&c| c > cap) || out.tokens.len() != n * dim {
+            let counts_ok = out.counts.iter().all(|&c| match kind {
+                RowKind::Tokens(cap) => c <= cap,
+                RowKind::Patches(g) => c == g * g,
+            });
+            let ids = if matches!(kind, RowKind::Tokens(_)) { n } else { 0 };
+            let width = row_dim(encoder, kind);
+            if out.counts.len() != inputs.len() || !counts_ok || out.tokens.len() != n * width || out.ids.len() != ids {
                 return Err(format!(
-                    "returned {} token counts (at most {cap} each expected) and {} token values for {} inputs of \
-                     dimension {dim}",
+                    "returned {} row counts ({expected} each expected), {} values and {} ids for {} inputs of row \
+                     width {width}",
                     out.counts.len(),
                     out.tokens.len(),
+                    out.ids.len(),
                     inputs.len()
                 ));
             }
@@ -621,7 +703,8 @@ struct Sources<'a> {
     work: &'a WorkDir,
     store: Option<&'a FeatureStore>,
     store_rows: &'a HashMap<String, usize>,
-    store_tokens: Option<&'a TokenVectors>,
+    /// The store's token vectors or patch grids (in a run that stores them).
+    store_item_rows: Option<&'a ItemRows>,
 }
 
 impl Sources<'_> {
@@ -629,26 +712,47 @@ impl Sources<'_> {
         self.work.vector(key).or_else(|| self.store.and_then(|s| self.store_rows.get(key).map(|&r| s.row(r))))
     }
 
-    fn tokens(&self, key: &str) -> Option<TokenSlice<'_>> {
+    /// The token vectors (patch grid) of `key`.
+    fn rows(&self, key: &str) -> Option<RowSlice<'_>> {
         match self.work.token_bytes(key) {
-            Some(b) => Some(TokenSlice::Bytes(b)),
+            Some(b) => Some(RowSlice::Bytes(b)),
             None => {
-                let (t, &row) = self.store_tokens.zip(self.store_rows.get(key))?;
-                Some(TokenSlice::Values(t.item_f16(row)))
+                let (t, &row) = self.store_item_rows.zip(self.store_rows.get(key))?;
+                Some(RowSlice::Values(t.item_f16(row)))
             }
         }
     }
+
+    /// The vocabulary ids of `key`'s tokens.
+    fn token_ids(&self, key: &str) -> Option<Vec<i64>> {
+        if self.work.token_bytes(key).is_some() {
+            return self.work.token_ids(key);
+        }
+        let (t, &row) = self.store_item_rows.zip(self.store_rows.get(key))?;
+        t.item_row_ids(row).map(<[i64]>::to_vec)
+    }
+}
+
+/// What a store holds beside its vectors: token vectors or patch grids.
+struct RowOutput<'a> {
+    kind: RowKind,
+    /// What one row is (recorded in `meta.json`).
+    what: &'a str,
+    /// Width of a row.
+    dim: usize,
+    /// Token runs: the vocabulary the ids index.
+    vocab: Option<Vocabulary>,
 }
 
 /// Write the finished store into a temporary folder and swap it in place of `dir` (which removes `.work/`);
-/// with `tokens` (cap, what a token is), also the token files. Returns the number of token vectors written.
+/// with `row_output`, also the token or patch files. Returns the number of token or patch vectors written.
 fn write_store(
     dir: &Path,
     mut meta: StoreMeta,
     rows: &[(&str, &str)],
     failures: &[Failure],
     src: &Sources<'_>,
-    tokens: Option<(usize, &str)>,
+    row_output: Option<RowOutput<'_>>,
     model_src: Option<&Path>,
 ) -> Result<Option<usize>, FeatureError> {
     let internal =
@@ -674,20 +778,45 @@ fn write_store(
         Some(k) => internal("vector", k),
         None => FeatureError::Core(e),
     })?;
-    if let Some((max_tokens, token)) = tokens {
+    let mut total_rows = None;
+    if let Some(ro) = row_output {
         let per_row = rows
             .iter()
-            .map(|(_, key)| src.tokens(key).ok_or_else(|| internal("token vectors", key)))
+            .map(|(_, key)| src.rows(key).ok_or_else(|| internal("token or patch vectors", key)))
             .collect::<Result<Vec<_>, _>>()?;
-        let (total, offsets_blake3) = crate::tokens::write_token_files(out.path(), dim, &per_row)?;
-        meta.tokens = Some(TokenMeta {
-            max_tokens,
-            dtype: TOKEN_DTYPE.to_string(),
-            total,
-            dim,
-            token: token.to_string(),
-            offsets_blake3,
-        });
+        match ro.kind {
+            RowKind::Tokens(max_tokens) => {
+                let vocab = ro.vocab.ok_or_else(|| internal("vocabulary", &meta.encoder.name))?;
+                let mut ids = Vec::new();
+                for (_, key) in rows {
+                    ids.extend(src.token_ids(key).ok_or_else(|| internal("token ids", key))?);
+                }
+                let (total, offsets_blake3, ids_blake3) =
+                    crate::tokens::write_token_files(out.path(), ro.dim, &per_row, Some(&ids))?;
+                meta.tokens = Some(TokenMeta {
+                    max_tokens,
+                    dtype: TOKEN_DTYPE.to_string(),
+                    total,
+                    dim: ro.dim,
+                    token: ro.what.to_string(),
+                    offsets_blake3,
+                    vocab: Some(vocab),
+                    ids_blake3,
+                });
+                total_rows = Some(total);
+            }
+            RowKind::Patches(grid) => {
+                crate::patches::write_patch_file(out.path(), grid, ro.dim, &per_row)?;
+                meta.patches = Some(PatchMeta {
+                    grid,
+                    dim: ro.dim,
+                    dtype: TOKEN_DTYPE.to_string(),
+                    patch: ro.what.to_string(),
+                    order: PATCH_ORDER.to_string(),
+                });
+                total_rows = Some(rows.len() * grid * grid);
+            }
+        }
     }
     let mut ids_text = String::new();
     let mut keys_text = String::new();
@@ -729,9 +858,13 @@ fn write_store(
         manifest.count("tokens", t.total as u64);
         manifest.param("max_tokens", t.max_tokens);
     }
+    if let Some(p) = &meta.patches {
+        manifest.count("patches", (rows.len() * p.grid * p.grid) as u64);
+        manifest.param("grid", p.grid);
+    }
     manifest.write(out.path())?;
     out.commit()?;
-    Ok(meta.tokens.map(|t| t.total))
+    Ok(total_rows)
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> Result<(), FeatureError> {
@@ -756,6 +889,7 @@ struct Held<'a> {
     options: &'a std::collections::BTreeMap<String, String>,
     seed: u64,
     tokens: Option<usize>,
+    patches: Option<usize>,
 }
 
 /// An error unless the request matches what `dir` already holds (`what`: "features of" / "an unfinished run of").
@@ -768,6 +902,7 @@ fn check_config(
     unfinished: bool,
 ) -> Result<(), FeatureError> {
     let show_tokens = held.tokens.is_some() || req.tokens.is_some();
+    let show_patches = held.patches.is_some() || req.patches.is_some();
     let describe = |h: Held<'_>| {
         let mut d = format!("`{}`", h.name);
         if !h.options.is_empty() {
@@ -783,19 +918,32 @@ fn check_config(
                 None => d.push_str(" without token output"),
             }
         }
+        if show_patches {
+            match h.patches {
+                Some(g) => d.push_str(&format!(" with patch grids (--patches --grid {g})")),
+                None => d.push_str(" without patch grids"),
+            }
+        }
         d
     };
     if held.name != req.encoder
         || held.options != &req.options
         || (fitted && held.seed != req.seed)
         || held.tokens != req.tokens
+        || held.patches != req.patches
     {
         let fix = if unfinished {
             "re-run with the same encoder settings to resume it, or pass --force to discard it"
         } else {
             "write to another folder, or pass --force to replace them"
         };
-        let requested = Held { name: &req.encoder, options: &req.options, seed: req.seed, tokens: req.tokens };
+        let requested = Held {
+            name: &req.encoder,
+            options: &req.options,
+            seed: req.seed,
+            tokens: req.tokens,
+            patches: req.patches,
+        };
         return Err(FeatureError::Mismatch(format!(
             "{}: holds {what} encoder {}, but encoder {} was requested; {fix}",
             dir.display(),

@@ -9,7 +9,9 @@
 //! - [`embed`]: incremental, resumable embedding of items into a feature store
 //! - [`work`]: the resumable state of an unfinished embedding run
 //! - [`store`]: the on-disk feature store, read through a memory map
-//! - [`tokens`]: per-token vectors of items (`--tokens`), stored float16 beside the pooled vectors
+//! - [`tokens`]: per-token vectors of items and their vocabulary ids (`--tokens`), stored beside the pooled vectors
+//! - [`patches`]: grids of patch vectors of image items (`--patches`), stored float16 beside the pooled vectors
+//! - [`rows`]: per-item float16 row sets, the storage shared by token vectors and patch grids
 //! - [`npy`]: NumPy `.npy` reading (whole or memory-mapped) and writing
 //! - [`vectors`]: ids + row-major vectors, the in-memory view of features
 //! - [`knn`]: exact top-k search (lower distance = closer), with per-query filters
@@ -25,18 +27,22 @@ pub mod image_source;
 pub mod items;
 pub mod knn;
 pub mod npy;
+pub mod patches;
 pub mod pretrained;
 pub mod registry;
+pub mod rows;
 pub mod store;
 pub mod tokens;
 pub mod vectors;
 pub mod work;
 
-pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
+pub use encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, Vocabulary};
 /// The `image` crate the encoders and image sources use (so callers name the same `RgbImage`).
 pub use image;
 pub use knn::{KnnOptions, Metric, Neighbor, knn};
+pub use patches::PatchGrids;
 pub use registry::{EncoderContext, build_encoder};
+pub use rows::ItemRows;
 pub use store::FeatureStore;
 pub use tokens::TokenVectors;
 pub use vectors::Vectors;

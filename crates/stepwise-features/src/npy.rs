@@ -4,7 +4,8 @@
 //! Written files are format 1.0 (2.0 when the header needs it), C order, with the header padded so the data
 //! starts at a multiple of 64 bytes — `numpy.load` reads them, and a memory map can be viewed as `&[f32]` (or
 //! `&[f16]`). The float reader accepts formats 1–3, little-endian `f4`/`f8`/`f2`, C or Fortran order (converted
-//! to row-major); [`read_i64_vector`] reads 1-D `'<i8'` arrays.
+//! to row-major); [`read_i64_vector`] reads 1-D `'<i8'` arrays; [`MmapF16Matrix`] maps float16 arrays (2-D, or
+//! more dimensions viewed as rows of the last one).
 
 use std::fs::File;
 use std::io::Write;
@@ -368,17 +369,21 @@ impl MmapMatrix {
     }
 }
 
-/// A memory-mapped C-order `'<f2'` (float16) matrix, viewed as `&[f16]` without reading the file.
+/// A memory-mapped C-order `'<f2'` (float16) matrix, viewed as `&[f16]` without reading the file. An array of
+/// more than two dimensions is viewed as a matrix of its last dimension: `(a, b, c)` as `(a * b, c)`.
 #[derive(Debug)]
 pub struct MmapF16Matrix {
     mmap: Option<Mmap>,
     offset: usize,
     pub rows: usize,
     pub cols: usize,
+    /// The array's shape as the file states it.
+    pub shape: Vec<usize>,
 }
 
 impl MmapF16Matrix {
-    /// Map `path`; it must be a C-order little-endian float16 2-D array whose data is 2-byte aligned.
+    /// Map `path`; it must be a C-order little-endian float16 array of two or more dimensions whose data is
+    /// 2-byte aligned.
     pub fn open(path: &Path) -> stepwise_core::Result<Self> {
         let file = File::open(path).at(path)?;
         let len = file.metadata().at(path)?.len() as usize;
@@ -390,15 +395,17 @@ impl MmapF16Matrix {
         let mmap = unsafe { Mmap::map(&file) }.at(path)?;
         let h = parse_header(path, &mmap)?;
         let (rows, cols) = match h.shape.as_slice() {
-            [r, c] => (*r, *c),
+            [lead @ .., c] if !lead.is_empty() => (lead.iter().try_fold(1usize, |a, &d| a.checked_mul(d)), *c),
             other => {
                 return Err(Error::bad_input(format!(
-                    "{}: expected a 2-D array, found shape {other:?}",
+                    "{}: expected a 2-D (or larger) array, found shape {other:?}",
                     path.display()
                 )));
             }
         };
-        if h.descr != "<f2" || (h.fortran_order && rows > 1 && cols > 1) {
+        let rows =
+            rows.ok_or_else(|| Error::bad_input(format!("{}: shape {:?} overflows", path.display(), h.shape)))?;
+        if h.descr != "<f2" || (h.fortran_order && h.shape.iter().filter(|&&d| d > 1).count() > 1) {
             return Err(Error::bad_input(format!(
                 "{}: expected C-order float16 ('<f2'), found {:?} fortran_order={}",
                 path.display(),
@@ -425,7 +432,7 @@ impl MmapF16Matrix {
             )));
         }
         let mmap = if rows * cols == 0 { None } else { Some(mmap) };
-        Ok(MmapF16Matrix { mmap, offset: h.data_offset, rows, cols })
+        Ok(MmapF16Matrix { mmap, offset: h.data_offset, rows, cols, shape: h.shape })
     }
 
     /// All values, row-major.
@@ -492,6 +499,15 @@ mod tests {
         assert_eq!((r, c), (2, 3));
         assert_eq!(back, data.iter().map(|x| x.to_f32()).collect::<Vec<_>>());
         assert!(MmapMatrix::open(&p).is_err(), "f2 cannot be mapped as f32");
+        // A 3-D array is a matrix of its last dimension.
+        let p3 = td.path().join("h3.npy");
+        stepwise_core::output::write_file_atomic(&p3, |w| {
+            w.write_all(&header_bytes_for("<f2", &[1, 2, 3]))?;
+            write_f16s(w, &data)
+        })
+        .unwrap();
+        let m = MmapF16Matrix::open(&p3).unwrap();
+        assert_eq!((m.rows, m.cols, m.shape.clone(), m.data()), (2, 3, vec![1, 2, 3], &data[..]));
 
         let q = td.path().join("o.npy");
         write_i64_vector(&q, &[0, 3, 3, 1 << 40]).unwrap();

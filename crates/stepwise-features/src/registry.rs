@@ -15,6 +15,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::encoder::{Encoder, Modality};
+use crate::patches::PatchSpec;
 use crate::{FeatureError, builtin, pretrained};
 
 /// How an encoder gets its parameters (see module docs).
@@ -91,6 +92,9 @@ pub struct EncoderEntry {
     /// What one token vector is, for encoders with per-token output (`stepwise embed --tokens`, see
     /// [`crate::tokens`]); `None` for the others.
     pub tokens: Option<&'static str>,
+    /// What a patch is and the native grid, for image encoders with patch grids (`stepwise embed --patches`, see
+    /// [`crate::patches`]); `None` for the others.
+    pub patches: Option<PatchSpec>,
     pub build: fn(&EncoderContext) -> Result<Box<dyn Encoder>, FeatureError>,
 }
 
@@ -110,6 +114,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
                       vector = mean of word vectors, L2-normalised (options: dim (100), window (5), negative (5), \
                       epochs (auto), min_count (2), sample, lr)",
         tokens: Some(builtin::word2vec::TOKENS),
+        patches: None,
         build: builtin::word2vec::build,
     },
     EncoderEntry {
@@ -119,6 +124,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         description: "TF-IDF over the corpus's vocabulary as scikit-learn's TfidfVectorizer (smooth idf), \
                       L2-normalised (options: max_features (2048), min_df, sublinear_tf)",
         tokens: None,
+        patches: None,
         build: builtin::tfidf::build,
     },
     EncoderEntry {
@@ -128,6 +134,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         description: "classical image descriptor: CIELAB colour histogram + gradient-orientation histograms + tiny \
                       8x8 image, L2-normalised (no weights)",
         tokens: None,
+        patches: Some(builtin::descriptor::PATCHES),
         build: builtin::descriptor::build,
     },
     // Pretrained encoders (weights from the models folder: `scripts/fetch-models.sh`).
@@ -137,6 +144,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "all-MiniLM-L6-v2 sentence embedding (BERT, mean pooling, L2-normalised, 384-d)",
         tokens: Some(pretrained::minilm::TOKENS),
+        patches: None,
         build: pretrained::minilm::build,
     },
     EncoderEntry {
@@ -146,6 +154,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         description: "mean GloVe 6B 50-d word vector of the text's in-vocabulary words, L2-normalised (option: \
                       normalize)",
         tokens: Some(pretrained::glove::TOKENS),
+        patches: None,
         build: pretrained::glove::build,
     },
     EncoderEntry {
@@ -154,6 +163,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite0 ImageNet CNN, globally pooled 1280-d feature (224x224 input)",
         tokens: None,
+        patches: Some(pretrained::efficientnet_lite::LITE0_PATCHES),
         build: pretrained::efficientnet_lite::build_lite0,
     },
     EncoderEntry {
@@ -162,6 +172,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite0 ImageNet logits (1000-d)",
         tokens: None,
+        patches: None,
         build: pretrained::efficientnet_lite::build_lite0_logits,
     },
     EncoderEntry {
@@ -170,6 +181,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite2 ImageNet CNN, globally pooled 1280-d feature (260x260 input)",
         tokens: None,
+        patches: Some(pretrained::efficientnet_lite::LITE2_PATCHES),
         build: pretrained::efficientnet_lite::build_lite2,
     },
     EncoderEntry {
@@ -178,6 +190,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "EfficientNet-Lite2 ImageNet logits (1000-d)",
         tokens: None,
+        patches: None,
         build: pretrained::efficientnet_lite::build_lite2_logits,
     },
     EncoderEntry {
@@ -187,6 +200,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         description: "CLIP ViT-B/32 image tower, projected and L2-normalised (weights: a Hugging Face folder you \
                       provide in models/clip-vit-b32)",
         tokens: None,
+        patches: Some(pretrained::clip::PATCHES),
         build: pretrained::clip::build_image,
     },
     EncoderEntry {
@@ -195,6 +209,7 @@ pub static ENCODERS: &[EncoderEntry] = &[
         kind: EncoderKind::Pretrained,
         description: "CLIP ViT-B/32 text tower, projected and L2-normalised (same space as clip-image)",
         tokens: None,
+        patches: None,
         build: pretrained::clip::build_text,
     },
 ];

@@ -9,8 +9,11 @@
 //!   options and seed, row count, input file hashes, and a hash of `ids` checked on open;
 //! - `failures.jsonl`: items that could not be encoded (unreadable or corrupt images), with the reason;
 //! - `model/`: the fitted state of corpus-trained encoders (word2vec, TF-IDF), used by [`FeatureStore::encoder`];
-//! - `tokens.npy`, `token_offsets.npy`: only for `stepwise embed --tokens` — per-token float16 vectors of each
-//!   row, described by `meta.json` → `tokens` (see [`crate::tokens`], read with [`crate::TokenVectors`]);
+//! - `tokens.npy`, `token_offsets.npy`, `token_ids.npy`: only for `stepwise embed --tokens` — per-token float16
+//!   vectors of each row and their vocabulary ids, described by `meta.json` → `tokens` (see [`crate::tokens`],
+//!   read with [`crate::TokenVectors`]);
+//! - `patches.npy`: only for `stepwise embed --patches` — a float16 patch grid of each image row, described by
+//!   `meta.json` → `patches` (see [`crate::patches`], read with [`crate::PatchGrids`]);
 //! - `manifest.json`: the usual stepwise manifest;
 //! - `.work/`: only while a run is unfinished (resumable chunks; see [`crate::embed`]).
 
@@ -23,6 +26,7 @@ use stepwise_core::{Error, IoResultExt};
 
 use crate::encoder::{Encoder, EncoderInfo, Item};
 use crate::npy::MmapMatrix;
+use crate::patches::{PatchGrids, PatchMeta};
 use crate::registry::{EncoderContext, build_encoder};
 use crate::tokens::{TokenMeta, TokenVectors};
 use crate::{FeatureError, Vectors, items};
@@ -63,6 +67,9 @@ pub struct StoreMeta {
     /// The token output (`--tokens`), absent when the store has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenMeta>,
+    /// The patch grids (`--patches`), absent when the store has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<PatchMeta>,
 }
 
 /// One item that could not be encoded (a line of `failures.jsonl`).
@@ -205,6 +212,11 @@ impl FeatureStore {
     /// The per-token vectors of the rows (`None` when the store was embedded without `--tokens`).
     pub fn tokens(&self) -> Result<Option<TokenVectors>, FeatureError> {
         TokenVectors::from_store(self)
+    }
+
+    /// The patch grids of the rows (`None` when the store was embedded without `--patches`).
+    pub fn patches(&self) -> Result<Option<PatchGrids>, FeatureError> {
+        PatchGrids::from_store(self)
     }
 
     /// The items that could not be encoded.

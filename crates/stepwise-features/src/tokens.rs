@@ -1,38 +1,47 @@
 //! Token-level features: per-token vectors of each item, stored next to the pooled vectors of a feature store
-//! (`stepwise embed --tokens`), for models that read the tokens of a step (e.g. a hierarchical BiLSTM).
+//! (`stepwise embed --tokens`), for models that read the tokens of a step (e.g. a hierarchical BiLSTM), and the
+//! vocabulary id of every token, for models that predict masked tokens (masked-language-model pretraining).
 //!
 //! Files, inside the store folder (so the store's `meta.json`, ids and manifest cover them):
 //! - `tokens.npy`: float16 `(total_tokens, dim)`, C order, NumPy-readable;
 //! - `token_offsets.npy`: int64 `(count + 1,)`: the tokens of row i of `ids` are rows
 //!   `offsets[i]..offsets[i + 1]` of `tokens.npy` (an item without any token has an empty range);
+//! - `token_ids.npy`: int64 `(total_tokens,)`: the vocabulary id of each row of `tokens.npy`;
 //! - `meta.json` → `tokens` ([`TokenMeta`]): the cap per item, dtype, total, dimension, what a token is for this
-//!   encoder, and a hash of `token_offsets.npy` checked on open.
+//!   encoder, the vocabulary the ids index ([`Vocabulary`]: what it is, its size, a hash of its entries), and
+//!   hashes of `token_offsets.npy` and `token_ids.npy` checked on open.
+//!
+//! Stores written before token ids existed have no `token_ids.npy` and no `tokens.vocab`: they stay readable, with
+//! [`TokenVectors::token_ids`] `None`; `stepwise embed --tokens` on such a store re-encodes its items to add them.
 //!
 //! Which encoders have token output, and what a token is for each, is in the registry
 //! ([`crate::registry::EncoderEntry::tokens`]): the word vectors of the in-vocabulary words for `w2v` and
-//! `glove-50d` (the same tokenisation as their pooled vector), the last hidden state of each WordPiece token
-//! (no `[CLS]`/`[SEP]`) for `minilm`. Only the first `max_tokens` tokens of an item are kept. Image items have no
-//! tokens (no image encoder has token output). Values beyond the float16 range make the item a failure.
+//! `glove-50d` (the same tokenisation as their pooled vector; ids: the word's row in the fitted w2v vocabulary,
+//! the line of GloVe's `vocab.txt`), the last hidden state of each WordPiece token (no `[CLS]`/`[SEP]`; ids: the
+//! WordPiece ids of `tokenizer.json`) for `minilm`. Only the first `max_tokens` tokens of an item are kept. Image
+//! items have no tokens (image encoders have patch grids instead: [`crate::patches`]). Values beyond the float16
+//! range make the item a failure.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::ops::Range;
+use std::ops::Deref;
 use std::path::Path;
 
 use half::f16;
 use serde::{Deserialize, Serialize};
 use stepwise_core::{Error, IoResultExt};
 
-use crate::npy::MmapF16Matrix;
+use crate::encoder::Vocabulary;
+use crate::rows::{ItemRows, RowSlice, bad, open_rows_file, write_rows_file};
 use crate::store::FeatureStore;
 use crate::{FeatureError, registry};
 
 pub const TOKENS_FILE: &str = "tokens.npy";
 pub const TOKEN_OFFSETS_FILE: &str = "token_offsets.npy";
+pub const TOKEN_IDS_FILE: &str = "token_ids.npy";
 /// Tokens kept per item unless `--max-tokens` says otherwise.
 pub const DEFAULT_MAX_TOKENS: usize = 32;
-/// The dtype of `tokens.npy`, as recorded in `meta.json`.
+/// The dtype of `tokens.npy` (and `patches.npy`), as recorded in `meta.json`.
 pub const TOKEN_DTYPE: &str = "float16";
+const REDO: &str = "re-run `stepwise embed --tokens --force`";
 
 /// The `tokens` entry of a store's `meta.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +58,12 @@ pub struct TokenMeta {
     pub token: String,
     /// BLAKE3 of `token_offsets.npy`, checked on open (catches files from different runs).
     pub offsets_blake3: String,
+    /// The vocabulary `token_ids.npy` indexes (absent in stores written before token ids existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab: Option<Vocabulary>,
+    /// BLAKE3 of `token_ids.npy`, checked on open (present with `vocab`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids_blake3: Option<String>,
 }
 
 /// What a token is for `encoder`, or a usage error naming the encoders with token output.
@@ -63,26 +78,30 @@ pub fn token_output(encoder: &str) -> Result<&'static str, FeatureError> {
     ))))
 }
 
-/// Per-token vectors of items: rows `offsets[i]..offsets[i+1]` of the token matrix belong to item i.
+/// Per-token vectors of items (rows `offsets[i]..offsets[i+1]` of the token matrix belong to item i) and, when the
+/// store has them, their vocabulary ids. Dereferences to [`ItemRows`] for the item-level accessors (`ids`,
+/// `index_of`, `row_range`, `item_f16`, `get`, `dim`...).
 #[derive(Debug)]
 pub struct TokenVectors {
-    /// Dimension of each token vector.
-    pub dim: usize,
-    ids: Vec<String>,
-    index: HashMap<String, usize>,
-    /// `ids.len() + 1` non-decreasing row offsets, starting at 0.
-    offsets: Vec<usize>,
-    data: TokenData,
+    rows: ItemRows,
     max_tokens: usize,
+    vocab: Option<Vocabulary>,
 }
 
-#[derive(Debug)]
-enum TokenData {
-    Mapped(MmapF16Matrix),
-    Owned(Vec<f16>),
+impl Deref for TokenVectors {
+    type Target = ItemRows;
+
+    fn deref(&self) -> &ItemRows {
+        &self.rows
+    }
 }
 
 impl TokenVectors {
+    /// The rows alone (for the embedding pipeline's reuse of a store's rows).
+    pub(crate) fn into_rows(self) -> ItemRows {
+        self.rows
+    }
+
     /// Open the token output of the feature store in `store_dir`: `None` when the store has none (it was embedded
     /// without `--tokens`); an error when the store itself cannot be opened or its token files disagree.
     pub fn open(store_dir: &Path) -> Result<Option<TokenVectors>, FeatureError> {
@@ -95,37 +114,20 @@ impl TokenVectors {
             return Ok(None);
         };
         let dir = store.dir();
-        let redo = "re-run `stepwise embed --tokens --force`";
         let off_path = dir.join(TOKEN_OFFSETS_FILE);
-        let off_bytes = std::fs::read(&off_path).at(&off_path)?;
-        if blake3::hash(&off_bytes).to_hex().as_str() != tm.offsets_blake3 {
-            return Err(bad(format!(
-                "{}: does not match {} (files from different runs?); {redo}",
-                off_path.display(),
-                dir.join(crate::store::META_FILE).display()
-            )));
-        }
+        let off_bytes = read_checked(&off_path, &tm.offsets_blake3, dir)?;
         let raw = crate::npy::parse_i64_vector(&off_path, &off_bytes)?;
-        let matrix = MmapF16Matrix::open(&dir.join(TOKENS_FILE))?;
-        if matrix.rows != tm.total || matrix.cols != tm.dim {
-            return Err(bad(format!(
-                "{}: shape ({}, {}), but meta.json says {} tokens of dim {}; {redo}",
-                dir.join(TOKENS_FILE).display(),
-                matrix.rows,
-                matrix.cols,
-                tm.total,
-                tm.dim
-            )));
-        }
-        let offsets = check_offsets(&off_path, &raw, store.len(), tm.total, tm.max_tokens)?;
-        Ok(Some(TokenVectors {
-            dim: tm.dim,
-            ids: store.ids().to_vec(),
-            index: store.ids().iter().enumerate().map(|(i, id)| (id.clone(), i)).collect(),
-            offsets,
-            data: TokenData::Mapped(matrix),
-            max_tokens: tm.max_tokens,
-        }))
+        let matrix = open_rows_file(&dir.join(TOKENS_FILE), &[tm.total, tm.dim], "tokens of shape", REDO)?;
+        let rows = ItemRows::from_store(store, &off_path, &raw, tm.max_tokens, matrix, REDO)?;
+        let (rows, vocab) = match (&tm.vocab, &tm.ids_blake3) {
+            (Some(vocab), Some(hash)) => {
+                let ids_path = dir.join(TOKEN_IDS_FILE);
+                let ids = crate::npy::parse_i64_vector(&ids_path, &read_checked(&ids_path, hash, dir)?)?;
+                (rows.with_row_ids(&ids_path, ids)?, Some(vocab.clone()))
+            }
+            _ => (rows, None),
+        };
+        Ok(Some(TokenVectors { rows, max_tokens: tm.max_tokens, vocab }))
     }
 
     /// Token vectors held in memory (e.g. for tests): `offsets` as in `token_offsets.npy` (`ids.len() + 1`
@@ -137,36 +139,14 @@ impl TokenVectors {
         offsets: Vec<usize>,
         data: Vec<f16>,
     ) -> Result<TokenVectors, FeatureError> {
-        if dim == 0 || !data.len().is_multiple_of(dim) {
-            return Err(bad(format!("token vectors: {} values are not rows of dimension {dim}", data.len())));
-        }
-        let raw: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-        let offsets = check_offsets(Path::new("(token offsets)"), &raw, ids.len(), data.len() / dim, max_tokens)?;
-        let mut index = HashMap::with_capacity(ids.len());
-        for (i, id) in ids.iter().enumerate() {
-            if index.insert(id.clone(), i).is_some() {
-                return Err(bad(format!("token vectors: duplicate id {id:?}")));
-            }
-        }
-        Ok(TokenVectors { dim, ids, index, offsets, data: TokenData::Owned(data), max_tokens })
+        Ok(TokenVectors { rows: ItemRows::new(dim, max_tokens, ids, offsets, data)?, max_tokens, vocab: None })
     }
 
-    /// Items (rows of `ids`, with or without tokens).
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    /// Item ids, in store row order.
-    pub fn ids(&self) -> &[String] {
-        &self.ids
-    }
-
-    pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+    /// Add the vocabulary id of every token row (in row order) and the vocabulary they index.
+    pub fn with_token_ids(mut self, ids: Vec<i64>, vocab: Vocabulary) -> Result<TokenVectors, FeatureError> {
+        self.rows = self.rows.with_row_ids(Path::new("(token ids)"), ids)?;
+        self.vocab = Some(vocab);
+        Ok(self)
     }
 
     /// The cap on tokens per item used when the store was written.
@@ -176,114 +156,61 @@ impl TokenVectors {
 
     /// Token rows in all.
     pub fn total_tokens(&self) -> usize {
-        self.offsets.last().copied().unwrap_or(0)
-    }
-
-    /// Rows of the token matrix belonging to item `i`. Panics when `i >= len()`, like slice indexing.
-    pub fn row_range(&self, i: usize) -> Range<usize> {
-        self.offsets[i]..self.offsets[i + 1]
-    }
-
-    /// The whole token matrix, row-major float16 (memory-mapped when opened from a store).
-    pub fn data_f16(&self) -> &[f16] {
-        match &self.data {
-            TokenData::Mapped(m) => m.data(),
-            TokenData::Owned(v) => v,
-        }
-    }
-
-    /// The token vectors of item `i` as stored (`count × dim` float16). Panics when `i >= len()`.
-    pub fn item_f16(&self, i: usize) -> &[f16] {
-        let r = self.row_range(i);
-        &self.data_f16()[r.start * self.dim..r.end * self.dim]
-    }
-
-    /// The tokens of `id` as row-major `tokens × dim` f32; `None` for an unknown id or an item without tokens.
-    pub fn get(&self, id: &str) -> Option<Vec<f32>> {
-        let i = self.index_of(id)?;
-        let v = self.item_f16(i);
-        (!v.is_empty()).then(|| v.iter().map(|x| x.to_f32()).collect())
+        self.rows.total_rows()
     }
 
     /// How many token vectors `id` has (`Some(0)` for a stored item without any, e.g. no in-vocabulary word);
     /// `None` for an id not in the store.
     pub fn token_count(&self, id: &str) -> Option<usize> {
-        self.index_of(id).map(|i| self.row_range(i).len())
+        self.rows.row_count(id)
+    }
+
+    /// The vocabulary ids of item `i`'s tokens, in the order of [`ItemRows::item_f16`] (empty for an item without
+    /// tokens); `None` when the store has no token ids (written before they existed: re-run `stepwise embed
+    /// --tokens` to add them). Panics when `i >= len()`.
+    pub fn token_ids(&self, i: usize) -> Option<&[i64]> {
+        self.rows.item_row_ids(i)
+    }
+
+    /// The vocabulary ids of `id`'s tokens, like [`ItemRows::get`] for its vectors: `None` for an unknown id, an
+    /// item without tokens, or a store without token ids.
+    pub fn get_ids(&self, id: &str) -> Option<&[i64]> {
+        self.token_ids(self.index_of(id)?).filter(|t| !t.is_empty())
+    }
+
+    /// The vocabulary the token ids index (`None` without token ids).
+    pub fn vocabulary(&self) -> Option<&Vocabulary> {
+        self.vocab.as_ref()
+    }
+
+    /// The vocabulary's size: every token id is in `0..vocab_size` (`None` without token ids).
+    pub fn vocab_size(&self) -> Option<usize> {
+        self.vocab.as_ref().map(|v| v.size)
     }
 }
 
-/// Offsets as `usize`, checked: `items + 1` values, starting at 0, non-decreasing by at most `max_tokens`,
-/// ending at `total`.
-fn check_offsets(
-    path: &Path,
-    raw: &[i64],
-    items: usize,
-    total: usize,
-    max_tokens: usize,
-) -> Result<Vec<usize>, FeatureError> {
-    let redo = "re-run `stepwise embed --tokens --force`";
-    if raw.len() != items + 1 {
+/// The bytes of a store file whose BLAKE3 `meta.json` records.
+fn read_checked(path: &Path, blake3: &str, dir: &Path) -> Result<Vec<u8>, FeatureError> {
+    let bytes = std::fs::read(path).at(path)?;
+    if stepwise_core::hash::hash_bytes(&bytes) != blake3 {
         return Err(bad(format!(
-            "{}: {} offsets for {items} items (expected {}); {redo}",
+            "{}: does not match {} (files from different runs?); {REDO}",
             path.display(),
-            raw.len(),
-            items + 1
+            dir.join(crate::store::META_FILE).display()
         )));
     }
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, &o) in raw.iter().enumerate() {
-        let prev = out.last().copied().unwrap_or(0);
-        let ok = usize::try_from(o).ok().filter(|&o| if i == 0 { o == 0 } else { o >= prev && o - prev <= max_tokens });
-        match ok {
-            Some(o) => out.push(o),
-            None => {
-                return Err(bad(format!(
-                    "{}: offset {i} is {o} after {prev} (offsets start at 0 and grow by 0..={max_tokens}); {redo}",
-                    path.display()
-                )));
-            }
-        }
-    }
-    if out.last() != Some(&total) {
-        return Err(bad(format!(
-            "{}: the last offset is {}, but there are {total} token rows; {redo}",
-            path.display(),
-            out.last().copied().unwrap_or(0)
-        )));
-    }
-    Ok(out)
+    Ok(bytes)
 }
 
-/// f32 token values as float16; `None` when one is non-finite or beyond the float16 range (it would become ±inf).
-pub fn to_f16(values: &[f32]) -> Option<Vec<f16>> {
-    let out: Vec<f16> = values.iter().map(|&x| f16::from_f32(x)).collect();
-    out.iter().all(|x| x.is_finite()).then_some(out)
-}
-
-/// The token values of one item, as a work chunk (little-endian float16 bytes) or a store (values) holds them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum TokenSlice<'a> {
-    Bytes(&'a [u8]),
-    Values(&'a [f16]),
-}
-
-impl TokenSlice<'_> {
-    /// Number of float16 values.
-    fn len(&self) -> usize {
-        match self {
-            TokenSlice::Bytes(b) => b.len() / 2,
-            TokenSlice::Values(v) => v.len(),
-        }
-    }
-}
-
-/// Write `tokens.npy` and `token_offsets.npy` into `dir` from the token values of each item (in row order);
-/// returns the total token count and the BLAKE3 of the offsets file.
+/// Write `tokens.npy`, `token_offsets.npy` and, with `ids` (one per token row, in row order), `token_ids.npy` into
+/// `dir` from the token values of each item (in row order); returns the total token count and the BLAKE3 of the
+/// offsets and ids files.
 pub(crate) fn write_token_files(
     dir: &Path,
     dim: usize,
-    items: &[TokenSlice<'_>],
-) -> Result<(usize, String), FeatureError> {
+    items: &[RowSlice<'_>],
+    ids: Option<&[i64]>,
+) -> Result<(usize, String, Option<String>), FeatureError> {
     let mut offsets: Vec<i64> = Vec::with_capacity(items.len() + 1);
     let mut total = 0usize;
     offsets.push(0);
@@ -292,24 +219,22 @@ pub(crate) fn write_token_files(
         total += v.len() / dim;
         offsets.push(total as i64);
     }
-    stepwise_core::output::write_file_atomic(&dir.join(TOKENS_FILE), |w| {
-        w.write_all(&crate::npy::header_bytes_for("<f2", &[total, dim]))?;
-        for v in items {
-            match v {
-                TokenSlice::Bytes(b) => w.write_all(b)?,
-                TokenSlice::Values(v) => crate::npy::write_f16s(w, v)?,
-            }
-        }
-        Ok(())
-    })?;
+    write_rows_file(&dir.join(TOKENS_FILE), &[total, dim], items)?;
+    let hash_of = |path: &Path| -> Result<String, FeatureError> {
+        Ok(stepwise_core::hash::hash_bytes(&std::fs::read(path).at(path)?))
+    };
     let off_path = dir.join(TOKEN_OFFSETS_FILE);
     crate::npy::write_i64_vector(&off_path, &offsets)?;
-    let hash = blake3::hash(&std::fs::read(&off_path).at(&off_path)?).to_hex().to_string();
-    Ok((total, hash))
-}
-
-fn bad(msg: String) -> FeatureError {
-    FeatureError::Core(Error::bad_input(msg))
+    let ids_hash = match ids {
+        None => None,
+        Some(ids) => {
+            assert_eq!(ids.len(), total, "one token id per token row");
+            let ids_path = dir.join(TOKEN_IDS_FILE);
+            crate::npy::write_i64_vector(&ids_path, ids)?;
+            Some(hash_of(&ids_path)?)
+        }
+    };
+    Ok((total, hash_of(&off_path)?, ids_hash))
 }
 
 #[cfg(test)]
@@ -321,27 +246,22 @@ mod tests {
     }
 
     #[test]
-    fn in_memory_token_vectors() {
+    fn in_memory_token_vectors_and_ids() {
         let ids: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let t = TokenVectors::new(2, 2, ids.clone(), vec![0, 2, 2, 3], h(&[1., 2., 3., 4., 5., 6.])).unwrap();
-        assert_eq!((t.len(), t.total_tokens(), t.max_tokens()), (3, 3, 2));
+        assert_eq!((t.len(), t.total_tokens(), t.max_tokens(), t.dim), (3, 3, 2, 2));
         assert_eq!(t.get("a"), Some(vec![1., 2., 3., 4.]));
-        assert_eq!(t.get("b"), None, "an item without tokens is None, never Some(empty)");
-        assert_eq!(t.token_count("b"), Some(0));
-        assert_eq!(t.get("c"), Some(vec![5., 6.]));
-        assert_eq!((t.token_count("zz"), t.get("zz"), t.index_of("c")), (None, None, Some(2)));
-        // Inconsistent parts are errors, not panics.
-        assert!(TokenVectors::new(2, 2, ids.clone(), vec![0, 2, 2], h(&[0.; 6])).is_err());
-        assert!(TokenVectors::new(2, 2, ids.clone(), vec![0, 2, 1, 3], h(&[0.; 6])).is_err());
-        assert!(TokenVectors::new(2, 1, ids.clone(), vec![0, 2, 2, 3], h(&[0.; 6])).is_err(), "over the cap");
-        assert!(TokenVectors::new(2, 2, ids, vec![0, 2, 2, 4], h(&[0.; 6])).is_err());
-    }
-
-    #[test]
-    fn f16_conversion_rejects_overflow() {
-        assert_eq!(to_f16(&[1.5, -2.0]).unwrap(), h(&[1.5, -2.0]));
-        assert!(to_f16(&[70000.0]).is_none());
-        assert!(to_f16(&[f32::NAN]).is_none());
+        assert_eq!((t.token_count("b"), t.get("b")), (Some(0), None));
+        assert_eq!((t.token_ids(0), t.get_ids("a"), t.vocab_size()), (None, None, None), "no ids yet");
+        let vocab = Vocabulary::new("test", &["x", "y", "z", "w"], &[]);
+        let t = t.with_token_ids(vec![3, 0, 2], vocab.clone()).unwrap();
+        assert_eq!(
+            (t.token_ids(0), t.token_ids(1), t.token_ids(2)),
+            (Some(&[3, 0][..]), Some(&[][..]), Some(&[2][..]))
+        );
+        assert_eq!((t.get_ids("a"), t.get_ids("b"), t.get_ids("zz")), (Some(&[3, 0][..]), None, None));
+        assert_eq!((t.vocab_size(), t.vocabulary()), (Some(4), Some(&vocab)));
+        assert!(TokenVectors::new(2, 1, ids, vec![0, 2, 2, 3], h(&[0.; 6])).is_err(), "over the cap");
     }
 
     #[test]

@@ -5,11 +5,14 @@
 //! - `model/`: a freshly fitted encoder's state;
 //! - `chunk-NNNNNN.bin`: encoded vectors, appended chunk by chunk. Each chunk is written to a temporary name and
 //!   renamed, so after a `kill -9` every `chunk-*.bin` is complete; leftovers are ignored. A chunk is one JSON
-//!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s; in a `--tokens` run
-//!   the header also has `token_counts` (one per key) and the vectors are followed by
-//!   `sum(token_counts) * dim` little-endian float16 token values, in key order. Token values are not loaded:
-//!   they are read through a memory map of the chunk file when the store is written (they can be large: MiniLM
-//!   token vectors take about 10 times the space of the pooled float32 vectors).
+//!   line `{"dim", "keys", "failures"}` followed by `keys.len() * dim` little-endian f32s; in a `--tokens` or
+//!   `--patches` run the header also has `token_counts` (rows per key: its tokens, or its `grid²` patches), and
+//!   `row_dim` when the rows are not `dim` wide, and the vectors are followed by `sum(token_counts) * row_dim`
+//!   little-endian float16 row values, in key order; with `token_ids` (token runs) these are followed by one
+//!   little-endian int64 vocabulary id per row. Row values are not loaded: they are read through a memory map of
+//!   the chunk file when the store is written (they can be large: MiniLM token vectors take about 10 times the
+//!   space of the pooled float32 vectors, a 7×7 EfficientNet patch grid 25 times). Token rows of a chunk without
+//!   ids (written by an older stepwise) count as missing, so their items are encoded again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -37,6 +40,9 @@ pub struct RunConfig {
     /// `--tokens`: the cap on token vectors per item (absent: no token output).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<usize>,
+    /// `--patches`: the grid side (absent: no patch output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub info: Option<EncoderInfo>,
 }
@@ -48,13 +54,41 @@ struct ChunkHeader {
     failures: Vec<ChunkFailure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     token_counts: Option<Vec<usize>>,
+    /// Width of the rows when it is not `dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    row_dim: Option<usize>,
+    /// True when one int64 id per row follows the row values.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    token_ids: bool,
 }
 
-/// The token vectors of a chunk's keys: `counts[i]` rows of `dim` for key i, concatenated in key order.
+impl ChunkHeader {
+    fn row_dim(&self) -> usize {
+        self.row_dim.unwrap_or(self.dim)
+    }
+}
+
+/// The token vectors (or patch grids) of a chunk's keys: `counts[i]` rows of `dim` for key i, concatenated in key
+/// order, and for token rows their vocabulary ids.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChunkTokens {
     pub counts: Vec<usize>,
+    /// Width of a row.
+    pub dim: usize,
     pub data: Vec<f16>,
+    /// One id per row (token runs); `None` for rows without ids (patches).
+    pub ids: Option<Vec<i64>>,
+}
+
+/// Where the rows of one key are in a chunk file.
+#[derive(Debug, Clone, Copy)]
+struct RowLoc {
+    chunk: usize,
+    /// Byte offset and length of the float16 values.
+    start: usize,
+    len: usize,
+    /// Byte offset of the int64 ids and their count, when the chunk has ids.
+    ids: Option<(usize, usize)>,
 }
 
 /// An input that could not be encoded, by content key.
@@ -71,8 +105,8 @@ pub struct WorkDir {
     /// Vectors of finished chunks, by content key: (chunk, row).
     vectors: HashMap<String, (usize, usize)>,
     chunks: Vec<Vec<f32>>,
-    /// Token values of finished chunks, by content key: (chunk, byte offset in its file, byte length).
-    tokens: HashMap<String, (usize, usize, usize)>,
+    /// Token (or patch) values of finished chunks, by content key.
+    tokens: HashMap<String, RowLoc>,
     /// Memory maps of the chunk files holding token values (by chunk; `None` for chunks without).
     token_maps: Vec<Option<Mmap>>,
     pub failures: HashMap<String, String>,
@@ -126,10 +160,19 @@ impl WorkDir {
     fn add(&mut self, header: ChunkHeader, data: Vec<f32>, token_start: usize, map: Option<Mmap>) {
         let c = self.chunks.len();
         if let Some(counts) = &header.token_counts {
+            let width = header.row_dim() * 2;
             let mut at = token_start;
+            let mut id_at = token_start + counts.iter().sum::<usize>() * width;
             for (key, &n) in header.keys.iter().zip(counts) {
-                self.tokens.entry(key.clone()).or_insert((c, at, n * header.dim * 2));
-                at += n * header.dim * 2;
+                let ids = header.token_ids.then_some((id_at, n));
+                let loc = RowLoc { chunk: c, start: at, len: n * width, ids };
+                // The first chunk holding a key wins, unless it lacks the ids a later one has.
+                let slot = self.tokens.entry(key.clone()).or_insert(loc);
+                if slot.ids.is_none() && ids.is_some() {
+                    *slot = loc;
+                }
+                at += n * width;
+                id_at += n * 8;
             }
         }
         for (row, key) in header.keys.into_iter().enumerate() {
@@ -169,9 +212,17 @@ impl WorkDir {
     /// The token vectors of `key` as little-endian float16 bytes (`count * dim * 2`; empty for an input without
     /// tokens), read through the chunk file's memory map, when a chunk of a `--tokens` run holds them.
     pub fn token_bytes(&self, key: &str) -> Option<&[u8]> {
-        let &(c, start, len) = self.tokens.get(key)?;
-        let map = self.token_maps[c].as_ref()?;
-        map.get(start..start + len)
+        let loc = self.tokens.get(key)?;
+        self.token_maps[loc.chunk].as_ref()?.get(loc.start..loc.start + loc.len)
+    }
+
+    /// The vocabulary ids of `key`'s token rows, when a chunk of a `--tokens` run holds them (chunks written
+    /// before token ids existed have none).
+    pub fn token_ids(&self, key: &str) -> Option<Vec<i64>> {
+        let loc = self.tokens.get(key)?;
+        let (start, n) = loc.ids?;
+        let bytes = self.token_maps[loc.chunk].as_ref()?.get(start..start + n * 8)?;
+        Some(bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8-byte chunks"))).collect())
     }
 
     pub fn model_dir(&self) -> PathBuf {
@@ -195,7 +246,8 @@ impl WorkDir {
         Ok(())
     }
 
-    /// Append a finished chunk (atomically) and remember its vectors (and token vectors, in a `--tokens` run).
+    /// Append a finished chunk (atomically) and remember its vectors (and token vectors or patch grids, in a
+    /// `--tokens` or `--patches` run).
     pub fn append_chunk(
         &mut self,
         dim: usize,
@@ -206,22 +258,28 @@ impl WorkDir {
     ) -> Result<(), FeatureError> {
         assert_eq!(keys.len() * dim, data.len(), "chunk keys and vectors disagree");
         if let Some(t) = &tokens {
+            let rows = t.counts.iter().sum::<usize>();
             assert_eq!(t.counts.len(), keys.len(), "chunk keys and token counts disagree");
-            assert_eq!(t.counts.iter().sum::<usize>() * dim, t.data.len(), "token counts and values disagree");
+            assert_eq!(rows * t.dim, t.data.len(), "token counts and values disagree");
+            assert!(t.ids.as_ref().is_none_or(|ids| ids.len() == rows), "token counts and ids disagree");
         }
         std::fs::create_dir_all(&self.dir).at(&self.dir)?;
         let path = self.dir.join(format!("chunk-{:06}.bin", self.chunks.len()));
-        let (token_counts, token_data) = match tokens {
-            Some(t) => (Some(t.counts), t.data),
-            None => (None, Vec::new()),
+        let (token_counts, row_dim, token_data, token_ids) = match tokens {
+            Some(t) => (Some(t.counts), (t.dim != dim).then_some(t.dim), t.data, t.ids),
+            None => (None, None, Vec::new(), None),
         };
-        let header = ChunkHeader { dim, keys, failures, token_counts };
+        let header = ChunkHeader { dim, keys, failures, token_counts, row_dim, token_ids: token_ids.is_some() };
         let line = serde_json::to_string(&header).expect("chunk header serializes");
         write_file_atomic(&path, |w| {
             w.write_all(line.as_bytes())?;
             w.write_all(b"\n")?;
             crate::npy::write_f32s(w, &data)?;
-            crate::npy::write_f16s(w, &token_data)
+            crate::npy::write_f16s(w, &token_data)?;
+            for id in token_ids.iter().flatten() {
+                w.write_all(&id.to_le_bytes())?;
+            }
+            Ok(())
         })?;
         let map = header.token_counts.is_some().then(|| map_chunk(&path)).transpose()?;
         let token_start = line.len() + 1 + std::mem::size_of_val(&data[..]);
@@ -251,12 +309,15 @@ fn parse_chunk(path: &Path, bytes: &[u8]) -> Result<(ChunkHeader, Vec<f32>, usiz
     let header: ChunkHeader = serde_json::from_slice(&bytes[..nl]).map_err(|e| corrupt(&e.to_string()))?;
     let body = &bytes[nl + 1..];
     let vector_bytes = header.keys.len() * header.dim * 4;
-    let token_values = match &header.token_counts {
+    let token_bytes = match &header.token_counts {
         None => 0,
-        Some(c) if c.len() == header.keys.len() => c.iter().sum::<usize>() * header.dim,
+        Some(c) if c.len() == header.keys.len() => {
+            let rows = c.iter().sum::<usize>();
+            rows * header.row_dim() * 2 + if header.token_ids { rows * 8 } else { 0 }
+        }
         Some(_) => return Err(corrupt("token counts do not match the keys")),
     };
-    if body.len() != vector_bytes + token_values * 2 {
+    if body.len() != vector_bytes + token_bytes {
         return Err(corrupt("vector bytes do not match the header"));
     }
     let data = body[..vector_bytes].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
@@ -292,7 +353,8 @@ mod tests {
         let dir = td.path().join(".work");
         let mut w = WorkDir::open(&dir).unwrap();
         let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
-        let tokens = ChunkTokens { counts: vec![2, 0, 1], data: h(&[1., 2., 3., 4., 5., 6.]) };
+        let tokens =
+            ChunkTokens { counts: vec![2, 0, 1], dim: 2, data: h(&[1., 2., 3., 4., 5., 6.]), ids: Some(vec![7, 8, 9]) };
         w.append_chunk(2, vec!["a".into(), "b".into(), "c".into()], vec![0.; 6], vec![], Some(tokens)).unwrap();
         w.append_chunk(2, vec!["d".into()], vec![7., 8.], vec![], None).unwrap();
         let values = |w: &WorkDir, key: &str| {
@@ -303,6 +365,8 @@ mod tests {
             assert_eq!(values(back, "b"), Some(vec![]));
             assert_eq!(values(back, "c"), Some(h(&[5., 6.])));
             assert_eq!(values(back, "d"), None, "a chunk without token output");
+            assert_eq!((back.token_ids("a"), back.token_ids("b")), (Some(vec![7, 8]), Some(vec![])));
+            assert_eq!((back.token_ids("c"), back.token_ids("d")), (Some(vec![9]), None));
         }
         let back = WorkDir::open(&dir).unwrap();
         assert_eq!(back.vector("d"), Some(&[7f32, 8.][..]));
@@ -312,6 +376,32 @@ mod tests {
         std::fs::write(&p, &bytes[..bytes.len() - 2]).unwrap();
         let e = WorkDir::open(&dir).unwrap_err().to_string();
         assert!(e.contains("chunk-000000.bin") && e.contains("corrupt"), "{e}");
+    }
+
+    #[test]
+    fn patch_chunks_have_their_own_width_and_chunks_without_ids_give_way() {
+        let td = tempfile::tempdir().unwrap();
+        let dir = td.path().join(".work");
+        let mut w = WorkDir::open(&dir).unwrap();
+        let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        // Patch rows 3 wide beside 2-d vectors, no ids.
+        let patches = ChunkTokens {
+            counts: vec![2, 2],
+            dim: 3,
+            data: h(&[1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12.]),
+            ids: None,
+        };
+        w.append_chunk(2, vec!["a".into(), "b".into()], vec![0.; 4], vec![], Some(patches)).unwrap();
+        // A token chunk of an older stepwise (no ids) for "c", then the same key with ids.
+        let old = ChunkTokens { counts: vec![1], dim: 2, data: h(&[1., 1.]), ids: None };
+        w.append_chunk(2, vec!["c".into()], vec![0.; 2], vec![], Some(old)).unwrap();
+        let new = ChunkTokens { counts: vec![1], dim: 2, data: h(&[2., 2.]), ids: Some(vec![5]) };
+        w.append_chunk(2, vec!["c".into()], vec![0.; 2], vec![], Some(new)).unwrap();
+        let back = WorkDir::open(&dir).unwrap();
+        assert_eq!(back.token_bytes("b").map(|b| b.len()), Some(12));
+        assert_eq!(back.token_bytes("b").unwrap()[..2], f16::from_f32(7.).to_le_bytes());
+        assert_eq!((back.token_ids("a"), back.token_ids("c")), (None, Some(vec![5])));
+        assert_eq!(back.token_bytes("c").unwrap(), &f16::from_f32(2.).to_le_bytes().repeat(2)[..]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use stepwise_core::manifest::InputHash;
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
 use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::items::{ItemSpec, string_items};
+use stepwise_features::patches::{DEFAULT_GRID, patch_output};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::FAILURES_FILE;
 use stepwise_features::tokens::{DEFAULT_MAX_TOKENS, token_output};
@@ -23,13 +24,18 @@ use crate::usage_bail;
     stepwise embed corpus/ --encoder descriptor -o features/descriptor\n  \
     stepwise embed corpus/ --encoder w2v --encoder-opt dim=200 --seed 7 -o features/w2v\n  \
     stepwise embed corpus/ --encoder minilm --models models -o features/minilm --strings choices.txt\n  \
-    stepwise embed corpus/ --encoder w2v --tokens --max-tokens 48 -o features/w2v-tokens\n\n\
+    stepwise embed corpus/ --encoder w2v --tokens --max-tokens 48 -o features/w2v-tokens\n  \
+    stepwise embed corpus/ --encoder descriptor --patches --grid 3 -o features/descriptor-patches\n\n\
     The store holds vectors.npy (float32, NumPy-readable), ids, keys, meta.json, failures.jsonl, manifest.json \
     (and model/ for corpus-trained encoders). Item ids: text:{procedure}#{step}, title:{procedure}#{step}, \
     image:{path}, str:{blake3}.\n\
-    --tokens (w2v, glove-50d, minilm) also stores per-token vectors: tokens.npy (float16, one row per token) and \
-    token_offsets.npy (int64: the tokens of line i of ids are rows offsets[i]..offsets[i+1]); meta.json says what \
-    a token is for the encoder.\n\
+    --tokens (w2v, glove-50d, minilm) also stores per-token vectors: tokens.npy (float16, one row per token), \
+    token_offsets.npy (int64: the tokens of line i of ids are rows offsets[i]..offsets[i+1]) and token_ids.npy \
+    (int64: the vocabulary id of each token row); meta.json says what a token is and which vocabulary the ids \
+    index.\n\
+    --patches (descriptor, effnet-lite0, effnet-lite2, clip-image) also stores a GxG grid of patch vectors of each \
+    image: patches.npy (float16, shape (items, G*G, dim), row-major over the grid); meta.json says what a patch is \
+    for the encoder.\n\
     Re-running adds only new or changed items (\"0 new items\" when there is nothing to do); an interrupted run \
     resumes where it stopped. Unreadable images are listed in failures.jsonl and skipped.\n\
     Encoders: see `stepwise models list` (built in: w2v, tfidf, descriptor).")]
@@ -61,6 +67,14 @@ pub struct Args {
     /// With --tokens: keep at most this many tokens per item (the first ones).
     #[arg(long, value_name = "N", requires = "tokens", default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
+    /// Also store a grid of patch vectors (float16) of each image: the last feature map for effnet-lite0/2, the
+    /// descriptor of each cell for descriptor, the last-layer patch tokens for clip-image.
+    #[arg(long, conflicts_with = "tokens")]
+    pub patches: bool,
+    /// With --patches: the grid side G (G x G patches per image; 1 to the encoder's native grid: 7 for
+    /// effnet-lite0 and clip-image, 9 for effnet-lite2, 8 for descriptor).
+    #[arg(long, value_name = "G", requires = "patches", default_value_t = DEFAULT_GRID)]
+    pub grid: usize,
     /// Replace existing features (another encoder or settings, or a fresh fit) instead of extending them.
     #[arg(long)]
     pub force: bool,
@@ -86,6 +100,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             usage_bail!("--max-tokens must be at least 1");
         }
     }
+    if args.patches {
+        patch_output(entry.name, args.grid).map_err(feature_error)?;
+    }
     let options = parse_options(&args.encoder_opt)?;
     let corpus = Corpus::load(&args.corpus)?;
     let mut inputs = vec![InputHash::of(&corpus_file(&args.corpus))?];
@@ -107,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.chunk_items = args.chunk_items.max(1);
     opts.label = args.encoder.clone();
     opts.tokens = args.tokens.then_some(args.max_tokens);
+    opts.patches = args.patches.then_some(args.grid);
     let images = image_source(&corpus)?;
     let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
     let out = args.output.display();
@@ -128,6 +146,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(n) = report.tokens.filter(|_| !report.interrupted) {
         eprintln!("{out}: {n} token vectors (at most {} per item) in tokens.npy", args.max_tokens);
+    }
+    if let Some(n) = report.patches.filter(|_| !report.interrupted) {
+        eprintln!("{out}: {n} patch vectors ({g}x{g} per image) in patches.npy", g = args.grid);
     }
     if report.failed > 0 && !report.interrupted {
         eprintln!(

@@ -10,12 +10,26 @@
 //! 3. layout: a tiny 8×8 Lab image (L/100, a/100, b/100), each channel's mean removed — 192.
 //!
 //! A flat image has no gradients and a constant tiny image: those parts are zero and the colour part carries it.
+//!
+//! Patch grids (`stepwise embed --patches`): the image is cut into `grid × grid` cells (PyTorch's adaptive
+//! pooling bins over its pixel rows and columns, [`crate::patches::adaptive_bins`]) and each cell gets the same
+//! descriptor, computed on the cell alone (area-averaged to the 64×64 working size like a whole image). Cutting the
+//! decoded image and cutting the squashed 64×64 working image give the same cells (the squash scales each axis),
+//! but cutting first keeps every cell at full working resolution. The grid is at most 8 (a cell then spans one
+//! block of the 8×8 tiny image).
 
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
+use crate::patches::{PatchSpec, adaptive_bins};
 use crate::registry::EncoderContext;
 
 pub const NAME: &str = "descriptor";
+/// Patch grids of the descriptor (registry entry).
+pub const PATCHES: PatchSpec = PatchSpec {
+    patch: "the descriptor of one cell of the image (adaptive-pooling bins over its pixels), computed on the cell \
+            alone exactly as for a whole image (L2-normalised)",
+    max_grid: TINY,
+};
 const VERSION: &str = "descriptor-2";
 const WORK: usize = 64;
 const L_BINS: usize = 4;
@@ -81,6 +95,21 @@ impl Descriptor {
         out.extend_from_slice(&grad);
         out.extend_from_slice(&tiny);
         l2(&mut out, 1e-6);
+        out
+    }
+
+    /// The descriptors of the `grid × grid` cells of `img` (see module docs): `grid² * DIM` floats, row-major over
+    /// the grid.
+    pub fn describe_cells(&self, img: &image::RgbImage, grid: usize) -> Vec<f32> {
+        let (w, h) = img.dimensions();
+        let mut out = Vec::with_capacity(grid * grid * DIM);
+        for ys in adaptive_bins(h as usize, grid) {
+            for xs in adaptive_bins(w as usize, grid) {
+                let (x, y) = (xs.start as u32, ys.start as u32);
+                let cell = image::imageops::crop_imm(img, x, y, xs.len() as u32, ys.len() as u32).to_image();
+                out.extend(self.describe(&cell));
+            }
+        }
         out
     }
 
@@ -282,6 +311,17 @@ impl Encoder for Descriptor {
         Ok(out)
     }
 
+    fn encode_with_patches(&self, batch: &[Item<'_>], grid: usize) -> Result<TokenOutput, FeatureError> {
+        let mut out = TokenOutput { vectors: self.encode(batch)?, ..Default::default() };
+        for item in batch {
+            if let Item::Image(img) = item {
+                out.tokens.extend(self.describe_cells(img, grid));
+                out.counts.push(grid * grid);
+            }
+        }
+        Ok(out)
+    }
+
     fn batch_size(&self) -> usize {
         16
     }
@@ -369,5 +409,35 @@ mod tests {
     #[test]
     fn rejects_text() {
         assert!(Descriptor::new().encode(&[Item::Text("x")]).is_err());
+        assert!(Descriptor::new().encode_with_patches(&[Item::Text("x")], 2).is_err());
+    }
+
+    #[test]
+    fn patch_grid_is_the_descriptor_of_each_cropped_cell() {
+        let d = Descriptor::new();
+        let img = image::RgbImage::from_fn(100, 70, |x, y| {
+            image::Rgb([(x * 2) as u8, (y * 3) as u8, if (x / 10 + y / 10) % 2 == 0 { 40 } else { 220 }])
+        });
+        let img2 = solid(5, 9, [200, 10, 10]);
+        let out = d.encode_with_patches(&[Item::Image(&img), Item::Image(&img2)], 3).unwrap();
+        assert_eq!(out.vectors, d.encode(&[Item::Image(&img), Item::Image(&img2)]).unwrap(), "pooled unchanged");
+        assert_eq!((out.counts, out.tokens.len(), out.ids.len()), (vec![9, 9], 18 * DIM, 0));
+        // Cell (1, 2) of the 100x70 image: rows floor(70/3)=23 .. ceil(140/3)=47, columns 66 .. 100.
+        let cell = image::imageops::crop_imm(&img, 66, 23, 34, 24).to_image();
+        assert_eq!(&out.tokens[5 * DIM..6 * DIM], &d.describe(&cell)[..]);
+        // A grid of 1 is the whole image; every cell is a unit vector.
+        assert_eq!(d.describe_cells(&img, 1), d.describe(&img));
+        for cell in out.tokens.chunks(DIM) {
+            let n: f32 = cell.iter().map(|x| x * x).sum();
+            assert!((n - 1.0).abs() < 1e-4, "{n}");
+        }
+        // Different regions differ; a flat image has identical cells.
+        assert_ne!(&out.tokens[..DIM], &out.tokens[8 * DIM..9 * DIM]);
+        for c in out.tokens[9 * DIM..].chunks(DIM) {
+            let diff = c.iter().zip(&out.tokens[9 * DIM..10 * DIM]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(diff < 1e-4, "cells of a flat image differ by {diff}");
+        }
+        // The largest grid works on an image smaller than the grid.
+        assert_eq!(d.describe_cells(&solid(3, 2, [1, 2, 3]), TINY).len(), TINY * TINY * DIM);
     }
 }

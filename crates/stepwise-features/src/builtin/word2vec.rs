@@ -24,7 +24,7 @@ use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use crate::FeatureError;
 use crate::builtin::fitted::load_or_fit;
 use crate::builtin::tokenize::{self, tokenize};
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, Vocabulary};
 use crate::registry::EncoderContext;
 
 pub const NAME: &str = "w2v";
@@ -450,9 +450,16 @@ impl Encoder for Word2Vec {
             out.counts.push(kept.len());
             for &i in kept {
                 out.tokens.extend_from_slice(self.word(i));
+                out.ids.push(i as i64);
             }
         }
         Ok(out)
+    }
+
+    fn vocabulary(&self) -> Option<Vocabulary> {
+        let name = "w2v: the word's row in the vocabulary fitted on the corpus (the store's model/; most frequent first, \
+                    ties by word)";
+        Some(Vocabulary::new(name, &self.model.words, &[]))
     }
 
     fn batch_size(&self) -> usize {
@@ -611,6 +618,12 @@ mod tests {
             want.extend_from_slice(m.word_vector(w).unwrap());
         }
         assert_eq!(out.tokens, want);
+        // Token ids are the words' vocabulary rows.
+        let row = |w: &str| m.words.iter().position(|x| x == w).unwrap() as i64;
+        assert_eq!(out.ids, [row("whisk"), row("the"), row("flour"), row("the")]);
+        let vocab = enc.vocabulary().unwrap();
+        assert_eq!(vocab.size, m.words.len());
+        assert_eq!(vocab, Vocabulary::new(vocab.name.clone(), &m.words, &[]));
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! end-of-text token (the last token of each sequence), as in OpenAI's and Hugging Face's implementations.
 //! Image: the shorter side is resized to 224 (bicubic) and centre-cropped, values scaled to 0..1 and normalised
 //! with CLIP's mean/std (or those of `preprocessor_config.json`).
+//!
+//! Patch grids (`stepwise embed --patches`, image tower): the last encoder layer's patch tokens (Hugging Face's
+//! `last_hidden_state[:, 1:]`: no class token, before the post-layernorm and the projection; 768-d for ViT-B/32),
+//! a 7×7 grid for ViT-B/32 at 224, average-pooled to the grid ([`crate::patches::pool_grid`]).
 
 use std::path::Path;
 
@@ -24,9 +28,17 @@ use super::catalog::{self, CLIP_VIT_B32};
 use super::enc_err;
 use super::preprocess::ImagePrep;
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, l2_normalize_rows};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, l2_normalize_rows};
+use crate::patches::PatchSpec;
 
 pub const IMAGE_NAME: &str = "clip-image";
+/// Patch grids of `clip-image` (registry entry): ViT-B/32's 7×7 patch tokens.
+pub const PATCHES: PatchSpec = PatchSpec {
+    patch: "the last encoder layer's patch tokens (last_hidden_state without the class token, before the \
+            post-layernorm and projection: the vision width, 768 for ViT-B/32), average-pooled to the grid \
+            (adaptive_avg_pool2d bins over the patch grid)",
+    max_grid: 7,
+};
 pub const TEXT_NAME: &str = "clip-text";
 const CODE_VERSION: &str = "1";
 const TEXT_BATCH: usize = 32;
@@ -169,6 +181,10 @@ pub struct ClipImage {
     projection: candle_nn::Linear,
     prep: ImagePrep,
     info: EncoderInfo,
+    /// Side of the patch-token grid (image size / patch size).
+    patch_grid: usize,
+    /// Width of the patch tokens (the vision tower's hidden size).
+    width: usize,
 }
 
 impl ClipImage {
@@ -179,6 +195,12 @@ impl ClipImage {
     pub fn from_dir(dir: &Path) -> Result<Self, FeatureError> {
         let setup = ClipSetup::read(dir)?;
         let vb = load_vb(dir)?;
+        // candle-transformers draws a random class embedding when the weights lack it: outputs would change from
+        // one load to the next.
+        if !vb.contains_tensor("vision_model.embeddings.class_embedding") {
+            let e = candle_core::Error::Msg("no tensor vision_model.embeddings.class_embedding".into());
+            return Err(bad_weights(dir, e));
+        }
         let tower =
             ClipVisionTransformer::new(vb.pp("vision_model"), &setup.vision).map_err(|e| bad_weights(dir, e))?;
         let projection =
@@ -194,7 +216,23 @@ impl ClipImage {
             normalization: Normalization::L2,
             preprocessing: format!("{}; projected CLS embedding, L2-normalised", setup.prep.describe()),
         };
-        Ok(ClipImage { tower, projection, prep: setup.prep, info })
+        let patch_grid = setup.vision.image_size / setup.vision.patch_size;
+        Ok(ClipImage { tower, projection, prep: setup.prep, info, patch_grid, width: setup.vision.embed_dim })
+    }
+
+    /// The preprocessed pixels of a batch of images, `(n, 3, s, s)`.
+    fn pixels(&self, chunk: &[Item<'_>]) -> Result<Tensor, FeatureError> {
+        let s = self.prep.size as usize;
+        let mut pixels = Vec::with_capacity(chunk.len() * 3 * s * s);
+        for it in chunk {
+            match it {
+                Item::Image(img) => pixels.extend(self.prep.to_chw(img)?),
+                Item::Text(_) => {
+                    return Err(FeatureError::Encoder(format!("{IMAGE_NAME} encodes images, not texts")));
+                }
+            }
+        }
+        Tensor::from_vec(pixels, (chunk.len(), 3, s, s), &Device::Cpu).map_err(enc_err("CLIP image forward"))
     }
 }
 
@@ -204,25 +242,45 @@ impl Encoder for ClipImage {
     }
 
     fn encode(&self, batch: &[Item<'_>]) -> Result<Vec<f32>, FeatureError> {
-        let s = self.prep.size as usize;
         let mut out = Vec::with_capacity(batch.len() * self.info.dim);
         for chunk in batch.chunks(IMAGE_BATCH) {
-            let mut pixels = Vec::with_capacity(chunk.len() * 3 * s * s);
-            for it in chunk {
-                match it {
-                    Item::Image(img) => pixels.extend(self.prep.to_chw(img)?),
-                    Item::Text(_) => {
-                        return Err(FeatureError::Encoder(format!("{IMAGE_NAME} encodes images, not texts")));
-                    }
-                }
-            }
+            let x = self.pixels(chunk)?;
             let e = enc_err("CLIP image forward");
-            let x = Tensor::from_vec(pixels, (chunk.len(), 3, s, s), &Device::Cpu).map_err(&e)?;
             let y = self.tower.forward(&x).and_then(|h| self.projection.forward(&h)).map_err(&e)?;
             out.extend(y.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)?);
         }
         l2_normalize_rows(&mut out, self.info.dim);
         Ok(out)
+    }
+
+    fn encode_with_patches(&self, batch: &[Item<'_>], grid: usize) -> Result<TokenOutput, FeatureError> {
+        let (n, width) = (self.patch_grid, self.width);
+        if grid == 0 || grid > n {
+            return Err(FeatureError::Encoder(format!("{IMAGE_NAME}: a grid of 1 to {n} (the patch-token grid)")));
+        }
+        let mut out = TokenOutput::default();
+        for chunk in batch.chunks(IMAGE_BATCH) {
+            let x = self.pixels(chunk)?;
+            let e = enc_err("CLIP image forward");
+            // Every layer's output, then the post-layernormed class token (what `forward` returns).
+            let states = self.tower.output_hidden_states(&x).map_err(&e)?;
+            let [.., last, pooled] = states.as_slice() else {
+                return Err(FeatureError::Encoder(format!("{IMAGE_NAME}: the vision tower has no layer")));
+            };
+            let y = self.projection.forward(pooled).map_err(&e)?;
+            out.vectors.extend(y.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(&e)?);
+            let tokens = last.narrow(1, 1, n * n).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>());
+            for image in tokens.map_err(e)?.chunks(n * n * width) {
+                out.tokens.extend(crate::patches::pool_grid(image, n, n, width, grid));
+                out.counts.push(grid * grid);
+            }
+        }
+        l2_normalize_rows(&mut out.vectors, self.info.dim);
+        Ok(out)
+    }
+
+    fn patch_dim(&self) -> usize {
+        self.width
     }
 
     fn batch_size(&self) -> usize {
@@ -366,6 +424,8 @@ mod tests {
         let setup = ClipSetup::read(dir).unwrap();
         random_weights(&dir.join("model.safetensors"), |vb| {
             ClipTextTransformer::new(vb.pp("text_model"), &setup.text)?;
+            // candle draws a random class embedding when the weights lack one: create it, as real weights have it.
+            vb.pp("vision_model.embeddings").get_with_hints(24, "class_embedding", candle_nn::Init::Const(0.1))?;
             ClipVisionTransformer::new(vb.pp("vision_model"), &setup.vision)?;
             candle_nn::linear_no_bias(32, 16, vb.pp("text_projection"))?;
             candle_nn::linear_no_bias(24, 16, vb.pp("visual_projection"))?;
@@ -415,6 +475,24 @@ mod tests {
         assert_ne!(&w[..16], &w[16..]);
         assert!(image.encode(&[Item::Text("x")]).is_err());
         assert!(text.encode(&[Item::Image(&img)]).is_err());
+
+        // Patch grids: the pooled vectors are encode()'s; a grid of 4 (32 / 8) is the 16 patch tokens of the last
+        // layer as they are; smaller grids average them.
+        let items = [Item::Image(&img), Item::Image(&img2)];
+        let p4 = image.encode_with_patches(&items, 4).unwrap();
+        assert_eq!((p4.vectors == w, p4.counts.clone(), image.patch_dim()), (true, vec![16, 16], 24));
+        assert_eq!(p4.tokens.len(), 2 * 16 * 24);
+        let tower = ClipImage::from_dir(&models.join("clip-vit-b32")).unwrap();
+        assert_eq!(tower.encode(&items).unwrap(), w, "loading twice gives the same encoder");
+        let x = tower.pixels(&items).unwrap();
+        let states = tower.tower.output_hidden_states(&x).unwrap();
+        let last = states[states.len() - 2].to_vec3::<f32>().unwrap();
+        assert_eq!(&p4.tokens[..24], &last[0][1][..], "patch (0, 0) of image 0 is token 1");
+        assert_eq!(&p4.tokens[16 * 24 + 15 * 24..], &last[1][16][..], "patch (3, 3) of image 1 is token 16");
+        let p1 = image.encode_with_patches(&items, 1).unwrap();
+        let mean: f32 = (1..17).map(|t| last[1][t][5]).sum::<f32>() / 16.0;
+        assert!((p1.tokens[24 + 5] - mean).abs() < 1e-5, "{} vs {mean}", p1.tokens[24 + 5]);
+        assert!(image.encode_with_patches(&items, 5).is_err(), "beyond the 4x4 token grid");
     }
 
     #[test]

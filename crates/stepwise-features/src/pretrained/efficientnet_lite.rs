@@ -13,6 +13,10 @@
 //! and the stem (through im2col) are `gemm` calls, depthwise convolutions are direct loops. candle's grouped
 //! convolution runs one convolution per channel, far too slow for depthwise layers. Each image is computed on
 //! one thread (images in parallel), so results do not depend on the thread count.
+//!
+//! Patch grids (`stepwise embed --patches`): the head's feature map (1280 channels, 7×7 for Lite0's 224 input,
+//! 9×9 for Lite2's 260) — what the pooled feature averages — average-pooled to the grid with PyTorch's
+//! `adaptive_avg_pool2d` bins ([`crate::patches::pool_grid`]); a grid of 1 is exactly the pooled feature.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,12 +26,19 @@ use rayon::prelude::*;
 use super::catalog::{self, ModelSpec};
 use super::preprocess::ImagePrep;
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
+use crate::patches::PatchSpec;
 
 /// Batch-norm epsilon of the Lite models (TensorFlow's 1e-3).
 const BN_EPS: f32 = 1e-3;
 /// Bumped whenever the computation changes.
 const CODE_VERSION: &str = "1";
+const PATCH: &str = "the head's feature map (1280 channels after the last 1x1 convolution, batch norm and ReLU6; \
+                     what the pooled feature averages), average-pooled to the grid (adaptive_avg_pool2d bins)";
+/// Patch grids of `effnet-lite0` (registry entry): its 7×7 feature map.
+pub const LITE0_PATCHES: PatchSpec = PatchSpec { patch: PATCH, max_grid: 7 };
+/// Patch grids of `effnet-lite2` (registry entry): its 9×9 feature map.
+pub const LITE2_PATCHES: PatchSpec = PatchSpec { patch: PATCH, max_grid: 9 };
 
 /// The two variants stepwise ships.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +87,12 @@ impl Variant {
     pub fn prep(self) -> ImagePrep {
         let s = self.image_size();
         ImagePrep { size: s, crop_fraction: s as f64 / (s as f64 + 32.0), mean: [127.0; 3], std: [128.0; 3] }
+    }
+
+    /// Side of the head's feature map (the input side through every stride-2 SAME convolution).
+    pub fn feature_map_size(self) -> usize {
+        let stem = same_padding(self.image_size() as usize, 3, 2).0;
+        self.block_layout().iter().fold(stem, |n, &(k, s)| same_padding(n, k, s).0)
     }
 
     /// (kernel, stride) of every block, in order.
@@ -241,7 +258,30 @@ impl EfficientNetLite {
     /// Pooled features of preprocessed inputs (`n * 3 * s * s` floats, CHW per image): `n * 1280` floats.
     pub fn features_from_inputs(&self, inputs: &[f32]) -> Vec<f32> {
         let s = self.variant.image_size() as usize;
-        inputs.par_chunks(3 * s * s).flat_map_iter(|x| self.forward_one(x, s)).collect()
+        inputs.par_chunks(3 * s * s).flat_map_iter(|x| global_pool(&self.forward_map(x, s))).collect()
+    }
+
+    /// Pooled features (exactly as [`EfficientNetLite::features_from_inputs`]) and `grid × grid` patch grids of
+    /// the head's feature map (`n * grid² * 1280` floats, row-major over each grid) of preprocessed inputs.
+    pub fn features_and_patches_from_inputs(&self, inputs: &[f32], grid: usize) -> (Vec<f32>, Vec<f32>) {
+        let s = self.variant.image_size() as usize;
+        let per: Vec<(Vec<f32>, Vec<f32>)> = inputs
+            .par_chunks(3 * s * s)
+            .map(|x| {
+                let m = self.forward_map(x, s);
+                // Channel planes → one vector per position (h, w, c), then adaptive average pooling.
+                let hw = m.h * m.w;
+                let mut hwc = vec![0f32; m.data.len()];
+                for (c, plane) in m.data.chunks(hw).enumerate() {
+                    for (p, &v) in plane.iter().enumerate() {
+                        hwc[p * m.c + c] = v;
+                    }
+                }
+                (global_pool(&m), crate::patches::pool_grid(&hwc, m.h, m.w, m.c, grid))
+            })
+            .collect();
+        let (pooled, patches): (Vec<Vec<f32>>, Vec<Vec<f32>>) = per.into_iter().unzip();
+        (pooled.concat(), patches.concat())
     }
 
     /// Logits of pooled features (`n * 1280`): `n * 1000` floats.
@@ -264,7 +304,8 @@ impl EfficientNetLite {
         Ok(out)
     }
 
-    fn forward_one(&self, x: &[f32], s: usize) -> Vec<f32> {
+    /// The head's feature map of one preprocessed input (before global pooling).
+    fn forward_map(&self, x: &[f32], s: usize) -> Map {
         let mut m = self.stem_forward(x, s);
         for b in &self.blocks {
             let input = if b.skip { Some(m.data.clone()) } else { None };
@@ -277,9 +318,7 @@ impl EfficientNetLite {
                 m.data.iter_mut().zip(&inp).for_each(|(a, b)| *a += b);
             }
         }
-        let m = apply_pointwise(&self.head, &m, true);
-        let hw = (m.h * m.w) as f32;
-        m.data.chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
+        apply_pointwise(&self.head, &m, true)
     }
 
     /// Stem: 3x3 stride-2 SAME convolution through im2col, then ReLU6.
@@ -314,6 +353,12 @@ impl EfficientNetLite {
         relu6(&mut out);
         Map { c: self.stem.cout, h: oh, w: ow, data: out }
     }
+}
+
+/// The global average of each channel plane of a feature map.
+fn global_pool(m: &Map) -> Vec<f32> {
+    let hw = (m.h * m.w) as f32;
+    m.data.chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
 }
 
 /// Output size and leading pad of TensorFlow "SAME" padding.
@@ -508,6 +553,17 @@ impl EfficientNetEncoder {
     pub fn model(&self) -> &EfficientNetLite {
         &self.model
     }
+
+    /// The images of a batch (texts are an error).
+    fn images<'a>(&self, batch: &[Item<'a>]) -> Result<Vec<&'a image::RgbImage>, FeatureError> {
+        batch
+            .iter()
+            .map(|it| match it {
+                Item::Image(img) => Ok(*img),
+                Item::Text(_) => Err(FeatureError::Encoder(format!("{} encodes images, not texts", self.info.name))),
+            })
+            .collect()
+    }
 }
 
 impl Encoder for EfficientNetEncoder {
@@ -516,19 +572,27 @@ impl Encoder for EfficientNetEncoder {
     }
 
     fn encode(&self, batch: &[Item<'_>]) -> Result<Vec<f32>, FeatureError> {
-        let images = batch
-            .iter()
-            .map(|it| match it {
-                Item::Image(img) => Ok(*img),
-                Item::Text(_) => Err(FeatureError::Encoder(format!("{} encodes images, not texts", self.info.name))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let images = self.images(batch)?;
         let x = self.model.preprocess(&images)?;
         let f = self.model.features_from_inputs(&x);
         Ok(match self.output {
             Output::Features => f,
             Output::Logits => self.model.logits_from_features(&f),
         })
+    }
+
+    fn encode_with_patches(&self, batch: &[Item<'_>], grid: usize) -> Result<TokenOutput, FeatureError> {
+        let n = self.model.variant.feature_map_size();
+        if self.output != Output::Features || grid == 0 || grid > n {
+            return Err(FeatureError::Encoder(format!(
+                "{}: patch grids need the feature output and a grid of 1 to {n}",
+                self.info.name
+            )));
+        }
+        let images = self.images(batch)?;
+        let x = self.model.preprocess(&images)?;
+        let (vectors, tokens) = self.model.features_and_patches_from_inputs(&x, grid);
+        Ok(TokenOutput { vectors, counts: vec![grid * grid; images.len()], tokens, ids: Vec::new() })
     }
 
     fn batch_size(&self) -> usize {
@@ -630,6 +694,8 @@ mod tests {
     fn layouts_match_the_published_block_counts() {
         assert_eq!(Variant::Lite0.block_layout().len(), 16);
         assert_eq!(Variant::Lite2.block_layout().len(), 21);
+        assert_eq!(Variant::Lite0.feature_map_size(), LITE0_PATCHES.max_grid);
+        assert_eq!(Variant::Lite2.feature_map_size(), LITE2_PATCHES.max_grid);
         assert_eq!(same_padding(224, 3, 2), (112, 0));
         assert_eq!(same_padding(112, 5, 1), (112, 2));
         assert_eq!(same_padding(15, 5, 2), (8, 2));
@@ -705,6 +771,29 @@ mod tests {
         let again = single.install(|| enc.encode(&[Item::Image(&img), Item::Image(&img2)]).unwrap());
         assert_eq!(both, again, "results must not depend on the thread count");
         assert!(enc.encode(&[Item::Text("no")]).is_err());
+
+        // Patch grids: pooled vectors unchanged; a grid of 1 is exactly the pooled feature; the native grid's
+        // patches average to it; results do not depend on the thread count either.
+        let items = [Item::Image(&img), Item::Image(&img2)];
+        let p1 = enc.encode_with_patches(&items, 1).unwrap();
+        assert_eq!((&p1.vectors, &p1.tokens, &p1.counts), (&both, &both, &vec![1, 1]));
+        let p7 = enc.encode_with_patches(&items, 7).unwrap();
+        assert_eq!((p7.counts.clone(), p7.tokens.len(), p7.vectors == both), (vec![49, 49], 2 * 49 * 1280, true));
+        for (i, grid) in p7.tokens.chunks(49 * 1280).enumerate() {
+            for c in [0, 517, 1279] {
+                let mean = (0..49).map(|p| grid[p * 1280 + c]).sum::<f32>() / 49.0;
+                assert!((mean - both[i * 1280 + c]).abs() < 1e-4 * (1.0 + mean.abs()), "image {i} channel {c}");
+            }
+        }
+        // 3x3 from the 7x7 map: cell (0, 0) averages rows and columns 0..3 of it.
+        let p3 = single.install(|| enc.encode_with_patches(&items, 3).unwrap());
+        assert_eq!(p3, enc.encode_with_patches(&items, 3).unwrap());
+        for c in [3, 900] {
+            let want =
+                (0..3).flat_map(|y| (0..3).map(move |x| y * 7 + x)).map(|p| p7.tokens[p * 1280 + c]).sum::<f32>();
+            assert!((p3.tokens[c] - want / 9.0).abs() < 1e-5 * (1.0 + want.abs()), "channel {c}");
+        }
+        assert!(enc.encode_with_patches(&items, 8).is_err(), "beyond the 7x7 map");
         // Lite2 weights are not Lite0 weights.
         let e = EfficientNetLite::from_safetensors(&p, Variant::Lite2).err().expect("must fail").to_string();
         assert!(e.contains("blocks"), "{e}");

@@ -14,7 +14,7 @@ use stepwise_core::{Error, IoResultExt, Manifest};
 
 use super::catalog::{self, GLOVE_6B_50D};
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, l2_normalize_rows};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, Vocabulary, l2_normalize_rows};
 use crate::npy::MmapMatrix;
 
 pub const NAME: &str = "glove-50d";
@@ -237,12 +237,17 @@ impl Encoder for GloveEncoder {
             out.counts.push(kept.len());
             for &i in kept {
                 out.tokens.extend_from_slice(self.glove.vectors.row(i));
+                out.ids.push(i as i64);
             }
         }
         if self.normalize {
             l2_normalize_rows(&mut out.vectors, self.info.dim);
         }
         Ok(out)
+    }
+
+    fn vocabulary(&self) -> Option<Vocabulary> {
+        Some(Vocabulary::new("glove-6b-50d: the word's line in vocab.txt (0-based)", &self.glove.vocab, &[]))
     }
 
     fn batch_size(&self) -> usize {
@@ -386,6 +391,12 @@ mod tests {
         assert_eq!(out.vectors, enc.encode(&items).unwrap());
         assert_eq!(out.counts, [2, 0, 2]);
         assert_eq!(out.tokens, [1., 0., 0., 1., 1., 0., 1., 0.]);
+        assert_eq!(out.ids, [0, 1, 0, 0], "vocab.txt lines: pan, seared; pan, pan");
+        let vocab = enc.vocabulary().unwrap();
+        assert_eq!(
+            (vocab.size, vocab.blake3.as_str()),
+            (3, stepwise_core::hash::hash_str("pan\nseared\nstir-fry\n").as_str())
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 use super::catalog::{self, MINILM};
 use super::enc_err;
 use crate::FeatureError;
-use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, l2_normalize_rows};
+use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, Vocabulary, l2_normalize_rows};
 
 pub const NAME: &str = "minilm";
 /// What a token vector is (`stepwise embed --tokens`).
@@ -121,6 +121,7 @@ impl MiniLm {
         let dim = self.info.dim;
         let mut out = vec![0f32; ids.len() * dim];
         let mut per_text: Vec<Vec<f32>> = vec![Vec::new(); if tokens.is_some() { ids.len() } else { 0 }];
+        let mut per_text_ids: Vec<Vec<i64>> = vec![Vec::new(); per_text.len()];
         // Longest first, ties by position: batches of similar length, chosen by the input alone.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by(|&a, &b| ids[b].len().cmp(&ids[a].len()).then(a.cmp(&b)));
@@ -141,13 +142,14 @@ impl MiniLm {
                     for p in kept {
                         let at = (b * len + p) * dim;
                         per_text[i].extend_from_slice(&all[at..at + dim]);
+                        per_text_ids[i].push(ids[i][p] as i64);
                     }
                 }
             }
         }
         l2_normalize_rows(&mut out, dim);
         let counts = per_text.iter().map(|t| t.len() / dim.max(1)).collect();
-        Ok(TokenOutput { vectors: out, counts, tokens: per_text.concat() })
+        Ok(TokenOutput { vectors: out, counts, tokens: per_text.concat(), ids: per_text_ids.concat() })
     }
 
     /// Mean-pooled last hidden states of one padded batch (not normalised).
@@ -215,6 +217,17 @@ impl Encoder for MiniLm {
             .collect::<Result<Vec<_>, _>>()?;
         let (ids, special): (Vec<Vec<u32>>, Vec<Vec<bool>>) = self.tokenize_marked(&texts)?.into_iter().unzip();
         self.embed_ids_with_tokens(&ids, &special, max_tokens)
+    }
+
+    fn vocabulary(&self) -> Option<Vocabulary> {
+        let vocab = self.tokenizer.get_vocab(true);
+        let size = vocab.values().max().map_or(0, |&m| m as usize + 1);
+        let mut entries = vec![String::new(); size];
+        for (token, id) in vocab {
+            entries[id as usize] = token;
+        }
+        let name = "all-MiniLM-L6-v2: the WordPiece id (tokenizer.json)";
+        Some(Vocabulary::new(name, &entries, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
     }
 
     fn batch_size(&self) -> usize {
@@ -296,6 +309,12 @@ mod tests {
         // Words without [CLS]/[SEP] ("and" is [UNK] but a real token), capped at 4; the empty text has none.
         assert_eq!(out.counts, [2, 4, 0, 1]);
         assert_eq!(out.tokens.len(), 7 * 32);
+        // Token ids: the word-level test vocabulary ([PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, then the words from 4).
+        assert_eq!(out.ids, [9, 10, 7, 5, 8, 1, 4]);
+        let vocab = m.vocabulary().unwrap();
+        assert_eq!(vocab.size, 11);
+        let special: Vec<(&str, i64)> = vocab.special.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(special, [("[CLS]", 2), ("[PAD]", 0), ("[SEP]", 3), ("[UNK]", 1)]);
         // Each text's tokens are its hidden states at positions 1.. when run alone.
         let ids = m.tokenize(&texts).unwrap();
         let mut at = 0;
