@@ -4,10 +4,12 @@
 //! - [`model`]: the multimodal step encoder, the pairwise and pointer (BERSON) order heads, the pretraining heads
 //! - [`pretrain`]: how MLM, ISP, PISP and SMRM change a batch (pure, seeded)
 //! - [`train`]: fine-tuning on orders, pretraining, prediction
+//! - [`saved`]: a trained or pretrained model on disk
 
 pub mod inputs;
 pub mod model;
 pub mod pretrain;
+pub mod saved;
 pub mod train;
 
 pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};

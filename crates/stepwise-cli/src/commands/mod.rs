@@ -26,4 +26,5 @@ pub mod stats;
 pub mod study;
 pub mod sweep;
 pub mod train;
+pub mod train_seq;
 pub mod world;

@@ -24,15 +24,18 @@ use crate::usage_bail;
     model was trained on; otherwise nothing is written and the exit code is 2. Questions whose items have no \
     vector get \"answer\": null (scored as missing by eval) and are counted.")]
 pub struct Args {
-    /// A model folder from `stepwise train`.
+    /// A model folder from `stepwise train` (or `stepwise train-seq`).
     pub model: PathBuf,
-    /// A task-set folder or a RecipeQA-layout JSON file.
+    /// A task-set folder or a RecipeQA-layout JSON file (for a sequencing model: sequencing instances).
     pub taskset: PathBuf,
     #[command(flatten)]
     pub features: FeatureArgs,
-    /// Only questions of this split (default: all).
+    /// Only questions (instances) of this split (default: all).
     #[arg(long)]
     pub split: Option<String>,
+    /// Sequencing models: beam width of the order decoder (1 = greedy).
+    #[arg(long, default_value_t = 4)]
+    pub beam: usize,
     #[arg(short, long, value_name = "PREDICTIONS.jsonl")]
     pub output: PathBuf,
     /// Replace an existing output.
@@ -43,6 +46,16 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.output.exists() && !args.force {
         usage_bail!("{} exists; pass --force to replace it", args.output.display());
+    }
+    if stepwise_models::seq::saved::is_sequencing_model(&args.model) {
+        return super::train_seq::predict(
+            &args.model,
+            &args.taskset,
+            &args.features,
+            args.split.as_deref(),
+            args.beam,
+            &args.output,
+        );
     }
     let loaded = saved::load(&args.model)?;
     let spec = loaded.config.model.input;
