@@ -1,6 +1,7 @@
 //! Token-level features in the feature store (`stepwise embed --tokens`): the NumPy files and their agreement with
-//! the encoder's own f32 token output, the relation of token vectors to the pooled vector, unsupported encoders,
-//! re-runs, resuming, setting mismatches, broken files and thread-count determinism. MiniLM token output on real
+//! the encoder's own f32 token output, the token ids and their vocabulary, the relation of token vectors to the
+//! pooled vector, unsupported encoders, re-runs, resuming, setting mismatches, stores written before token ids,
+//! broken files and thread-count determinism. MiniLM token output on real
 //! weights is checked in `acceptance_models.rs` (and with a tiny random BERT in the `minilm` unit tests).
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use stepwise_features::embed::{EmbedOptions, EmbedReport, embed_corpus};
 use stepwise_features::npy::{parse_header, read_i64_vector, read_matrix};
 use stepwise_features::registry::EncoderContext;
 use stepwise_features::store::{FeatureStore, IDS_FILE, META_FILE, VECTORS_FILE, WORK_DIR};
-use stepwise_features::tokens::{TOKEN_OFFSETS_FILE, TOKENS_FILE};
+use stepwise_features::tokens::{TOKEN_IDS_FILE, TOKEN_OFFSETS_FILE, TOKENS_FILE};
 use stepwise_features::{FeatureError, Item, TokenVectors};
 
 /// A text corpus of `n` procedures, 3 steps each, with steps of 0 to ~20 words (some only out-of-vocabulary
@@ -62,8 +63,17 @@ fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
-const STORE_FILES: &[&str] =
-    &[VECTORS_FILE, IDS_FILE, META_FILE, "keys", "failures.jsonl", "manifest.json", TOKENS_FILE, TOKEN_OFFSETS_FILE];
+const STORE_FILES: &[&str] = &[
+    VECTORS_FILE,
+    IDS_FILE,
+    META_FILE,
+    "keys",
+    "failures.jsonl",
+    "manifest.json",
+    TOKENS_FILE,
+    TOKEN_OFFSETS_FILE,
+    TOKEN_IDS_FILE,
+];
 
 /// The text of every item of a store made from `corpus` (text items only).
 fn item_texts(corpus: &Path) -> std::collections::HashMap<String, String> {
@@ -105,9 +115,17 @@ fn check_store_against_encoder(out: &Path, corpus: &Path, cap: usize, models: &P
     assert_eq!((offsets[0], *offsets.last().unwrap()), (0, meta.total as i64));
     let ((rows, cols), matrix) = read_matrix(&out.join(TOKENS_FILE)).unwrap();
     assert_eq!((rows, cols), (meta.total, store.dim()));
+    let ids_bytes = read(&out.join(TOKEN_IDS_FILE));
+    let ih = parse_header(&out.join(TOKEN_IDS_FILE), &ids_bytes).unwrap();
+    assert_eq!((ih.descr.as_str(), ih.shape.clone()), ("<i8", vec![meta.total]));
+    let token_ids = read_i64_vector(&out.join(TOKEN_IDS_FILE)).unwrap();
 
     let ctx = EncoderContext { models_dir: models.to_path_buf(), ..Default::default() };
     let enc = store.encoder(&ctx).unwrap();
+    // The vocabulary in meta.json is the encoder's; every id indexes it.
+    let vocab = enc.vocabulary().expect("token encoders have a vocabulary");
+    assert_eq!((meta.vocab.as_ref(), tv.vocabulary(), tv.vocab_size()), (Some(&vocab), Some(&vocab), Some(vocab.size)));
+    assert!(token_ids.iter().all(|&t| t >= 0 && (t as usize) < vocab.size));
     let texts = item_texts(corpus);
     let dim = store.dim();
     let (mut with_tokens, mut capped) = (0, 0);
@@ -123,10 +141,15 @@ fn check_store_against_encoder(out: &Path, corpus: &Path, cap: usize, models: &P
         // The pooled vector in the store is the encoder's.
         assert_eq!(store.row(i), &own.vectors[..], "{id}: pooled vector");
         assert_eq!(own.counts, [b - a], "{id}: token count");
+        // The ids: token_ids.npy rows, the accessors and the encoder's own ids agree.
+        assert_eq!(tv.token_ids(i), Some(&token_ids[a..b]), "{id}: token ids");
+        assert_eq!(&token_ids[a..b], &own.ids[..], "{id}: the encoder's ids");
         if b == a {
             assert_eq!(tv.get(id), None, "{id}: no tokens is None, never Some(empty)");
+            assert_eq!(tv.get_ids(id), None, "{id}");
             continue;
         }
+        assert_eq!(tv.get_ids(id), Some(&token_ids[a..b]));
         with_tokens += 1;
         let got = tv.get(id).unwrap();
         assert_eq!(got.len(), (b - a) * dim);
@@ -217,6 +240,37 @@ fn glove_tokens_are_its_word_vectors() {
     let want: Vec<f32> = [2usize, 0, 1].iter().flat_map(|&w| data[w * 4..w * 4 + 4].to_vec()).collect();
     let want: Vec<f32> = want.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
     assert_eq!(tv.get("text:set/p0#0").unwrap(), want);
+    // Their ids are the lines of vocab.txt; the vocabulary is vocab.txt's 11 words.
+    assert_eq!(tv.get_ids("text:set/p0#0"), Some(&[2i64, 0, 1][..]));
+    let vocab = tv.vocabulary().unwrap();
+    assert_eq!(vocab.size, 11);
+    assert_eq!(vocab.blake3, stepwise_core::hash::hash_str(&(words.join("\n") + "\n")));
+    assert!(vocab.name.contains("vocab.txt"), "{}", vocab.name);
+}
+
+#[test]
+fn stores_without_token_ids_stay_readable_and_a_token_run_adds_them() {
+    let td = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(&td.path().join("c"), 6);
+    let out = td.path().join("feat");
+    embed(&corpus, &out, &w2v_opts(Some(5))).unwrap();
+    let fresh: Vec<Vec<u8>> = STORE_FILES.iter().map(|f| read(&out.join(f))).collect();
+    // Make it a store of the previous format: no token_ids.npy, no tokens.vocab / tokens.ids_blake3.
+    std::fs::remove_file(out.join(TOKEN_IDS_FILE)).unwrap();
+    let mut meta: serde_json::Value = serde_json::from_slice(&read(&out.join(META_FILE))).unwrap();
+    let t = meta["tokens"].as_object_mut().unwrap();
+    assert!(t.remove("vocab").is_some() && t.remove("ids_blake3").is_some());
+    std::fs::write(out.join(META_FILE), stepwise_core::json::to_pretty_sorted(&meta)).unwrap();
+    let tv = TokenVectors::open(&out).unwrap().unwrap();
+    assert!(tv.total_tokens() > 0 && tv.get("text:set/p0#0").is_some());
+    assert_eq!((tv.token_ids(0), tv.get_ids("text:set/p0#0"), tv.vocab_size()), (None, None, None));
+    // A --tokens run re-encodes its items (their rows lack ids) and writes what a fresh run writes.
+    let r = embed(&corpus, &out, &w2v_opts(Some(5))).unwrap();
+    assert!(!r.up_to_date && r.encoded > 0 && r.reused == 0, "{r:?}");
+    for (f, want) in STORE_FILES.iter().zip(&fresh) {
+        assert_eq!(&read(&out.join(f)), want, "{f}");
+    }
+    assert!(TokenVectors::open(&out).unwrap().unwrap().vocab_size().is_some());
 }
 
 #[test]
@@ -349,4 +403,14 @@ fn broken_token_files_are_clear_errors() {
     assert!(e.to_string().contains(TOKENS_FILE), "{e}");
     std::fs::write(out.join(TOKENS_FILE), &good_tokens).unwrap();
     assert!(TokenVectors::open(&out).unwrap().is_some());
+
+    // Token ids from another run.
+    let good_ids = read(&out.join(TOKEN_IDS_FILE));
+    let mut ids = read_i64_vector(&out.join(TOKEN_IDS_FILE)).unwrap();
+    ids[0] += 1;
+    stepwise_features::npy::write_i64_vector(&out.join(TOKEN_IDS_FILE), &ids).unwrap();
+    let e = TokenVectors::open(&out).unwrap_err();
+    assert!(e.to_string().contains(TOKEN_IDS_FILE) && e.to_string().contains("--force"), "{e}");
+    std::fs::write(out.join(TOKEN_IDS_FILE), &good_ids).unwrap();
+    assert!(TokenVectors::open(&out).unwrap().unwrap().token_ids(0).is_some());
 }
