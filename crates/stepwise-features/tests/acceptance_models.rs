@@ -4,7 +4,9 @@
 //! Each pretrained encoder (minilm, glove-50d, effnet-lite0, effnet-lite2) embeds the ../shared/data/procedures
 //! sets through the feature store with an empty `failures.jsonl` (every image; every text except MiniLM, which
 //! gets a quarter of the two large text sets to keep the dev-profile run short); the -logits variants run on a
-//! sample of the images.
+//! sample of the images. Patch grids of effnet-lite0/2 (grid 1 = the pooled feature within float16 rounding, the
+//! native grid averages to it) and token ids of MiniLM and GloVe on a known sentence are checked on generated
+//! inputs.
 //!
 //! Needs the models folder (`scripts/fetch-models.sh`; env `STEPWISE_MODELS`, default `<workspace>/models`) and
 //! the shared data (env `STEPWISE_SHARED_DATA`, default `<workspace>/../shared/data`). Both missing is a failure
@@ -18,11 +20,12 @@ use stepwise_core::corpus::read_procedures_jsonl;
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
 use stepwise_features::image_source::load_image_file;
 use stepwise_features::items::corpus_items;
+use stepwise_features::patches::adaptive_bins;
 use stepwise_features::pretrained::efficientnet_lite::{EfficientNetLite, Variant};
 use stepwise_features::pretrained::minilm::MiniLm;
 use stepwise_features::registry::{self, EncoderContext};
 use stepwise_features::store::{FAILURES_FILE, FeatureStore, VECTORS_FILE};
-use stepwise_features::{Encoder, Item, Normalization, TokenVectors};
+use stepwise_features::{Encoder, Item, Normalization, PatchGrids, TokenVectors};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -309,4 +312,108 @@ fn minilm_token_vectors_through_the_store() {
             assert!(cos > 0.9, "{id}: cos {cos}");
         }
     }
+}
+
+/// A corpus of `n` one-step procedures with generated images (stripes and gradients of several sizes).
+fn image_corpus(dir: &Path, n: usize) -> Corpus {
+    std::fs::create_dir_all(dir.join("i")).unwrap();
+    let mut lines = String::new();
+    for p in 0..n as u32 {
+        let img = image::RgbImage::from_fn(180 + 40 * p, 150 + 25 * (p % 3), move |x, y| {
+            let stripe = if ((x + 3 * y) / (9 + p)) % 2 == 0 { 230 } else { 25 };
+            image::Rgb([((x * (p + 2)) % 256) as u8, stripe, ((y * 3 + 60 * p) % 256) as u8])
+        });
+        img.save(dir.join(format!("i/{p}.png"))).unwrap();
+        let step = serde_json::json!({"text": format!("Step {p}"), "images": [format!("i/{p}.png")]});
+        lines.push_str(&serde_json::json!({"id": format!("img/p{p}"), "title": "T", "steps": [step]}).to_string());
+        lines.push('\n');
+    }
+    std::fs::write(dir.join("procedures.jsonl"), lines).unwrap();
+    Corpus::load(&dir.join("procedures.jsonl")).unwrap()
+}
+
+#[test]
+#[ignore]
+fn effnet_patch_grids_through_the_store() {
+    let td = tempfile::tempdir().unwrap();
+    let corpus = image_corpus(&td.path().join("c"), 5);
+    for (name, native) in [("effnet-lite0", 7), ("effnet-lite2", 9)] {
+        let run = |grid: Option<usize>| {
+            let mut opts = EmbedOptions::new(name);
+            opts.ctx.models_dir = models_dir();
+            opts.patches = grid;
+            let out = td.path().join(format!("{name}-{grid:?}"));
+            embed_corpus(&corpus, &out, None, &[], &opts).unwrap();
+            out
+        };
+        let plain = run(None);
+        let store = FeatureStore::open(&plain).unwrap();
+        let (g1, g3, gn) = (run(Some(1)), run(Some(3)), run(Some(native)));
+        for out in [&g1, &g3, &gn] {
+            let v = std::fs::read(out.join(VECTORS_FILE)).unwrap();
+            assert_eq!(v, std::fs::read(plain.join(VECTORS_FILE)).unwrap(), "{name}: pooled vectors changed");
+        }
+        let [p1, p3, pn] = [&g1, &g3, &gn].map(|o| PatchGrids::open(o).unwrap().unwrap());
+        assert_eq!((p1.dim, p3.per_item(), pn.per_item()), (1280, 9, native * native));
+        for (i, id) in store.ids().iter().enumerate() {
+            let pooled = store.row(i);
+            // Grid 1 is the pooled vector, within float16 rounding.
+            let one = p1.get(id).unwrap();
+            for (g, w) in one.iter().zip(pooled) {
+                assert!((g - w).abs() <= w.abs() * 2f32.powi(-11) + 2f32.powi(-24), "{name} {id}: {g} vs {w}");
+            }
+            // The native grid averages to the pooled vector; cell (0, 0) of 3x3 averages its top-left block.
+            let all = pn.get(id).unwrap();
+            let three = p3.get(id).unwrap();
+            let block = adaptive_bins(native, 3)[0].clone();
+            let mut worst = (0f32, 0f32);
+            for c in 0..1280 {
+                let mean = (0..native * native).map(|p| all[p * 1280 + c]).sum::<f32>() / (native * native) as f32;
+                let cell = block.clone().flat_map(|y| block.clone().map(move |x| y * native + x));
+                let cell: f32 = cell.map(|p| all[p * 1280 + c]).sum::<f32>() / (block.len() * block.len()) as f32;
+                worst.0 = worst.0.max((mean - pooled[c]).abs() / (1.0 + pooled[c].abs()));
+                worst.1 = worst.1.max((cell - three[c]).abs() / (1.0 + three[c].abs()));
+            }
+            assert!(worst.0 < 2e-3 && worst.1 < 2e-3, "{name} {id}: relative differences {worst:?}");
+            let last = native * native - 1;
+            assert_ne!(&all[..1280], &all[last * 1280..], "{name} {id}: the corner patches are equal");
+        }
+        println!("{name}: patch grids 1, 3 and {native} agree with the pooled feature");
+    }
+}
+
+#[test]
+#[ignore]
+fn token_ids_of_a_known_sentence_match_the_vocabularies() {
+    let td = tempfile::tempdir().unwrap();
+    let proc = serde_json::json!({"id": "t/p0", "title": null, "steps": [{"text": "Whisk the eggs."}]});
+    let path = td.path().join("procedures.jsonl");
+    std::fs::write(&path, format!("{proc}\n")).unwrap();
+    let corpus = Corpus::load(&path).unwrap();
+    let embed_tokens = |name: &str| {
+        let mut opts = EmbedOptions::new(name);
+        opts.ctx.models_dir = models_dir();
+        opts.tokens = Some(16);
+        let out = td.path().join(name);
+        embed_corpus(&corpus, &out, None, &[], &opts).unwrap();
+        TokenVectors::open(&out).unwrap().unwrap()
+    };
+    // MiniLM: the uncased BERT WordPiece vocabulary (30522 ids; [CLS] 101, [SEP] 102, [MASK] 103, "the" 1996).
+    let tv = embed_tokens("minilm");
+    let minilm = MiniLm::from_models_dir(&models_dir()).unwrap();
+    let ids = minilm.tokenize(&["Whisk the eggs."]).unwrap().remove(0);
+    assert_eq!((ids[0], ids[ids.len() - 1]), (101, 102));
+    let want: Vec<i64> = ids[1..ids.len() - 1].iter().map(|&i| i as i64).collect();
+    let got = tv.get_ids("text:t/p0#0").unwrap();
+    assert_eq!(got, &want[..]);
+    assert!(got.contains(&1996), "{got:?}");
+    let vocab = tv.vocabulary().unwrap();
+    assert_eq!((vocab.size, vocab.special.get("[MASK]"), vocab.special.get("[UNK]")), (30522, Some(&103), Some(&100)));
+    println!("minilm: {got:?} of {}", vocab.size);
+    // GloVe: lines of vocab.txt ("the" is its first word).
+    let tv = embed_tokens("glove-50d");
+    let words = std::fs::read_to_string(models_dir().join("glove-6b-50d/vocab.txt")).unwrap();
+    let line = |w: &str| words.lines().position(|l| l == w).unwrap() as i64;
+    assert_eq!(tv.get_ids("text:t/p0#0").unwrap(), &[line("whisk"), 0, line("eggs")]);
+    assert_eq!(tv.vocab_size(), Some(400_000));
 }
