@@ -22,6 +22,7 @@ pub mod neighbors;
 pub mod predict;
 pub mod report;
 pub mod select_golden;
+pub mod seq_study;
 pub mod stats;
 pub mod study;
 pub mod sweep;
