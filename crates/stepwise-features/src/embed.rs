@@ -380,12 +380,12 @@ pub fn embed_items(
         store_rows: &store_rows,
         store_item_rows: store_item_rows.as_ref(),
     };
-    let row_output = match row_kind {
-        None => None,
-        Some((kind, what)) => {
-            Some(RowOutput { kind, what, dim: row_dim(encoder.as_ref(), kind), vocab: encoder.vocabulary() })
-        }
-    };
+    let row_output = row_kind.map(|(kind, what)| RowOutput {
+        kind,
+        what,
+        dim: row_dim(encoder.as_ref(), kind),
+        vocab: encoder.vocabulary(),
+    });
     let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref())?;
     Ok(EmbedReport {
         items: items.len(),
