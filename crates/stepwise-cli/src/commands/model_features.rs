@@ -11,7 +11,7 @@ use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
-use stepwise_features::{Encoder, FeatureStore, Modality, TokenVectors, Vectors};
+use stepwise_features::{Encoder, FeatureStore, Modality, PatchGrids, TokenVectors, Vectors};
 use stepwise_models::m3c::FeatureSources;
 use stepwise_models::m3c::inputs::strings_needed;
 use stepwise_models::m3c::saved::FeatureIdentity;
@@ -48,6 +48,9 @@ pub struct ModelFeatures {
     /// Token-level vectors of the text store, when it has them (`stepwise embed --tokens`).
     pub tokens: Option<TokenVectors>,
     pub image: Option<Vectors>,
+    /// Patch grids of the image store, when it has them (`stepwise embed --patches`; sequencing models).
+    pub patches: Option<PatchGrids>,
+    pub patches_identity: Option<(FeatureIdentity, String)>,
     pub strings: Option<Vectors>,
     /// `(identity, origin)` per role, for the model folder and the check in `predict`.
     pub identities: Vec<(FeatureIdentity, String)>,
@@ -117,6 +120,20 @@ impl ModelFeatures {
             Some(i) => TokenVectors::from_store(&loaded.stores[i].1).map_err(feature_error)?,
             None => None,
         };
+        let patches = match image_i {
+            Some(i) => PatchGrids::from_store(&loaded.stores[i].1).map_err(feature_error)?,
+            None => None,
+        };
+        // Only sequencing models read patch grids; they record this identity themselves.
+        let patches_identity = match (&patches, image_i) {
+            (Some(p), Some(i)) => {
+                let mut id =
+                    FeatureIdentity { role: "patches".into(), dim: p.dim, ..identity("image", &loaded.stores[i].1) };
+                id.options.insert("grid".into(), p.grid().to_string());
+                Some((id, loaded.stores[i].0.display().to_string()))
+            }
+            _ => None,
+        };
         if let (Some(t), Some(i)) = (&tokens, text_i) {
             identities.push((
                 FeatureIdentity { role: "tokens".into(), dim: t.dim, ..identity("text", &loaded.stores[i].1) },
@@ -171,7 +188,7 @@ impl ModelFeatures {
         if let Some(p) = &args.pool_features {
             input_hashes.push(InputHash::of(&p.join(stepwise_features::store::IDS_FILE))?);
         }
-        Ok(ModelFeatures { text, tokens, image, strings, identities, input_hashes })
+        Ok(ModelFeatures { text, tokens, image, patches, patches_identity, strings, identities, input_hashes })
     }
 }
 

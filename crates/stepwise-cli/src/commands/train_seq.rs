@@ -132,7 +132,7 @@ impl SeqData {
             text: self.features.text.as_ref(),
             tokens: self.features.tokens.as_ref().map(|t| t as &dyn stepwise_models::m3c::inputs::TokenRows),
             image: self.features.image.as_ref(),
-            patches: None,
+            patches: self.features.patches.as_ref().map(|p| p as &dyn stepwise_models::seq::PatchRows),
         }
     }
 
@@ -169,7 +169,10 @@ pub fn load_data(
 ) -> anyhow::Result<SeqData> {
     let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
     let insts = stepwise_eval::predictions::read_instances(instances)?;
-    let features = ModelFeatures::load(features, std::iter::empty())?;
+    let mut features = ModelFeatures::load(features, std::iter::empty())?;
+    if let Some(id) = features.patches_identity.clone() {
+        features.identities.push(id);
+    }
     let mut data =
         SeqData { instances: insts, inputs: Vec::new(), kind: FeatureKind::Text, features, skipped: Vec::new(), file };
     let available = match data.sources().kind() {

@@ -47,6 +47,14 @@ impl TokenRows for stepwise_features::TokenVectors {
     fn rows(&self, id: &str) -> Option<Vec<f32>> {
         self.get(id).filter(|r| !r.is_empty())
     }
+
+    fn ids(&self, id: &str) -> Option<Vec<i64>> {
+        self.get_ids(id).map(<[i64]>::to_vec)
+    }
+
+    fn vocab_size(&self) -> Option<usize> {
+        stepwise_features::TokenVectors::vocab_size(self)
+    }
 }
 
 /// Where vectors come from.

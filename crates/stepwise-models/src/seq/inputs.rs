@@ -18,6 +18,16 @@ pub trait PatchRows: Sync {
     fn rows(&self, id: &str) -> Option<Vec<f32>>;
 }
 
+impl PatchRows for stepwise_features::PatchGrids {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn rows(&self, id: &str) -> Option<Vec<f32>> {
+        self.get(id)
+    }
+}
+
 /// Where the step features come from.
 #[derive(Clone, Copy, Default)]
 pub struct SeqSources<'a> {

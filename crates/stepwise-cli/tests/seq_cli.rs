@@ -1,0 +1,242 @@
+//! `stepwise pretrain`, `train-seq`, `predict` (sequencing models) and `seq-study` end to end on a small world
+//! (w2v token features with ids, descriptor image features): thread-count determinism, the pretrained-encoder
+//! start, predictions scored by `stepwise eval`, resumption after `kill -9`, refusals with exit 2, and a study.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stepwise"))
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(args: &[String]) -> String {
+    let (code, _, err) = run(bin().args(args));
+    assert_eq!(code, 0, "stepwise {}: {err}", args.join(" "));
+    err
+}
+
+fn s(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+struct Fixture {
+    _td: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn p(&self, name: &str) -> String {
+        self.root.join(name).to_string_lossy().into_owned()
+    }
+
+    fn features(&self) -> Vec<String> {
+        s(&["--features", &self.p("w2v"), "--features", &self.p("desc")])
+    }
+}
+
+/// A world of 40 procedures, w2v (with tokens) and descriptor stores, multimodal sequencing instances.
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let td = tempfile::tempdir().unwrap();
+        let f = Fixture { root: td.path().to_path_buf(), _td: td };
+        ok(&s(&["world", "generate", "-n", "40", "--seed", "5", "-o", &f.p("world"), "-q"]));
+        ok(&s(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "1", "--tokens", "-o", &f.p("w2v"), "-q"]));
+        ok(&s(&["embed", &f.p("world"), "--encoder", "descriptor", "-o", &f.p("desc"), "-q"]));
+        ok(&s(&[
+            "generate",
+            &f.p("world"),
+            "--task",
+            "sequencing",
+            "--modality",
+            "multimodal",
+            "--windows",
+            "2",
+            "--seed",
+            "1",
+            "-o",
+            &f.p("seq"),
+            "-q",
+        ]));
+        f
+    })
+}
+
+const SMALL: [&str; 8] = ["--dim", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"];
+
+fn train_args(f: &Fixture, out: &str, epochs: &str, extra: &[&str]) -> Vec<String> {
+    let mut a = s(&["train-seq", &f.p("seq")]);
+    a.extend(f.features());
+    a.extend(s(&["--epochs", epochs, "--patience", epochs, "-o", out]));
+    a.extend(s(&SMALL));
+    a.extend(s(extra));
+    a
+}
+
+fn pretrain_args(f: &Fixture, out: &str, epochs: &str, objectives: &str) -> Vec<String> {
+    let mut a = s(&["pretrain", &f.p("seq")]);
+    a.extend(f.features());
+    a.extend(s(&["--objectives", objectives, "--epochs", epochs, "-o", out]));
+    a.extend(s(&SMALL));
+    a
+}
+
+fn weights(dir: &str) -> Vec<u8> {
+    std::fs::read(Path::new(dir).join("weights.safetensors")).unwrap()
+}
+
+#[test]
+fn pretrained_and_fine_tuned_weights_are_identical_for_any_thread_count_and_orders_feed_eval() {
+    let f = fixture();
+    for threads in ["1", "2"] {
+        let enc = f.p(&format!("enc-{threads}"));
+        let mut a = pretrain_args(f, &enc, "2", "mlm,isp,pisp,smrm");
+        a.extend(s(&["--threads", threads]));
+        let err = ok(&a);
+        assert!(err.contains("pretraining (mlm+isp+pisp+smrm)"), "{err}");
+        ok(&train_args(f, &f.p(&format!("m-{threads}")), "3", &["--encoder", &enc, "--threads", threads]));
+    }
+    assert_eq!(weights(&f.p("enc-1")), weights(&f.p("enc-2")));
+    assert_eq!(weights(&f.p("m-1")), weights(&f.p("m-2")));
+    let config = std::fs::read_to_string(Path::new(&f.p("m-1")).join("config.json")).unwrap();
+    assert!(config.contains("\"encoder_from\"") && config.contains("enc-1"), "{config}");
+
+    let preds = f.p("orders.jsonl");
+    let mut a = s(&["predict", &f.p("m-1"), &f.p("seq"), "--split", "test", "-o", &preds]);
+    a.extend(f.features());
+    ok(&a);
+    let lines = std::fs::read_to_string(&preds).unwrap();
+    assert!(lines.lines().count() > 0);
+    for l in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let mut order: Vec<u64> = v["order"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        order.sort_unstable();
+        assert_eq!(order, (0..order.len() as u64).collect::<Vec<_>>(), "not a permutation: {l}");
+    }
+    ok(&s(&["eval", &f.p("seq"), "-p", &preds, "--split", "test", "-o", &f.p("eval"), "-q"]));
+    let r = std::fs::read_to_string(Path::new(&f.p("eval")).join("results.json")).unwrap();
+    assert!(r.contains("\"pmr\""), "{r}");
+}
+
+#[test]
+fn refusals_exit_2_and_write_nothing() {
+    let f = fixture();
+    // MLM without token ids: a text store of pooled vectors.
+    ok(&s(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "1", "-o", &f.p("w2v-pooled"), "-q"]));
+    let out = f.p("enc-pooled");
+    let (code, _, err) = run(bin().args(s(&[
+        "pretrain",
+        &f.p("seq"),
+        "--features",
+        &f.p("w2v-pooled"),
+        "--features",
+        &f.p("desc"),
+        "--objectives",
+        "mlm,isp",
+        "-o",
+        &out,
+    ])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--tokens"), "{err}");
+    assert!(!Path::new(&out).exists());
+    // An unknown objective.
+    let (code, _, err) = run(bin().args(pretrain_args(f, &out, "1", "mlm,jigsaw")));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("jigsaw"), "{err}");
+    // A fine-tuned model's features must match: w2v with another seed is another vector space.
+    let m = f.p("m-refuse");
+    ok(&train_args(f, &m, "1", &[]));
+    ok(&s(&["embed", &f.p("world"), "--encoder", "w2v", "--seed", "2", "--tokens", "-o", &f.p("w2v-seed2"), "-q"]));
+    let preds = f.p("refused.jsonl");
+    let (code, _, err) = run(bin().args(s(&[
+        "predict",
+        &m,
+        &f.p("seq"),
+        "--features",
+        &f.p("w2v-seed2"),
+        "--features",
+        &f.p("desc"),
+        "-o",
+        &preds,
+    ])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("do not match"), "{err}");
+    assert!(!Path::new(&preds).exists());
+    // A pretrained encoder has no decoder to predict with.
+    ok(&pretrain_args(f, &f.p("enc-only"), "1", "isp"));
+    let mut a = s(&["predict", &f.p("enc-only"), &f.p("seq"), "-o", &preds]);
+    a.extend(f.features());
+    let (code, _, err) = run(bin().args(a));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("train-seq --encoder"), "{err}");
+}
+
+#[test]
+fn a_killed_pretraining_resumes_to_the_weights_of_an_uninterrupted_run() {
+    let f = fixture();
+    let straight = f.p("pre-straight");
+    ok(&pretrain_args(f, &straight, "6", "mlm,smrm"));
+    let resumed = f.p("pre-resumed");
+    let checkpoint = f.root.join(".pre-resumed.checkpoint.safetensors");
+    let mut child = bin().args(pretrain_args(f, &resumed, "6", "mlm,smrm")).arg("-q").spawn().unwrap();
+    let started = Instant::now();
+    while !checkpoint.exists() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
+        assert!(child.try_wait().unwrap().is_none(), "pretraining ended before its first checkpoint was seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!Path::new(&resumed).exists(), "killed before the end: no model folder");
+    let err = ok(&pretrain_args(f, &resumed, "6", "mlm,smrm"));
+    assert!(err.contains("resumed after epoch"), "{err}");
+    assert_eq!(weights(&straight), weights(&resumed));
+    assert!(!checkpoint.exists());
+}
+
+#[test]
+fn a_seq_study_fills_tables_2_3_and_4() {
+    let f = fixture();
+    let out = f.p("study");
+    let mut a = s(&["seq-study", &f.p("seq")]);
+    a.extend(f.features());
+    a.extend(s(&["--epochs", "2", "--pretrain-epochs", "1", "--name", "world", "-o", &out, "-q"]));
+    a.extend(s(&SMALL));
+    ok(&a);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&out).join("results.json")).unwrap()).unwrap();
+    let rows = r["rows"].as_array().unwrap();
+    let cell = |method: &str, features: &str| rows.iter().any(|x| x["method"] == method && x["features"] == features);
+    for k in ["image", "text", "multimodal"] {
+        assert!(cell("sequencer", k), "{k} from scratch missing");
+    }
+    // Table 2's pretrained cells (text: MLM alone; image: no MLM) and the Table 3 ablation.
+    assert!(cell("sequencer + MLM", "text"));
+    assert!(cell("sequencer + ISP+SMRM", "image"));
+    for m in ["MLM", "MLM+ISP", "MLM+SMRM", "MLM+ISP+PISP", "MLM+ISP+SMRM"] {
+        assert!(cell(&format!("sequencer + {m}"), "multimodal"), "{m} missing");
+    }
+    assert_eq!(rows.len(), 3 + 2 + 5);
+    for row in rows {
+        for metric in ["accuracy", "pmr", "kendall_tau"] {
+            let found = row["single"].as_object().unwrap().keys().any(|k| k.contains(metric));
+            assert!(found || metric == "accuracy", "{metric} missing in {row}");
+        }
+    }
+    let bd = std::fs::read_to_string(Path::new(&out).join("breakdown.md")).unwrap();
+    assert!(bd.contains("| All |") && bd.contains("| Multi. |"), "{bd}");
+    assert!(!f.root.join(".study.seq-study-work").exists(), "the work folder is removed at the end");
+    // The report shows it as a sequencing results table.
+    ok(&s(&["report", &out, "-o", &f.p("study-report.html"), "-q"]));
+}
