@@ -1,7 +1,7 @@
 //! The multimodal step encoder and the order heads.
 //!
 //! Encoder (one transformer over the concatenated steps, as `scripts/bench/seq_torch.py`): per step a learned
-//! [CLS], the text rows projected (`text_dim → dim`) and the image rows projected (`image_dim → dim`); plus a
+//! [CLS] plus the mean of the step's projected rows, the text rows projected (`text_dim → dim`) and the image rows projected (`image_dim → dim`); plus a
 //! position embedding (the row's index within its step), a step-index embedding (the step's index in the input)
 //! and a token-type embedding (0 [CLS], 1 text, 2 image); layer norm; `layers` post-LN transformer layers with
 //! full attention over every real row of every step. A step's representation is its [CLS] output. Text-only and
@@ -327,6 +327,16 @@ impl SeqModel {
             parts.push(proj.forward(t)?);
             masks.push(m.broadcast_mul(&batch.step_mask.unsqueeze(2)?)?);
             types.extend(std::iter::repeat_n(2u32, batch.p));
+        }
+        // The [CLS] input of a step also carries the mean of its rows' projections, so a step's representation
+        // starts from its own content (with a learned [CLS] alone, every step's [CLS] first sees the same
+        // mixture of all rows and training sits on a plateau for many epochs); attention then adds context.
+        if parts.len() > 1 {
+            let rows = Tensor::cat(&parts[1..], 2)?; // B × n × (s + p) × D
+            let m = Tensor::cat(&masks[1..], 2)?; // B × n × (s + p)
+            let sum = rows.broadcast_mul(&m.unsqueeze(3)?)?.sum_keepdim(2)?; // B × n × 1 × D
+            let count = m.sum_keepdim(2)?.clamp(1.0, f64::MAX)?.unsqueeze(3)?;
+            parts[0] = (&parts[0] + sum.broadcast_div(&count)?)?;
         }
         let x = Tensor::cat(&parts, 2)?; // B × n × L × D
         let l = x.dim(2)?;
