@@ -36,6 +36,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "eval-baselines",
         "eval-hasty",
         "study",
+        "seq-study",
         "report",
     ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
@@ -55,6 +56,8 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "eval/hasty-student/results.json",
         "predictions/hasty-student.jsonl",
         "study/study.json",
+        "seq-study/results.json",
+        "seq-study/breakdown.md",
     ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
