@@ -5,7 +5,8 @@ A sequence is n shuffled steps; each step has S text-token vectors (d_t) and P i
 order is a random permutation. No padding (every step has S tokens and P patches).
 
 Encoder (one transformer over the concatenated steps):
-- per step: [CLS] (one learned D-vector shared by all steps), text_proj(t_1..t_S) (Linear d_t → D),
+- per step: [CLS] (one learned D-vector shared by all steps, plus the mean of the step's projected rows),
+  text_proj(t_1..t_S) (Linear d_t → D),
   image_proj(p_1..p_P) (Linear d_p → D); the n steps concatenated in input order: T = n·(1 + S + P) tokens;
 - + position embedding (max 512 × D), + step-index embedding (max 16 × D; the step's index in the input),
   + modality embedding (3 × D: 0 CLS, 1 text, 2 image); LayerNorm(eps 1e-12);
@@ -90,7 +91,9 @@ def build_model(torch, a):
         def encode(self, text, image):
             """text B × n × S × d_t, image B × n × P × d_p → step representations B × n × D."""
             b = text.shape[0]
-            x = torch.cat([self.cls.expand(b, n, 1, D), self.text_proj(text), self.image_proj(image)], dim=2)
+            rows = torch.cat([self.text_proj(text), self.image_proj(image)], dim=2)
+            # A step's [CLS] input also carries the mean of its rows (as stepwise's encoder).
+            x = torch.cat([self.cls.expand(b, n, 1, D) + rows.mean(dim=2, keepdim=True), rows], dim=2)
             x = x.reshape(b, n * per_step, D)
             x = self.norm(x + self.positions[self.pos_ids] + self.steps[self.step_ids] + self.types[self.type_ids])
             for m in self.layers:

@@ -17,6 +17,9 @@ pub enum BenchCommand {
     Sweep(super::bench_sweep::Args),
     /// HTRN training step and epoch against the same model in PyTorch on CPU (target ratio <= 1.0), peak memory.
     Train(super::bench_train::Args),
+    /// Sequencing model (encoder + BERSON decoder) training step and epoch against PyTorch on CPU (target ratio
+    /// <= 1.0), the pretraining step, peak memory.
+    SeqTrain(super::bench_seq_train::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -28,6 +31,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::World(a) => super::bench_world::run(a),
         BenchCommand::Sweep(a) => super::bench_sweep::run(a),
         BenchCommand::Train(a) => super::bench_train::run(a),
+        BenchCommand::SeqTrain(a) => super::bench_seq_train::run(a),
     }
 }
 

@@ -198,35 +198,73 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn verdict(ok: bool) -> &'static str {
+pub fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
 }
 
-struct Reference {
-    step: f64,
-    epoch: Option<f64>,
-    peak: Option<f64>,
-    parameters: u64,
-    version: String,
+/// What a PyTorch reference script printed (its last JSON line).
+pub struct Reference {
+    pub step: f64,
+    pub epoch: Option<f64>,
+    pub peak: Option<f64>,
+    pub parameters: u64,
+    pub version: String,
 }
 
 fn reference(a: &Args, threads: usize) -> Result<Reference, String> {
-    if !a.reference.is_file() {
-        return Err(format!("{} not found", a.reference.display()));
+    let n = |x: usize| x.to_string();
+    let args: Vec<String> = [
+        "--batch",
+        &n(a.batch),
+        "--candidates",
+        &n(a.candidates),
+        "--context-steps",
+        &n(a.context_steps),
+        "--query-len",
+        &n(a.query_len),
+        "--dim-context",
+        &n(a.dim_context),
+        "--dim-query",
+        &n(a.dim_query),
+        "--hidden",
+        &n(a.hidden),
+        "--model-dim",
+        &n(a.model_dim),
+        "--layers",
+        &n(a.layers),
+        "--heads",
+        &n(a.heads),
+        "--warmup",
+        &n(a.warmup),
+        "--steps",
+        &n(a.steps),
+        "--epoch-questions",
+        &n(a.epoch_questions),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    torch_reference(a.python.as_ref(), &a.reference, threads, &args)
+}
+
+/// Run a PyTorch reference script of scripts/bench with `--json --threads N` and `args`.
+pub fn torch_reference(
+    python: Option<&PathBuf>,
+    script: &std::path::Path,
+    threads: usize,
+    args: &[String],
+) -> Result<Reference, String> {
+    if !script.is_file() {
+        return Err(format!("{} not found", script.display()));
     }
-    let python = a
-        .python
-        .clone()
+    let python = python
+        .cloned()
         .or_else(|| std::env::var_os("STEPWISE_BENCH_PYTHON").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("python3"));
-    let n = |x: usize| x.to_string();
     let out = Command::new(&python)
-        .arg(&a.reference)
-        .args(["--json", "--threads", &n(threads), "--batch", &n(a.batch), "--candidates", &n(a.candidates)])
-        .args(["--context-steps", &n(a.context_steps), "--query-len", &n(a.query_len)])
-        .args(["--dim-context", &n(a.dim_context), "--dim-query", &n(a.dim_query), "--hidden", &n(a.hidden)])
-        .args(["--model-dim", &n(a.model_dim), "--layers", &n(a.layers), "--heads", &n(a.heads)])
-        .args(["--warmup", &n(a.warmup), "--steps", &n(a.steps), "--epoch-questions", &n(a.epoch_questions)])
+        .arg(script)
+        .args(["--json", "--threads", &threads.to_string()])
+        .args(args)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if !out.status.success() {

@@ -1,0 +1,281 @@
+//! `stepwise bench seq-train`: training speed of the sequencing model (multimodal encoder + BERSON pointer and
+//! pairwise heads) against the same architecture in PyTorch on CPU (`scripts/bench/seq_torch.py`), in the same
+//! invocation with the same shapes and threads; plus stepwise's pretraining step (MLM + ISP + SMRM batches),
+//! which has no PyTorch reference yet (its time is printed, not compared).
+//!
+//! Inputs are random normal vectors made before timing (both sides): `n` steps of `S` text rows and `P` image
+//! rows each, no padding, a random gold order per sequence.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rand::Rng;
+use rand::seq::SliceRandom;
+use stepwise_models::item_features::{FeatureKind, ItemMatrix};
+use stepwise_models::optim::Adam;
+use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
+use stepwise_models::seq::{Objective, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
+
+use super::bench::process;
+use super::bench_train::{torch_reference, verdict};
+
+const TARGET_RATIO: f64 = 1.0;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  stepwise bench seq-train --python /tmp/torch-venv/bin/python\n  \
+    stepwise bench seq-train --epoch-sequences 500 --steps 3\n\n\
+    The reference needs a Python with torch and numpy (scripts/bench/requirements-torch.txt).")]
+pub struct Args {
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Steps per sequence (n).
+    #[arg(long, default_value_t = 5)]
+    pub seq_steps: usize,
+    /// Text rows per step (S).
+    #[arg(long, default_value_t = 60)]
+    pub text_tokens: usize,
+    /// Image rows per step (P).
+    #[arg(long, default_value_t = 49)]
+    pub patches: usize,
+    #[arg(long, default_value_t = 384)]
+    pub dim_text: usize,
+    #[arg(long, default_value_t = 320)]
+    pub dim_image: usize,
+    #[arg(long, default_value_t = 256)]
+    pub model_dim: usize,
+    #[arg(long, default_value_t = 2)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// MLM vocabulary of the pretraining step.
+    #[arg(long, default_value_t = 30522)]
+    pub vocab: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Timed single steps (the median is compared).
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Sequences of the timed epoch (0: no epoch).
+    #[arg(long, default_value_t = 1000)]
+    pub epoch_sequences: usize,
+    /// Python for the PyTorch reference (default: $STEPWISE_BENCH_PYTHON, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The reference script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench/seq_torch.py"))]
+    pub reference: PathBuf,
+    /// Exit with status 1 when a target is missed.
+    #[arg(long)]
+    pub check: bool,
+}
+
+fn random_sequences(a: &Args, count: usize, key: &str) -> Vec<(Vec<StepInput>, Vec<usize>)> {
+    let mut rng = stepwise_core::rng::rng_for(0, key);
+    let normal = |rng: &mut dyn rand::RngCore| -> f32 {
+        let u1: f32 = rng.random_range(f32::EPSILON..1.0);
+        let u2: f32 = rng.random();
+        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+    };
+    (0..count)
+        .map(|_| {
+            let steps = (0..a.seq_steps)
+                .map(|_| StepInput {
+                    text: Some(ItemMatrix {
+                        dim: a.dim_text,
+                        data: (0..a.text_tokens * a.dim_text).map(|_| normal(&mut rng)).collect(),
+                    }),
+                    ids: Some((0..a.text_tokens).map(|_| rng.random_range(0..a.vocab as i64)).collect()),
+                    image: Some(ItemMatrix {
+                        dim: a.dim_image,
+                        data: (0..a.patches * a.dim_image).map(|_| normal(&mut rng)).collect(),
+                    }),
+                })
+                .collect();
+            let mut order: Vec<usize> = (0..a.seq_steps).collect();
+            order.shuffle(&mut rng);
+            (steps, order)
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.batch == 0 || a.seq_steps < 2 || a.text_tokens == 0 || a.patches == 0 || a.steps == 0 || a.vocab == 0 {
+        crate::usage_bail!(
+            "--batch, --text-tokens, --patches, --steps and --vocab must be at least 1, --seq-steps at least 2"
+        );
+    }
+    if a.model_dim % a.heads.max(1) != 0 {
+        crate::usage_bail!("--model-dim {} is not a multiple of --heads {}", a.model_dim, a.heads);
+    }
+    let threads = rayon::current_num_threads();
+    let mut cfg = SeqConfig::new(FeatureKind::Multimodal, a.dim_text, a.dim_image);
+    cfg.dim = a.model_dim;
+    cfg.layers = a.layers;
+    cfg.heads = a.heads;
+    cfg.ff = 4 * a.model_dim;
+    cfg.max_tokens = a.text_tokens;
+    cfg.max_patches = a.patches;
+    cfg.max_steps = a.seq_steps.max(16);
+    let model = SeqModel::new(cfg.clone(), 0)?;
+    println!(
+        "Sequencing-model training benchmark: {threads} threads; batch {} sequences × {} steps × ({} text rows \
+         {}-d + {} image rows {}-d); transformer {} × {} × {} heads; {} parameters",
+        a.batch,
+        a.seq_steps,
+        a.text_tokens,
+        a.dim_text,
+        a.patches,
+        a.dim_image,
+        a.layers,
+        a.model_dim,
+        a.heads,
+        model.parameter_count()
+    );
+    let batches = |seqs: &[(Vec<StepInput>, Vec<usize>)]| -> anyhow::Result<Vec<(SeqBatch, Vec<Vec<usize>>)>> {
+        seqs.chunks(a.batch)
+            .map(|c| {
+                let steps: Vec<&[StepInput]> = c.iter().map(|(s, _)| s.as_slice()).collect();
+                let b = SeqBatch::new(&steps, &model.config).map_err(anyhow::Error::msg)?;
+                Ok((b, c.iter().map(|(_, o)| o.clone()).collect()))
+            })
+            .collect()
+    };
+    process::reset_peak_rss();
+    let step_batches = batches(&random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"))?;
+    let mut adam = Adam::new(&model.params, 5e-4)?;
+    let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
+        let gold: Vec<&[usize]> = b.1.iter().map(Vec::as_slice).collect();
+        let loss = model.order_loss(&b.0, &gold)?;
+        adam.step(&model.params, &loss)?;
+        Ok(())
+    };
+    let mut times = Vec::new();
+    for i in 0..a.warmup + a.steps {
+        let t = Instant::now();
+        step(&step_batches[i % step_batches.len()])?;
+        if i >= a.warmup {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let step_median = times[times.len() / 2];
+    let epoch = if a.epoch_sequences > 0 {
+        let eb = batches(&random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"))?;
+        let t = Instant::now();
+        for b in &eb {
+            step(b)?;
+        }
+        Some(t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let peak = process::peak_rss_mib();
+
+    // The pretraining step: a batch of each objective in turn (MLM added to each), timed on its own model.
+    let mut pcfg = cfg.clone();
+    pcfg.vocab = a.vocab;
+    let pre = SeqModel::new(pcfg, 0)?.with_pretraining_heads()?;
+    let mut pre_adam = Adam::new(&pre.params, 5e-4)?;
+    let objectives = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
+    let seqs: Vec<Vec<StepInput>> =
+        random_sequences(&a, a.batch, "bench-seq/pretrain").into_iter().map(|(s, _)| s).collect();
+    let mut pre_times = Vec::new();
+    for (i, obj) in [Objective::Isp, Objective::Smrm, Objective::Isp, Objective::Pisp, Objective::Smrm, Objective::Isp]
+        .into_iter()
+        .enumerate()
+    {
+        let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-seq/pretrain/{i}"));
+        let pb = pretrain_batch(&pre, &seqs, obj, &objectives, &mut rng)?;
+        let t = Instant::now();
+        if let Some(loss) = pretrain_loss(&pre, &pb)? {
+            pre_adam.step(&pre.params, &loss)?;
+        }
+        if i >= 2 {
+            pre_times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    pre_times.sort_by(f64::total_cmp);
+
+    println!("\nstepwise (candle):");
+    println!("  training step        {:>9.3} s (median of {}; min {:.3} s)", step_median, times.len(), times[0]);
+    if let Some(e) = epoch {
+        println!(
+            "  epoch of {:>5} seq.  {:>9.1} s ({:.1} sequences/s)",
+            a.epoch_sequences,
+            e,
+            a.epoch_sequences as f64 / e
+        );
+    }
+    println!(
+        "  pretraining step     {:>9.3} s (median of {}: MLM + ISP / PISP / SMRM, vocabulary {}; no PyTorch reference)",
+        pre_times[pre_times.len() / 2],
+        pre_times.len(),
+        a.vocab
+    );
+    println!("  peak memory          {:>9.0} MiB (fine-tuning; inputs included)", peak.unwrap_or(f64::NAN));
+    let n = |x: usize| x.to_string();
+    let args: Vec<String> = [
+        "--batch",
+        &n(a.batch),
+        "--seq-steps",
+        &n(a.seq_steps),
+        "--text-tokens",
+        &n(a.text_tokens),
+        "--patches",
+        &n(a.patches),
+        "--dim-text",
+        &n(a.dim_text),
+        "--dim-image",
+        &n(a.dim_image),
+        "--model-dim",
+        &n(a.model_dim),
+        "--layers",
+        &n(a.layers),
+        "--heads",
+        &n(a.heads),
+        "--max-positions",
+        &n(cfg.positions()),
+        "--max-steps",
+        &n(cfg.max_steps),
+        "--warmup",
+        &n(a.warmup),
+        "--steps",
+        &n(a.steps),
+        "--epoch-sequences",
+        &n(a.epoch_sequences),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut ok = true;
+    match torch_reference(a.python.as_ref(), &a.reference, threads, &args) {
+        Ok(r) => {
+            println!("\nPyTorch {} (reference, same run):", r.version);
+            println!("  training step        {:>9.3} s (median)", r.step);
+            if let Some(e) = r.epoch {
+                println!("  epoch of {:>5} seq.  {:>9.1} s", a.epoch_sequences, e);
+            }
+            println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
+            println!(
+                "  parameters           {:>9} (stepwise {}: + the [MASK] vector)",
+                r.parameters,
+                model.parameter_count()
+            );
+            let ratio = step_median / r.step;
+            println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
+            println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+            ok &= ratio <= TARGET_RATIO;
+            if let (Some(e), Some(re)) = (epoch, r.epoch) {
+                let ratio = e / re;
+                println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+                ok &= ratio <= TARGET_RATIO;
+            }
+        }
+        Err(e) => println!("\nreference unavailable: {e}"),
+    }
+    if a.check && !ok {
+        anyhow::bail!("a training-speed target was missed");
+    }
+    Ok(())
+}
