@@ -2,21 +2,10 @@
 //! files, byte-identical stores for `--threads 1` and `2`, resuming after `kill -9`, and usage errors (exit 2).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stepwise"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{bin, run};
 
 fn ok(args: &[&str]) -> String {
     let (code, _, err) = run(bin().args(args));

@@ -3,22 +3,10 @@
 //! study over a suite.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stepwise"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{bin, kill_when_exists, run};
 
 fn ok(args: &[&str]) {
     let (code, _, err) = run(bin().args(args).arg("-q"));
@@ -154,16 +142,12 @@ fn a_killed_training_resumes_to_the_weights_of_an_uninterrupted_run() {
 
     let resumed = f.p("htrn-resumed");
     let checkpoint = f.root.join(".htrn-resumed.checkpoint.safetensors");
-    let mut child = bin().args(train_args(f, "htrn", &resumed, "20")).arg("-q").spawn().unwrap();
-    let started = Instant::now();
     // Wait for the first checkpoint (after epoch 1), then SIGKILL — no chance to clean up.
-    while !checkpoint.exists() {
-        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
-        assert!(child.try_wait().unwrap().is_none(), "training ended before its first checkpoint was seen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_when_exists(
+        bin().args(train_args(f, "htrn", &resumed, "20")).arg("-q").spawn().unwrap(),
+        &checkpoint,
+        "checkpoint",
+    );
     assert!(!Path::new(&resumed).exists(), "killed before the end: no model folder");
     let (code, _, err) = run(bin().args(train_args(f, "htrn", &resumed, "20")));
     assert_eq!(code, 0, "{err}");

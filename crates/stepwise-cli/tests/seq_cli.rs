@@ -3,22 +3,10 @@
 //! start, predictions scored by `stepwise eval`, resumption after `kill -9`, refusals with exit 2, and a study.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stepwise"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{bin, kill_when_exists, run};
 
 fn ok(args: &[String]) -> String {
     let (code, _, err) = run(bin().args(args));
@@ -189,15 +177,12 @@ fn a_killed_pretraining_resumes_to_the_weights_of_an_uninterrupted_run() {
     ok(&pretrain_args(f, &straight, "6", "mlm,smrm"));
     let resumed = f.p("pre-resumed");
     let checkpoint = f.root.join(".pre-resumed.checkpoint.safetensors");
-    let mut child = bin().args(pretrain_args(f, &resumed, "6", "mlm,smrm")).arg("-q").spawn().unwrap();
-    let started = Instant::now();
-    while !checkpoint.exists() {
-        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint appeared");
-        assert!(child.try_wait().unwrap().is_none(), "pretraining ended before its first checkpoint was seen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // Wait for the first checkpoint (after epoch 1), then SIGKILL — no chance to clean up.
+    kill_when_exists(
+        bin().args(pretrain_args(f, &resumed, "6", "mlm,smrm")).arg("-q").spawn().unwrap(),
+        &checkpoint,
+        "checkpoint",
+    );
     assert!(!Path::new(&resumed).exists(), "killed before the end: no model folder");
     let err = ok(&pretrain_args(f, &resumed, "6", "mlm,smrm"));
     assert!(err.contains("resumed after epoch"), "{err}");

@@ -2,19 +2,17 @@
 //! order evidence (a stage word per position), with a TF-IDF feature store.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use stepwise_core::corpus::write_corpus_files;
 use stepwise_core::{Corpus, Manifest, Procedure, Step};
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
 use stepwise_tasks::sequencing::{self, SequencingConfig, Windows};
 
+mod common;
+use common::{bin, run};
+
 const STAGES: [&str; 8] = ["unpack", "rinse", "slice", "season", "stir", "simmer", "plate", "garnish"];
 const FILLER: [&str; 6] = ["carefully", "gently", "with care", "slowly", "quickly", "as needed"];
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stepwise"))
-}
 
 struct Fixture {
     _td: tempfile::TempDir,
@@ -53,15 +51,6 @@ fn fixture() -> Fixture {
     let features = root.join("feats-text");
     embed_corpus(&loaded, &features, None, &[], &EmbedOptions::new("tfidf")).unwrap();
     Fixture { _td: td, root, corpus, instances, features }
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn read_predictions(p: &Path) -> Vec<serde_json::Value> {
