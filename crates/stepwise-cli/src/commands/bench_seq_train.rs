@@ -17,9 +17,7 @@ use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
 use stepwise_models::seq::{Objective, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
 use super::bench::process;
-use super::bench_train::{torch_reference, verdict};
-
-const TARGET_RATIO: f64 = 1.0;
+use super::bench_train::{compare, time_steps, torch_reference};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench seq-train --python /tmp/torch-venv/bin/python\n  \
@@ -150,15 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         adam.step(&model.params, &loss)?;
         Ok(())
     };
-    let mut times = Vec::new();
-    for i in 0..a.warmup + a.steps {
-        let t = Instant::now();
-        step(&step_batches[i % step_batches.len()])?;
-        if i >= a.warmup {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    times.sort_by(f64::total_cmp);
+    let times = time_steps(a.warmup, a.steps, |i| step(&step_batches[i % step_batches.len()]))?;
     let step_median = times[times.len() / 2];
     let epoch = if a.epoch_sequences > 0 {
         let eb = batches(&random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"))?;
@@ -248,32 +238,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut ok = true;
-    match torch_reference(a.python.as_ref(), &a.reference, threads, &args) {
-        Ok(r) => {
-            println!("\nPyTorch {} (reference, same run):", r.version);
-            println!("  training step        {:>9.3} s (median)", r.step);
-            if let Some(e) = r.epoch {
-                println!("  epoch of {:>5} seq.  {:>9.1} s", a.epoch_sequences, e);
-            }
-            println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
-            println!(
-                "  parameters           {:>9} (stepwise {}: + the [MASK] vector)",
-                r.parameters,
-                model.parameter_count()
-            );
-            let ratio = step_median / r.step;
-            println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
-            println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
-            ok &= ratio <= TARGET_RATIO;
-            if let (Some(e), Some(re)) = (epoch, r.epoch) {
-                let ratio = e / re;
-                println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
-                ok &= ratio <= TARGET_RATIO;
-            }
-        }
-        Err(e) => println!("\nreference unavailable: {e}"),
-    }
+    let ok = compare(
+        torch_reference(a.python.as_ref(), &a.reference, threads, &args),
+        step_median,
+        epoch,
+        &format!("epoch of {:>5} seq.", a.epoch_sequences),
+        model.parameter_count() as u64,
+        " (stepwise has the [MASK] vector of pretraining)",
+    );
     if a.check && !ok {
         anyhow::bail!("a training-speed target was missed");
     }

@@ -20,7 +20,7 @@ use stepwise_models::m3c::{HtrnConfig, InputSpec, M3cModel, ModelConfig, Questio
 
 use super::bench::process;
 
-const TARGET_RATIO: f64 = 1.0;
+pub const TARGET_RATIO: f64 = 1.0;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench train --python /tmp/torch-venv/bin/python\n  \
@@ -133,16 +133,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     process::reset_peak_rss();
     let step_batches = batches(&random_questions(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-train/steps"))?;
     let mut stepper = Stepper::new(&model, 5e-4)?;
-    let mut times = Vec::new();
-    for i in 0..a.warmup + a.steps {
-        let b = &step_batches[i % step_batches.len()];
-        let t = Instant::now();
-        stepper.step(&model, b)?;
-        if i >= a.warmup {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    times.sort_by(f64::total_cmp);
+    let times =
+        time_steps(a.warmup, a.steps, |i| stepper.step(&model, &step_batches[i % step_batches.len()]).map(drop))?;
     let step_median = times[times.len() / 2];
     let epoch = if a.epoch_questions > 0 {
         let eb = batches(&random_questions(&a, a.epoch_questions, "bench-train/epoch"))?;
@@ -167,35 +159,66 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     println!("  peak memory          {:>9.0} MiB (inputs included)", peak.unwrap_or(f64::NAN));
-    let mut ok = true;
-    match reference(&a, threads) {
-        Ok(r) => {
-            println!("\nPyTorch {} (reference, same run):", r.version);
-            println!("  training step        {:>9.3} s (median)", r.step);
-            if let Some(e) = r.epoch {
-                println!("  epoch of {:>6} q.   {:>9.1} s", a.epoch_questions, e);
-            }
-            println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
-            println!("  parameters           {:>9}", r.parameters);
-            if r.parameters != model.parameter_count() as u64 {
-                println!("  WARNING: parameter counts differ ({} vs {})", model.parameter_count(), r.parameters);
-            }
-            let ratio = step_median / r.step;
-            println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
-            println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
-            ok &= ratio <= TARGET_RATIO;
-            if let (Some(e), Some(re)) = (epoch, r.epoch) {
-                let ratio = e / re;
-                println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
-                ok &= ratio <= TARGET_RATIO;
-            }
-        }
-        Err(e) => println!("\nreference unavailable: {e}"),
-    }
+    let epoch_label = format!("epoch of {:>6} q.", a.epoch_questions);
+    let ok = compare(reference(&a, threads), step_median, epoch, &epoch_label, model.parameter_count() as u64, "");
     if a.check && !ok {
         anyhow::bail!("a training-speed target was missed");
     }
     Ok(())
+}
+
+/// Print the reference's measurements and the ratios against stepwise's step and epoch times; whether every
+/// ratio meets the target. `params_note` explains an expected difference in parameter counts.
+pub fn compare(
+    reference: Result<Reference, String>,
+    step_median: f64,
+    epoch: Option<f64>,
+    epoch_label: &str,
+    parameters: u64,
+    params_note: &str,
+) -> bool {
+    let r = match reference {
+        Ok(r) => r,
+        Err(e) => {
+            println!("\nreference unavailable: {e}");
+            return true;
+        }
+    };
+    let mut ok = true;
+    println!("\nPyTorch {} (reference, same run):", r.version);
+    println!("  training step        {:>9.3} s (median)", r.step);
+    if let Some(e) = r.epoch {
+        println!("  {epoch_label:<20} {e:>9.1} s");
+    }
+    println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
+    println!("  parameters           {:>9}", r.parameters);
+    if r.parameters != parameters {
+        println!("  parameter counts differ: stepwise {parameters} vs {}{params_note}", r.parameters);
+    }
+    let ratio = step_median / r.step;
+    println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
+    println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+    ok &= ratio <= TARGET_RATIO;
+    if let (Some(e), Some(re)) = (epoch, r.epoch) {
+        let ratio = e / re;
+        println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
+        ok &= ratio <= TARGET_RATIO;
+    }
+    ok
+}
+
+/// Run `step(i)` for `warmup + steps` indices and return the timed ones' seconds, sorted (the warm-up untimed).
+pub fn time_steps<E>(warmup: usize, steps: usize, mut step: impl FnMut(usize) -> Result<(), E>) -> Result<Vec<f64>, E> {
+    let mut times = Vec::new();
+    for i in 0..warmup + steps {
+        let t = Instant::now();
+        step(i)?;
+        if i >= warmup {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
 }
 
 pub fn verdict(ok: bool) -> &'static str {
