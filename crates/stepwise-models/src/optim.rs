@@ -174,6 +174,8 @@ pub struct Checkpointing {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpochStats {
     pub train_loss: f64,
+    /// A training metric to record (e.g. accuracy), if the trainer has one.
+    pub train_metric: Option<f64>,
     /// The validation criterion (None without validation data).
     pub val: Option<f64>,
 }
@@ -183,6 +185,8 @@ pub struct EpochStats {
 pub struct CurvePoint {
     pub epoch: usize,
     pub train_loss: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_metric: Option<f64>,
     pub val: Option<f64>,
 }
 
@@ -214,7 +218,7 @@ struct FitState {
     /// Floats as bits: JSON text would not give back the same last digit.
     best_val: Option<u64>,
     since_best: usize,
-    curve: Vec<(usize, u64, Option<u64>)>,
+    curve: Vec<(usize, u64, Option<u64>, Option<u64>)>,
 }
 
 /// Run epochs with early stopping and a checkpoint after each (a killed run resumes to the same weights):
@@ -252,7 +256,12 @@ pub fn fit(
         if !stats.train_loss.is_finite() {
             return Err(Error::runtime(format!("training diverged: loss {} in epoch {}", stats.train_loss, epoch + 1)));
         }
-        state.curve.push((epoch + 1, stats.train_loss.to_bits(), stats.val.map(f64::to_bits)));
+        state.curve.push((
+            epoch + 1,
+            stats.train_loss.to_bits(),
+            stats.train_metric.map(f64::to_bits),
+            stats.val.map(f64::to_bits),
+        ));
         state.epoch = epoch + 1;
         match stats.val {
             Some(v) if state.best_val.map(f64::from_bits).is_none_or(|b| better(v, b)) => {
@@ -281,7 +290,12 @@ pub fn fit(
     let curve = state
         .curve
         .iter()
-        .map(|&(epoch, l, v)| CurvePoint { epoch, train_loss: f64::from_bits(l), val: v.map(f64::from_bits) })
+        .map(|&(epoch, l, m, v)| CurvePoint {
+            epoch,
+            train_loss: f64::from_bits(l),
+            train_metric: m.map(f64::from_bits),
+            val: v.map(f64::from_bits),
+        })
         .collect();
     Ok(Some(FitReport {
         epochs_run: state.epoch,

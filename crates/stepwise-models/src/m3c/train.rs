@@ -2,14 +2,12 @@
 //! stopping on validation accuracy (the weights of the best epoch are kept), and a checkpoint after every epoch
 //! from which a killed run resumes to the same final weights as an uninterrupted one.
 //!
-//! The checkpoint is one safetensors file written atomically (weights, Adam moments, the best weights so far) whose
-//! metadata holds the epoch, the early-stopping state, the curve and a fingerprint of the run (configuration,
-//! seed and data); a checkpoint with another fingerprint is ignored.
+//! The epoch loop, Adam and the checkpoints are [`crate::optim`]'s (one safetensors file written atomically:
+//! weights, Adam moments, the best weights so far, the loop's state and a fingerprint of the run — configuration,
+//! seed and data; a checkpoint with another fingerprint is ignored).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use candle_core::Tensor;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use stepwise_core::rng::rng_for;
@@ -17,7 +15,7 @@ use stepwise_core::{Error, Result};
 
 use super::inputs::QuestionInput;
 use super::model::{Batch, M3cModel, argmax_rows};
-use crate::optim::{Adam, cerr, load_checkpoint, save_checkpoint};
+use crate::optim::{Adam, EpochStats, FitConfig, cerr, fit};
 
 /// Training options (the paper's: Adam, lr 5e-4, early stopping with patience 20 on validation accuracy).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,39 +83,6 @@ pub use crate::optim::Checkpointing;
 /// Progress callback: (epoch, batch index, batches per epoch, running loss, last validation accuracy).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, usize, f64, Option<f64>);
 
-#[derive(Serialize, Deserialize)]
-struct CheckpointState {
-    epoch: usize,
-    best_epoch: usize,
-    best_val_accuracy: Option<u64>,
-    since_best: usize,
-    /// The curve with every float as its bits (JSON text would not give back the same last digit).
-    curve: Vec<(usize, u64, u64, Option<u64>)>,
-}
-
-impl CheckpointState {
-    fn best_val(&self) -> Option<f64> {
-        self.best_val_accuracy.map(f64::from_bits)
-    }
-}
-
-fn curve_to_bits(c: &[EpochRecord]) -> Vec<(usize, u64, u64, Option<u64>)> {
-    c.iter()
-        .map(|r| (r.epoch, r.train_loss.to_bits(), r.train_accuracy.to_bits(), r.val_accuracy.map(f64::to_bits)))
-        .collect()
-}
-
-fn curve_from_bits(c: &[(usize, u64, u64, Option<u64>)]) -> Vec<EpochRecord> {
-    c.iter()
-        .map(|&(epoch, l, a, v)| EpochRecord {
-            epoch,
-            train_loss: f64::from_bits(l),
-            train_accuracy: f64::from_bits(a),
-            val_accuracy: v.map(f64::from_bits),
-        })
-        .collect()
-}
-
 /// A fingerprint of everything that determines training: configs, seed and the data.
 pub fn fingerprint(model: &M3cModel, cfg: &TrainConfig, train: &[QuestionInput], val: &[QuestionInput]) -> String {
     let mut h = blake3::Hasher::new();
@@ -154,29 +119,10 @@ pub fn train(
     let batch_size = cfg.batch_size.max(1);
     let fp = fingerprint(model, cfg, train, val);
     let mut adam = Adam::new(&model.params, cfg.learning_rate).map_err(cerr)?;
-    let mut state =
-        CheckpointState { epoch: 0, best_epoch: 0, best_val_accuracy: None, since_best: 0, curve: Vec::new() };
-    let mut curve: Vec<EpochRecord> = Vec::new();
-    let mut best: Option<BTreeMap<String, Tensor>> = None;
-    if let Some(c) = checkpoint
-        && c.path.exists()
-    {
-        match load_checkpoint::<CheckpointState>(&c.path, &model.params, &mut adam, &fp)? {
-            Some((s, b)) => {
-                tracing::info!(epoch = s.epoch, "resuming from {}", c.path.display());
-                curve = curve_from_bits(&s.curve);
-                state = s;
-                best = b;
-            }
-            None => tracing::warn!("ignoring {}: it belongs to another training run", c.path.display()),
-        }
-    }
-    let resumed_from = state.epoch;
     let val_batches: Vec<Batch> = batches(val, batch_size, model)?;
-    let mut stopped_early = state.since_best >= cfg.patience && !val.is_empty();
-    let mut run_here = 0usize;
-    while state.epoch < cfg.max_epochs.max(1) && !stopped_early {
-        let epoch = state.epoch;
+    let fit_cfg = FitConfig { max_epochs: cfg.max_epochs, patience: cfg.patience, minimize: false };
+    let mut best_val: Option<f64> = None;
+    let report = fit(&model.params, &mut adam, &fit_cfg, &fp, checkpoint, |epoch, adam| {
         let mut order: Vec<usize> = (0..train.len()).collect();
         let mut rng = rng_for(cfg.seed, &format!("m3c/epoch/{epoch}"));
         for j in (1..order.len()).rev() {
@@ -196,58 +142,35 @@ pub fn train(
             adam.step(&model.params, &loss).map_err(cerr)?;
             loss_sum += l * chunk.len() as f64;
             right += argmax_rows(&scores).map_err(cerr)?.iter().zip(&batch.answers).filter(|(p, a)| p == a).count();
-            progress(
-                epoch + 1,
-                bi + 1,
-                n_batches,
-                loss_sum / ((bi * batch_size + chunk.len()) as f64),
-                state.best_val(),
-            );
+            progress(epoch + 1, bi + 1, n_batches, loss_sum / ((bi * batch_size + chunk.len()) as f64), best_val);
         }
         let val_accuracy = if val.is_empty() { None } else { Some(accuracy_of(model, &val_batches)?) };
-        curve.push(EpochRecord {
-            epoch: epoch + 1,
-            train_loss: loss_sum / train.len() as f64,
-            train_accuracy: right as f64 / train.len() as f64,
-            val_accuracy,
-        });
-        state.epoch = epoch + 1;
-        match val_accuracy {
-            Some(acc) if state.best_val().is_none_or(|b| acc > b) => {
-                state.best_val_accuracy = Some(acc.to_bits());
-                state.best_epoch = epoch + 1;
-                state.since_best = 0;
-                best = Some(model.params.snapshot().map_err(cerr)?);
-            }
-            Some(_) => {
-                state.since_best += 1;
-                stopped_early = state.since_best >= cfg.patience;
-            }
-            None => state.best_epoch = epoch + 1,
+        if let Some(v) = val_accuracy {
+            best_val = Some(best_val.map_or(v, |b: f64| b.max(v)));
         }
-        state.curve = curve_to_bits(&curve);
-        progress(epoch + 1, n_batches, n_batches, loss_sum / train.len() as f64, state.best_val());
-        run_here += 1;
-        if let Some(c) = checkpoint {
-            save_checkpoint(&c.path, &model.params, &adam, best.as_ref(), &fp, &state)?;
-            if c.stop_after_epochs.is_some_and(|k| run_here >= k) && state.epoch < cfg.max_epochs && !stopped_early {
-                return Ok(None);
-            }
-        }
-    }
-    if let Some(b) = &best {
-        model.params.restore(b).map_err(cerr)?;
-    }
-    Ok(Some(TrainReport {
+        let train_loss = loss_sum / train.len() as f64;
+        progress(epoch + 1, n_batches, n_batches, train_loss, best_val);
+        Ok(EpochStats { train_loss, train_metric: Some(right as f64 / train.len() as f64), val: val_accuracy })
+    })?;
+    Ok(report.map(|r| TrainReport {
         train_questions: train.len(),
         val_questions: val.len(),
         parameters: model.parameter_count(),
-        epochs_run: state.epoch,
-        best_epoch: state.best_epoch,
-        best_val_accuracy: state.best_val(),
-        curve,
-        resumed_from_epoch: resumed_from,
-        stopped_early,
+        epochs_run: r.epochs_run,
+        best_epoch: r.best_epoch,
+        best_val_accuracy: r.best_val,
+        curve: r
+            .curve
+            .iter()
+            .map(|p| EpochRecord {
+                epoch: p.epoch,
+                train_loss: p.train_loss,
+                train_accuracy: p.train_metric.unwrap_or(f64::NAN),
+                val_accuracy: p.val,
+            })
+            .collect(),
+        resumed_from_epoch: r.resumed_from_epoch,
+        stopped_early: r.stopped_early,
     }))
 }
 

@@ -130,7 +130,7 @@ pub fn train_orders(
             progress(epoch + 1, bi + 1, batches, sum / (bi * bs + chunk.len()) as f64);
         }
         let val = if val.is_empty() { None } else { Some(order_loss_of(model, val, bs)?) };
-        Ok(EpochStats { train_loss: sum / train.len() as f64, val })
+        Ok(EpochStats { train_loss: sum / train.len() as f64, train_metric: None, val })
     })?;
     Ok(report.map(|r| SeqTrainReport {
         train_sequences: train.len(),
@@ -320,7 +320,7 @@ pub fn pretrain(
             sum += l * chunk.len() as f64;
             progress(epoch + 1, bi + 1, batches, sum / (bi * bs + chunk.len()) as f64);
         }
-        Ok(EpochStats { train_loss: sum / ordered.len() as f64, val: None })
+        Ok(EpochStats { train_loss: sum / ordered.len() as f64, train_metric: None, val: None })
     })?;
     Ok(report.map(|r| SeqTrainReport {
         train_sequences: train.len(),
