@@ -224,4 +224,6 @@ fn a_seq_study_fills_tables_2_3_and_4() {
     assert!(!f.root.join(".study.seq-study-work").exists(), "the work folder is removed at the end");
     // The report shows it as a sequencing results table.
     ok(&s(&["report", &out, "-o", &f.p("study-report.html"), "-q"]));
+    let md = std::fs::read_to_string(f.root.join("study-report.md")).unwrap();
+    assert!(md.contains("sequencer + MLM+ISP+SMRM") && md.contains("By subset of instances"), "{md}");
 }

@@ -28,7 +28,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Suite => "knob-sweep suite",
         Kind::Audit => "bias audit",
         Kind::Sequencing => "sequencing instances",
-        Kind::SequencingResults => "sequencing baselines",
+        Kind::SequencingResults => "sequencing results",
         Kind::Eval => "evaluation",
         Kind::Study => "model study",
         Kind::Model => "trained model",

@@ -43,15 +43,16 @@ pub struct ResultsInfo {
     pub rel: String,
     pub rows: Vec<ResultRow>,
     pub notes: Vec<String>,
+    /// `breakdown.json` beside results.json (`stepwise seq-study`: the sequencing paper's Table 4 — the rows per
+    /// subset of instances with one, several or any number of references).
+    pub breakdown: Vec<ResultRow>,
 }
 
 fn metrics(n: Option<Node<'_>>) -> Result<Vec<Option<Estimate>>> {
     METRICS.iter().map(|(k, _, _)| n.as_ref().map_or(Ok(None), |n| n.opt_estimate(k))).collect()
 }
 
-pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
-    let f = JsonFile::read(&a.path)?;
-    let r = f.root();
+fn read_rows(r: &Node<'_>) -> Result<Vec<ResultRow>> {
     let mut rows = Vec::new();
     for row in r.req("rows")?.items()? {
         rows.push(ResultRow {
@@ -64,6 +65,20 @@ pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
             multi: metrics(row.get("multi")?)?,
         });
     }
+    Ok(rows)
+}
+
+pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
+    let f = JsonFile::read(&a.path)?;
+    let r = f.root();
+    let rows = read_rows(&r)?;
+    let breakdown_file = a.path.with_file_name("breakdown.json");
+    let breakdown = if breakdown_file.is_file() {
+        let b = JsonFile::read(&breakdown_file)?;
+        read_rows(&b.root())?
+    } else {
+        Vec::new()
+    };
     let mut notes = Vec::new();
     if let Some(n) = r.get("notes")? {
         for x in n.items()? {
@@ -71,7 +86,7 @@ pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
         }
     }
     let rel = a.rel.strip_suffix("/results.json").unwrap_or(&a.rel).to_string();
-    Ok(ResultsInfo { rel, rows, notes })
+    Ok(ResultsInfo { rel, rows, notes, breakdown })
 }
 
 fn cell(e: &Option<Estimate>, share: bool, with_ci: bool) -> String {
@@ -155,7 +170,7 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
         s.table(t);
     }
     for (ri, res) in results.iter().enumerate() {
-        s.push(Block::Heading(format!("Baselines (`{}`)", res.rel)));
+        s.push(Block::Heading(format!("Results (`{}`)", res.rel)));
         let mut cols = vec!["dataset".to_string(), "method".into(), "features".into(), ">n".into()];
         for prefix in ["", "multi "] {
             cols.extend(METRICS.iter().map(|(_, c, _)| format!(">{prefix}{c}")));
@@ -184,6 +199,20 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
             summary: "The same table with 95% bootstrap intervals".into(),
             blocks: vec![Block::Table(ci)],
         });
+        if !res.breakdown.is_empty() {
+            // Table 4 of the sequencing paper: the dataset column names the subset of instances.
+            let mut b = Table::new(&cols);
+            for r in &res.breakdown {
+                let mut row = vec![r.dataset.clone(), r.method.clone(), r.features.clone(), count(r.sequences)];
+                row.extend(METRICS.iter().zip(&r.single).map(|((_, _, share), e)| cell(e, *share, false)));
+                row.extend(METRICS.iter().zip(&r.multi).map(|((_, _, share), e)| cell(e, *share, false)));
+                b.row(row);
+            }
+            s.push(Block::Details {
+                summary: "By subset of instances: one reference (Single), several (Multi.), all".into(),
+                blocks: vec![Block::Table(b)],
+            });
+        }
         if !res.rows.is_empty() {
             let cats: Vec<String> = res
                 .rows
