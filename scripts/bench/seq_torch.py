@@ -31,7 +31,9 @@ module and the timings; with --json one JSON object on stdout (the table then go
 torch or numpy is missing. Install: see scripts/bench/README.md (requirements-torch.txt).
 """
 import argparse
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,6 +70,11 @@ def build_model(torch, a):
             self.ptr_w1 = nn.Linear(D, D, bias=False)
             self.ptr_w2 = nn.Linear(D, D, bias=False)
             self.ptr_v = nn.Linear(D, 1, bias=False)
+            # Pretraining (--pretrain-steps): the [MASK] vector and the MLM, ISP and PISP heads (as stepwise's).
+            self.mask = nn.Parameter(torch.randn(D) * 0.02)
+            self.mlm = nn.Linear(D, a.vocab)
+            self.isp = nn.Linear(D, 1)
+            self.pisp = nn.Linear(D, 1)
             within = torch.arange(per_step)
             pos = torch.arange(n * per_step) if a.positions == "global" else within.repeat(n)
             types = torch.cat([torch.zeros(1), torch.ones(S), torch.full((P,), 2)]).long().repeat(n)
@@ -86,19 +93,48 @@ def build_model(torch, a):
             return g + [("pairwise.hidden", self.pair_hidden), ("pairwise.out", self.pair_out),
                         ("pointer.encoder", self.ptr_encoder), ("pointer.decoder", self.ptr_decoder),
                         ("pointer.start", self.ptr_start), ("pointer.w1", self.ptr_w1), ("pointer.w2", self.ptr_w2),
-                        ("pointer.v", self.ptr_v)]
+                        ("pointer.v", self.ptr_v), ("encoder.mask", self.mask), ("pretrain.mlm", self.mlm),
+                        ("pretrain.isp", self.isp), ("pretrain.pisp", self.pisp)]
 
-        def encode(self, text, image):
-            """text B × n × S × d_t, image B × n × P × d_p → step representations B × n × D."""
+        def encode(self, text, image, text_masked=None, rows_out=False):
+            """text B × n × S × d_t, image B × n × P × d_p → step representations B × n × D (and every row's
+            output with rows_out). text_masked (B × n × S, 1 = masked) replaces those text rows by the [MASK]
+            vector (pretraining's MLM)."""
             b = text.shape[0]
-            rows = torch.cat([self.text_proj(text), self.image_proj(image)], dim=2)
+            tp = self.text_proj(text)
+            if text_masked is not None:
+                m = text_masked.unsqueeze(-1)
+                tp = tp * (1 - m) + self.mask * m
+            rows = torch.cat([tp, self.image_proj(image)], dim=2)
             # A step's [CLS] input also carries the mean of its rows (as stepwise's encoder).
             x = torch.cat([self.cls.expand(b, n, 1, D) + rows.mean(dim=2, keepdim=True), rows], dim=2)
             x = x.reshape(b, n * per_step, D)
             x = self.norm(x + self.positions[self.pos_ids] + self.steps[self.step_ids] + self.types[self.type_ids])
             for m in self.layers:
                 x = m(x)
-            return x.view(b, n, per_step, D)[:, :, 0]
+            x = x.view(b, n, per_step, D)
+            return (x[:, :, 0], x) if rows_out else x[:, :, 0]
+
+        def pretrain_loss(self, text, image, text_masked, mlm_rows, mlm_ids, objective, labels, smrm_rows, originals,
+                          perms):
+            """L_MLM + the objective's loss, as stepwise's `pretrain_loss`: MLM = CE of the ids at the masked text
+            rows (flat indices into B·n·S); ISP / PISP = BCE of a head on the mean [CLS]; SMRM = each masked
+            patch output (flat indices into B·n·P) classified among the projected originals, columns shuffled."""
+            b = text.shape[0]
+            h, rows = self.encode(text, image, text_masked, rows_out=True)
+            S, P = a.text_tokens, a.patches
+            text_out = rows[:, :, 1:1 + S].reshape(b * n * S, D)
+            loss = F.cross_entropy(self.mlm(text_out[mlm_rows]), mlm_ids)
+            if objective in ("isp", "pisp"):
+                head = self.isp if objective == "isp" else self.pisp
+                loss = loss + F.binary_cross_entropy_with_logits(head(h.mean(1)).squeeze(-1), labels)
+            elif objective == "smrm":
+                img_out = rows[:, :, 1 + S:].reshape(b * n * P, D)[smrm_rows]
+                logits = img_out @ self.image_proj(originals).t()
+                shuffled = torch.gather(logits, 1, perms)
+                target = (perms == torch.arange(len(perms)).unsqueeze(1)).float().argmax(1)
+                loss = loss + F.cross_entropy(shuffled, target)
+            return loss
 
         def loss(self, text, image, order):
             """order B × n: order[t] = the input index of the step at gold position t."""
@@ -132,7 +168,8 @@ def expected_parameters(a):
     enc += a.layers * layer
     pair = (4 * D * D + D) + (D + 1)
     ptr = layer + (4 * D * D + 4 * D * D + 8 * D) + D + 2 * D * D + D
-    return enc + pair + ptr
+    pre = D + (D * a.vocab + a.vocab) + 2 * (D + 1)
+    return enc + pair + ptr + pre
 
 
 def flops_per_step(a):
@@ -162,6 +199,54 @@ def make_batches(np, torch, rng, a, sequences):
     return out
 
 
+def pretraining_batch(np, torch, rng, a, objective):
+    """One pretraining batch made like stepwise's `pretrain_batch` (before timing): 15% of each step's text rows
+    masked (MLM, random ids), and for SMRM 15% of each image's patches zeroed with their originals kept."""
+    b, n, S, P = a.batch, a.seq_steps, a.text_tokens, a.patches
+    text, image, _ = make_batches(np, torch, rng, a, b)[0]
+    k_text = max(1, round(0.15 * S))
+    masked = np.zeros((b, n, S), dtype=np.float32)
+    rows, ids = [], []
+    for i in range(b):
+        for j in range(n):
+            for r in rng.choice(S, k_text, replace=False):
+                masked[i, j, r] = 1.0
+                rows.append((i * n + j) * S + r)
+                ids.append(rng.integers(a.vocab))
+    labels = torch.from_numpy(rng.integers(0, 2, b).astype(np.float32))
+    smrm_rows, originals, perms = None, None, None
+    if objective == "smrm":
+        k_img = max(1, round(0.15 * P))
+        flat, orig = [], []
+        for i in range(b):
+            for j in range(n):
+                for r in rng.choice(P, k_img, replace=False):
+                    orig.append(image[i, j, r].clone())
+                    image[i, j, r] = 0.0
+                    flat.append((i * n + j) * P + r)
+        smrm_rows = torch.tensor(flat)
+        originals = torch.stack(orig)
+        perms = torch.from_numpy(np.stack([rng.permutation(len(flat)) for _ in flat]))
+    return (text, image, torch.from_numpy(masked), torch.tensor(rows), torch.tensor(ids), objective, labels,
+            smrm_rows, originals, perms)
+
+
+def time_pretraining(np, torch, rng, a, model, opt):
+    """Seconds of each timed pretraining step (two untimed first), objectives in stepwise's bench order."""
+    objectives = ["isp", "smrm", "isp", "pisp", "smrm", "isp"]
+    seconds = []
+    for i in range(2 + a.pretrain_steps):
+        batch = pretraining_batch(np, torch, rng, a, objectives[i % len(objectives)])
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model.pretrain_loss(*batch)
+        loss.backward()
+        opt.step()
+        if i >= 2:
+            seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     tb.add_common_args(ap, batch=16, epoch_name="sequences")
@@ -175,6 +260,9 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--max-positions", type=int, default=512)
     ap.add_argument("--max-steps", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=30522, help="MLM vocabulary (pretraining step)")
+    ap.add_argument("--pretrain-steps", type=int, default=0,
+                    help="also time this many pretraining steps (after 2 untimed), objectives ISP, SMRM, PISP in turn")
     ap.add_argument("--positions", choices=("step", "global"), default="step",
                     help="position index within the step (default) or in the whole concatenation")
     a = ap.parse_args()
@@ -203,6 +291,7 @@ def main():
 
     step_seconds, losses = tb.time_steps(step, step_batches, a.warmup, a.steps)
     median, minimum = tb.summarise(step_seconds)
+    pretrain_seconds = time_pretraining(np, torch, rng, a, model, opt) if a.pretrain_steps > 0 else []
     epoch_seconds = None
     if epoch_batches:
         epoch_seconds, epoch_losses = tb.time_epoch(step, epoch_batches)
@@ -228,6 +317,8 @@ def main():
         "epoch_sequences": a.epoch_items,
         "epoch_seconds": epoch_seconds,
         "sequences_per_second": sps,
+        "pretrain_step_seconds": pretrain_seconds,
+        "pretrain_step_seconds_median": statistics.median(pretrain_seconds) if pretrain_seconds else None,
         "flops_per_step": flops_per_step(a),
         "gflops_per_second_median": flops_per_step(a) / median / 1e9 if median else None,
         "loss_first": losses[0] if losses else None,

@@ -160,7 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     println!("  peak memory          {:>9.0} MiB (inputs included)", peak.unwrap_or(f64::NAN));
     let epoch_label = format!("epoch of {:>6} q.", a.epoch_questions);
-    let ok = compare(reference(&a, threads), step_median, epoch, &epoch_label, model.parameter_count() as u64, "");
+    let ok = compare(&reference(&a, threads), step_median, epoch, &epoch_label, model.parameter_count() as u64, "");
     if a.check && !ok {
         anyhow::bail!("a training-speed target was missed");
     }
@@ -170,7 +170,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// Print the reference's measurements and the ratios against stepwise's step and epoch times; whether every
 /// ratio meets the target. `params_note` explains an expected difference in parameter counts.
 pub fn compare(
-    reference: Result<Reference, String>,
+    reference: &Result<Reference, String>,
     step_median: f64,
     epoch: Option<f64>,
     epoch_label: &str,
@@ -228,6 +228,8 @@ pub fn verdict(ok: bool) -> &'static str {
 /// What a PyTorch reference script printed (its last JSON line).
 pub struct Reference {
     pub step: f64,
+    /// The pretraining step's median (seq_torch.py with --pretrain-steps).
+    pub pretrain_step: Option<f64>,
     pub epoch: Option<f64>,
     pub peak: Option<f64>,
     pub parameters: u64,
@@ -306,6 +308,7 @@ pub fn torch_reference(
             .get("step_seconds_median")
             .and_then(|x| x.as_f64())
             .ok_or("reference output lacks step_seconds_median")?,
+        pretrain_step: v.get("pretrain_step_seconds_median").and_then(|x| x.as_f64()),
         epoch: v.get("epoch_seconds").and_then(|x| x.as_f64()),
         peak: v.get("peak_rss_mib").and_then(|x| x.as_f64()),
         parameters: v.get("parameters").and_then(|x| x.as_u64()).unwrap_or(0),
