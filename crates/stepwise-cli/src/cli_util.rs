@@ -62,6 +62,14 @@ macro_rules! usage_bail {
     ($($t:tt)*) => { return Err(anyhow::Error::new($crate::cli_util::UsageError(format!($($t)*)))) };
 }
 
+/// A usage error naming the first option whose value is 0 where at least 1 is needed.
+pub fn require_at_least_one(options: &[(&str, usize)]) -> anyhow::Result<()> {
+    if let Some((name, _)) = options.iter().find(|(_, v)| *v == 0) {
+        usage_bail!("{name} must be at least 1");
+    }
+    Ok(())
+}
+
 /// The command line recorded in manifests: `stepwise` and the arguments, without options that do not change
 /// results (output path, threads, verbosity, --force), so reruns into another folder give identical manifests.
 pub fn canonical_command_line(args: impl Iterator<Item = String>) -> Vec<String> {

@@ -142,6 +142,15 @@ fn refusals_exit_2_and_write_nothing() {
     let (code, _, err) = run(bin().args(pretrain_args(f, &out, "1", "mlm,jigsaw")));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("jigsaw"), "{err}");
+    // Sizes the transformer cannot have: a usage error before anything is trained or written.
+    let study = f.p("study-refused");
+    let mut a = s(&["seq-study", &f.p("seq")]);
+    a.extend(f.features());
+    a.extend(s(&["--dim", "16", "--heads", "3", "-o", &study]));
+    let (code, _, err) = run(bin().args(a));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--dim 16 is not a multiple of --heads 3"), "{err}");
+    assert!(!Path::new(&study).exists());
     // A fine-tuned model's features must match: w2v with another seed is another vector space.
     let m = f.p("m-refuse");
     ok(&train_args(f, &m, "1", &[]));

@@ -103,6 +103,7 @@ fn supported(wanted: &[Objective], vocab: bool, images: bool) -> Result<Vec<Obje
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    args.hyper.check()?;
     if args.pretrain_epochs == 0 || args.beam == 0 {
         usage_bail!("--pretrain-epochs and --beam must be at least 1");
     }

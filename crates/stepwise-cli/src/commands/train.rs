@@ -124,7 +124,7 @@ pub struct ModelHyper {
 
 impl ModelHyper {
     pub fn check(&self) -> anyhow::Result<()> {
-        for (name, v) in [
+        crate::cli_util::require_at_least_one(&[
             ("--hidden", self.hidden),
             ("--attention", self.attention),
             ("--htrn-layers", self.htrn_layers),
@@ -133,11 +133,7 @@ impl ModelHyper {
             ("--batch-size", self.batch_size),
             ("--epochs", self.epochs),
             ("--max-context-steps", self.max_context_steps),
-        ] {
-            if v == 0 {
-                usage_bail!("{name} must be at least 1");
-            }
-        }
+        ])?;
         if self.htrn_dim % self.htrn_heads != 0 {
             usage_bail!("--htrn-dim {} is not a multiple of --htrn-heads {}", self.htrn_dim, self.htrn_heads);
         }

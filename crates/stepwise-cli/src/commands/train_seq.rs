@@ -83,19 +83,15 @@ pub struct SeqHyper {
 }
 
 impl SeqHyper {
-    fn check(&self) -> anyhow::Result<()> {
-        for (name, v) in [
+    pub fn check(&self) -> anyhow::Result<()> {
+        crate::cli_util::require_at_least_one(&[
             ("--dim", self.dim),
             ("--layers", self.layers),
             ("--heads", self.heads),
             ("--max-tokens", self.max_tokens),
             ("--batch-size", self.batch_size),
             ("--epochs", self.epochs),
-        ] {
-            if v == 0 {
-                usage_bail!("{name} must be at least 1");
-            }
-        }
+        ])?;
         if self.dim % self.heads != 0 {
             usage_bail!("--dim {} is not a multiple of --heads {}", self.dim, self.heads);
         }
