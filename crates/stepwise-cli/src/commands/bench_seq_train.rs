@@ -170,22 +170,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let objectives = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
     let seqs: Vec<Vec<StepInput>> =
         random_sequences(&a, a.batch, "bench-seq/pretrain").into_iter().map(|(s, _)| s).collect();
-    let mut pre_times = Vec::new();
-    for (i, obj) in [Objective::Isp, Objective::Smrm, Objective::Isp, Objective::Pisp, Objective::Smrm, Objective::Isp]
-        .into_iter()
-        .enumerate()
-    {
-        let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-seq/pretrain/{i}"));
-        let pb = pretrain_batch(&pre, &seqs, obj, &objectives, &mut rng)?;
-        let t = Instant::now();
-        if let Some(loss) = pretrain_loss(&pre, &pb)? {
+    // Batches are made before timing (as the fine-tuning ones): 2 untimed steps, then 4 timed.
+    let pre_batches =
+        [Objective::Isp, Objective::Smrm, Objective::Isp, Objective::Pisp, Objective::Smrm, Objective::Isp]
+            .into_iter()
+            .enumerate()
+            .map(|(i, obj)| {
+                let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-seq/pretrain/{i}"));
+                pretrain_batch(&pre, &seqs, obj, &objectives, &mut rng)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    let pre_times = time_steps(2, pre_batches.len() - 2, |i| -> anyhow::Result<()> {
+        if let Some(loss) = pretrain_loss(&pre, &pre_batches[i])? {
             pre_adam.step(&pre.params, &loss)?;
         }
-        if i >= 2 {
-            pre_times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    pre_times.sort_by(f64::total_cmp);
+        Ok(())
+    })?;
     let pre_median = pre_times[pre_times.len() / 2];
 
     println!("\nstepwise (candle):");

@@ -183,55 +183,56 @@ pub fn pretrain_batch(
         }
         Objective::Mlm | Objective::Smrm => {}
     }
-    let mut smrm_rows = Vec::new();
-    let mut originals: Vec<f32> = Vec::new();
-    let n = seqs.iter().map(Vec::len).max().unwrap_or(0);
-    let p = seqs
-        .iter()
-        .flatten()
-        .map(|s| s.image.as_ref().map_or(0, |m| m.len()))
-        .max()
-        .unwrap_or(0)
-        .min(model.config.max_patches);
+    // Positions are drawn per sequence and step; the flat row indices come from the padded batch's sizes (rows
+    // beyond the model's caps are not in the batch, so they are neither targets nor candidates).
+    let mut smrm_masked: Vec<(Vec<Vec<usize>>, Vec<Vec<f32>>)> = Vec::new();
     if objective == Objective::Smrm {
-        for (bi, s) in seqs.iter_mut().enumerate() {
+        for s in seqs.iter_mut() {
             let pos = pretrain::smrm_positions(s, cfg.smrm_rate, cfg.smrm_max_overlap, rng);
-            let pos: Vec<Vec<usize>> = pos.into_iter().map(|v| v.into_iter().filter(|&r| r < p).collect()).collect();
-            for row in pretrain::zero_patches(s, &pos) {
-                originals.extend(row);
-            }
-            for (k, v) in pos.iter().enumerate() {
-                smrm_rows.extend(v.iter().map(|&r| (bi * n + k) * p + r));
-            }
+            let originals = pretrain::zero_patches(s, &pos);
+            smrm_masked.push((pos, originals));
         }
     }
+    let with_mlm = model.config.vocab > 0 && model.config.uses_text();
+    let mlm_pos: Vec<Vec<Vec<usize>>> = if with_mlm {
+        seqs.iter().map(|s| pretrain::mlm_positions(s, cfg.mlm_rate, rng)).collect()
+    } else {
+        Vec::new()
+    };
+    let refs: Vec<&[StepInput]> = seqs.iter().map(Vec::as_slice).collect();
+    let mut batch = batch_of(model, &refs)?;
+    let (n, s_max, p) = (batch.n, batch.s, batch.p);
     let mut mlm = Vec::new();
-    let mut text_masked = None;
-    if model.config.vocab > 0 && model.config.uses_text() {
-        let s_max = seqs
-            .iter()
-            .flatten()
-            .map(|s| s.text.as_ref().map_or(0, |m| m.len()))
-            .max()
-            .unwrap_or(0)
-            .min(model.config.max_tokens);
+    if with_mlm {
         let mut mask = vec![0f32; seqs.len() * n * s_max];
-        for (bi, s) in seqs.iter().enumerate() {
-            for (k, rows) in pretrain::mlm_positions(s, cfg.mlm_rate, rng).into_iter().enumerate() {
+        for (bi, (s, steps)) in seqs.iter().zip(&mlm_pos).enumerate() {
+            for (k, rows) in steps.iter().enumerate() {
                 let ids = s[k].ids.as_deref().unwrap_or(&[]);
-                for r in rows.into_iter().filter(|&r| r < s_max) {
+                for &r in rows.iter().filter(|&&r| r < s_max) {
                     let flat = (bi * n + k) * s_max + r;
                     mask[flat] = 1.0;
                     mlm.push((flat, ids[r]));
                 }
             }
         }
-        text_masked =
+        batch.text_masked =
             Some(candle_core::Tensor::from_vec(mask, (seqs.len(), n, s_max), &candle_core::Device::Cpu).map_err(cerr)?);
     }
-    let refs: Vec<&[StepInput]> = seqs.iter().map(Vec::as_slice).collect();
-    let mut batch = batch_of(model, &refs)?;
-    batch.text_masked = text_masked;
+    let mut smrm_rows = Vec::new();
+    let mut originals: Vec<f32> = Vec::new();
+    for (bi, (pos, orig)) in smrm_masked.iter().enumerate() {
+        // zero_patches returned the originals in (step, position) order.
+        let mut next = orig.iter();
+        for (k, rows) in pos.iter().enumerate() {
+            for &r in rows {
+                let row = next.next().expect("one original per masked position");
+                if r < p {
+                    smrm_rows.push((bi * n + k) * p + r);
+                    originals.extend_from_slice(row);
+                }
+            }
+        }
+    }
     let smrm = if objective == Objective::Smrm && !smrm_rows.is_empty() {
         let k = smrm_rows.len();
         let orig = candle_core::Tensor::from_vec(originals, (k, model.config.image_dim), &candle_core::Device::Cpu)
