@@ -103,7 +103,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--batch, --text-tokens, --patches, --steps and --vocab must be at least 1, --seq-steps at least 2"
         );
     }
-    if a.model_dim % a.heads.max(1) != 0 {
+    if !a.model_dim.is_multiple_of(a.heads.max(1)) {
         crate::usage_bail!("--model-dim {} is not a multiple of --heads {}", a.model_dim, a.heads);
     }
     let threads = rayon::current_num_threads();

@@ -15,7 +15,7 @@ use stepwise_models::seq::{DecoderKind, Objective, PretrainConfig, SeqModel, loa
 
 use super::baseline::table::{self, Results, Row};
 use super::model_features::FeatureArgs;
-use super::train_seq::{ModalityArg, SeqData, SeqHyper, load_data};
+use super::train_seq::{SeqData, SeqHyper, load_data};
 use crate::usage_bail;
 
 /// Train and test the sequencing model grid (sequencing paper Tables 2, 3 and 4) on one dataset.
@@ -174,16 +174,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let preds: Vec<OrderPrediction> = if cache.is_file() {
             read_predictions(&cache)?
         } else {
-            if !by_kind.contains_key(&cell.modality) {
-                let m = match cell.modality {
-                    FeatureKind::Text => ModalityArg::Text,
-                    FeatureKind::Image => ModalityArg::Image,
-                    FeatureKind::Multimodal => ModalityArg::Multimodal,
-                };
-                by_kind
-                    .insert(cell.modality, load_data(&args.instances, &args.features, Some(m), args.hyper.max_tokens)?);
-            }
-            let data = &by_kind[&cell.modality];
+            let data = match by_kind.entry(cell.modality) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(load_data(&args.instances, &args.features, Some(cell.modality), args.hyper.max_tokens)?)
+                }
+            };
             if !stepwise_core::progress::is_quiet() {
                 eprintln!("[{}/{}] {} {}", i + 1, cells.len(), cell.modality.as_str(), cell.method());
             }

@@ -92,7 +92,7 @@ impl SeqHyper {
             ("--batch-size", self.batch_size),
             ("--epochs", self.epochs),
         ])?;
-        if self.dim % self.heads != 0 {
+        if !self.dim.is_multiple_of(self.heads) {
             usage_bail!("--dim {} is not a multiple of --heads {}", self.dim, self.heads);
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
@@ -145,10 +145,13 @@ impl SeqData {
         c.heads = h.heads;
         c.ff = 4 * h.dim;
         c.max_tokens = h.max_tokens;
-        let rows = |f: &dyn Fn(&stepwise_models::seq::StepInput) -> usize| {
-            self.inputs.iter().flat_map(|i| i.steps.iter().map(f)).max().unwrap_or(1).max(1)
-        };
-        c.max_patches = rows(&|st| st.image.as_ref().map_or(0, |m| m.len()));
+        c.max_patches = self
+            .inputs
+            .iter()
+            .flat_map(|i| i.steps.iter().map(|st| st.image.as_ref().map_or(0, |m| m.len())))
+            .max()
+            .unwrap_or(1)
+            .max(1);
         c.max_steps = self.inputs.iter().map(|i| i.steps.len()).max().unwrap_or(2).max(16);
         c.vocab = if self.kind != FeatureKind::Image { s.vocab_size().unwrap_or(0) } else { 0 };
         c.decoder = decoder;
@@ -160,7 +163,7 @@ impl SeqData {
 pub fn load_data(
     instances: &Path,
     features: &FeatureArgs,
-    modality: Option<ModalityArg>,
+    modality: Option<FeatureKind>,
     max_tokens: usize,
 ) -> anyhow::Result<SeqData> {
     let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
@@ -175,7 +178,7 @@ pub fn load_data(
         Some(k) => k,
         None => usage_bail!("give a text and/or an image feature store with --features"),
     };
-    let kind = match modality.map(FeatureKind::from) {
+    let kind = match modality {
         None => available,
         Some(k) if k == available || available == FeatureKind::Multimodal => k,
         Some(k) => usage_bail!("--modality {}: the features given are {} only", k.as_str(), available.as_str()),
@@ -260,7 +263,8 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.swap_probability) || args.pisp_max_patches == 0 {
         usage_bail!("--swap-probability must be in [0, 1] and --pisp-max-patches at least 1");
     }
-    let data = load_data(&args.instances, &args.features, args.hyper.modality, args.hyper.max_tokens)?;
+    let data =
+        load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
     let train = data.split(&args.train_split);
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
@@ -295,7 +299,7 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
         pretrain: Some(pcfg),
         encoder_from: None,
     };
-    finish(&args.output, out, &model, &saved, &report, &data, "pretrained encoder", &label)?;
+    finish(out, &model, &saved, &report, &data, "pretrained encoder", &label)?;
     let _ = std::fs::remove_file(&checkpoint.path);
     Ok(())
 }
@@ -338,7 +342,8 @@ pub struct TrainSeqArgs {
 
 pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     args.hyper.check()?;
-    let data = load_data(&args.instances, &args.features, args.hyper.modality, args.hyper.max_tokens)?;
+    let data =
+        load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
     let (train, val) = (data.split(&args.train_split), data.split(&args.val_split));
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
@@ -402,7 +407,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
         pretrain: None,
         encoder_from: args.encoder.as_ref().map(|p| p.display().to_string()),
     };
-    finish(&args.output, out, &model, &saved, &report, &data, "sequencing model", &label)?;
+    finish(out, &model, &saved, &report, &data, "sequencing model", &label)?;
     let _ = std::fs::remove_file(&checkpoint.path);
     Ok(())
 }
@@ -434,9 +439,7 @@ fn with_bar(
     r.ok_or_else(|| anyhow::anyhow!("training stopped before its end"))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn finish(
-    output: &Path,
     out: OutputDir,
     model: &SeqModel,
     saved_cfg: &SavedSeqConfig,
@@ -485,7 +488,6 @@ fn finish(
         );
         eprintln!("wrote {}", dest.display());
     }
-    let _ = output;
     Ok(())
 }
 
@@ -506,12 +508,7 @@ pub fn predict(
         );
     }
     let cfg = &loaded.config.sequencing;
-    let modality = match cfg.modality {
-        FeatureKind::Text => ModalityArg::Text,
-        FeatureKind::Image => ModalityArg::Image,
-        FeatureKind::Multimodal => ModalityArg::Multimodal,
-    };
-    let data = load_data(instances, features, Some(modality), cfg.max_tokens)?;
+    let data = load_data(instances, features, Some(cfg.modality), cfg.max_tokens)?;
     check_identities(&loaded.features, &data.features.identities, model_dir)?;
     let wanted: Vec<SeqInput> = data.inputs.iter().filter(|s| split.is_none_or(|sp| sp == s.split)).cloned().collect();
     let pb = stepwise_core::progress::spinner(&format!("ordering {} sequences", wanted.len()));
