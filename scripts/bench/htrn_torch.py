@@ -139,31 +139,10 @@ def main():
         ap.error(f"context {a.context_steps} + query {a.query_len} + 2 exceeds --max-positions {a.max_positions}")
 
     torch, np = tb.import_torch()
-    rss_import = tb.peak_rss_mib()
-    threads = tb.setup_threads(torch, a.threads)
-    torch.manual_seed(a.seed)
-    model = build_model(torch, a)
-    model.train()
-    counts = tb.counts_by_module(model.groups())
-    total = sum(p.numel() for p in model.parameters())
-    assert total == sum(counts.values()) == expected_parameters(a), (total, expected_parameters(a))
-    opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    step = tb.train_step_fn(torch, model, opt)
-
-    rng = np.random.default_rng(a.seed)
-    step_batches = make_batches(np, torch, rng, a, a.batch * max(1, min(a.warmup + a.steps, 4)))
-    epoch_batches = make_batches(np, torch, rng, a, a.epoch_items) if a.epoch_items > 0 else []
-
-    step_seconds, losses = tb.time_steps(step, step_batches, a.warmup, a.steps)
-    median, minimum = tb.summarise(step_seconds)
-    epoch_seconds = None
-    if epoch_batches:
-        epoch_seconds, epoch_losses = tb.time_epoch(step, epoch_batches)
-        losses += epoch_losses
-    if epoch_seconds:
-        qps = a.epoch_items / epoch_seconds
-    else:
-        qps = a.batch / median if median else None
+    m = tb.measure(torch, np, a, build_model, expected_parameters, make_batches)
+    threads, counts, total, losses = m["threads"], m["counts"], m["total"], m["losses"]
+    step_seconds, median, minimum, epoch_seconds = m["step_seconds"], m["median"], m["minimum"], m["epoch_seconds"]
+    rss_import = m["rss_import"]
 
     record = {
         "benchmark": "htrn_train_step",
@@ -179,7 +158,7 @@ def main():
         "step_seconds_min": minimum,
         "epoch_questions": a.epoch_items,
         "epoch_seconds": epoch_seconds,
-        "questions_per_second": qps,
+        "questions_per_second": m["items_per_second"],
         "flops_per_step": flops_per_step(a),
         "gflops_per_second_median": flops_per_step(a) / median / 1e9 if median else None,
         "loss_first": losses[0] if losses else None,

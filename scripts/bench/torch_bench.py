@@ -136,3 +136,40 @@ def summarise(step_seconds):
     if not step_seconds:
         return None, None
     return statistics.median(step_seconds), min(step_seconds)
+
+
+def measure(torch, np, a, build_model, expected_parameters, make_batches, after_steps=None):
+    """The run both training benchmarks share, right after `import_torch`: threads, the seeded model and its
+    parameter check, Adam (lr 5e-4, betas 0.9/0.999, eps 1e-8), random batches made before timing, the timed
+    single steps, `after_steps(model, optimiser, rng)` (e.g. more timings), then the timed epoch."""
+    rss_import = peak_rss_mib()
+    threads = setup_threads(torch, a.threads)
+    torch.manual_seed(a.seed)
+    model = build_model(torch, a)
+    model.train()
+    counts = counts_by_module(model.groups())
+    total = sum(p.numel() for p in model.parameters())
+    assert total == sum(counts.values()) == expected_parameters(a), (total, expected_parameters(a))
+    opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    step = train_step_fn(torch, model, opt)
+
+    rng = np.random.default_rng(a.seed)
+    step_batches = make_batches(np, torch, rng, a, a.batch * max(1, min(a.warmup + a.steps, 4)))
+    epoch_batches = make_batches(np, torch, rng, a, a.epoch_items) if a.epoch_items > 0 else []
+
+    step_seconds, losses = time_steps(step, step_batches, a.warmup, a.steps)
+    median, minimum = summarise(step_seconds)
+    extra = after_steps(model, opt, rng) if after_steps else None
+    epoch_seconds = None
+    if epoch_batches:
+        epoch_seconds, epoch_losses = time_epoch(step, epoch_batches)
+        losses += epoch_losses
+    if epoch_seconds:
+        items_per_second = a.epoch_items / epoch_seconds
+    else:
+        items_per_second = a.batch / median if median else None
+    return {
+        "rss_import": rss_import, "threads": threads, "counts": counts, "total": total,
+        "step_seconds": step_seconds, "median": median, "minimum": minimum, "epoch_seconds": epoch_seconds,
+        "items_per_second": items_per_second, "losses": losses, "extra": extra,
+    }
