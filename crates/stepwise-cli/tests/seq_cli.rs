@@ -2,6 +2,7 @@
 //! (w2v token features with ids, descriptor image features): thread-count determinism, the pretrained-encoder
 //! start, predictions scored by `stepwise eval`, resumption after `kill -9`, refusals with exit 2, and a study.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -235,4 +236,91 @@ fn a_seq_study_fills_tables_2_3_and_4() {
     ok(&s(&["report", &out, "-o", &f.p("study-report.html"), "-q"]));
     let md = std::fs::read_to_string(f.root.join("study-report.md")).unwrap();
     assert!(md.contains("sequencer + MLM+ISP+SMRM") && md.contains("By subset of instances"), "{md}");
+}
+
+#[test]
+fn cross_validation_predicts_every_instance_once() {
+    let f = fixture();
+    let out = f.p("study-cv");
+    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--folds", "3", "--no-ablation"]);
+    a.extend(s(&["--epochs", "1", "--pretrain-epochs", "1", "-o", &out, "-q"]));
+    a.extend(s(&SMALL));
+    ok(&a);
+    let instances = std::fs::read_to_string(Path::new(&f.p("seq")).join("instances.jsonl")).unwrap();
+    let ids: BTreeSet<String> = instances
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
+    for cell in ["text__none", "text__mlm"] {
+        let preds = std::fs::read_to_string(Path::new(&out).join("predictions").join(format!("{cell}.jsonl"))).unwrap();
+        let got: Vec<String> = preds
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got.len(), ids.len(), "{cell}: one prediction per instance");
+        assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), ids, "{cell}");
+    }
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&out).join("results.json")).unwrap()).unwrap();
+    assert!(r["rows"].as_array().unwrap().iter().all(|row| row["sequences"] == ids.len()), "{r}");
+    assert!(r["notes"].to_string().contains("3-fold cross-validation by procedure"), "{r}");
+    // Fewer than 3 folds cannot hold train, val and test.
+    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--folds", "2", "-o", &f.p("cv2")]);
+    a.extend(s(&SMALL));
+    let (code, _, err) = run(bin().args(a));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at least 3 folds"), "{err}");
+    assert!(!Path::new(&f.p("cv2")).exists());
+}
+
+#[test]
+fn max_sentences_cuts_step_texts_before_token_embedding() {
+    let td = tempfile::tempdir().unwrap();
+    let corpus = td.path().join("c.jsonl");
+    let step = |t: &str| format!(r#"{{"images":[],"text":"{t}","title":null}}"#);
+    let lines: Vec<String> = (0..6)
+        .map(|i| {
+            format!(
+                r#"{{"category":"c","id":"x/{i}","lang":"en","license":"MIT","source":"s","steps":[{},{}],"title":"T{i}"}}"#,
+                step("Chop the onion. Add the salt. Stir well."),
+                step("Heat the pan until hot."),
+            )
+        })
+        .collect();
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    let c = corpus.to_string_lossy().into_owned();
+    let tokens = |dir: &Path| -> (u64, serde_json::Value) {
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+        (m["tokens"]["total"].as_u64().unwrap(), m["max_sentences"].clone())
+    };
+    let store = td.path().join("w2v");
+    let embed = |out: &Path, extra: &[&str]| {
+        let mut a = s(&[
+            "embed",
+            &c,
+            "--encoder",
+            "w2v",
+            "--seed",
+            "1",
+            "--encoder-opt",
+            "min_count=1",
+            "--tokens",
+            "-q",
+            "-o",
+        ]);
+        a.push(out.to_string_lossy().into_owned());
+        a.extend(s(extra));
+        ok(&a)
+    };
+    embed(&store, &[]);
+    assert_eq!(tokens(&store), (6 * (8 + 5), serde_json::Value::Null));
+    // Re-running with the cut re-encodes the cut steps, and the store says what it holds. Per procedure: step 1
+    // keeps "Chop the onion." (3 of 8 words), step 2 is one sentence (5 words).
+    embed(&store, &["--max-sentences", "1"]);
+    assert_eq!(tokens(&store), (6 * (3 + 5), serde_json::json!(1)));
+    let (code, _, err) =
+        run(bin().args(s(&["embed", &c, "--encoder", "descriptor", "--max-sentences", "2", "-o", "x"])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("text encoder"), "{err}");
 }

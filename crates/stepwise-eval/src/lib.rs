@@ -7,6 +7,7 @@
 //! - [`multiref`]: picking the best of several valid reference orders
 //! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
 //! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
+//! - [`sequencing_table`]: the sequencing results table (paper Table 2 layout) and its Table 4 breakdown
 //! - [`markdown`]: number formatting of the reports
 //! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting)
 //! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
@@ -20,4 +21,5 @@ pub mod multiref;
 pub mod predictions;
 pub mod sequence_metrics;
 pub mod sequencing_eval;
+pub mod sequencing_table;
 pub mod study;

@@ -72,6 +72,8 @@ pub struct EmbedOptions {
     /// Also store a `grid × grid` patch grid of every image (`--patches --grid G`; see [`crate::patches`]). Only
     /// image encoders with patch output accept it.
     pub patches: Option<usize>,
+    /// Recorded in the store: the caller cut step texts to their first this many sentences (`--max-sentences`).
+    pub max_sentences: Option<usize>,
 }
 
 impl EmbedOptions {
@@ -86,6 +88,7 @@ impl EmbedOptions {
             label: "embedding".to_string(),
             tokens: None,
             patches: None,
+            max_sentences: None,
         }
     }
 }
@@ -271,6 +274,7 @@ pub fn embed_items(
 
     if pending.is_empty()
         && let Some(s) = &store
+        && s.meta().max_sentences == opts.max_sentences
         && store_matches(s, items, &keys, &store_failures, &opts.inputs)?
     {
         // Still make sure the encoder has not changed since the store was written.
@@ -373,6 +377,7 @@ pub fn embed_items(
         item_keys: ITEM_KEYS.to_string(),
         tokens: None,
         patches: None,
+        max_sentences: opts.max_sentences,
     };
     let sources = Sources {
         work: &work,
@@ -861,6 +866,9 @@ fn write_store(
     if let Some(p) = &meta.patches {
         manifest.count("patches", (rows.len() * p.grid * p.grid) as u64);
         manifest.param("grid", p.grid);
+    }
+    if let Some(n) = meta.max_sentences {
+        manifest.param("max_sentences", n);
     }
     manifest.write(out.path())?;
     out.commit()?;

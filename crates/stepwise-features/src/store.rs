@@ -70,6 +70,9 @@ pub struct StoreMeta {
     /// The patch grids (`--patches`), absent when the store has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<PatchMeta>,
+    /// Step texts were cut to their first this many sentences before encoding (`--max-sentences`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sentences: Option<usize>,
 }
 
 /// One item that could not be encoded (a line of `failures.jsonl`).

@@ -5,11 +5,13 @@
 //! - [`pretrain`]: how MLM, ISP, PISP and SMRM change a batch (pure, seeded)
 //! - [`train`]: fine-tuning on orders, pretraining, prediction
 //! - [`saved`]: a trained or pretrained model on disk
+//! - [`study`]: the paper's grid (Tables 2 and 3): cells, running one, cross-validation folds
 
 pub mod inputs;
 pub mod model;
 pub mod pretrain;
 pub mod saved;
+pub mod study;
 pub mod train;
 
 pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};

@@ -8,7 +8,6 @@
 //! - `stepwise baseline --merge DIR1 DIR2 ... -o DIR` joins the results of several datasets into one table.
 
 pub mod features;
-pub mod table;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -26,7 +25,7 @@ use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, Ru
 
 use crate::usage_bail;
 use features::{LoadedFeatures, load_features};
-use table::{Results, Row};
+use stepwise_eval::sequencing_table::{self as table, Results, Row};
 
 /// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
 #[derive(clap::Args, Debug)]

@@ -67,6 +67,11 @@ pub struct Args {
     /// With --tokens: keep at most this many tokens per item (the first ones).
     #[arg(long, value_name = "N", requires = "tokens", default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
+    /// Cut each step's text to its first N sentences before encoding (the sequencing paper keeps 5 sentences and
+    /// 60 tokens per step: `--tokens --max-tokens 60 --max-sentences 5`). Text encoders only; recorded in
+    /// meta.json.
+    #[arg(long, value_name = "N")]
+    pub max_sentences: Option<usize>,
     /// Also store a grid of patch vectors (float16) of each image: the last feature map for effnet-lite0/2, the
     /// descriptor of each cell for descriptor, the last-layer patch tokens for clip-image.
     #[arg(long, conflicts_with = "tokens")]
@@ -104,7 +109,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         patch_output(entry.name, args.grid).map_err(feature_error)?;
     }
     let options = parse_options(&args.encoder_opt)?;
-    let corpus = Corpus::load(&args.corpus)?;
+    let mut corpus = Corpus::load(&args.corpus)?;
+    if let Some(n) = args.max_sentences {
+        if n == 0 {
+            usage_bail!("--max-sentences must be at least 1");
+        }
+        if entry.modality != stepwise_features::Modality::Text {
+            usage_bail!("--max-sentences needs a text encoder; `{}` reads images", entry.name);
+        }
+        for step in corpus.procedures.iter_mut().flat_map(|p| p.steps.iter_mut()) {
+            if let Some(t) = &mut step.text {
+                let keep = stepwise_ingest::text::tokenize::first_sentences(t, n).len();
+                t.truncate(keep);
+            }
+        }
+    }
     let mut inputs = vec![InputHash::of(&corpus_file(&args.corpus))?];
     let mut extra: Vec<ItemSpec> = Vec::new();
     if let Some(path) = &args.strings {
@@ -125,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.label = args.encoder.clone();
     opts.tokens = args.tokens.then_some(args.max_tokens);
     opts.patches = args.patches.then_some(args.grid);
+    opts.max_sentences = args.max_sentences;
     let images = image_source(&corpus)?;
     let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
     let out = args.output.display();

@@ -150,8 +150,37 @@ const ABBREVIATIONS: &[&str] = &["approx", "cf", "dr", "fig", "mr", "mrs", "vs"]
 
 /// The number of sentences of `text` (see the module docs for the rules).
 pub fn count_sentences(text: &str) -> usize {
-    let bytes = text.as_bytes();
     let mut count = 0;
+    for_each_sentence_end(text, |_| {
+        count += 1;
+        true
+    });
+    count
+}
+
+/// `text` up to the end of its `n`-th sentence (all of it when it has `n` or fewer), e.g. the sequencing
+/// paper's "first 5 sentences of a step".
+pub fn first_sentences(text: &str, n: usize) -> &str {
+    let mut seen = 0;
+    let mut end = text.len();
+    if n == 0 {
+        return "";
+    }
+    for_each_sentence_end(text, |at| {
+        seen += 1;
+        if seen == n {
+            end = at;
+            return false;
+        }
+        true
+    });
+    &text[..end]
+}
+
+/// Call `f` with the byte offset just past the end of each sentence, in order, until it returns false. The last
+/// sentence may end at `text.len()` without a boundary character.
+fn for_each_sentence_end(text: &str, mut f: impl FnMut(usize) -> bool) {
+    let bytes = text.as_bytes();
     let mut has_token = false;
     let mut word_start = 0usize; // start of the current run of non-space characters
     let mut i = 0;
@@ -179,12 +208,16 @@ pub fn count_sentences(text: &str) -> usize {
             _ => false,
         };
         if boundary && has_token {
-            count += 1;
             has_token = false;
+            if !f(next) {
+                return;
+            }
         }
         i = next;
     }
-    count + usize::from(has_token)
+    if has_token {
+        f(text.len());
+    }
 }
 
 fn is_abbreviation(word: &str) -> bool {
@@ -202,6 +235,18 @@ mod tests {
 
     fn texts(s: &str) -> Vec<&str> {
         tokens(s).into_iter().map(|t| t.text).collect()
+    }
+
+    #[test]
+    fn first_sentences_cuts_after_the_nth_sentence() {
+        let t = "Preheat the oven to 350°F. Mix e.g. flour and sugar! Bake.\nServe warm";
+        assert_eq!(first_sentences(t, 1), "Preheat the oven to 350°F.");
+        assert_eq!(first_sentences(t, 2), "Preheat the oven to 350°F. Mix e.g. flour and sugar!");
+        assert_eq!(first_sentences(t, 4), t);
+        assert_eq!(first_sentences(t, 9), t);
+        assert_eq!(first_sentences(t, 0), "");
+        assert_eq!(count_sentences(t), 4);
+        assert_eq!(first_sentences("炒菜。加盐。", 1), "炒菜。");
     }
 
     #[test]

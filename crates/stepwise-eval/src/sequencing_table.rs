@@ -1,17 +1,18 @@
 //! The results table of the sequencing baselines, laid out like the sequencing paper's Table 2: one row per
 //! method × features, the paper's metrics against the authored order (single reference) and against the best
 //! of all valid orders (multi-reference), for one or more datasets. Metrics come from `stepwise_eval` (the
-//! same code as `stepwise eval`), through [`score`] only.
+//! same code as `stepwise eval`), through [`score`] only. `stepwise baseline` and `stepwise seq-study` write it;
+//! [`breakdown`] adds the paper's Table 4 (instances with one reference, several, all).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::bootstrap::BootstrapConfig;
+use crate::predictions::OrderRecord;
+use crate::sequence_metrics::Metric;
+use crate::sequencing_eval::{SequencingOptions, evaluate_orders};
 use serde::{Deserialize, Serialize};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
-use stepwise_eval::bootstrap::BootstrapConfig;
-use stepwise_eval::predictions::OrderRecord;
-use stepwise_eval::sequence_metrics::Metric;
-use stepwise_eval::sequencing_eval::{SequencingOptions, evaluate_orders};
 
 /// A value with its 95% bootstrap interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -53,7 +54,7 @@ pub fn score(
     predictions: &[OrderPrediction],
     split: Option<&str>,
     seed: u64,
-) -> anyhow::Result<(usize, usize, Scores, Scores)> {
+) -> stepwise_core::Result<(usize, usize, Scores, Scores)> {
     let records = OrderRecord::from_predictions(predictions);
     let options = SequencingOptions {
         split: split.map(str::to_string),
@@ -67,7 +68,7 @@ pub fn score(
         .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
         .collect();
     let single = evaluate_orders(&authored, &records, source, &options)?;
-    let all = |r: &stepwise_eval::sequencing_eval::SequencingReport| -> Scores {
+    let all = |r: &crate::sequencing_eval::SequencingReport| -> Scores {
         let g = r.groups.iter().find(|g| g.group == "all").expect("evaluate_orders always reports `all`");
         g.metrics
             .iter()
@@ -75,6 +76,39 @@ pub fn score(
             .collect()
     };
     Ok((multi.counts.scored, multi.counts.multi_reference, all(&single), all(&multi)))
+}
+
+/// The Table 4 rows of one method: its scores on the instances of `split` with one reference (`Single`),
+/// several (`Multi.`) and all (`All`), in the `dataset` column; subsets without a scored instance are left out.
+pub fn breakdown(
+    instances: &[SequencingInstance],
+    predictions: &[OrderPrediction],
+    split: Option<&str>,
+    seed: u64,
+    method: &str,
+    features: &str,
+) -> stepwise_core::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (subset, keep) in [("Single", 1usize..=1), ("Multi.", 2..=usize::MAX), ("All", 1..=usize::MAX)] {
+        let insts: Vec<SequencingInstance> =
+            instances.iter().filter(|i| keep.contains(&i.references.len())).cloned().collect();
+        if !insts.iter().any(|i| split.is_none_or(|s| i.split == s)) {
+            continue;
+        }
+        let ids: std::collections::BTreeSet<&str> = insts.iter().map(|i| i.id.as_str()).collect();
+        let sub: Vec<OrderPrediction> = predictions.iter().filter(|p| ids.contains(p.id.as_str())).cloned().collect();
+        let (sequences, multi_reference, single, multi) = score(&insts, &sub, split, seed)?;
+        rows.push(Row {
+            dataset: subset.into(),
+            method: method.into(),
+            features: features.into(),
+            sequences,
+            multi_reference,
+            single,
+            multi,
+        });
+    }
+    Ok(rows)
 }
 
 fn cell(m: Metric, v: Option<&Value>) -> String {
