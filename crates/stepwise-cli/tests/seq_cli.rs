@@ -242,7 +242,7 @@ fn a_seq_study_fills_tables_2_3_and_4() {
 fn cross_validation_predicts_every_instance_once() {
     let f = fixture();
     let out = f.p("study-cv");
-    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--folds", "3", "--no-ablation"]);
+    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--cv", "3", "--no-ablation"]);
     a.extend(s(&["--epochs", "1", "--pretrain-epochs", "1", "-o", &out, "-q"]));
     a.extend(s(&SMALL));
     ok(&a);
@@ -265,7 +265,7 @@ fn cross_validation_predicts_every_instance_once() {
     assert!(r["rows"].as_array().unwrap().iter().all(|row| row["sequences"] == ids.len()), "{r}");
     assert!(r["notes"].to_string().contains("3-fold cross-validation by procedure"), "{r}");
     // Fewer than 3 folds cannot hold train, val and test.
-    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--folds", "2", "-o", &f.p("cv2")]);
+    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--cv", "2", "-o", &f.p("cv2")]);
     a.extend(s(&SMALL));
     let (code, _, err) = run(bin().args(a));
     assert_eq!(code, 2, "{err}");

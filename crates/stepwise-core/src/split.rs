@@ -1,5 +1,6 @@
 //! Train/val/test splits *by procedure*: no procedure in two splits, category-stratified when categories exist,
-//! deterministic for a seed and independent of input order.
+//! deterministic for a seed and independent of input order; and K-fold cross-validation by procedure
+//! ([`ProcedureFolds`]) for datasets too small for a held-out split.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +83,68 @@ pub fn assign_splits<'a>(
     out
 }
 
+/// K-fold cross-validation by procedure, one rule for every command that has `--cv K`: the distinct procedures,
+/// sorted, are shuffled with `rng_for(seed, "cv")` and dealt round-robin into K folds. For fold `f`, the
+/// procedures of fold `f` are tested, those of fold `f + 1 (mod K)` select the epoch or model (val), the rest
+/// train, so every instance is predicted once by a model that never saw its procedure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcedureFolds {
+    k: usize,
+    fold_of: BTreeMap<String, usize>,
+}
+
+impl ProcedureFolds {
+    /// Folds over `procedures` (repeats are fine). `k` must be at least 3 (train, val and test).
+    pub fn new<'a>(procedures: impl IntoIterator<Item = &'a str>, k: usize, seed: u64) -> crate::Result<Self> {
+        use rand::Rng;
+        if k < 3 {
+            return Err(crate::Error::usage(format!(
+                "--cv {k}: cross-validation needs at least 3 folds (train, val, test)"
+            )));
+        }
+        let mut distinct: Vec<&str> =
+            procedures.into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let mut rng = crate::rng::rng_for(seed, "cv");
+        for j in (1..distinct.len()).rev() {
+            distinct.swap(j, rng.random_range(0..=j));
+        }
+        let fold_of = distinct.into_iter().enumerate().map(|(i, p)| (p.to_string(), i % k)).collect();
+        Ok(ProcedureFolds { k, fold_of })
+    }
+
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The fold of a procedure (None for one the folds were not made over).
+    pub fn fold(&self, procedure: &str) -> Option<usize> {
+        self.fold_of.get(procedure).copied()
+    }
+
+    /// The role of `procedure` in fold `f`: test, val, or train (also for unknown procedures).
+    pub fn role(&self, procedure: &str, f: usize) -> Split {
+        match self.fold(procedure) {
+            Some(g) if g == f => Split::Test,
+            Some(g) if g == (f + 1) % self.k => Split::Val,
+            _ => Split::Train,
+        }
+    }
+
+    /// The (train, val, test) indices of fold `f` over items whose procedure `procedure_of` gives.
+    pub fn indices<T>(&self, items: &[T], f: usize, procedure_of: impl Fn(&T) -> &str) -> [Vec<usize>; 3] {
+        let mut parts: [Vec<usize>; 3] = Default::default();
+        for (i, item) in items.iter().enumerate() {
+            let part = match self.role(procedure_of(item), f) {
+                Split::Train => 0,
+                Split::Val => 1,
+                Split::Test => 2,
+            };
+            parts[part].push(i);
+        }
+        parts
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +159,28 @@ mod tests {
         let train_a = ids.iter().filter(|(i, c)| *c == Some("a") && a[i] == Split::Train).count();
         assert_eq!(train_a, 40);
         assert_eq!(a.values().filter(|s| **s == Split::Test).count(), 10);
+    }
+
+    #[test]
+    fn procedure_folds_test_every_item_once_and_keep_procedures_together() {
+        let procs: Vec<String> = (0..23).map(|i| format!("p{}", i % 7)).collect();
+        let folds = ProcedureFolds::new(procs.iter().map(String::as_str), 4, 3).unwrap();
+        let mut tested = vec![0; procs.len()];
+        let mut sizes = [0usize; 4];
+        (0..7).for_each(|p| sizes[folds.fold(&format!("p{p}")).unwrap()] += 1);
+        assert_eq!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap(), 1, "{sizes:?}");
+        for f in 0..4 {
+            let [train, val, test] = folds.indices(&procs, f, |p| p.as_str());
+            assert_eq!(train.len() + val.len() + test.len(), procs.len());
+            let of = |ix: &[usize]| ix.iter().map(|&i| procs[i].clone()).collect::<std::collections::BTreeSet<_>>();
+            assert!(of(&test).is_disjoint(&of(&train)) && of(&test).is_disjoint(&of(&val)));
+            assert!(of(&val).is_disjoint(&of(&train)));
+            test.iter().for_each(|&i| tested[i] += 1);
+        }
+        assert!(tested.iter().all(|&t| t == 1), "{tested:?}");
+        let reversed: Vec<&str> = procs.iter().rev().map(String::as_str).collect();
+        assert_eq!(folds, ProcedureFolds::new(reversed, 4, 3).unwrap(), "input order does not matter");
+        assert_ne!(folds, ProcedureFolds::new(procs.iter().map(String::as_str), 4, 4).unwrap());
+        assert!(ProcedureFolds::new(["a", "b", "c"], 2, 0).is_err());
     }
 }

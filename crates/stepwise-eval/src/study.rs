@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::write_string_atomic;
+use stepwise_core::split::ProcedureFolds;
 use stepwise_core::{Task, TaskSet};
 use stepwise_models::m3c::dataset::{Skipped, TaskInputs, task_inputs};
 use stepwise_models::m3c::train::{self, TrainConfig};
@@ -290,8 +291,8 @@ struct Fold<'a> {
     test_refs: Vec<&'a QuestionInput>,
 }
 
-/// The split (one fold: `train`/`val`/`test`), or with `cv = K` K folds by procedure: fold k is tested, fold
-/// k+1 selects the epoch, the rest trains. Procedures are dealt to folds in a seeded random order.
+/// The split (one fold: `train`/`val`/`test`), or with `cv = K` K folds by procedure ([`ProcedureFolds`]: fold k is
+/// tested, fold k+1 selects the epoch, the rest trains).
 fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
     let Some(k) = cfg.cv.filter(|&k| k >= 3) else {
         let test = inputs.split("test");
@@ -303,38 +304,16 @@ fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
         }];
     };
     let all: Vec<&QuestionInput> = inputs.by_split.values().flatten().collect();
-    let fold_of = procedure_folds(all.iter().map(|q| q.recipe_id.as_str()), k, cfg.train.seed);
-    let fold_of = &fold_of;
-    let all = &all;
+    let folds = ProcedureFolds::new(all.iter().map(|q| q.recipe_id.as_str()), k, cfg.train.seed)
+        .expect("k >= 3 was checked above");
     (0..k)
         .map(|f| {
-            let pick = move |g: usize| all.iter().filter(move |q| fold_of[q.recipe_id.as_str()] == g).copied();
-            let val_fold = (f + 1) % k;
-            Fold {
-                train: all
-                    .iter()
-                    .filter(|q| ![f, val_fold].contains(&fold_of[q.recipe_id.as_str()]))
-                    .map(|q| (*q).clone())
-                    .collect(),
-                val: pick(val_fold).cloned().collect(),
-                test: pick(f).cloned().collect(),
-                test_refs: pick(f).collect(),
-            }
+            let [train, val, test] = folds.indices(&all, f, |q| q.recipe_id.as_str());
+            let pick = |ix: &[usize]| ix.iter().map(|&i| all[i]).collect::<Vec<_>>();
+            let owned = |ix: &[usize]| pick(ix).into_iter().cloned().collect::<Vec<_>>();
+            Fold { train: owned(&train), val: owned(&val), test: owned(&test), test_refs: pick(&test) }
         })
         .collect()
-}
-
-/// Fold of each procedure: distinct procedures in sorted order, shuffled with `rng_for(seed, "study/cv")`, dealt
-/// round-robin.
-fn procedure_folds<'a>(recipes: impl Iterator<Item = &'a str>, k: usize, seed: u64) -> BTreeMap<&'a str, usize> {
-    use rand::Rng;
-    let mut distinct: Vec<&str> = recipes.collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    let mut rng = stepwise_core::rng::rng_for(seed, "study/cv");
-    for j in (1..distinct.len()).rev() {
-        let r = rng.random_range(0..=j);
-        distinct.swap(j, r);
-    }
-    distinct.into_iter().enumerate().map(|(i, r)| (r, i % k)).collect()
 }
 
 fn cell_key(set_hash: &str, features: &str, cfg: &StudyConfig, model: ScorerKind, task: Task, setting: &str) -> String {

@@ -5,7 +5,7 @@
 //! - [`pretrain`]: how MLM, ISP, PISP and SMRM change a batch (pure, seeded)
 //! - [`train`]: fine-tuning on orders, pretraining, prediction
 //! - [`saved`]: a trained or pretrained model on disk
-//! - [`study`]: the paper's grid (Tables 2 and 3): cells, running one, cross-validation folds
+//! - [`study`]: the paper's grid (Tables 2 and 3): cells and running one
 
 pub mod inputs;
 pub mod model;

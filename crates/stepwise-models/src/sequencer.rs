@@ -3,10 +3,9 @@
 //!
 //! - Split mode (default): the pairwise model trains on the `train` instances, selects its epoch on `val`, and
 //!   predicts the target split (default `test`).
-//! - Cross-validation (`folds = K`): for small datasets. Procedures are dealt into K folds in the order of a
-//!   seeded hash of their id; for fold f the model trains on the other folds except fold f+1 (mod K), selects on
-//!   fold f+1 and predicts fold f, so every instance gets a prediction from a model that never saw its procedure.
-//!   The `split` field of the instances is ignored.
+//! - Cross-validation (`folds = K`): for small datasets, K folds by procedure
+//!   ([`stepwise_core::split::ProcedureFolds`]): every instance gets a prediction from a model that never saw
+//!   its procedure. The `split` field of the instances is ignored.
 //!
 //! The training-free baselines (random, image-chain, text-position) predict the targets directly.
 
@@ -14,8 +13,8 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use serde::Serialize;
-use stepwise_core::hash::hash64;
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
+use stepwise_core::split::ProcedureFolds;
 use stepwise_core::{Error, Result};
 
 use crate::image_chain::{ChainStart, chain_order};
@@ -97,19 +96,6 @@ pub struct RunOutput {
     pub training: Vec<TrainReport>,
 }
 
-/// The fold of each procedure (see module docs).
-pub fn procedure_folds(instances: &[SequencingInstance], k: usize, seed: u64) -> BTreeMap<String, usize> {
-    let mut procs: Vec<(u64, &str)> = instances
-        .iter()
-        .map(|i| i.procedure.as_str())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .map(|p| (hash64(&[&seed.to_le_bytes(), b"cv", p.as_bytes()]), p))
-        .collect();
-    procs.sort();
-    procs.into_iter().enumerate().map(|(r, (_, p))| (p.to_string(), r % k)).collect()
-}
-
 /// Run `cfg.model` over `instances`.
 pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &RunConfig) -> Result<RunOutput> {
     let targets: Vec<usize> = match &cfg.evaluation {
@@ -174,18 +160,11 @@ pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &Ru
                     vec![(of("train"), of("val"), targets.clone())]
                 }
                 Evaluation::CrossValidation(folds) => {
-                    let k = *folds;
-                    if k < 3 {
-                        return Err(Error::usage("cross-validation needs at least 3 folds (train, select, predict)"));
-                    }
-                    let fold_of = procedure_folds(instances, k, cfg.seed);
-                    let fold = |i: usize| fold_of[&instances[i].procedure];
-                    (0..k)
+                    let folds = ProcedureFolds::new(instances.iter().map(|i| i.procedure.as_str()), *folds, cfg.seed)?;
+                    (0..folds.k())
                         .map(|f| {
-                            let pick = |g: &dyn Fn(usize) -> bool| {
-                                (0..instances.len()).filter(|&i| g(fold(i))).collect::<Vec<_>>()
-                            };
-                            (pick(&|x| x != f && x != (f + 1) % k), pick(&|x| x == (f + 1) % k), pick(&|x| x == f))
+                            let [train, val, test] = folds.indices(instances, f, |i| i.procedure.as_str());
+                            (train, val, test)
                         })
                         .filter(|(_, _, test)| !test.is_empty())
                         .collect()
@@ -290,19 +269,6 @@ mod tests {
         let ids: Vec<&str> = cv.predictions.iter().map(|p| p.id.as_str()).collect();
         let file_order: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, file_order, "predictions in file order");
-    }
-
-    #[test]
-    fn folds_group_procedures_and_are_balanced() {
-        let (instances, _) = data(30);
-        let folds = procedure_folds(&instances, 5, 3);
-        assert_eq!(folds, procedure_folds(&instances, 5, 3));
-        let mut sizes = [0usize; 5];
-        for f in folds.values() {
-            sizes[*f] += 1;
-        }
-        assert_eq!(sizes, [6; 5]);
-        assert_ne!(folds, procedure_folds(&instances, 5, 4), "another seed deals differently");
     }
 
     #[test]

@@ -9,10 +9,11 @@ use stepwise_core::json::to_pretty_sorted;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
+use stepwise_core::split::ProcedureFolds;
 use stepwise_eval::sequencing_table::{self as table, Results, Row};
 use stepwise_models::item_features::FeatureKind;
 use stepwise_models::seq::DecoderKind;
-use stepwise_models::seq::study::{CellSettings, Folds, StudyPlan, plan, run_cell};
+use stepwise_models::seq::study::{CellSettings, StudyPlan, plan, run_cell};
 
 use super::model_features::FeatureArgs;
 use super::train_seq::{SeqData, SeqHyper, load_data};
@@ -30,7 +31,7 @@ use crate::usage_bail;
     cannot support is left out and said in the notes (MLM needs a text store embedded with --tokens; ISP, PISP \
     and SMRM need images). Training on `train`, epoch selected by validation loss on `val`, scored on --split \
     against the authored order (single) and the best valid order (multi), and per subset of instances with one \
-    or several references (Table 4). With --folds K the splits are ignored: K-fold cross-validation by procedure \
+    or several references (Table 4). With --cv K the splits are ignored: K-fold cross-validation by procedure \
     (test on one fold, validate on the next, train on the rest), every instance predicted once and scored as \
     split `cv` (for datasets too small for a held-out split). Output: results.json and results.md (the baselines' layout, so `stepwise \
     baseline --merge` puts both in one table), breakdown.md, predictions/<cell>.jsonl, manifest.json. Finished \
@@ -57,7 +58,7 @@ pub struct Args {
     /// Cross-validate instead of using the instances' splits: K folds by procedure, every instance tested once
     /// (for datasets too small for a held-out split; at least 3).
     #[arg(long, value_name = "K", conflicts_with = "split")]
-    pub folds: Option<usize>,
+    pub cv: Option<usize>,
     /// The dataset's name in the tables.
     #[arg(long, default_value = "dataset")]
     pub name: String,
@@ -77,8 +78,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let all = load_data(&args.instances, &args.features, None, args.hyper.max_tokens)?;
     let seed = args.hyper.seed;
-    let folds = match args.folds {
-        Some(k) => Some(Folds::new(all.instances.iter().map(|i| i.procedure.as_str()), k, seed)?),
+    let folds = match args.cv {
+        Some(k) => Some(ProcedureFolds::new(all.instances.iter().map(|i| i.procedure.as_str()), k, seed)?),
         None => None,
     };
     // What is scored: the instances of --split, or (cross-validation) every instance, under the split name `cv`.
@@ -103,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         all.features.identities.iter().map(|(i, _)| i).collect::<Vec<_>>(),
         args.pretrain_epochs,
         args.beam,
-        args.folds,
+        args.cv,
         InputHash::of(&all.file)?.blake3
     );
     let key_hash = blake3::hash(fingerprint.as_bytes()).to_hex()[..16].to_string();
@@ -137,9 +138,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 Some(folds) => {
                     let mut p = Vec::new();
-                    for f in 0..folds.k {
+                    for f in 0..folds.k() {
                         let pick = |ix: &[usize]| ix.iter().map(|&j| data.inputs[j].clone()).collect::<Vec<_>>();
-                        let [train, val, test] = folds.split(&data.inputs, f);
+                        let [train, val, test] = folds.indices(&data.inputs, f, |s| s.procedure.as_str());
                         if !test.is_empty() {
                             p.extend(run_cell(cell, &settings, &pick(&train), &pick(&val), &pick(&test))?);
                         }
@@ -175,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(f) => format!(
             "{}-fold cross-validation by procedure over all {} instances (each fold: test on one fold, epoch by \
              validation loss on the next, train on the rest; every instance predicted once)",
-            f.k,
+            f.k(),
             all.instances.len()
         ),
     };
@@ -202,8 +203,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.inputs.extend(all.features.input_hashes.iter().cloned());
     m.param("dataset", &args.name);
     m.param("run", "seq-study");
-    if let Some(k) = args.folds {
-        m.param("folds", k);
+    if let Some(k) = args.cv {
+        m.param("cv", k);
     }
     m.count("rows", results.rows.len() as u64);
     m.count("instances", all.instances.len() as u64);

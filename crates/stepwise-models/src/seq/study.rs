@@ -1,12 +1,8 @@
 //! The sequencing paper's grid on one dataset (its Tables 2 and 3): which cells to run for the features at hand,
-//! how one cell is trained and decoded, and cross-validation folds for datasets too small for a held-out split.
+//! and how one cell is trained and decoded (cross-validation folds: `stepwise_core::split::ProcedureFolds`).
 //!
 //! Scoring is `stepwise_eval::sequencing_table`; caching and output files are the front-end's.
 
-use std::collections::BTreeMap;
-
-use rand::seq::SliceRandom;
-use stepwise_core::rng::rng_for;
 use stepwise_core::sequencing::OrderPrediction;
 use stepwise_core::{Error, Result};
 
@@ -156,87 +152,9 @@ pub fn run_cell(
     Ok(test.iter().zip(orders).map(|(s, order)| OrderPrediction { id: s.id.clone(), order }).collect())
 }
 
-/// K-fold cross-validation by procedure (instances of one procedure stay in one fold): procedures are shuffled
-/// with the seed and dealt round-robin. Fold `f` tests on fold `f`, stops early on fold `f + 1 (mod k)` and
-/// trains on the rest, so every instance is tested exactly once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Folds {
-    pub k: usize,
-    fold_of: BTreeMap<String, usize>,
-}
-
-impl Folds {
-    /// Folds over `procedures` (repeats ignored). Needs `k ≥ 3` and at least `k` procedures.
-    pub fn new<'a>(procedures: impl IntoIterator<Item = &'a str>, k: usize, seed: u64) -> Result<Folds> {
-        let mut procs: Vec<&str> = procedures.into_iter().collect();
-        procs.sort_unstable();
-        procs.dedup();
-        if k < 3 {
-            return Err(Error::bad_input(format!(
-                "--folds {k}: cross-validation needs at least 3 folds (train, val, test)"
-            )));
-        }
-        if procs.len() < k {
-            return Err(Error::bad_input(format!(
-                "--folds {k}: only {} procedures to spread over {k} folds",
-                procs.len()
-            )));
-        }
-        procs.shuffle(&mut rng_for(seed, "seq-study/folds"));
-        let fold_of = procs.iter().enumerate().map(|(i, p)| (p.to_string(), i % k)).collect();
-        Ok(Folds { k, fold_of })
-    }
-
-    /// The (train, val, test) indices into `inputs` of fold `f`; a procedure the folds were not made over trains.
-    pub fn split(&self, inputs: &[SeqInput], f: usize) -> [Vec<usize>; 3] {
-        let mut parts: [Vec<usize>; 3] = Default::default();
-        for (i, s) in inputs.iter().enumerate() {
-            let part = match self.fold_of.get(&s.procedure) {
-                Some(&g) if g == f => 2,
-                Some(&g) if g == (f + 1) % self.k => 1,
-                _ => 0,
-            };
-            parts[part].push(i);
-        }
-        parts
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn input(id: usize, procedure: usize) -> SeqInput {
-        SeqInput {
-            id: format!("i{id}"),
-            procedure: format!("p{procedure}"),
-            split: "train".into(),
-            steps: vec![Default::default(), Default::default()],
-            references: vec![vec![0, 1]],
-        }
-    }
-
-    #[test]
-    fn folds_keep_procedures_together_and_test_every_instance_once() {
-        let inputs: Vec<SeqInput> = (0..23).map(|i| input(i, i % 7)).collect();
-        let folds = Folds::new(inputs.iter().map(|s| s.procedure.as_str()), 4, 3).unwrap();
-        let mut tested = vec![0; inputs.len()];
-        for f in 0..4 {
-            let [train, val, test] = &folds.split(&inputs, f);
-            assert_eq!(train.len() + val.len() + test.len(), inputs.len());
-            assert!(!train.is_empty() && !val.is_empty() && !test.is_empty());
-            let procs = |ix: &[usize]| ix.iter().map(|&i| inputs[i].procedure.clone()).collect::<BTreeSet<_>>();
-            assert!(procs(test).is_disjoint(&procs(train)) && procs(test).is_disjoint(&procs(val)));
-            assert!(procs(val).is_disjoint(&procs(train)));
-            test.iter().for_each(|&i| tested[i] += 1);
-        }
-        assert!(tested.iter().all(|&t| t == 1), "{tested:?}");
-        assert_eq!(folds, Folds::new(inputs.iter().map(|s| s.procedure.as_str()), 4, 3).unwrap());
-        assert!(Folds::new(["a", "b", "c"], 2, 0).is_err());
-        assert!(Folds::new(["a", "b", "c", "a"], 4, 0).is_err());
-    }
-
-    use std::collections::BTreeSet;
 
     #[test]
     fn plan_follows_the_data() {
