@@ -93,6 +93,9 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
+    if trains_models(&cli.command) {
+        cli_util::retain_freed_memory();
+    }
     let result = dispatch(cli.command);
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -101,6 +104,20 @@ fn main() -> ExitCode {
             ExitCode::from(cli_util::exit_code(&e))
         }
     }
+}
+
+/// Commands that train candle models (see [`cli_util::retain_freed_memory`]).
+fn trains_models(command: &Command) -> bool {
+    use commands::bench::BenchCommand as B;
+    matches!(
+        command,
+        Command::Train(_)
+            | Command::Study(_)
+            | Command::Pretrain(_)
+            | Command::TrainSeq(_)
+            | Command::SeqStudy(_)
+            | Command::Bench(B::Train(_) | B::SeqTrain(_))
+    )
 }
 
 /// Run one command (the arms of the CLI, shared by `main` and [`run_in_process`]).
@@ -142,6 +159,9 @@ pub(crate) fn run_in_process<S: AsRef<str>>(argv: &[S]) -> anyhow::Result<()> {
         Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
     let outer = stepwise_core::manifest::command_line();
     stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(args.into_iter()));
+    if trains_models(&cli.command) {
+        cli_util::retain_freed_memory();
+    }
     let result = dispatch(cli.command);
     stepwise_core::manifest::set_command_line(outer);
     result
