@@ -5,6 +5,10 @@
 //!
 //! The full study with pretrained features (MiniLM, EfficientNet-Lite0) and all three visual tasks is
 //! `scripts/model_study.sh`.
+//!
+//! Also the sequencing model grid (`seq-study`, Tables 2 and 4 of the sequencing paper) on the same procedures:
+//! word2vec token features capped at 5 sentences / 60 tokens per step, descriptor patch grids, 5-fold
+//! cross-validation. The full grid with pretrained features is `scripts/seq_study.sh`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,4 +91,108 @@ fn model_study_on_real_procedures_with_grocery_distractors() {
     let cell = cells.iter().find(|c| c["setting"] == "recipeqa" && c["model"] == "HTRN").unwrap();
     let shown = format!("{:.1}", 100.0 * cell["accuracy"]["value"].as_f64().unwrap());
     assert!(String::from_utf8_lossy(&out.stdout).contains(&shown), "eval and study agree on {shown}");
+}
+
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn seq_study_on_real_step_image_procedures_cross_validated() {
+    let data = shared_data();
+    let td = tempfile::tempdir().unwrap();
+    let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
+    let corpus = p("corpus");
+    let mut args: Vec<String> = vec!["ingest".into()];
+    for set in ["gnome-recipes", "howtocook", "based-cooking", "ifixit"] {
+        args.push(data.join(format!("procedures/{set}.jsonl")).to_string_lossy().into_owned());
+    }
+    args.extend(["-o".into(), corpus.clone()]);
+    stepwise(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = p("text");
+    stepwise(&[
+        "embed",
+        &corpus,
+        "--encoder",
+        "w2v",
+        "--seed",
+        "1",
+        "--tokens",
+        "--max-tokens",
+        "60",
+        "--max-sentences",
+        "5",
+        "-o",
+        &text,
+    ]);
+    let image = p("image");
+    stepwise(&["embed", &corpus, "--encoder", "descriptor", "--patches", "--grid", "2", "-o", &image]);
+    let seq = p("seq");
+    stepwise(&[
+        "generate",
+        &corpus,
+        "--task",
+        "sequencing",
+        "--modality",
+        "multimodal",
+        "--seq-min-steps",
+        "4",
+        "--windows",
+        "all",
+        "--seed",
+        "1",
+        "-o",
+        &seq,
+    ]);
+    let study = p("study");
+    stepwise(&[
+        "seq-study",
+        &seq,
+        "--features",
+        &text,
+        "--features",
+        &image,
+        "--cv",
+        "5",
+        "--no-ablation",
+        "--dim",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "4",
+        "--epochs",
+        "5",
+        "--pretrain-epochs",
+        "2",
+        "--seed",
+        "1",
+        "--name",
+        "procedures",
+        "-o",
+        &study,
+    ]);
+    let md = std::fs::read_to_string(Path::new(&study).join("results.md")).unwrap();
+    println!("{md}");
+    let instances = std::fs::read_to_string(Path::new(&seq).join("instances.jsonl")).unwrap();
+    let ids: std::collections::BTreeSet<String> = instances
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(ids.len() >= 20, "{} instances", ids.len());
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&study).join("results.json")).unwrap()).unwrap();
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "image / text / multimodal, each without and with pretraining: {md}");
+    for row in rows {
+        assert_eq!(row["sequences"], ids.len(), "every instance predicted once: {row}");
+        let pmr = row["single"]["pmr"]["value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&pmr), "{row}");
+    }
+    // The predictions score the same through `stepwise eval` (every instance, ignoring the generator's splits).
+    let preds = Path::new(&study).join("predictions/multimodal__mlm-isp-smrm.jsonl");
+    let json = p("eval.json");
+    stepwise(&["eval", &seq, "-p", preds.to_str().unwrap(), "--json", &json]);
+    let e: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let all = e["groups"].as_array().unwrap().iter().find(|g| g["group"] == "all").unwrap();
+    let row = rows.iter().find(|r| r["method"] == "sequencer + MLM+ISP+SMRM" && r["features"] == "multimodal").unwrap();
+    assert_eq!(all["sequences"], ids.len());
+    assert_eq!(all["metrics"]["pmr"]["value"], row["multi"]["pmr"]["value"], "eval and seq-study agree");
 }

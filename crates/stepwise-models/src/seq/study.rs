@@ -73,7 +73,7 @@ pub fn plan(kind: FeatureKind, vocab: bool, ablation: bool) -> StudyPlan {
             Ok(o) => {
                 if o.len() < TABLE2_OBJECTIVES.len() {
                     notes.push(format!(
-                        "{}: pretraining with {} only (MLM needs token ids, ISP/SMRM images)",
+                        "{}: pretraining with {} only (MLM needs text with token ids; ISP, PISP and SMRM need images)",
                         k.as_str(),
                         names(&o, "+")
                     ));
