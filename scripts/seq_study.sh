@@ -5,9 +5,10 @@
 #   recipeqa    ../shared/data/recipeqa/recipes-dev.json (text only: its images are not distributed), 5-fold CV
 #   procedures  ../shared/data/procedures, every window of 4-5 image steps (multimodal), 5-fold CV
 # Text: token-level features with vocabulary ids (MLM's classes), the paper's cap of 5 sentences / 60 tokens per
-# step. Images: a patch grid per photo (PISP/SMRM work on patches). The existing baselines for the same instances
-# come from scripts/sequencing_table.sh. Output: OUT/<name>/results.md, breakdown.md (+ json, predictions), and
-# OUT/table.md with the three datasets in one table.
+# step. Images: a patch grid per photo (PISP/SMRM work on patches). The baselines (random, text-position,
+# image-chain, pairwise + topological sort) run on the same instances, features and folds. Output:
+# OUT/<name>/results.md, breakdown.md (+ json, predictions), OUT/<name>-baselines/, and OUT/table.md with every
+# dataset's baselines and models in one table.
 #
 # Usage: scripts/seq_study.sh [OUT]      (default OUT=seq-study)
 # Environment: STEPWISE (binary; default target/debug/stepwise, built if missing), SHARED (default ../shared/data
@@ -72,7 +73,9 @@ for d in $DATASETS; do
   # shellcheck disable=SC2086
   "$S" seq-study "$OUT/seq/$d" "${feats[@]}" "${cv[@]}" --name "$d" --seed "$SEED" $SIZE -o "$OUT/$d" --force \
     > /dev/null
-  merge+=(--merge "$OUT/$d")
+  "$S" baseline "$OUT/seq/$d" --table "$d" "${feats[@]}" "${cv[@]}" --seed "$SEED" -o "$OUT/$d-baselines" \
+    --force > /dev/null
+  merge+=(--merge "$OUT/$d-baselines" --merge "$OUT/$d")
 done
 "$S" baseline "${merge[@]}" -o "$OUT/table" --force > /dev/null
 cp "$OUT/table/results.md" "$OUT/table.md"
