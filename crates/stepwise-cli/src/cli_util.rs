@@ -16,7 +16,21 @@ pub fn init_logging(quiet: bool, verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("STEPWISE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().try_init();
+    // Colour only for a terminal: a log file or a pipe must not get escape codes ("\x1b[33m WARN").
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .without_time()
+        .try_init();
+}
+
+/// Print a warning the user must see (not a log line: shown even without `-v`, hidden by `--quiet`).
+pub fn warn_user(msg: &str) {
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!("warning: {msg}");
+    }
 }
 
 /// Size rayon's global pool. Results never depend on it (every random stream is keyed by item, not by thread).

@@ -30,7 +30,7 @@ impl Corpus {
     /// Load a corpus folder, or a bare procedure-JSONL file (images relative to the file's folder).
     pub fn load(path: &Path) -> Result<Self> {
         if path.is_file() {
-            let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+            let dir = crate::paths::parent_dir(path);
             let procedures = read_procedures_jsonl(path)?;
             return Ok(Corpus { image_root: dir.clone(), dir, manifest: None, procedures });
         }

@@ -31,11 +31,24 @@ impl fmt::Display for Location {
     }
 }
 
+/// An I/O error in words, with a hint for the common case of a wrong path.
+fn io_message(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| "?".into());
+            format!("no such file or folder (relative paths start from the current folder, {cwd})")
+        }
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Reading or writing a file failed (not the user's data being wrong).
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    /// Reading or writing a file failed (not the user's data being wrong). The I/O error is part of the message,
+    /// not a `source` (a chain would print it twice).
+    #[error("{}: {}", path.display(), io_message(error))]
+    Io { path: PathBuf, error: std::io::Error },
 
     /// Malformed syntax (JSON, CSV, ...): `file:line:column: message`.
     #[error("{}:{}: {message}", path.display(), location)]
@@ -72,7 +85,7 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
-        Error::Io { path: path.as_ref().to_path_buf(), source }
+        Error::Io { path: path.as_ref().to_path_buf(), error: source }
     }
 
     pub fn field(
@@ -99,8 +112,8 @@ impl Error {
     /// True when the error is the user's input or usage (exit code 2), false for runtime failures (exit 1).
     pub fn is_bad_input(&self) -> bool {
         match self {
-            Error::Io { source, .. } => matches!(
-                source.kind(),
+            Error::Io { error, .. } => matches!(
+                error.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidData | std::io::ErrorKind::IsADirectory
             ),
             Error::Syntax { .. }

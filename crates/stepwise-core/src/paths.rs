@@ -5,8 +5,18 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{IoResultExt, Result};
 
+/// The folder holding `file`: `.` for a bare file name (whose `parent()` is the empty path, which other path
+/// functions reject: "cannot make an empty path absolute").
+pub fn parent_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// `p` made absolute against the working directory, with `.` and `..` resolved lexically.
 pub fn absolute_normalized(p: &Path) -> Result<PathBuf> {
+    let p = if p.as_os_str().is_empty() { Path::new(".") } else { p }; // the parent of a bare file name
     let abs = std::path::absolute(p).at(p)?;
     Ok(normalize(&abs))
 }

@@ -29,6 +29,7 @@ use stepwise_features::Metric;
 use stepwise_features::knn::{distance, dot};
 use stepwise_models::hasty;
 use stepwise_models::logreg::LogRegConfig;
+use stepwise_tasks::counts::FEW_QUESTIONS;
 
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 use provenance::{Provenance, ProvenanceSource, provenance};
@@ -57,6 +58,8 @@ pub struct AuditReport {
     pub questions: usize,
     pub tasks: Vec<TaskAudit>,
     pub config: AuditConfig,
+    /// Results that rest on too few questions or are missing for lack of vectors (front-ends add how to fix it).
+    pub warnings: Vec<String>,
 }
 
 /// The audit of one task.
@@ -144,7 +147,34 @@ pub fn audit(ts: &TaskSet, resolver: &dyn ItemResolver, cfg: &AuditConfig) -> Au
         let ps: Vec<Provenance> = idx.iter().map(|&i| prov[i].clone()).collect();
         tasks.push(audit_task(task, &qs, &ps, &all, resolver, cfg));
     }
-    AuditReport { questions: ts.questions.len(), tasks, config: cfg.clone() }
+    let warnings = tasks.iter().flat_map(TaskAudit::warnings).collect();
+    AuditReport { questions: ts.questions.len(), tasks, config: cfg.clone(), warnings }
+}
+
+impl TaskAudit {
+    /// Measures that are missing or rest on fewer than [`FEW_QUESTIONS`] questions.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if (self.questions as u64) < FEW_QUESTIONS {
+            out.push(format!(
+                "{}: only {} questions, too few for the accuracies to be compared (intervals are wide)",
+                self.task, self.questions
+            ));
+        }
+        if self.with_vectors == 0 {
+            out.push(format!(
+                "{}: no question has vectors for all its items, so the Hasty Student, the distance probe and the \
+                 distance histogram are missing",
+                self.task
+            ));
+        } else if (self.with_vectors as u64) < FEW_QUESTIONS && self.with_vectors < self.questions {
+            out.push(format!(
+                "{}: the vector-based measures rest on {} of {} questions (the others lack vectors)",
+                self.task, self.with_vectors, self.questions
+            ));
+        }
+        out
+    }
 }
 
 fn audit_task(

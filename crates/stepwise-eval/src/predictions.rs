@@ -103,6 +103,14 @@ fn choice_jsonl_records(path: &Path, text: &str) -> Result<Vec<ChoiceRecord>> {
     for rec in parse_jsonl(path, text)? {
         let loc = Location::Line { line: rec.line, column: None };
         let o = Obj::new(&rec.value, path, &loc, "")?;
+        if o.get("qid").is_none() && o.get("order").is_some() {
+            return Err(o.error(
+                "qid",
+                "missing; this line has `order`, so the file looks like sequencing predictions ({id, order}): \
+                 score them against the sequencing instances they order (`stepwise eval SEQ_DIR -p FILE`); a \
+                 multiple-choice task set takes {qid, answer} lines",
+            ));
+        }
         let qid = match o.req("qid")? {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
@@ -210,6 +218,14 @@ pub fn read_order_predictions(path: &Path) -> Result<Vec<OrderRecord>> {
     for_each_jsonl(path, |rec| {
         let loc = Location::Line { line: rec.line, column: None };
         let o = Obj::new(&rec.value, path, &loc, "")?;
+        if o.get("order").is_none() && o.get("qid").is_some() && o.get("answer").is_some() {
+            return Err(o.error(
+                "order",
+                "missing; this line has `qid` and `answer`, so the file looks like multiple-choice predictions: \
+                 score them against the task set they answer (`stepwise eval TASKSET -p FILE`); sequencing \
+                 instances take {id, order} lines",
+            ));
+        }
         let id = o.req_str("id")?.to_string();
         let order = index_list(&o, "order")?;
         if let Some(first) = seen.insert(id.clone(), rec.line) {

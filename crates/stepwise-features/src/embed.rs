@@ -136,6 +136,18 @@ pub fn embed_corpus(
 ) -> Result<EmbedReport, FeatureError> {
     let entry = find(&opts.encoder).ok_or_else(|| unknown_encoder(&opts.encoder))?;
     let mut items = corpus_items(corpus, entry.modality);
+    row_kind(entry.name, opts)?; // a usage error in the options comes before what the corpus lacks
+    if items.is_empty() {
+        let (what, instead) = match entry.modality {
+            Modality::Image => ("step images (no step names an image file)", "a text encoder, e.g. `--encoder w2v`"),
+            Modality::Text => ("step texts or titles", "an image encoder, e.g. `--encoder descriptor`"),
+        };
+        return Err(FeatureError::NoItems(format!(
+            "{}: the corpus has no {what}, so `{}` has nothing to embed; embed it with {instead}",
+            corpus.dir.display(),
+            entry.name
+        )));
+    }
     items.extend(extra.iter().cloned());
     let fs = FsImageSource::new(&corpus.image_root);
     embed_items(dir, &items, images.unwrap_or(&fs), opts)
@@ -159,16 +171,7 @@ pub fn embed_items(
             it.content.modality()
         )));
     }
-    // What the run stores beside the vectors, and what one of those rows is.
-    let row_kind = match (opts.tokens, opts.patches) {
-        (None, None) => None,
-        (Some(_), Some(_)) => {
-            return Err(usage("--tokens (text encoders) and --patches (image encoders) cannot be combined".into()));
-        }
-        (Some(0), None) => return Err(usage("--max-tokens must be at least 1".to_string())),
-        (Some(cap), None) => Some((RowKind::Tokens(cap), crate::tokens::token_output(entry.name)?)),
-        (None, Some(grid)) => Some((RowKind::Patches(grid), patch_output(entry.name, grid)?)),
-    };
+    let row_kind = row_kind(entry.name, opts)?;
     let kind = row_kind.map(|(k, _)| k);
     let fitted = entry.kind == EncoderKind::Fitted;
     let work_path = dir.join(WORK_DIR);
@@ -284,6 +287,9 @@ pub fn embed_items(
             std::fs::remove_dir_all(&work_path).at(&work_path)?;
         }
         let failed = s.failures()?.len();
+        if s.is_empty() {
+            return Err(all_failed(dir, &s.failures()?));
+        }
         return Ok(EmbedReport {
             items: items.len(),
             stored: s.len(),
@@ -392,6 +398,10 @@ pub fn embed_items(
         vocab: encoder.vocabulary(),
     });
     let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref())?;
+    if rows.is_empty() {
+        // The store is written (its failure list is what the user needs) but is no result: say why.
+        return Err(all_failed(dir, &failures));
+    }
     Ok(EmbedReport {
         items: items.len(),
         stored: rows.len(),
@@ -403,6 +413,31 @@ pub fn embed_items(
         tokens: total_rows.filter(|_| matches!(kind, Some(RowKind::Tokens(_)))),
         patches: total_rows.filter(|_| matches!(kind, Some(RowKind::Patches(_)))),
     })
+}
+
+/// What the run stores beside the vectors, and what one of those rows is; a usage error for options the encoder
+/// cannot serve.
+fn row_kind(encoder: &str, opts: &EmbedOptions) -> Result<Option<(RowKind, &'static str)>, FeatureError> {
+    Ok(match (opts.tokens, opts.patches) {
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(usage("--tokens (text encoders) and --patches (image encoders) cannot be combined".into()));
+        }
+        (Some(0), None) => return Err(usage("--max-tokens must be at least 1".to_string())),
+        (Some(cap), None) => Some((RowKind::Tokens(cap), crate::tokens::token_output(encoder)?)),
+        (None, Some(grid)) => Some((RowKind::Patches(grid), patch_output(encoder, grid)?)),
+    })
+}
+
+/// The error of a run whose every input failed: how many, the first reason, and where the list is.
+fn all_failed(dir: &Path, failures: &[Failure]) -> FeatureError {
+    let first = failures.first().map_or_else(String::new, |f| format!(" (first: {}: {})", f.id, f.reason));
+    FeatureError::NoItems(format!(
+        "{}: all {} inputs failed to encode, so the store holds no vectors{first}; every failure is listed in {}",
+        dir.display(),
+        failures.len(),
+        dir.join(FAILURES_FILE).display()
+    ))
 }
 
 /// The texts a fitted encoder trains on: the steps' full texts (`text:` items; titles are part of them, extra

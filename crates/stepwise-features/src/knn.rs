@@ -39,6 +39,17 @@ impl std::str::FromStr for Metric {
     }
 }
 
+impl Metric {
+    /// What a distance under this metric is, for column headers: lower is always closer.
+    pub fn distance_name(self) -> &'static str {
+        match self {
+            Metric::Cosine => "cosine distance (1 - cos)",
+            Metric::InnerProduct => "negative inner product",
+            Metric::L2 => "Euclidean distance",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Neighbor {
     /// Row index in the base matrix.

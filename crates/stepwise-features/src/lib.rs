@@ -61,14 +61,18 @@ pub enum FeatureError {
     /// An encoder failed (candle, tokenizer...).
     #[error("{0}")]
     Encoder(String),
+    /// A run produced no vector at all: nothing to embed, or every input failed (the message says which).
+    #[error("{0}")]
+    NoItems(String),
 }
 
 impl FeatureError {
-    /// CLI exit code: 2 for missing models and mismatches (the user can fix them), else as the core error.
+    /// CLI exit code: 2 for missing models, mismatches and empty results (the user can fix them), else as the core
+    /// error.
     pub fn exit_code(&self) -> i32 {
         match self {
             FeatureError::Core(e) => e.exit_code(),
-            FeatureError::MissingModel(_) | FeatureError::Mismatch(_) => 2,
+            FeatureError::MissingModel(_) | FeatureError::Mismatch(_) | FeatureError::NoItems(_) => 2,
             FeatureError::Encoder(_) => 1,
         }
     }

@@ -57,6 +57,8 @@ impl Default for EncoderContext {
 
 /// The default pretrained models folder (relative to the working directory), filled by `scripts/fetch-models.sh`.
 pub const DEFAULT_MODELS_DIR: &str = "models";
+/// The environment variable that overrides [`DEFAULT_MODELS_DIR`] wherever `--models` exists.
+pub const MODELS_ENV: &str = "STEPWISE_MODELS";
 
 impl EncoderContext {
     /// A usage error unless every option key is in `allowed`.

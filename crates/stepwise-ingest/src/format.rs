@@ -64,11 +64,7 @@ impl ReadOptions {
     pub fn image_base(&self, input: &Path) -> PathBuf {
         match &self.image_root {
             Some(r) => r.clone(),
-            None => input
-                .parent()
-                .map(Path::to_path_buf)
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or_else(|| ".".into()),
+            None => stepwise_core::paths::parent_dir(input),
         }
     }
 }

@@ -73,7 +73,7 @@ impl IngestReport {
             s += &format!("| {} | {} | {} | {} |\n", i.path, i.format, i.procedures, i.questions);
         }
         s += &format!(
-            "\n- procedures: {}\n- steps: {}\n- step image references: {}\n- distinct images: {}\n- image root: {}\n",
+            "\n- procedures: {}\n- steps: {}\n- step image references: {}\n- distinct image files referenced (step images and procedure galleries): {}\n- image root: {}\n",
             self.procedures, self.steps, self.step_images, self.images.referenced, self.image_root
         );
         s += &format!(

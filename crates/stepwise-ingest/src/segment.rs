@@ -75,6 +75,8 @@ pub struct WordModel {
     pub params: SegmentParams,
     pub corpus_words: usize,
     pub dictionary_words: usize,
+    /// Words never split, whatever their cost (the user's reference vocabulary, `clean --vocab`).
+    keep: Option<Vocabulary>,
 }
 
 /// A lowercase alphabetic token: the only kind the segmenter learns from or splits.
@@ -147,7 +149,20 @@ impl WordModel {
             params,
             corpus_words: corpus.len(),
             dictionary_words,
+            keep: None,
         }
+    }
+
+    /// Never split a word of `vocab` (lowercase lookup): a real word the user's vocabulary lists ("forgive",
+    /// "output") must not become two words because the corpus model finds the pieces cheaper.
+    pub fn keep_whole(mut self, vocab: &Vocabulary) -> Self {
+        self.keep = Some(vocab.clone());
+        self
+    }
+
+    /// True when `lower` is in the keep-whole vocabulary.
+    pub fn is_kept_whole(&self, lower: &str) -> bool {
+        self.keep.as_ref().is_some_and(|k| k.contains(lower))
     }
 
     /// True when the lowercase word is known (from the corpus or the dictionary).
@@ -216,6 +231,15 @@ impl WordModel {
 
     /// Segment a lowercase token: the letter counts of the pieces (at least two), or `None` to keep it whole.
     pub fn segment(&self, lower: &str) -> Option<Vec<usize>> {
+        if self.is_kept_whole(lower) {
+            return None;
+        }
+        self.segment_with_case(lower, &[])
+    }
+
+    /// [`Self::segment`] ignoring the keep-whole vocabulary: what the corpus model alone would do (the clean
+    /// report lists the vocabulary words this protected).
+    pub fn segment_ignoring_keep(&self, lower: &str) -> Option<Vec<usize>> {
         self.segment_with_case(lower, &[])
     }
 
@@ -275,7 +299,7 @@ impl WordModel {
     /// Split `token` (any case) into its pieces with the original spelling, or `None` to keep it.
     pub fn split_token<'t>(&self, token: &'t str) -> Option<Vec<&'t str>> {
         let lower = token.to_lowercase();
-        if lower.chars().count() != token.chars().count() {
+        if lower.chars().count() != token.chars().count() || self.is_kept_whole(&lower) {
             return None; // case mapping changed the letter count: cuts would not map back
         }
         let letters: Vec<char> = token.chars().collect();
@@ -368,6 +392,18 @@ mod tests {
         assert_eq!(m.split_token("butterpie"), Some(vec!["butter", "pie"]));
         assert_eq!(m.split_token("ofthe"), Some(vec!["of", "the"]));
         assert!(m.dictionary_words > 5000 && m.corpus_words > 10);
+    }
+
+    #[test]
+    fn words_of_the_keep_vocabulary_are_never_split() {
+        let m = model(None);
+        assert_eq!(m.split_token("saltand"), Some(vec!["salt", "and"]));
+        let m = m.keep_whole(&Vocabulary::from_words(["saltand", "stockbacon"]));
+        assert_eq!(m.split_token("saltand"), None);
+        assert_eq!(m.split_token("SaltAnd"), None, "the lookup is by the lowercase token");
+        assert_eq!(m.segment("stockbacon"), None);
+        assert_eq!(m.segment_ignoring_keep("saltand"), Some(vec![4, 3]));
+        assert_eq!(m.split_token("preheatoven"), Some(vec!["preheat", "oven"]), "other tokens still split");
     }
 
     #[test]

@@ -159,6 +159,23 @@ fn clean_recipeqa_improves_in_vocab_rate() {
     );
     assert!(v.after.rate > v.before.rate && v.after.ws_rate > v.before.ws_rate);
     assert!(v.after.rate > 0.9, "after-cleaning in-vocabulary rate {:.4}", v.after.rate);
+    // The README's command must not damage real words (issue 15: forgive → "for give", output → "out put").
+    let g = &report.segmenter;
+    println!(
+        "segmenter: {} token types split; {} vocabulary words kept whole (e.g. {}); {} vocabulary words split",
+        g.split_types,
+        g.vocab_kept_whole.unwrap_or(0),
+        g.vocab_kept_whole_examples.iter().take(8).cloned().collect::<Vec<_>>().join(", "),
+        g.vocab_words_split.unwrap_or(0)
+    );
+    assert_eq!(g.vocab_words_split, Some(0));
+    for (token, _) in report.rules["segmentation"].top.iter().map(|t| (&t.token, &t.replacement)) {
+        assert!(!vocab.contains(&token.to_lowercase()), "{token} is in the vocabulary but was split");
+    }
+    let text = std::fs::read_to_string(out.join(PROCEDURES_JSONL)).unwrap();
+    for damaged in ["for give", "form at", "out put", "When ever"] {
+        assert!(!text.contains(damaged), "`{damaged}` in the cleaned corpus");
+    }
     assert!(out.join("clean_report.md").is_file());
     assert!(out.join(TASKSET_DIR).join("questions.json").is_file());
 }

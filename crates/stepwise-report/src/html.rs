@@ -22,13 +22,16 @@ figure.wide{flex-basis:100%}figure svg,figure img{width:100%;height:auto;border:
 figcaption{font-size:.88em;color:#4a5561;margin-top:4px}details{margin:10px 0}\
 summary{cursor:pointer;font-weight:600;color:#1b5fa8}footer{margin-top:48px;color:#6a7580;font-size:.85em}";
 
+/// Marks a file as written by `stepwise report` (so a re-run may replace it without `--force`).
+pub const GENERATOR_HTML: &str = "<meta name=\"generator\" content=\"stepwise report\">";
+
 /// Render the document as HTML.
 pub fn render(doc: &Document) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{GENERATOR_HTML}\n<title>{}</title>\n\
          <style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
         escape(&doc.title),
         escape(&doc.title)

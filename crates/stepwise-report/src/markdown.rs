@@ -5,8 +5,12 @@ use std::fmt::Write as _;
 use crate::doc::{Align, Block, Document, Figure, Table};
 
 /// Render the document.
+/// Marks a file as written by `stepwise report` (an HTML comment: invisible when rendered).
+pub const GENERATOR_MARKDOWN: &str = "<!-- generator: stepwise report -->";
+
 pub fn render(doc: &Document) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{GENERATOR_MARKDOWN}");
     let _ = writeln!(out, "# {}\n", text(&doc.title));
     for p in &doc.summary {
         let _ = writeln!(out, "{}\n", text(p));

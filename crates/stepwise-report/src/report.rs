@@ -46,6 +46,22 @@ pub fn companion_paths(html: &Path) -> (PathBuf, PathBuf) {
     (html.with_extension("md"), html.with_file_name(format!("{stem}_files")))
 }
 
+/// True when every existing file of the report at `html` (the HTML and its Markdown companion) was written by
+/// `stepwise report`: a re-run may replace its own derived output, never a file of someone else's.
+pub fn is_own_report(html: &Path) -> bool {
+    let (md, _) = companion_paths(html);
+    let starts_with_marker = |p: &Path, marker: &str| -> bool {
+        use std::io::Read;
+        let Ok(f) = std::fs::File::open(p) else { return !p.exists() };
+        let mut head = Vec::new();
+        if f.take(4096).read_to_end(&mut head).is_err() {
+            return false;
+        }
+        String::from_utf8_lossy(&head).contains(marker)
+    };
+    starts_with_marker(html, html::GENERATOR_HTML) && starts_with_marker(&md, markdown::GENERATOR_MARKDOWN)
+}
+
 /// Build the report of `run_dir` into `html_path` (and its companions, see [`companion_paths`]).
 pub fn write_report(run_dir: &Path, html_path: &Path, opts: &ReportOptions) -> Result<Written> {
     let run_dir = absolute(run_dir);
@@ -102,7 +118,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
     let pictures = all(Kind::Picture);
 
     let mut headlines = Vec::new();
-    if let Some(c) = corpora.first() {
+    for c in &corpora {
         headlines.push(format!(
             "Corpus `{}`: {} procedures, {} steps, {} step images.",
             c.rel,
@@ -111,6 +127,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
             count(c.step_images)
         ));
     }
+    headlines.extend(sections::tasksets::headlines(&tasksets));
     headlines.extend(sections::audit::headlines(&audits));
     headlines.extend(sections::sequencing::headlines(&results));
 

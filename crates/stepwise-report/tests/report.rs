@@ -100,6 +100,12 @@ fn fixture(root: &Path) {
         ]),
     );
     for (setting, hasty, probe, n) in [("recipeqa", 0.95, 0.72, 40), ("knobs-0-1-1", 0.2, 0.31, 12)] {
+        // The audited task set of the suite: its manifest gives the setting.
+        let set = root.join(format!("suite/{setting}/visual_cloze"));
+        std::fs::create_dir_all(&set).unwrap();
+        let mut m = Manifest::new("taskset");
+        m.param("setting", setting);
+        m.write(&set).unwrap();
         let dir = root.join(format!("audit/{setting}/visual_cloze"));
         manifest(&dir, "audit", &[&format!("suite/{setting}/visual_cloze/questions.json")]);
         write(
@@ -159,7 +165,7 @@ fn the_report_has_a_table_for_every_output() {
     assert!(md.contains("| `features/w2v` | w2v (w2v-1) | text | 100 | 30 | 0 | l2 |"), "{md}");
     assert!(md.contains("| setting | textual_cloze | visual_cloze |"), "{md}");
     assert!(md.contains("| RecipeQA | – | 40 |") && md.contains("| (0,1,1) | 30 | 12 |"), "{md}");
-    // Audit: RecipeQA mode first, then the knob setting found from the audited task set's path.
+    // Audit: RecipeQA mode first, then the knob setting found from the audited task set's manifest.
     let rq = md.find("| RecipeQA | 40 | 25.0 | 95.0 [90.0, 100.0] | 72.0 [67.0, 77.0] |").expect("recipeqa audit row");
     let k = md.find("| (0,1,1) | 12 | 25.0 | 20.0 [15.0, 25.0] | 31.0 [26.0, 36.0] |").expect("knob audit row");
     assert!(rq < k);
@@ -256,4 +262,18 @@ fn the_suite_section_shows_ordering_aliases_widened_counts_and_the_parameters() 
     assert!(md.contains("| (0,1,0) | – | 9 |") && md.contains("| (0,1,1) | 7 | = (0,1,0) |"), "{md}");
     assert!(md.contains("| (0,1,1) | visual_cloze | 7 | 7 | – | – | 3 | 2 |"), "{md}");
     assert!(md.contains("metric l2") && md.contains("K_C = 50") && md.contains("margin 1.2"), "{md}");
+}
+
+#[test]
+fn an_audit_of_a_data_file_is_labelled_by_the_file_not_by_a_setting_its_path_contains() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path().join("audit-rqa");
+    manifest(&dir, "audit", &["../shared/data/recipeqa/val-dev.json"]);
+    write(
+        &dir.join("audit.json"),
+        &json!({"questions": 40, "config": {"folds": 5}, "tasks": [audit_task("visual_cloze", 40, 0.9, 0.7)]}),
+    );
+    let (_, md) = report(td.path());
+    assert!(md.contains("| `../shared/data/recipeqa/val-dev.json` | 40 |"), "{md}");
+    assert!(!md.contains("| RecipeQA |"), "a RecipeQA file is not the RecipeQA setting: {md}");
 }

@@ -66,6 +66,59 @@ impl SkipReason {
     }
 }
 
+impl SkipReason {
+    /// The reason from its stable name.
+    pub fn from_name(name: &str) -> Option<SkipReason> {
+        ALL_REASONS.iter().copied().find(|r| r.as_str() == name)
+    }
+
+    /// What a user can change when this reason leaves out most of a result (generate's options).
+    pub fn remedy(self) -> &'static str {
+        match self {
+            SkipReason::StepCountOutOfRange => "change --min-steps / --max-steps",
+            SkipReason::TooFewEligibleSteps => {
+                "a procedure needs at least --items usable steps (a title for textual cloze, an image for the \
+                 visual tasks; the first step only with --keep-first-step): lower --items or pass \
+                 --keep-first-step"
+            }
+            SkipReason::Knob1TooFewSteps => "lower --knob1-min-steps",
+            SkipReason::FirstStep => "pass --keep-first-step",
+            SkipReason::NoItem => "the steps lack the item the task shows (titles, texts or images)",
+            SkipReason::RepeatedItem => "the procedures repeat titles or images",
+            SkipReason::MissingFeatures => "embed the missing items (see the store's failures.jsonl)",
+            SkipReason::Knob1PoolExhausted | SkipReason::PairedSettingFailed => {
+                "a larger corpus gives each procedure more questions"
+            }
+            SkipReason::TooFewCandidates
+            | SkipReason::Knob2RegionTooSmall
+            | SkipReason::Knob3NoCloseNegative
+            | SkipReason::TooFewOrderings => {
+                "distractors are scarce: raise --k, add --distractor-pool, or use a larger corpus"
+            }
+        }
+    }
+}
+
+const ALL_REASONS: [SkipReason; 13] = [
+    SkipReason::StepCountOutOfRange,
+    SkipReason::TooFewEligibleSteps,
+    SkipReason::Knob1TooFewSteps,
+    SkipReason::FirstStep,
+    SkipReason::NoItem,
+    SkipReason::RepeatedItem,
+    SkipReason::MissingFeatures,
+    SkipReason::Knob1PoolExhausted,
+    SkipReason::TooFewCandidates,
+    SkipReason::Knob2RegionTooSmall,
+    SkipReason::Knob3NoCloseNegative,
+    SkipReason::TooFewOrderings,
+    SkipReason::PairedSettingFailed,
+];
+
+/// A task set with fewer questions than this gives accuracies too uncertain to compare: at 50% accuracy the 95%
+/// interval of 50 questions spans about ±14 points.
+pub const FEW_QUESTIONS: u64 = 50;
+
 /// What one generation run (one task, one mode) produced and left out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
@@ -126,6 +179,38 @@ impl Counts {
                 *dst.entry(k.clone()).or_insert(0) += v;
             }
         }
+    }
+
+    /// Warnings about this result for `label` (e.g. "visual_cloze knobs-1-0-1"): too few questions, or most
+    /// procedures giving none; each names the main reason and what to change.
+    pub fn warnings(&self, label: &str) -> Vec<String> {
+        let top = |m: &BTreeMap<String, u64>| {
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "paired_setting_failed")
+                .max_by_key(|(_, v)| **v)
+                .and_then(|(k, v)| SkipReason::from_name(k).map(|r| format!("{k}: {v}; {}", r.remedy())))
+        };
+        let mut out = Vec::new();
+        let skipped: u64 = self.procedures_skipped.values().sum();
+        if self.procedures > 0 && 2 * skipped > self.procedures {
+            out.push(format!(
+                "{label}: {skipped} of {} procedures were left out{}",
+                self.procedures,
+                top(&self.procedures_skipped).map_or(String::new(), |t| format!(" ({t})"))
+            ));
+        }
+        if self.questions < FEW_QUESTIONS {
+            let why = match top(&self.questions_skipped) {
+                Some(t) if self.questions_skipped_total() > self.questions => format!("; most attempts failed ({t})"),
+                _ => String::new(),
+            };
+            out.push(format!(
+                "{label}: only {} questions, too few to compare accuracies (a 95% interval at {FEW_QUESTIONS} \
+                 questions already spans about ±14 points){why}",
+                self.questions
+            ));
+        }
+        out
     }
 
     /// The counts as manifest entries (`questions`, `procedures_used`, `skipped.<reason>`, ...).

@@ -234,7 +234,15 @@ pub fn write_suite_summary(
 ) -> Result<()> {
     let splits = procedure_splits(procedures, cfg.split_fractions, cfg.generate.seed);
     write_string_atomic(&dir.join("counts.json"), &stepwise_core::json::to_pretty_sorted(&rows))?;
-    write_string_atomic(&dir.join("counts.md"), &counts_markdown(rows))?;
+    let mut md = counts_markdown(rows);
+    let warnings = counts_warnings(rows);
+    if !warnings.is_empty() {
+        md += "\n## Warnings\n\n";
+        for w in &warnings {
+            md += &format!("- {w}\n");
+        }
+    }
+    write_string_atomic(&dir.join("counts.md"), &md)?;
     let mut m = base.clone();
     m.kind = "suite".to_string();
     m.seed = Some(cfg.generate.seed);
@@ -313,6 +321,14 @@ pub fn write_taskset(dir: &Path, questions: Vec<Question>, manifest: &Manifest) 
 }
 
 /// The counts table as Markdown: one table per task, one row per setting, a column per skip reason.
+/// The warnings of every row (see [`Counts::warnings`]), labelled `task setting`.
+pub fn counts_warnings(rows: &[SuiteRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.same_as.is_none())
+        .flat_map(|r| r.counts.warnings(&format!("{} {}", r.task, r.setting)))
+        .collect()
+}
+
 pub fn counts_markdown(rows: &[SuiteRow]) -> String {
     let mut out = String::from("# Suite counts\n\n");
     out.push_str(

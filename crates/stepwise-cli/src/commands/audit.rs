@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
-use stepwise_core::{TaskSet, taskset::QUESTIONS_JSON};
+use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_eval::audit::{AuditConfig, audit, render, texts_to_encode};
 use stepwise_eval::bootstrap::BootstrapConfig;
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub text_encoder: Option<String>,
     /// Pretrained models folder.
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Output folder (default: print the Markdown report).
     #[arg(short, long)]
@@ -133,7 +133,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bins: args.bins.max(1),
         ..Default::default()
     };
-    let report = audit(&ts, &resolver, &cfg);
+    let mut report = audit(&ts, &resolver, &cfg);
+    // Say which option is missing when a whole kind of vector is.
+    let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze.as_str() && t.with_vectors == 0);
+    if visual && images.is_none() {
+        report.warnings.push(
+            "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS --encoder \
+             descriptor -o feats/descriptor`) for the visual tasks' vector-based measures"
+                .into(),
+        );
+    }
+    let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze.as_str() && t.with_vectors == 0);
+    if textual && texts.is_none() && encoder.is_none() {
+        report.warnings.push(
+            "no text feature store or --text-encoder was given: pass one of them for textual cloze's vector-based \
+             measures"
+                .into(),
+        );
+    }
+    for w in &report.warnings {
+        crate::cli_util::warn_user(w);
+    }
     let source = args.taskset.display().to_string();
 
     let Some(out) = out else {

@@ -30,7 +30,7 @@ const EFFNET_TARGET_IMAGES_PER_S: f64 = 20.0;
 #[command(after_help = "Example:\n  stepwise bench encoders --models models --python /tmp/venv/bin/python\n\n\
     The reference needs a Python with: numpy onnx onnxruntime safetensors tokenizers.")]
 pub struct Args {
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Sentences for MiniLM.
     #[arg(long, default_value_t = 256)]

@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long, default_value = "minilm")]
     pub text_encoder: String,
     /// Pretrained models folder.
-    #[arg(long, default_value = "models")]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = stepwise_features::registry::DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Random vectors with the features' shape instead of rendered images and embedded titles.
     #[arg(long)]

@@ -89,7 +89,8 @@ pub struct Args {
     /// Extra known words for the segmenter: one per line (`word` or `word count`; a frequency-sorted list is best).
     #[arg(long, value_name = "FILE")]
     pub dictionary: Option<PathBuf>,
-    /// Reference vocabulary for the in-vocabulary rates of the report (e.g. GloVe's words, one per line).
+    /// Reference vocabulary (e.g. GloVe's words, one per line): its words are never split, and the report gives
+    /// in-vocabulary rates before and after cleaning.
     #[arg(long, value_name = "FILE")]
     pub vocab: Option<PathBuf>,
     /// Segmenter: shortest token considered for splitting, in letters.
@@ -159,12 +160,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let cfg = args.config();
     let dictionary = args.dictionary.as_deref().map(Vocabulary::load).transpose()?;
-    if let Some(file) = &args.segment_tokens {
-        return segment_tokens(&args, &cfg, dictionary.as_ref(), file);
-    }
     let vocab = args.vocab.as_deref().map(Vocabulary::load).transpose()?;
-    let Some(output) = &args.output else { usage_bail!("-o/--output is required") };
     let res = CleanResources { dictionary: dictionary.as_ref(), vocab: vocab.as_ref() };
+    if let Some(file) = &args.segment_tokens {
+        return segment_tokens(&args, &cfg, res, file);
+    }
+    let Some(output) = &args.output else { usage_bail!("-o/--output is required") };
     let report = clean_corpus_dir(&args.input, output, &cfg, res, args.force)?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
@@ -186,6 +187,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(v) = &report.vocab {
             eprintln!("  in-vocabulary rate ({} words): {}", v.vocab_words, v.rates_line());
         }
+        if let Some(kept) = report.segmenter.vocab_kept_whole {
+            eprintln!("  segmenter kept {kept} vocabulary words whole that the corpus model alone would split");
+        }
         eprintln!("  report: {}", output.join(stepwise_ingest::clean::CLEAN_REPORT_MD).display());
     }
     Ok(())
@@ -196,14 +200,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn segment_tokens(
     args: &Args,
     cfg: &CleanConfig,
-    dictionary: Option<&Vocabulary>,
+    res: CleanResources<'_>,
     file: &std::path::Path,
 ) -> anyhow::Result<()> {
     let text = stepwise_core::json::read_text(file)?;
     let tokens: Vec<&str> = text.lines().map(str::trim).filter(|t| !t.is_empty()).collect();
     let corpus = Corpus::load(&args.input)?;
     let t = Instant::now();
-    let model = learn_word_model(corpus.procedures, cfg, dictionary);
+    let model = learn_word_model(corpus.procedures, cfg, res);
     let learn_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let pieces: Vec<Option<Vec<&str>>> = tokens.iter().map(|tok| model.split_token(tok)).collect();

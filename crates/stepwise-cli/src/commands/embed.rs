@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(short, long)]
     pub output: PathBuf,
     /// Pretrained models folder (filled by scripts/fetch-models.sh).
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Seed of encoders that train on the corpus (w2v).
     #[arg(long, default_value_t = 0)]
@@ -160,8 +160,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("0 new items: {out} is up to date ({} items, {} failures)", report.stored, report.failed);
     } else {
         eprintln!(
-            "{out}: {} items with `{}` ({} new inputs encoded, {} reused, {} failed)",
-            report.stored, args.encoder, report.encoded, report.reused, report.failed
+            "{out}: {} items with `{}`{} ({} new inputs encoded, {} reused, {} failed)",
+            report.stored,
+            args.encoder,
+            item_kinds(&args.output),
+            report.encoded,
+            report.reused,
+            report.failed
         );
     }
     if let Some(n) = report.tokens.filter(|_| !report.interrupted) {
@@ -178,6 +183,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What a store's items are, e.g. ` (480 step texts, 312 step titles)`: a text store holds step titles as items
+/// of their own, so it has more items than the corpus has steps.
+fn item_kinds(store: &Path) -> String {
+    let Ok(s) = stepwise_features::FeatureStore::open(store) else { return String::new() };
+    let kinds = [("text:", "step texts"), ("title:", "step titles"), ("image:", "images"), ("str:", "strings")];
+    let parts: Vec<String> = kinds
+        .iter()
+        .filter_map(|(prefix, name)| {
+            let n = s.ids().iter().filter(|id| id.starts_with(prefix)).count();
+            (n > 0).then(|| format!("{n} {name}"))
+        })
+        .collect();
+    if parts.len() < 2 { String::new() } else { format!(" ({})", parts.join(", ")) }
 }
 
 /// Where a corpus's images come from: files under its image root or, for a built-in world corpus made without

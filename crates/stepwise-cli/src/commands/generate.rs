@@ -18,9 +18,11 @@ use stepwise_features::embed::{EmbedOptions, embed_items};
 use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::items::{ItemContent, ItemSpec, image_id};
 use stepwise_features::registry::{DEFAULT_MODELS_DIR, EncoderContext};
-use stepwise_features::{FeatureStore, Item, Metric, Vectors};
+use stepwise_features::{FeatureStore, Item, Metric, Modality, Vectors};
 use stepwise_tasks::catalog::FeatureSources;
-use stepwise_tasks::suite::{SuiteRow, counts_markdown, procedure_splits, taskset_manifest, write_taskset};
+use stepwise_tasks::suite::{
+    SuiteRow, counts_markdown, counts_warnings, procedure_splits, taskset_manifest, write_taskset,
+};
 use stepwise_tasks::{ClozeField, GenerateConfig, KnobSetting, Mode, QuestionsPerProcedure, TaskGenerator};
 
 use super::generate_sequencing::{SequencingArgs, run_sequencing};
@@ -93,7 +95,7 @@ pub struct GenOptions {
     #[arg(long, value_name = "DIR", requires = "distractor_pool")]
     pub pool_features: Option<PathBuf>,
     /// Pretrained models folder (to embed a distractor-pool folder with a pretrained encoder).
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Items shown per question (N_Q).
     #[arg(long, default_value_t = 4, help_heading = "Question parameters")]
@@ -286,14 +288,26 @@ pub fn store_for(features: &LoadedFeatures, task: Task, cfg: &GenerateConfig) ->
     if features.stores.is_empty() {
         usage_bail!("--features is required for {task}: embed the corpus with `stepwise embed` first");
     }
-    match features.find(prefix) {
-        Some(i) => Ok(i),
-        None => usage_bail!(
-            "none of the --features stores has `{prefix}` items, which {task} needs; embed the corpus with {} \
-             encoder",
-            if prefix == "image:" { "an image" } else { "a text" }
-        ),
+    if let Some(i) = features.find(prefix) {
+        return Ok(i);
     }
+    let modality = if prefix == "image:" { Modality::Image } else { Modality::Text };
+    let kind = if modality == Modality::Image { "an image" } else { "a text" };
+    // A store of the right kind that holds nothing: say so instead of asking for what the user already did.
+    if let Some((path, store)) = features.stores.iter().find(|(_, s)| s.info().modality == modality && s.is_empty()) {
+        let failures = store.failures().map(|f| f.len()).unwrap_or(0);
+        usage_bail!(
+            "{}: the `{}` store holds no vectors ({failures} inputs failed to encode; see {}), so {task} has no \
+             {} to work with",
+            path.display(),
+            store.info().name,
+            path.join(stepwise_features::store::FAILURES_FILE).display(),
+            if modality == Modality::Image { "images" } else { "texts" }
+        );
+    }
+    usage_bail!(
+        "none of the --features stores has `{prefix}` items, which {task} needs; embed the corpus with {kind} encoder"
+    )
 }
 
 /// The extra distractor pool: a feature store of images, or a folder of images embedded now with the encoder of
@@ -543,11 +557,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .join("; ")
         )));
     }
+    let warnings = counts_warnings(&rows);
+    let mut manifest = manifest;
+    if !warnings.is_empty() {
+        manifest.param("warnings", &warnings);
+    }
     write_taskset(out.path(), questions, &manifest)?;
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
         eprint!("{}", counts_markdown(&rows).split_once('\n').map_or("", |x| x.1));
         eprintln!("\nwrote {}", dest.display());
+    }
+    for w in &warnings {
+        crate::cli_util::warn_user(w);
     }
     Ok(())
 }

@@ -71,7 +71,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = ingest(&args.inputs, &output, &registry, &opts)?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
-            "ingested {} procedures ({} steps, {} step images, {} distinct) into {}",
+            "ingested {} procedures ({} steps with {} step images; {} distinct image files referenced, galleries \
+             included) into {}",
             report.procedures,
             report.steps,
             report.step_images,

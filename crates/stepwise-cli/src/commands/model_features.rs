@@ -38,7 +38,7 @@ pub struct FeatureArgs {
     #[arg(long, value_name = "NAME")]
     pub text_encoder: Option<String>,
     /// Pretrained models folder (for --text-encoder and pretrained stores).
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
 }
 

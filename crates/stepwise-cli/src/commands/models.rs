@@ -48,14 +48,14 @@ pub struct EncodeArgs {
     pub images: Vec<PathBuf>,
     #[arg(long)]
     pub out: PathBuf,
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ListArgs {
     /// The models folder.
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
 }
 
@@ -105,7 +105,7 @@ pub struct ClassifyArgs {
     /// Image files.
     #[arg(required = true)]
     pub images: Vec<PathBuf>,
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Classes to print per image.
     #[arg(long, default_value_t = 5)]
@@ -134,7 +134,9 @@ pub fn run(cmd: ModelsCommand) -> anyhow::Result<()> {
 pub fn feature_error(e: FeatureError) -> anyhow::Error {
     match e {
         FeatureError::Core(c) => anyhow::Error::new(c),
-        FeatureError::MissingModel(m) | FeatureError::Mismatch(m) => anyhow::Error::new(UsageError(m)),
+        FeatureError::MissingModel(m) | FeatureError::Mismatch(m) | FeatureError::NoItems(m) => {
+            anyhow::Error::new(UsageError(m))
+        }
         FeatureError::Encoder(m) => anyhow::anyhow!(m),
     }
 }

@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     /// Pretrained models folder (for --text / --image with pretrained encoders).
-    #[arg(long, default_value = DEFAULT_MODELS_DIR)]
+    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
     /// Print JSON lines ({query, neighbors: [{id, distance}]}) instead of a table.
     #[arg(long)]
@@ -139,6 +139,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let filter: Filter<'_> = &keep;
     let results = knn(store.data(), &flat, dim, KnnOptions { k: args.k, metric: args.metric }, Some(filter));
 
+    if !args.json {
+        println!("rank, {} (lower is nearer), item id, step", args.metric.distance_name());
+    }
     for (q, res) in queries.iter().zip(&results) {
         if args.json {
             let neighbors: Vec<serde_json::Value> =

@@ -34,7 +34,7 @@ pub struct Args {
     /// Embed PNG pictures up to this many megabytes in the HTML; larger ones are linked.
     #[arg(long, value_name = "MB", default_value_t = 8.0)]
     pub max_embed_mb: f64,
-    /// Replace an existing report.
+    /// Replace existing files that `stepwise report` did not write (its own previous report is always replaced).
     #[arg(long)]
     pub force: bool,
 }
@@ -51,8 +51,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         usage_bail!("{}: the report file must end in .html", html.display());
     }
     let (md, _) = stepwise_report::report::companion_paths(&html);
-    if !args.force && (html.exists() || md.exists()) {
-        usage_bail!("{}: report exists; choose another path or pass --force to replace it", html.display());
+    // A report is derived: a re-run replaces its own previous output, but never a file stepwise did not write.
+    if !args.force && (html.exists() || md.exists()) && !stepwise_report::report::is_own_report(&html) {
+        usage_bail!(
+            "{}: exists and was not written by `stepwise report`; choose another path or pass --force to replace it",
+            html.display()
+        );
     }
     let opts = ReportOptions { title: args.title.clone(), max_embed_bytes: (args.max_embed_mb * 1048576.0) as u64 };
     let w = write_report(&args.run_dir, &html, &opts)?;

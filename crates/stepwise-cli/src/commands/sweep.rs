@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use stepwise_core::Task;
 use stepwise_tasks::Mode;
 use stepwise_tasks::catalog::FeatureSources;
-use stepwise_tasks::suite::{SuiteConfig, counts_markdown, write_suite_summary, write_suite_tasksets};
+use stepwise_tasks::suite::{SuiteConfig, counts_markdown, counts_warnings, write_suite_summary, write_suite_tasksets};
 
 use super::generate::{GenOptions, Prepared, parse_tasks};
 use crate::usage_bail;
@@ -93,6 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !stepwise_core::progress::is_quiet() {
         eprint!("{}", counts_markdown(&rows));
         eprintln!("\nwrote {}", dest.display());
+    }
+    for w in counts_warnings(&rows) {
+        crate::cli_util::warn_user(&w);
     }
     Ok(())
 }

@@ -170,5 +170,9 @@ fn sheet(args: SheetArgs) -> anyhow::Result<()> {
         usage_bail!("{}: procedure {} has no world image paths", args.corpus.display(), proc.id);
     };
     let images = render_procedure_images(&world.params, index)?;
-    Ok(save_image(&contact_sheet(proc, &images, args.columns), &args.output)?)
+    save_image(&contact_sheet(proc, &images, args.columns), &args.output)?;
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!("wrote {} ({} steps of {})", args.output.display(), images.len(), proc.id);
+    }
+    Ok(())
 }

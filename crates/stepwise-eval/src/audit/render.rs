@@ -22,6 +22,13 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &[(String, String)]) -> St
         100.0 * r.config.bootstrap.confidence,
         r.config.bootstrap.resamples
     ));
+    if !r.warnings.is_empty() {
+        out.push_str("## Warnings\n\n");
+        for w in &r.warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+        out.push('\n');
+    }
     out.push_str("## Answering without reading\n\n");
     out.push_str(
         "| task | questions | with vectors | chance | Hasty Student | distance probe | answer is the extreme choice |\n\

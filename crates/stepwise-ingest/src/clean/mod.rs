@@ -45,7 +45,7 @@ pub const CLEAN_REPORT_MD: &str = "clean_report.md";
 pub struct CleanResources<'a> {
     /// Extra known words for the segmenter (`--dictionary`).
     pub dictionary: Option<&'a Vocabulary>,
-    /// The reference vocabulary of the in-vocabulary rates (`--vocab`).
+    /// The reference vocabulary (`--vocab`): in-vocabulary rates, and words the segmenter never splits.
     pub vocab: Option<&'a Vocabulary>,
 }
 
@@ -109,6 +109,8 @@ fn for_each_field(p: &mut Procedure, mut f: impl FnMut(&str, Field, &mut String)
 struct ChunkAcc {
     rules: [RuleAcc; 7],
     vocab: VocabCounter,
+    /// Segmentation edits of tokens in the reference vocabulary (0 unless the keep-whole rule has a hole).
+    in_vocab_splits: u64,
 }
 
 impl ChunkAcc {
@@ -133,6 +135,7 @@ impl ChunkAcc {
             mine.merge(theirs, max);
         }
         self.vocab.merge(other.vocab);
+        self.in_vocab_splits += other.in_vocab_splits;
     }
 }
 
@@ -192,10 +195,13 @@ struct Splitter {
     /// Lowercase token → letter counts of its pieces (only tokens that split).
     decisions: FastMap<String, Vec<usize>>,
     candidates: usize,
+    /// Candidate types of the reference vocabulary that the corpus model alone would split, kept whole, most
+    /// frequent first.
+    kept_whole: Vec<(String, u64)>,
 }
 
 impl Splitter {
-    fn learn(procedures: &[Procedure], cfg: &CleanConfig, dictionary: Option<&Vocabulary>) -> Self {
+    fn learn(procedures: &[Procedure], cfg: &CleanConfig, res: CleanResources<'_>) -> Self {
         let counts = procedures
             .par_iter()
             .fold(
@@ -221,7 +227,10 @@ impl Splitter {
                 a.merge(b);
                 a
             });
-        let model = WordModel::new(&counts, dictionary, cfg.segment_params);
+        let mut model = WordModel::new(&counts, res.dictionary, cfg.segment_params);
+        if let Some(v) = res.vocab {
+            model = model.keep_whole(v);
+        }
         let mut candidates: Vec<&str> = counts
             .counts
             .keys()
@@ -236,7 +245,17 @@ impl Splitter {
         } else {
             FastMap::default()
         };
-        Splitter { candidates: candidates.len(), model, decisions }
+        let mut kept_whole: Vec<(String, u64)> = if cfg.segment {
+            candidates
+                .par_iter()
+                .filter(|w| model.is_kept_whole(w) && model.segment_ignoring_keep(w).is_some())
+                .map(|w| (w.to_string(), counts.counts.get(*w).copied().unwrap_or(0)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        kept_whole.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Splitter { candidates: candidates.len(), model, decisions, kept_whole }
     }
 
     /// The replacement of one token, and which rule made it.
@@ -278,6 +297,9 @@ fn split_field(text: &mut String, id: &str, field: Field, cfg: &CleanConfig, sp:
                 o.push_str(&rep);
                 last = t.end();
                 edits[rule] += 1;
+                if rule == SEGMENT && sp.model.is_kept_whole(lowercase(t.text, &mut buf)) {
+                    acc.in_vocab_splits += 1;
+                }
                 acc.rules[rule].top.entry(t.text.to_string()).or_insert((rep, 0)).1 += 1;
             }
         });
@@ -353,7 +375,7 @@ pub fn clean_procedures(
 
     // 3. Learn the word model; 4. split tokens and collapse whitespace.
     let spinner = stepwise_core::progress::spinner("learning word frequencies");
-    let splitter = Splitter::learn(&procedures, cfg, res.dictionary);
+    let splitter = Splitter::learn(&procedures, cfg, res);
     spinner.finish_and_clear();
     let pb = stepwise_core::progress::bar(procedures.len() as u64, "split tokens");
     let chunks: Vec<ChunkAcc> = procedures
@@ -428,6 +450,9 @@ pub fn clean_procedures(
             dictionary_words: splitter.model.dictionary_words,
             candidates: splitter.candidates,
             split_types: splitter.decisions.len(),
+            vocab_kept_whole: res.vocab.map(|_| splitter.kept_whole.len()),
+            vocab_kept_whole_examples: splitter.kept_whole.iter().take(TOP_CHANGES).map(|(w, _)| w.clone()).collect(),
+            vocab_words_split: res.vocab.map(|_| acc.in_vocab_splits),
         },
         vocab,
         config: cfg.clone(),
@@ -438,16 +463,12 @@ pub fn clean_procedures(
 /// The segmenter's word model learned from `procedures` as `clean` learns it (after normalisation), for inspecting
 /// the segmenter (`stepwise clean --segment-tokens`) and comparing it with other tools. Split tokens with
 /// [`WordModel::split_token`].
-pub fn learn_word_model(
-    mut procedures: Vec<Procedure>,
-    cfg: &CleanConfig,
-    dictionary: Option<&Vocabulary>,
-) -> WordModel {
+pub fn learn_word_model(mut procedures: Vec<Procedure>, cfg: &CleanConfig, res: CleanResources<'_>) -> WordModel {
     procedures.par_iter_mut().for_each(|p| {
         let mut acc = ChunkAcc::default();
         for_each_field(p, |id, field, text| normalize_field(text, id, field, cfg, &mut acc));
     });
-    Splitter::learn(&procedures, cfg, dictionary).model
+    Splitter::learn(&procedures, cfg, res).model
 }
 
 /// Clean the corpus folder (or procedure-JSONL file) `input` into the corpus folder `output`, atomically.

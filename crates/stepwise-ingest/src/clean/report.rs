@@ -66,6 +66,15 @@ pub struct SegmenterReport {
     pub candidates: usize,
     /// Distinct candidates split.
     pub split_types: usize,
+    /// With `--vocab`: distinct candidates of the vocabulary that the corpus model alone would split, kept whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vocab_kept_whole: Option<usize>,
+    /// The most frequent of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vocab_kept_whole_examples: Vec<String>,
+    /// With `--vocab`: segmentation edits of vocabulary words in the output (the goal is 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vocab_words_split: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -242,6 +251,16 @@ impl CleanReport {
              types: {}\n- token types split: {}\n",
             g.corpus_words, g.dictionary_words, g.candidates, g.split_types
         );
+        if let (Some(kept), Some(split)) = (g.vocab_kept_whole, g.vocab_words_split) {
+            s += &format!(
+                "- words of the reference vocabulary kept whole (the corpus model alone would split them): {kept}{}\n                 - words of the reference vocabulary split: {split}\n",
+                if g.vocab_kept_whole_examples.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", md_cell(&g.vocab_kept_whole_examples.join(", ")))
+                }
+            );
+        }
         for (name, r) in &self.rules {
             if r.examples.is_empty() && r.top.is_empty() {
                 continue;

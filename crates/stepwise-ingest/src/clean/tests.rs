@@ -104,7 +104,7 @@ fn identical_for_any_thread_count() {
 
 #[test]
 fn learned_model_splits_like_the_cleaner() {
-    let m = learn_word_model(corpus(), &CleanConfig::default(), None);
+    let m = learn_word_model(corpus(), &CleanConfig::default(), CleanResources::default());
     assert_eq!(m.split_token("saltand"), Some(vec!["salt", "and"]));
     assert_eq!(m.split_token("pepper"), None);
     assert_eq!(m.split_token("BowlBeef"), Some(vec!["Bowl", "Beef"]));
@@ -130,4 +130,32 @@ fn clean_corpus_dir_writes_report_and_keeps_taskset() {
     // The image root is stored relative to the cleaned corpus and resolves to the input's folder.
     assert_eq!(cleaned.manifest.as_ref().unwrap().image_root.as_deref(), Some("../in"));
     assert_eq!(stepwise_core::paths::normalize(&cleaned.image_root), stepwise_core::paths::normalize(&input));
+}
+
+#[test]
+fn words_of_the_reference_vocabulary_are_never_split_and_the_report_counts_them() {
+    // "saltand" stands for a real word the corpus model would cut ("forgive" → "for give" on RecipeQA).
+    let vocab = Vocabulary::from_words(["saltand", "pepper", "oven"]);
+    let res = CleanResources { vocab: Some(&vocab), ..Default::default() };
+    let (out, report) = clean_procedures(corpus(), &CleanConfig::default(), res).unwrap();
+    assert_eq!(
+        out[1].steps[1].text.as_deref(),
+        Some("Add saltand pepper, then mix. Next stir in 1/2 tsp salt for 10-15 min.")
+    );
+    assert_eq!(out[0].steps[0].text.as_deref(), Some("Preheat oven to 350 F & add 2 cups flour."));
+    assert_eq!(report.segmenter.vocab_kept_whole, Some(1));
+    assert_eq!(report.segmenter.vocab_kept_whole_examples, ["saltand"]);
+    assert_eq!(report.segmenter.vocab_words_split, Some(0));
+    let md = report.to_markdown();
+    assert!(
+        md.contains(
+            "- words of the reference vocabulary kept whole (the corpus model alone would split them): 1 (saltand)"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("- words of the reference vocabulary split: 0"), "{md}");
+    // Without --vocab the report says nothing about it.
+    let (_, plain) = clean_procedures(corpus(), &CleanConfig::default(), CleanResources::default()).unwrap();
+    assert_eq!(plain.segmenter.vocab_kept_whole, None);
+    assert!(!plain.to_markdown().contains("reference vocabulary kept whole"));
 }

@@ -15,8 +15,13 @@ use crate::scan::Artefact;
 
 /// One task of one audit.
 pub struct AuditRow {
-    /// The knob setting of the audited task set (`recipeqa`, `knobs-0-1-1`), when its path says so.
+    /// The knob setting of the audited task set (`recipeqa`, `knobs-0-1-1`), from the task set's manifest.
     pub setting: Option<String>,
+    /// What was audited: the task-set folder relative to the run folder, or the file as given (an external
+    /// RecipeQA file).
+    pub audited: String,
+    /// The audited task set belongs to a suite (its rows are compared across the suite's settings).
+    pub in_suite: bool,
     /// The audit's path relative to the run folder.
     pub rel: String,
     pub task: String,
@@ -34,24 +39,54 @@ pub struct AuditRow {
 }
 
 impl AuditRow {
-    /// The row's name in tables: its setting, else its path.
+    /// The row's name in tables: the setting within a suite; else the audited task set (with its setting) or file.
     pub fn label(&self) -> String {
-        self.setting.as_deref().map_or_else(|| format!("`{}`", self.rel), setting_label)
+        match (&self.setting, self.in_suite) {
+            (Some(s), true) => setting_label(s),
+            (Some(s), false) => format!("`{}` ({})", self.audited, setting_label(s)),
+            (None, _) => format!("`{}`", self.audited),
+        }
     }
 }
 
-/// The setting of an audit: a `recipeqa` / `knobs-K-K-K` component of the audited task set's path (from the
-/// manifest), else of the audit's own path.
-fn setting_of(dir: &Path, rel: &str) -> Option<String> {
-    let from_manifest = Manifest::read(dir).ok().and_then(|m| m.inputs.first().map(|i| i.path.clone()));
-    let find = |p: &str| p.split(['/', '\\']).find(|c| is_setting(c)).map(str::to_string);
-    from_manifest.as_deref().and_then(find).or_else(|| find(rel))
+/// What an audit audited: (setting, name, in a suite). The audit manifest's first input is the task set's
+/// `questions.json` (or an external file); a task set's own manifest gives its setting. An input that is not a
+/// stepwise task set (a RecipeQA file) has no setting, whatever its path contains.
+fn audited_of(audit_dir: &Path, run_dir: &Path, rel: &str) -> (Option<String>, String, bool) {
+    let Some(input) = Manifest::read(audit_dir).ok().and_then(|m| m.inputs.first().map(|i| i.path.clone())) else {
+        // No manifest: only the audit's own path can say anything.
+        let setting = rel.split('/').find(|c| is_setting(c)).map(str::to_string);
+        return (setting, rel.to_string(), false);
+    };
+    let given = Path::new(&input);
+    let candidates = [given.to_path_buf(), run_dir.join(given)];
+    for file in candidates {
+        let Some(set_dir) = file.parent() else { continue };
+        let Ok(m) = Manifest::read(set_dir) else { continue };
+        if m.kind != "taskset" {
+            continue;
+        }
+        let setting = m.params.get("setting").and_then(|v| v.as_str()).map(str::to_string);
+        let abs = super::absolute(set_dir);
+        let name = abs
+            .strip_prefix(run_dir)
+            .map_or_else(|_| set_dir.display().to_string(), |r| r.to_string_lossy().replace('\\', "/"));
+        // Suites lay task sets out as <suite>/<setting>/<task>.
+        let in_suite = abs
+            .parent()
+            .and_then(Path::parent)
+            .and_then(|suite| Manifest::read(suite).ok())
+            .is_some_and(|m| m.kind == "suite");
+        return (setting, name, in_suite);
+    }
+    (None, input, false)
 }
 
 pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
     let dir = a.path.parent().map(Path::to_path_buf).unwrap_or_default();
     let rel = a.rel.strip_suffix("/audit.json").unwrap_or(&a.rel).to_string();
-    let setting = setting_of(&dir, &rel);
+    let run_dir = strip_rel(&a.path, &a.rel);
+    let (setting, audited, in_suite) = audited_of(&dir, &run_dir, &rel);
     let f = JsonFile::read(&a.path)?;
     let mut rows = Vec::new();
     for t in f.root().req("tasks")?.items()? {
@@ -69,6 +104,8 @@ pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
         let svg = dir.join(format!("distances-{task}.svg"));
         rows.push(AuditRow {
             setting: setting.clone(),
+            audited: audited.clone(),
+            in_suite,
             rel: rel.clone(),
             questions: t.req_u64("questions")?,
             with_vectors: t.opt_u64("with_vectors")?,
@@ -86,6 +123,16 @@ pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
     Ok(rows)
 }
 
+/// The run folder of an artefact: its path without its run-relative part.
+fn strip_rel(path: &Path, rel: &str) -> PathBuf {
+    let depth = rel.split('/').filter(|c| !c.is_empty() && *c != ".").count();
+    let mut p = path.to_path_buf();
+    for _ in 0..depth {
+        p.pop();
+    }
+    p
+}
+
 fn sort_key(r: &AuditRow) -> ((u8, String), String) {
     (setting_order(r.setting.as_deref().unwrap_or("~")), r.rel.clone())
 }
@@ -97,8 +144,8 @@ pub fn headlines(rows: &[AuditRow]) -> Vec<String> {
     for task in tasks {
         let of =
             |pred: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| r.task == task && pred(r)).collect::<Vec<_>>();
-        let rq = of(&|r| r.setting.as_deref() == Some("recipeqa"));
-        let knobs = of(&|r| r.setting.as_deref().is_some_and(|s| s.starts_with("knobs-")));
+        let rq = of(&|r| r.in_suite && r.setting.as_deref() == Some("recipeqa"));
+        let knobs = of(&|r| r.in_suite && r.setting.as_deref().is_some_and(|s| s.starts_with("knobs-")));
         let (Some(rq), Some(low)) = (
             rq.first().and_then(|r| r.probe.map(|p| (r, p))),
             knobs.iter().filter_map(|r| r.probe.map(|p| (*r, p))).min_by(|a, b| a.1.value.total_cmp(&b.1.value)),

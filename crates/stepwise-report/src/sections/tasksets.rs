@@ -39,9 +39,47 @@ pub fn read(a: &Artefact) -> Result<TaskSetInfo> {
             });
         }
     }
+    // A one-task set (`generate --task visual_cloze`) keeps its counts unprefixed, with the task in `params.task`.
+    if tasks.is_empty()
+        && let (Some(task), Some(&n)) = (m.params.get("task").and_then(|v| v.as_str()), m.counts.get("questions"))
+    {
+        let c = |k: &str| m.counts.get(k).copied();
+        tasks.push(TaskCounts {
+            task: task.to_string(),
+            questions: n,
+            train: c("questions.train"),
+            val: c("questions.val"),
+            test: c("questions.test"),
+            procedures_used: c("procedures_used"),
+        });
+    }
     let setting = m.params.get("setting").and_then(|v| v.as_str()).map(str::to_string);
     let command = (!m.command.is_empty()).then(|| m.command.join(" "));
     Ok(TaskSetInfo { rel: a.rel.clone(), setting, tasks, command })
+}
+
+/// One line per task set: its setting and questions per task with the test split (the numbers a reader compares).
+pub fn headlines(sets: &[TaskSetInfo]) -> Vec<String> {
+    sets.iter()
+        .filter(|s| !s.tasks.is_empty())
+        .map(|set| {
+            let tasks: Vec<String> = set
+                .tasks
+                .iter()
+                .map(|c| {
+                    let test = c.test.map_or(String::new(), |t| format!(", {} in test", count(t)));
+                    format!("{} {}{test}", c.task, count(c.questions))
+                })
+                .collect();
+            format!(
+                "Task set `{}`{}: {} questions ({}).",
+                set.rel,
+                set.setting.as_deref().map_or(String::new(), |s| format!(", setting {}", setting_label(s))),
+                count(set.tasks.iter().map(|c| c.questions).sum()),
+                tasks.join("; ")
+            )
+        })
+        .collect()
 }
 
 pub fn section(sets: &[TaskSetInfo]) -> Option<Section> {
