@@ -173,7 +173,7 @@ fn clean_recipeqa_improves_in_vocab_rate() {
         assert!(!vocab.contains(&token.to_lowercase()), "{token} is in the vocabulary but was split");
     }
     let text = std::fs::read_to_string(out.join(PROCEDURES_JSONL)).unwrap();
-    for damaged in ["for give", "form at", "out put", "When ever"] {
+    for damaged in ["for give ", "form at ", "out put ", "When ever "] {
         assert!(!text.contains(damaged), "`{damaged}` in the cleaned corpus");
     }
     assert!(out.join("clean_report.md").is_file());
