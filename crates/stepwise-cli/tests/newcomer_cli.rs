@@ -217,3 +217,44 @@ fn smaller_messages() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("wrote sheet.png"), "{err}");
 }
+
+/// Item 5: an evaluation names the model that made the predictions (prediction lines carry `model`), and so does
+/// the report.
+#[test]
+fn eval_and_report_name_the_model_behind_the_predictions() {
+    let w = world();
+    let (code, _, err) = sw(&w.dir, &["generate", "world", "--task", "sequencing", "-o", "seq-m", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = sw(
+        &w.dir,
+        &["baseline", "seq-m", "--model", "pairwise", "--features", "feats/w2v", "-o", "runs-m/pairwise.jsonl"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let preds = std::fs::read_to_string(w.dir.join("runs-m/pairwise.jsonl")).unwrap();
+    assert!(preds.lines().all(|l| l.contains(r#""model":"pairwise (text)""#)), "{preds}");
+    let (code, _, err) =
+        sw(&w.dir, &["eval", "seq-m", "-p", "runs-m/pairwise.jsonl", "--split", "test", "-o", "runs-m/eval-seq"]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(w.dir.join("runs-m/eval-seq/results.md")).unwrap();
+    assert!(md.contains("Predictions made by pairwise (text)."), "{md}");
+
+    // Multiple choice: whatever wrote the file, its `model` is reported.
+    let ts = std::fs::read_to_string(w.dir.join("vc/questions.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ts).unwrap();
+    let lines: String = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| format!("{{\"qid\":{},\"answer\":0,\"model\":\"my-model\"}}\n", q["qid"]))
+        .collect();
+    std::fs::write(w.dir.join("runs-m/vc.jsonl"), lines).unwrap();
+    let (code, _, err) = sw(&w.dir, &["eval", "vc", "-p", "runs-m/vc.jsonl", "-o", "runs-m/eval-vc"]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(w.dir.join("runs-m/eval-vc/results.md")).unwrap();
+    assert!(md.contains("predictions made by my-model"), "{md}");
+    let (code, _, err) = sw(&w.dir, &["report", "runs-m", "-o", "runs-m/report.html"]);
+    assert_eq!(code, 0, "{err}");
+    let report = std::fs::read_to_string(w.dir.join("runs-m/report.md")).unwrap();
+    assert!(report.contains("Predictions made by pairwise (text)."), "{report}");
+    assert!(report.contains("| my-model |"), "{report}");
+}

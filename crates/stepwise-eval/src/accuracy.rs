@@ -313,6 +313,9 @@ pub struct ChoiceSetReport {
     pub name: String,
     /// Where the predictions came from.
     pub predictions: String,
+    /// The models that made them, when the predictions name them (see [`crate::predictions::MODEL_FIELD`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
     pub counts: PredictionCounts,
     pub tasks: Vec<TaskAccuracy>,
 }
@@ -338,6 +341,7 @@ pub fn score_set(
     let report = ChoiceSetReport {
         name: name.to_string(),
         predictions: predictions_path.to_string(),
+        models: Vec::new(),
         counts: matched.counts,
         tasks,
     };

@@ -90,6 +90,25 @@ pub fn read_choice_predictions(
     Ok(records)
 }
 
+/// The optional key of a prediction line naming the model that made it (`stepwise predict`, `baseline`,
+/// `train-seq`, `study` write it); eval reports it so results say whose they are.
+pub const MODEL_FIELD: &str = "model";
+
+/// The distinct models named by the lines of a JSONL predictions file (sorted; empty when no line names one or
+/// the file is not JSONL). Call after the file was read as predictions: lines that do not parse are skipped.
+pub fn models_in(path: &Path) -> Result<Vec<String>> {
+    let text = read_text(path)?;
+    let mut models = std::collections::BTreeSet::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(line)
+            && let Some(Value::String(m)) = o.get(MODEL_FIELD)
+        {
+            models.insert(m.clone());
+        }
+    }
+    Ok(models.into_iter().collect())
+}
+
 fn looks_official(v: &Value) -> bool {
     match v {
         Value::Array(_) => true,

@@ -177,7 +177,7 @@ fn the_report_has_a_table_for_every_output() {
         ),
         "{md}"
     );
-    assert!(md.contains("| tasks | `p.jsonl` | visual_cloze | 40 | 95.0 [90.0, 100.0] | 0 | 0 |"), "{md}");
+    assert!(md.contains("| tasks | `p.jsonl` | – | visual_cloze | 40 | 95.0 [90.0, 100.0] | 0 | 0 |"), "{md}");
     // Hidden folders and unknown JSON are not reported.
     assert!(!md.contains("partial") && !md.contains("notes.json"));
     // HTML: self-contained (inline SVG plots, base64 picture, no external resources), escaped.

@@ -200,15 +200,22 @@ fn eval_split(config: &RunConfig) -> Option<&str> {
     }
 }
 
-fn write_predictions(path: &std::path::Path, predictions: &[OrderPrediction]) -> anyhow::Result<()> {
+fn write_predictions(path: &std::path::Path, predictions: &[OrderPrediction], model: &str) -> anyhow::Result<()> {
     write_file_atomic(path, |w| {
         for p in predictions {
-            write_canonical(w, &serde_json::to_value(p).expect("predictions serialize"))?;
+            let mut line = serde_json::to_value(p).expect("predictions serialize");
+            line["model"] = serde_json::Value::from(model);
+            write_canonical(w, &line)?;
             w.write_all(b"\n")?;
         }
         Ok(())
     })?;
     Ok(())
+}
+
+/// A baseline's name with the features it read, as prediction files name it: `pairwise (multimodal)`, `random`.
+fn model_label(model: &str, features: &str) -> String {
+    if features == "-" { model.to_string() } else { format!("{model} ({features})") }
 }
 
 fn training_note(method: &str, features: &str, out: &RunOutput) -> Option<String> {
@@ -245,8 +252,8 @@ fn run_one(
         tracing::warn!("the {} model reads no features; --features ignored", config.model.as_str());
     }
     let out = sequencer::run(instances, &loaded.set(), &config)?;
-    write_predictions(&args.output, &out.predictions)?;
     let kind = if config.model.needs_features() { loaded.set().kind().map_or("-", |k| k.as_str()) } else { "-" };
+    write_predictions(&args.output, &out.predictions, &model_label(config.model.as_str(), kind))?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
             "{} predictions ({}, features {kind}) → {}",
@@ -335,7 +342,8 @@ fn run_table(
             Some(k) => format!("{}-{}.jsonl", model.as_str(), k.as_str()),
             None => format!("{}.jsonl", model.as_str()),
         };
-        write_predictions(&out_dir.path().join("predictions").join(file), &out.predictions)?;
+        let label = model_label(model.as_str(), features);
+        write_predictions(&out_dir.path().join("predictions").join(file), &out.predictions, &label)?;
         let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), args.seed)?;
         if let Some(note) = training_note(model.as_str(), features, &out) {
             notes.push(format!("{name}: {note}"));

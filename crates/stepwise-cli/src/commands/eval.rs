@@ -322,9 +322,17 @@ fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> any
         if args.output.is_some() {
             per_question.extend(results.iter().map(|r| question_line(&set.name, r)));
         }
+        let mut report = report;
+        let file = Path::new(source);
+        if file.is_file() {
+            report.models = predictions::models_in(file)?;
+        }
         reports.push(report);
     }
     let mut markdown = accuracy::markdown(&reports, config);
+    for r in reports.iter().filter(|r| !r.models.is_empty()) {
+        markdown.push_str(&format!("- {}: predictions made by {}\n", r.name, r.models.join(", ")));
+    }
     if unmatched > 0 {
         markdown.push_str(&format!("- {unmatched} predictions match no question of any task set (ignored)\n"));
     }
@@ -397,7 +405,11 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
         resample_procedures,
     };
     let report = sequencing_eval::evaluate_orders(&instances, &preds, pred_path, &options)?;
-    let markdown = sequencing_eval::markdown(&report, config, args.pooled);
+    let models = predictions::models_in(pred_path)?;
+    let mut markdown = sequencing_eval::markdown(&report, config, args.pooled);
+    if !models.is_empty() {
+        markdown.push_str(&format!("\nPredictions made by {}.\n", models.join(", ")));
+    }
     let per_instance: Vec<Value> = report
         .instances
         .iter()
@@ -420,6 +432,7 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
         .collect();
     let results = json!({
         "kind": "sequencing",
+        "models": models,
         "bootstrap": config,
         "bootstrap_unit": if resample_procedures { "procedure" } else { "instance" },
         "split": args.split,

@@ -79,16 +79,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let mut written = 0usize;
     let mut missing = 0usize;
+    let model_name = loaded.config.model.scorer.as_str();
     write_file_atomic(&args.output, |w| {
         for q in set.of_task(task.as_str()).filter(|q| wanted(q.split.as_deref().unwrap_or("none"))) {
             let line = match answers.get(&q.qid) {
                 Some((choice, scores)) => {
                     let scores: Vec<f64> = scores.iter().map(|&s| (s as f64 * 1e6).round() / 1e6).collect();
-                    serde_json::json!({"qid": q.qid, "answer": choice, "scores": scores})
+                    serde_json::json!({"qid": q.qid, "answer": choice, "scores": scores, "model": model_name})
                 }
                 None => {
                     missing += 1;
-                    serde_json::json!({"qid": q.qid, "answer": null})
+                    serde_json::json!({"qid": q.qid, "answer": null, "model": model_name})
                 }
             };
             written += 1;

@@ -185,7 +185,7 @@ fn write_outputs(dir: &Path, report: &StudyReport) -> anyhow::Result<()> {
             .join(format!("{}.jsonl", c.model.to_lowercase().replace(' ', "-")));
         write_file_atomic(&file, |w| {
             for (qid, choice) in &c.predictions {
-                writeln!(w, "{}", serde_json::json!({"qid": qid, "answer": choice}))?;
+                writeln!(w, "{}", serde_json::json!({"qid": qid, "answer": choice, "model": c.model}))?;
             }
             Ok(())
         })?;

@@ -518,6 +518,11 @@ pub fn predict(
         wanted.iter().zip(&orders).map(|(s, o)| (s.id.as_str(), o)).collect();
     let mut missing = 0usize;
     let mut written = 0usize;
+    let model_name = format!(
+        "sequencer ({}){}",
+        cfg.modality.as_str(),
+        if loaded.config.encoder_from.is_some() { " + pretraining" } else { "" }
+    );
     stepwise_core::output::write_file_atomic(output, |w| {
         for inst in data.instances.iter().filter(|i| split.is_none_or(|sp| sp == i.split)) {
             // An instance without vectors gets no line (eval counts it as missing).
@@ -525,7 +530,7 @@ pub fn predict(
                 missing += 1;
                 continue;
             };
-            let line = serde_json::json!({"id": inst.id, "order": o});
+            let line = serde_json::json!({"id": inst.id, "order": o, "model": model_name});
             written += 1;
             serde_json::to_writer(&mut *w, &line).map_err(std::io::Error::other)?;
             std::io::Write::write_all(w, b"\n")?;

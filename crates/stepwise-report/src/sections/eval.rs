@@ -15,6 +15,8 @@ use crate::scan::Artefact;
 pub struct TaskScore {
     pub set: String,
     pub predictions: Option<String>,
+    /// The models that made the predictions, when the predictions name them.
+    pub models: Vec<String>,
     pub task: String,
     pub questions: u64,
     pub accuracy: Estimate,
@@ -31,7 +33,7 @@ pub struct SeqScore {
 
 pub enum EvalBody {
     MultipleChoice(Vec<TaskScore>),
-    Sequencing { groups: Vec<SeqScore>, scored: Option<u64>, alternative_chosen: Option<u64> },
+    Sequencing { groups: Vec<SeqScore>, scored: Option<u64>, alternative_chosen: Option<u64>, models: Vec<String> },
 }
 
 pub struct EvalInfo {
@@ -50,10 +52,12 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
             for set in r.req("sets")?.items()? {
                 let name = set.opt_str("name")?.unwrap_or("–").to_string();
                 let predictions = set.opt_str("predictions")?.map(str::to_string);
+                let models = string_list(set.get("models")?)?;
                 for t in set.req("tasks")?.items()? {
                     scores.push(TaskScore {
                         set: name.clone(),
                         predictions: predictions.clone(),
+                        models: models.clone(),
                         task: t.req_str("task")?.to_string(),
                         questions: t.req_u64("questions")?,
                         accuracy: t.req("accuracy")?.estimate()?,
@@ -76,7 +80,12 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
             }
             let counts = r.get("counts")?;
             let c = |k: &str| counts.as_ref().map_or(Ok(None), |c| c.opt_u64(k));
-            EvalBody::Sequencing { groups, scored: c("scored")?, alternative_chosen: c("alternative_chosen")? }
+            EvalBody::Sequencing {
+                groups,
+                scored: c("scored")?,
+                alternative_chosen: c("alternative_chosen")?,
+                models: string_list(r.get("models")?)?,
+            }
         }
         other => {
             return Err(r
@@ -88,6 +97,14 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
     let is_folder = a.path.file_name().is_some_and(|n| n == "results.json") && dir.join("manifest.json").is_file();
     let rel = if is_folder { a.rel.strip_suffix("/results.json").unwrap_or(&a.rel).to_string() } else { a.rel.clone() };
     Ok(EvalInfo { rel, command: if is_folder { command_of(dir) } else { None }, body })
+}
+
+/// An optional list of strings (`models`); absent in evaluations written before models were recorded.
+fn string_list(v: Option<crate::read::Node<'_>>) -> Result<Vec<String>> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(v) => v.items()?.iter().map(|m| m.str().map(str::to_string)).collect(),
+    }
 }
 
 pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
@@ -106,6 +123,7 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                 let mut t = Table::new(&[
                     "task set",
                     "predictions",
+                    "model",
                     "task",
                     ">questions",
                     "accuracy %",
@@ -116,6 +134,7 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                     t.row(vec![
                         sc.set.clone(),
                         sc.predictions.as_deref().map_or("–".into(), |p| format!("`{p}`")),
+                        if sc.models.is_empty() { "–".into() } else { sc.models.join(", ") },
                         sc.task.clone(),
                         count(sc.questions),
                         pct_ci(sc.accuracy.value, sc.accuracy.ci),
@@ -140,7 +159,10 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                     )?]));
                 }
             }
-            EvalBody::Sequencing { groups, scored, alternative_chosen } => {
+            EvalBody::Sequencing { groups, scored, alternative_chosen, models } => {
+                if !models.is_empty() {
+                    s.para(format!("Predictions made by {}.", models.join(", ")));
+                }
                 let mut cols = vec!["group".to_string(), ">sequences".into()];
                 cols.extend(METRICS.iter().map(|(_, c, _)| format!(">{c}")));
                 let mut t = Table::new(&cols);

@@ -33,7 +33,7 @@ pub fn write_predictions(taskset: &Path, stores: &[&Path], out: &Path) -> anyhow
     }
     write_file_atomic(out, |w| {
         for (qid, a) in &lines {
-            writeln!(w, "{}", serde_json::json!({"answer": a, "qid": qid}))?;
+            writeln!(w, "{}", serde_json::json!({"answer": a, "model": "hasty student", "qid": qid}))?;
         }
         Ok(())
     })?;
