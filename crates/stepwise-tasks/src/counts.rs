@@ -86,8 +86,10 @@ impl SkipReason {
             SkipReason::NoItem => "the steps lack the item the task shows (titles, texts or images)",
             SkipReason::RepeatedItem => "the procedures repeat titles or images",
             SkipReason::MissingFeatures => "embed the missing items (see the store's failures.jsonl)",
-            SkipReason::Knob1PoolExhausted | SkipReason::PairedSettingFailed => {
-                "a larger corpus gives each procedure more questions"
+            SkipReason::Knob1PoolExhausted => "a larger corpus gives each procedure more questions",
+            SkipReason::PairedSettingFailed => {
+                "settings with the same k1 ask the same questions, so a question another of them cannot make is \
+                 dropped here too: see that setting's reason"
             }
             SkipReason::TooFewCandidates
             | SkipReason::Knob2RegionTooSmall
@@ -99,7 +101,7 @@ impl SkipReason {
     }
 }
 
-const ALL_REASONS: [SkipReason; 13] = [
+pub(crate) const ALL_REASONS: [SkipReason; 13] = [
     SkipReason::StepCountOutOfRange,
     SkipReason::TooFewEligibleSteps,
     SkipReason::Knob1TooFewSteps,
@@ -181,20 +183,19 @@ impl Counts {
         }
     }
 
-    /// Warnings about this result for `label` (e.g. "visual_cloze knobs-1-0-1"): too few questions, or most
-    /// procedures giving none; each names the main reason and what to change.
-    pub fn warnings(&self, label: &str) -> Vec<String> {
+    /// Warnings about this result (to be prefixed with what it is, e.g. "visual_cloze knobs-1-0-1: "): too few
+    /// questions, or most procedures giving none; each names the main reason and what to change.
+    pub fn warnings(&self) -> Vec<String> {
         let top = |m: &BTreeMap<String, u64>| {
             m.iter()
-                .filter(|(k, _)| k.as_str() != "paired_setting_failed")
-                .max_by_key(|(_, v)| **v)
+                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
                 .and_then(|(k, v)| SkipReason::from_name(k).map(|r| format!("{k}: {v}; {}", r.remedy())))
         };
         let mut out = Vec::new();
         let skipped: u64 = self.procedures_skipped.values().sum();
         if self.procedures > 0 && 2 * skipped > self.procedures {
             out.push(format!(
-                "{label}: {skipped} of {} procedures were left out{}",
+                "{skipped} of {} procedures were left out{}",
                 self.procedures,
                 top(&self.procedures_skipped).map_or(String::new(), |t| format!(" ({t})"))
             ));
@@ -205,7 +206,7 @@ impl Counts {
                 _ => String::new(),
             };
             out.push(format!(
-                "{label}: only {} questions, too few to compare accuracies (a 95% interval at {FEW_QUESTIONS} \
+                "only {} questions, too few to compare accuracies (a 95% interval at {FEW_QUESTIONS} \
                  questions already spans about ±14 points){why}",
                 self.questions
             ));

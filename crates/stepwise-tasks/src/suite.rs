@@ -321,11 +321,24 @@ pub fn write_taskset(dir: &Path, questions: Vec<Question>, manifest: &Manifest) 
 }
 
 /// The counts table as Markdown: one table per task, one row per setting, a column per skip reason.
-/// The warnings of every row (see [`Counts::warnings`]), labelled `task setting`.
+/// The warnings of every row (see [`Counts::warnings`]), labelled `task setting`; settings of one task with the
+/// same warning share one line (`textual_cloze recipeqa, knobs-0-0-0 (2 settings): ...`).
 pub fn counts_warnings(rows: &[SuiteRow]) -> Vec<String> {
-    rows.iter()
-        .filter(|r| r.same_as.is_none())
-        .flat_map(|r| r.counts.warnings(&format!("{} {}", r.task, r.setting)))
+    let mut grouped: Vec<(Task, String, Vec<&str>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.same_as.is_none()) {
+        for w in r.counts.warnings() {
+            match grouped.iter_mut().find(|(t, body, _)| *t == r.task && *body == w) {
+                Some(g) => g.2.push(&r.setting),
+                None => grouped.push((r.task, w, vec![&r.setting])),
+            }
+        }
+    }
+    grouped
+        .into_iter()
+        .map(|(task, body, settings)| {
+            let n = if settings.len() > 1 { format!(" ({} settings)", settings.len()) } else { String::new() };
+            format!("{task} {}{n}: {body}", settings.join(", "))
+        })
         .collect()
 }
 
@@ -400,4 +413,59 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(setting: &str, task: Task, questions: u64, skipped: &[(&str, u64)]) -> SuiteRow {
+        let counts = Counts {
+            questions,
+            procedures: 100,
+            procedures_used: 100,
+            questions_skipped: skipped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
+        };
+        SuiteRow { setting: setting.into(), task, same_as: None, counts }
+    }
+
+    #[test]
+    fn warnings_name_the_main_reason_and_group_settings_with_the_same_warning() {
+        let rows = [
+            row("recipeqa", Task::VisualCloze, 700, &[]),
+            row("knobs-0-0-1", Task::VisualCloze, 21, &[("knob3_no_close_negative", 2400)]),
+            row(
+                "knobs-0-0-0",
+                Task::VisualCloze,
+                21,
+                &[("knob2_region_too_small", 3), ("paired_setting_failed", 2400)],
+            ),
+            row("knobs-1-0-1", Task::VisualCloze, 21, &[("knob3_no_close_negative", 2400)]),
+        ];
+        let w = counts_warnings(&rows);
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(w[0].starts_with("visual_cloze knobs-0-0-1, knobs-1-0-1 (2 settings): only 21 questions"), "{}", w[0]);
+        assert!(
+            w[0].contains("most attempts failed (knob3_no_close_negative: 2400; distractors are scarce"),
+            "{}",
+            w[0]
+        );
+        assert!(w[1].starts_with("visual_cloze knobs-0-0-0: only 21 questions"), "{}", w[1]);
+        assert!(w[1].contains("(paired_setting_failed: 2400; settings with the same k1"), "{}", w[1]);
+        let mut many_left_out = row("recipeqa", Task::TextualCloze, 300, &[]);
+        many_left_out.counts.procedures_skipped.insert("too_few_eligible_steps".into(), 64);
+        let w = counts_warnings(&[many_left_out]);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("textual_cloze recipeqa: 64 of 100 procedures were left out (too_few_eligible_steps: 64;")
+        );
+    }
+
+    #[test]
+    fn every_skip_reason_has_a_name_that_maps_back() {
+        for r in crate::counts::ALL_REASONS {
+            assert_eq!(crate::counts::SkipReason::from_name(r.as_str()), Some(r));
+        }
+    }
 }
