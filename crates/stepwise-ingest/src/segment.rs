@@ -204,9 +204,13 @@ impl WordModel {
             if stem.len() < 3 || !stem.is_char_boundary(stem.len()) {
                 return false;
             }
-            let b = stem.as_bytes();
             let known = |w: &str| self.is_corpus_word(w);
-            let doubled = b.len() >= 2 && b[b.len() - 1] == b[b.len() - 2] && known(&stem[..stem.len() - 1]);
+            // A doubled final letter ("controll-ed"), compared as characters: bytes would cut a multi-byte letter.
+            let mut last = stem.char_indices().rev();
+            let doubled = match (last.next(), last.next()) {
+                (Some((i, a)), Some((_, b))) if a == b => known(&stem[..i]),
+                _ => false,
+            };
             let y_form = matches!(*suf, "ies" | "ied" | "ier" | "iest" | "ily") && known(&format!("{stem}y"));
             known(stem) || known(&format!("{stem}e")) || doubled || y_form
         })
@@ -404,6 +408,17 @@ mod tests {
         assert_eq!(m.segment("stockbacon"), None);
         assert_eq!(m.segment_ignoring_keep("saltand"), Some(vec![4, 3]));
         assert_eq!(m.split_token("preheatoven"), Some(vec!["preheat", "oven"]), "other tokens still split");
+    }
+
+    #[test]
+    fn a_multi_byte_letter_before_a_suffix_does_not_panic() {
+        // U+1000 is E1 80 80: its last two bytes are equal, which a byte-wise "doubled letter" check cut in half.
+        let m = model(None);
+        for w in ["\u{1000}ed", "abc\u{1000}ing", "\u{a47}\u{7ca}aed"] {
+            let _ = m.is_protected(w);
+            let _ = m.split_token(w);
+        }
+        assert!(m.is_protected("bowlled"), "a doubled ASCII letter still counts (bowl → bowll-ed)");
     }
 
     #[test]

@@ -144,7 +144,11 @@ fn manifest_folder(root: &Path, dir: &Path, found: &mut Found) -> Result<bool> {
         "sequencing-results" => push(found, root, Kind::SequencingResults, d.join("results.json")),
         "eval" => push(found, root, Kind::Eval, d.join("results.json")),
         "study" => push(found, root, Kind::Study, d.join("study.json")),
-        "model" => push(found, root, Kind::Model, d),
+        // `stepwise train` writes a trained model with training.json; `models convert` writes pretrained weights
+        // under the same kind (the repository's models/ folder, when the run folder is the repository root):
+        // nothing to report there, and not a folder to walk.
+        "model" if dir.join("training.json").is_file() => push(found, root, Kind::Model, d),
+        "model" => {}
         _ => return Ok(false),
     }
     Ok(true)

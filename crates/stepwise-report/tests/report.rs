@@ -277,3 +277,16 @@ fn an_audit_of_a_data_file_is_labelled_by_the_file_not_by_a_setting_its_path_con
     assert!(md.contains("| `../shared/data/recipeqa/val-dev.json` | 40 |"), "{md}");
     assert!(!md.contains("| RecipeQA |"), "a RecipeQA file is not the RecipeQA setting: {md}");
 }
+
+#[test]
+fn installed_pretrained_models_in_the_run_folder_are_not_read_as_trained_models() {
+    // The README tour runs `stepwise report .` in the repository root, where models/ holds the converted
+    // pretrained weights (manifest kind "model", no training.json).
+    let td = tempfile::tempdir().unwrap();
+    fixture(td.path());
+    let lite0 = td.path().join("models/effnet-lite0");
+    manifest(&lite0, "model", &[]);
+    std::fs::write(lite0.join("model.safetensors"), b"weights").unwrap();
+    let (_, md) = report(td.path());
+    assert!(!md.contains("effnet-lite0"), "{md}");
+}
