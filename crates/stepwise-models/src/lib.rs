@@ -12,6 +12,7 @@
 //! - [`order_evidence`]: training-free order evidence of a modality's features (golden-set selection)
 //!
 //! Trainable models (candle):
+//! - [`ops`]: ops with one-pass backward on the packed GEMM (matmul, linear, softmax, layer norm, GELU)
 //! - [`nn`]: layers with gradients (seeded parameters, linear, layer norm, masked BiLSTM, attention, transformer)
 //! - [`optim`]: Adam and kill-safe checkpoints (weights, optimiser moments, best weights, run state)
 //!
@@ -26,6 +27,7 @@ pub mod item_features;
 pub mod logreg;
 pub mod m3c;
 pub mod nn;
+pub mod ops;
 pub mod optim;
 pub mod order_evidence;
 pub mod pairwise;

@@ -1,18 +1,19 @@
 //! Building blocks with gradients: named parameters with seeded initialisation, linear layers, layer norm, a
 //! masked bidirectional LSTM, multi-head attention and post-LN transformer layers.
 //!
-//! Only candle ops that have a backward pass are used (`ops::softmax`, `ops::layer_norm_slow`, `ops::sigmoid`,
-//! `gelu_erf`, `tanh`; candle's fused `softmax_last_dim` / `layer_norm` have none), plus [`softmax_last_dim`]: a
-//! one-pass softmax with its own one-pass backward, for the large attention scores. Shapes follow PyTorch's modules
+//! Only ops that have a backward pass are used: candle's `ops::sigmoid`, `tanh` and elementwise arithmetic, and
+//! for the hot paths [`crate::ops`] (GEMM-backed linear and matmul, softmax, layer norm, GELU, each with a one-pass
+//! backward; candle's fused `softmax_last_dim` / `layer_norm` have none). Shapes follow PyTorch's modules
 //! (`nn.Linear`, `nn.LSTM` gate order i, f, g, o with two biases, `nn.TransformerEncoderLayer` with
 //! `norm_first=False`), so parameter counts match the PyTorch reference of `scripts/bench`.
 
 use std::collections::BTreeMap;
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Device, Layout, Shape, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use rand::Rng;
-use rayon::prelude::*;
 use stepwise_core::rng::rng_for;
+
+use crate::ops::{gelu, matmul, softmax_last_dim};
 
 pub type CResult<T> = candle_core::Result<T>;
 
@@ -148,20 +149,11 @@ impl Linear {
     }
 
     pub fn forward(&self, x: &Tensor) -> CResult<Tensor> {
-        let dims = x.dims().to_vec();
-        let input = *dims.last().expect("linear input has a last dimension");
-        let rows = x.elem_count() / input.max(1);
-        let mut y = x.reshape((rows, input))?.matmul(&self.w)?;
-        if let Some(b) = &self.b {
-            y = y.broadcast_add(b)?;
-        }
-        let mut out = dims;
-        *out.last_mut().expect("non-empty") = self.w.dim(1)?;
-        y.reshape(out)
+        crate::ops::linear(x, &self.w, self.b.as_ref())
     }
 }
 
-/// Layer normalisation over the last dimension (`ops::layer_norm_slow`, which has gradients).
+/// Layer normalisation over the last dimension ([`crate::ops::layer_norm`], one pass each way).
 #[derive(Clone)]
 pub struct LayerNorm {
     pub gamma: Tensor,
@@ -179,7 +171,7 @@ impl LayerNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> CResult<Tensor> {
-        candle_nn::ops::layer_norm_slow(x, &self.gamma, &self.beta, self.eps)
+        crate::ops::layer_norm(x, &self.gamma, &self.beta, self.eps)
     }
 }
 
@@ -352,85 +344,13 @@ impl SelfAttention {
         let v = split(self.v.forward(x)?)?;
         // Scaling q (S·L·D values) instead of the scores (S·H·L·L) saves a pass over the largest tensor.
         let q = (q * (1.0 / (dh as f64).sqrt()))?;
-        let mut att = q.matmul(&k.transpose(2, 3)?.contiguous()?)?;
+        let mut att = matmul(&q, &k.transpose(2, 3)?)?; // kᵀ read in place
         if let Some(b) = key_bias {
             att = att.broadcast_add(b)?;
         }
         let att = softmax_last_dim(&att)?;
-        let y = att.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((s, l, d))?;
+        let y = matmul(&att, &v)?.transpose(1, 2)?.contiguous()?.reshape((s, l, d))?;
         self.o.forward(&y)
-    }
-}
-
-/// Softmax over the last dimension with a gradient, one pass each way: forward `y = exp(x - max) / Σ`, backward
-/// `dx = y ⊙ (dy - Σ dy ⊙ y)`. The composite `ops::softmax` makes five tensors forward and about twice as many
-/// backward, which dominates training time when the rows are long (attention over hundreds of patches and
-/// tokens). f32 only; rows run in parallel, each sequentially, so results do not depend on the thread count.
-pub fn softmax_last_dim(x: &Tensor) -> CResult<Tensor> {
-    x.contiguous()?.apply_op1(SoftmaxLastDim)
-}
-
-struct SoftmaxLastDim;
-
-/// The contiguous f32 data of a tensor argument and its row length.
-fn f32_rows<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> CResult<(&'a [f32], usize)> {
-    let CpuStorage::F32(data) = storage else {
-        candle_core::bail!("{op}: f32 only");
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{op}: the input must be contiguous");
-    };
-    Ok((&data[start..end], layout.dims().last().copied().unwrap_or(1).max(1)))
-}
-
-impl CustomOp1 for SoftmaxLastDim {
-    fn name(&self) -> &'static str {
-        "stepwise-softmax-last-dim"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
-        let (x, n) = f32_rows(storage, layout, self.name())?;
-        let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = (x - max).exp();
-                sum += *y;
-            }
-            let inv = 1.0 / sum;
-            y.iter_mut().for_each(|y| *y *= inv);
-        });
-        Ok((CpuStorage::F32(y), layout.shape().clone()))
-    }
-
-    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad_res: &Tensor) -> CResult<Option<Tensor>> {
-        Ok(Some(res.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &SoftmaxBackward)?))
-    }
-}
-
-/// `(y, dy) → y ⊙ (dy - Σ dy ⊙ y)` row by row.
-struct SoftmaxBackward;
-
-impl CustomOp2 for SoftmaxBackward {
-    fn name(&self) -> &'static str {
-        "stepwise-softmax-backward"
-    }
-
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
-        let (y, n) = f32_rows(s1, l1, self.name())?;
-        let (dy, _) = f32_rows(s2, l2, self.name())?;
-        if l1.shape() != l2.shape() {
-            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.shape(), l2.shape());
-        }
-        let mut dx = vec![0f32; y.len()];
-        dx.par_chunks_mut(n).zip(y.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (y, dy))| {
-            let dot: f32 = y.iter().zip(dy).map(|(y, g)| y * g).sum();
-            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(dy) {
-                *dx = y * (g - dot);
-            }
-        });
-        Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
 
@@ -458,7 +378,7 @@ impl TransformerLayer {
 
     pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
         let x = self.ln1.forward(&(x + self.attn.forward(x, key_bias)?)?)?;
-        let h = self.ff2.forward(&self.ff1.forward(&x)?.gelu_erf()?)?;
+        let h = self.ff2.forward(&gelu(&self.ff1.forward(&x)?)?)?;
         self.ln2.forward(&(x + h)?)
     }
 }
@@ -497,31 +417,6 @@ mod tests {
 
     fn t(data: &[f32], shape: &[usize]) -> Tensor {
         Tensor::from_slice(data, shape, &Device::Cpu).unwrap()
-    }
-
-    #[test]
-    fn one_pass_softmax_matches_the_composite_one_forward_and_backward() {
-        let mut rng = rng_for(3, "softmax-test");
-        let data: Vec<f32> = (0..2 * 3 * 37).map(|_| rng.random_range(-6.0..6.0)).collect();
-        let weights: Vec<f32> = (0..2 * 3 * 37).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let w = t(&weights, &[2, 3, 37]);
-        let run = |fused: bool| {
-            let x = Var::from_tensor(&t(&data, &[2, 3, 37])).unwrap();
-            // A non-contiguous input too: the op makes it contiguous.
-            let xt = x.as_tensor().transpose(0, 1).unwrap();
-            let y = if fused { softmax_last_dim(&xt) } else { candle_nn::ops::softmax(&xt, candle_core::D::Minus1) }
-                .unwrap();
-            let loss = (y.transpose(0, 1).unwrap() * &w).unwrap().sqr().unwrap().sum_all().unwrap();
-            let grads = loss.backward().unwrap();
-            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            (flat(&y.transpose(0, 1).unwrap()), flat(grads.get(x.as_tensor()).unwrap()))
-        };
-        let (y1, g1) = run(true);
-        let (y0, g0) = run(false);
-        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| (a - b).abs() <= 1e-6 + 1e-5 * b.abs());
-        assert!(close(&y1, &y0), "forward differs");
-        assert!(close(&g1, &g0), "gradient differs");
-        assert!(g0.iter().any(|g| g.abs() > 1e-3), "the test loss must have a real gradient");
     }
 
     #[test]

@@ -1,0 +1,662 @@
+//! candle ops with their own one-pass backward, for the trainers' hot paths: matrix product on
+//! `stepwise-kernels`' GEMM (with the bias fused for linear layers), softmax over the last dimension, layer norm
+//! and GELU (erf).
+//!
+//! Why: candle's CPU matmul ran at 32–41 GFLOP/s on the trainers' shapes where the packed kernel reaches ~95, and
+//! candle's composite `layer_norm_slow` / `gelu_erf` / `softmax` build five to ten full-size tensors per call
+//! forward and about twice as many backward; candle's fused `layer_norm` / `softmax_last_dim` have no backward at
+//! all. Each op here is tested against the composite candle version, forward and backward.
+//!
+//! Determinism: row-wise work runs rows in parallel but each row sequentially; sums over rows (bias, γ and β
+//! gradients) add fixed chunks of rows in a fixed order; the GEMM is thread-count invariant. f32 only.
+
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
+use rayon::prelude::*;
+use stepwise_kernels::{MatRef, gemm, gemm_batched};
+
+use crate::nn::CResult;
+
+/// Rows per chunk of the deterministic column sums.
+const SUM_CHUNK: usize = 256;
+
+/// The f32 data of a storage.
+fn f32_data<'a>(storage: &'a CpuStorage, op: &str) -> CResult<&'a [f32]> {
+    match storage {
+        CpuStorage::F32(data) => Ok(data),
+        _ => candle_core::bail!("{op}: f32 only"),
+    }
+}
+
+/// The contiguous f32 data of a tensor argument and its row length.
+fn f32_rows<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> CResult<(&'a [f32], usize)> {
+    let data = f32_data(storage, op)?;
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: the input must be contiguous");
+    };
+    Ok((&data[start..end], layout.dims().last().copied().unwrap_or(1).max(1)))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Matrix products
+
+/// A tensor of rank ≥ 2 as `batch` strided matrices: element `(b, i, j)` at `offset + b·bs + i·rs + j·cs`.
+#[derive(Debug, Clone, Copy)]
+struct Batched {
+    batch: usize,
+    bs: usize,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+    offset: usize,
+}
+
+impl Batched {
+    /// `None` when the batch dimensions cannot be walked with one stride (the caller copies first).
+    fn of(layout: &Layout) -> Option<Batched> {
+        let dims = layout.dims();
+        let st = layout.stride();
+        let r = dims.len();
+        if r < 2 {
+            return None;
+        }
+        // Batch dimensions of size > 1 must nest: stride[i] = stride[i+1] · dims[i+1].
+        let outer: Vec<(usize, usize)> = (0..r - 2).filter(|&i| dims[i] > 1).map(|i| (dims[i], st[i])).collect();
+        if outer.windows(2).any(|w| w[0].1 != w[1].1 * w[1].0) {
+            return None;
+        }
+        Some(Batched {
+            batch: dims[..r - 2].iter().product(),
+            bs: outer.last().map_or(0, |&(_, s)| s),
+            rows: dims[r - 2],
+            cols: dims[r - 1],
+            rs: st[r - 2],
+            cs: st[r - 1],
+            offset: layout.start_offset(),
+        })
+    }
+
+    fn mat<'a>(&self, data: &'a [f32]) -> CResult<MatRef<'a>> {
+        let Some(data) = data.get(self.offset..) else { candle_core::bail!("matmul: offset past the data") };
+        Ok(MatRef { data, rows: self.rows, cols: self.cols, rs: self.rs, cs: self.cs })
+    }
+}
+
+/// A tensor whose batch dimensions nest (copied to contiguous when they do not).
+fn walkable(t: &Tensor) -> CResult<Tensor> {
+    if Batched::of(t.layout()).is_some() { Ok(t.clone()) } else { t.contiguous() }
+}
+
+/// `a · b` over the last two dimensions, batch dimensions equal (no broadcasting); transposed views are read in
+/// place.
+pub fn matmul(a: &Tensor, b: &Tensor) -> CResult<Tensor> {
+    walkable(a)?.apply_op2(&walkable(b)?, MatMul)
+}
+
+/// [`matmul`] without a backward pass (inside backward passes).
+fn matmul_no_bwd(a: &Tensor, b: &Tensor) -> CResult<Tensor> {
+    walkable(a)?.apply_op2_no_bwd(&walkable(b)?, &MatMul)
+}
+
+fn gemm_err(e: stepwise_kernels::gemm::GemmError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+struct MatMul;
+
+impl CustomOp2 for MatMul {
+    fn name(&self) -> &'static str {
+        "stepwise-matmul"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (Some(a), Some(b)) = (Batched::of(l1), Batched::of(l2)) else {
+            candle_core::bail!("{}: batch dimensions must nest", self.name());
+        };
+        let (d1, d2) = (l1.dims(), l2.dims());
+        if d1.len() != d2.len() || d1[..d1.len() - 2] != d2[..d2.len() - 2] || a.cols != b.rows {
+            candle_core::bail!("{}: shapes {d1:?} and {d2:?} do not multiply", self.name());
+        }
+        let (x, y) = (f32_data(s1, self.name())?, f32_data(s2, self.name())?);
+        let mut out = vec![0f32; a.batch * a.rows * b.cols];
+        if a.batch == 1 {
+            gemm(a.mat(x)?, b.mat(y)?, &mut out, false, true).map_err(gemm_err)?;
+        } else {
+            gemm_batched(a.batch, a.mat(x)?, a.bs, b.mat(y)?, b.bs, &mut out, false).map_err(gemm_err)?;
+        }
+        let mut shape = d1.to_vec();
+        *shape.last_mut().expect("rank ≥ 2") = b.cols;
+        Ok((CpuStorage::F32(out), Shape::from(shape)))
+    }
+
+    fn bwd(&self, a: &Tensor, b: &Tensor, _res: &Tensor, grad: &Tensor) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let da = matmul_no_bwd(grad, &b.transpose(D::Minus2, D::Minus1)?)?;
+        let db = matmul_no_bwd(&a.transpose(D::Minus2, D::Minus1)?, grad)?;
+        Ok((Some(da), Some(db)))
+    }
+}
+
+/// `x · w + bias` for `x` of rank ≥ 2 over its last dimension (`w`: `in × out`, `bias`: `out`): the bias is the
+/// product's starting value, and its gradient a column sum of the output gradient.
+pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> CResult<Tensor> {
+    let dims = x.dims().to_vec();
+    let input = *dims.last().ok_or_else(|| candle_core::Error::Msg("linear: a scalar input".into()))?;
+    let x2 = x.reshape((x.elem_count() / input.max(1), input))?;
+    let y = match bias {
+        Some(b) => x2.apply_op3(&walkable(w)?, &b.contiguous()?, Linear)?,
+        None => matmul(&x2, w)?,
+    };
+    let mut out = dims;
+    *out.last_mut().expect("non-empty") = w.dim(1)?;
+    y.reshape(out)
+}
+
+struct Linear;
+
+impl CustomOp3 for Linear {
+    fn name(&self) -> &'static str {
+        "stepwise-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let (Some(a), Some(w)) = (Batched::of(l1), Batched::of(l2)) else {
+            candle_core::bail!("{}: inputs must be matrices", self.name());
+        };
+        let (bias, n) = f32_rows(s3, l3, self.name())?;
+        if a.batch != 1 || w.batch != 1 || a.cols != w.rows || n != w.cols || bias.len() != n {
+            candle_core::bail!("{}: shapes {:?}, {:?}, {:?} do not fit", self.name(), l1.dims(), l2.dims(), l3.dims());
+        }
+        let mut out = vec![0f32; a.rows * n];
+        out.par_chunks_mut(n).for_each(|row| row.copy_from_slice(bias));
+        let (x, y) = (f32_data(s1, self.name())?, f32_data(s2, self.name())?);
+        gemm(a.mat(x)?, w.mat(y)?, &mut out, true, true).map_err(gemm_err)?;
+        Ok((CpuStorage::F32(out), Shape::from((a.rows, n))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let dx = matmul_no_bwd(grad, &w.t()?)?;
+        let dw = matmul_no_bwd(&x.t()?, grad)?;
+        let db = grad.contiguous()?.apply_op1_no_bwd(&ColumnSums)?;
+        Ok((Some(dx), Some(dw), Some(db)))
+    }
+}
+
+/// Sum over rows of a contiguous matrix (`rows × n → n`), chunk partials added in chunk order.
+fn column_sums(data: &[f32], n: usize) -> Vec<f32> {
+    let partials: Vec<Vec<f32>> = data
+        .par_chunks(SUM_CHUNK * n)
+        .map(|chunk| {
+            let mut s = vec![0f32; n];
+            for row in chunk.chunks_exact(n) {
+                s.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+            }
+            s
+        })
+        .collect();
+    let mut total = vec![0f32; n];
+    for p in &partials {
+        total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
+    }
+    total
+}
+
+struct ColumnSums;
+
+impl CustomOp1 for ColumnSums {
+    fn name(&self) -> &'static str {
+        "stepwise-column-sums"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (data, n) = f32_rows(storage, layout, self.name())?;
+        Ok((CpuStorage::F32(column_sums(data, n)), Shape::from(n)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Softmax
+
+/// Softmax over the last dimension with a gradient, one pass each way: forward `y = exp(x - max) / Σ`, backward
+/// `dx = y ⊙ (dy - Σ dy ⊙ y)`. The composite `ops::softmax` makes five tensors forward and about twice as many
+/// backward, which dominates training time when the rows are long (attention over hundreds of patches and
+/// tokens).
+pub fn softmax_last_dim(x: &Tensor) -> CResult<Tensor> {
+    x.contiguous()?.apply_op1(SoftmaxLastDim)
+}
+
+struct SoftmaxLastDim;
+
+impl CustomOp1 for SoftmaxLastDim {
+    fn name(&self) -> &'static str {
+        "stepwise-softmax-last-dim"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (x, n) = f32_rows(storage, layout, self.name())?;
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = (x - max).exp();
+                sum += *y;
+            }
+            let inv = 1.0 / sum;
+            y.iter_mut().for_each(|y| *y *= inv);
+        });
+        Ok((CpuStorage::F32(y), layout.shape().clone()))
+    }
+
+    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad_res: &Tensor) -> CResult<Option<Tensor>> {
+        Ok(Some(res.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &SoftmaxBackward)?))
+    }
+}
+
+/// `(y, dy) → y ⊙ (dy - Σ dy ⊙ y)` row by row.
+struct SoftmaxBackward;
+
+impl CustomOp2 for SoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "stepwise-softmax-backward"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (y, n) = f32_rows(s1, l1, self.name())?;
+        let (dy, _) = f32_rows(s2, l2, self.name())?;
+        if l1.shape() != l2.shape() {
+            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.shape(), l2.shape());
+        }
+        let mut dx = vec![0f32; y.len()];
+        dx.par_chunks_mut(n).zip(y.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (y, dy))| {
+            let dot: f32 = y.iter().zip(dy).map(|(y, g)| y * g).sum();
+            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(dy) {
+                *dx = y * (g - dot);
+            }
+        });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Layer norm
+
+/// Layer normalisation over the last dimension, `γ ⊙ (x - μ) / √(σ² + eps) + β`, with a one-pass backward.
+pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> CResult<Tensor> {
+    x.contiguous()?.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, LayerNorm { eps })
+}
+
+/// Mean and 1/√(var + eps) of a row (two passes: exact for rows far from zero).
+#[inline]
+fn row_stats(x: &[f32], eps: f32) -> (f32, f32) {
+    let n = x.len() as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    (mean, 1.0 / (var + eps).sqrt())
+}
+
+struct LayerNorm {
+    eps: f32,
+}
+
+impl CustomOp3 for LayerNorm {
+    fn name(&self) -> &'static str {
+        "stepwise-layer-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let (x, n) = f32_rows(s1, l1, self.name())?;
+        let (g, _) = f32_rows(s2, l2, self.name())?;
+        let (b, _) = f32_rows(s3, l3, self.name())?;
+        if g.len() != n || b.len() != n {
+            candle_core::bail!("{}: rows of {n}, γ of {}, β of {}", self.name(), g.len(), b.len());
+        }
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
+            let (mean, rstd) = row_stats(x, self.eps);
+            for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(g).zip(b) {
+                *y = (x - mean) * rstd * g + b;
+            }
+        });
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        gamma: &Tensor,
+        _beta: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let dx = x.apply_op3_no_bwd(gamma, &grad, &LayerNormInputGrad { eps: self.eps })?;
+        let params = x.apply_op2_no_bwd(&grad, &LayerNormParamGrad { eps: self.eps })?; // 2 × n: dγ, dβ
+        Ok((Some(dx), Some(params.get(0)?), Some(params.get(1)?)))
+    }
+}
+
+/// `dx = rstd · (g·γ - mean(g·γ) - x̂ · mean(g·γ ⊙ x̂))` row by row.
+struct LayerNormInputGrad {
+    eps: f32,
+}
+
+impl CustomOp3 for LayerNormInputGrad {
+    fn name(&self) -> &'static str {
+        "stepwise-layer-norm-input-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let (x, n) = f32_rows(s1, l1, self.name())?;
+        let (gamma, _) = f32_rows(s2, l2, self.name())?;
+        let (dy, _) = f32_rows(s3, l3, self.name())?;
+        if dy.len() != x.len() || gamma.len() != n {
+            candle_core::bail!("{}: shapes {:?}, {:?}, {:?}", self.name(), l1.dims(), l2.dims(), l3.dims());
+        }
+        let mut dx = vec![0f32; x.len()];
+        dx.par_chunks_mut(n).zip(x.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (x, dy))| {
+            let (mean, rstd) = row_stats(x, self.eps);
+            let (mut sum_g, mut sum_gx) = (0f32, 0f32);
+            for ((&x, &dy), &g) in x.iter().zip(dy).zip(gamma) {
+                let gg = dy * g;
+                sum_g += gg;
+                sum_gx += gg * (x - mean) * rstd;
+            }
+            let (mg, mgx) = (sum_g / n as f32, sum_gx / n as f32);
+            for (((dx, &x), &dy), &g) in dx.iter_mut().zip(x).zip(dy).zip(gamma) {
+                let xhat = (x - mean) * rstd;
+                *dx = rstd * (dy * g - mg - xhat * mgx);
+            }
+        });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// `[Σ_rows dy ⊙ x̂ ; Σ_rows dy]` (`2 × n`), chunk partials added in chunk order.
+struct LayerNormParamGrad {
+    eps: f32,
+}
+
+impl CustomOp2 for LayerNormParamGrad {
+    fn name(&self) -> &'static str {
+        "stepwise-layer-norm-param-grad"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (x, n) = f32_rows(s1, l1, self.name())?;
+        let (dy, _) = f32_rows(s2, l2, self.name())?;
+        if dy.len() != x.len() {
+            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.dims(), l2.dims());
+        }
+        let partials: Vec<Vec<f32>> = x
+            .par_chunks(SUM_CHUNK * n)
+            .zip(dy.par_chunks(SUM_CHUNK * n))
+            .map(|(x, dy)| {
+                let mut s = vec![0f32; 2 * n];
+                for (x, dy) in x.chunks_exact(n).zip(dy.chunks_exact(n)) {
+                    let (mean, rstd) = row_stats(x, self.eps);
+                    let (sg, sb) = s.split_at_mut(n);
+                    for (((sg, sb), &x), &dy) in sg.iter_mut().zip(sb.iter_mut()).zip(x).zip(dy) {
+                        *sg += dy * (x - mean) * rstd;
+                        *sb += dy;
+                    }
+                }
+                s
+            })
+            .collect();
+        let mut total = vec![0f32; 2 * n];
+        for p in &partials {
+            total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
+        }
+        Ok((CpuStorage::F32(total), Shape::from((2, n))))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GELU
+
+/// GELU with the exact erf (BERT, PyTorch's default), one pass each way.
+pub fn gelu(x: &Tensor) -> CResult<Tensor> {
+    x.contiguous()?.apply_op1(Gelu)
+}
+
+const ELEMENT_CHUNK: usize = 4096;
+
+struct Gelu;
+
+impl CustomOp1 for Gelu {
+    fn name(&self) -> &'static str {
+        "stepwise-gelu"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (x, _) = f32_rows(storage, layout, self.name())?;
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK)).for_each(|(y, x)| {
+            for (y, &x) in y.iter_mut().zip(x) {
+                // The same expression as candle's `gelu_erf`.
+                *y = (candle_core::cpu::erf::erf_f32(x * std::f32::consts::FRAC_1_SQRT_2) + 1.0) * 0.5 * x;
+            }
+        });
+        Ok((CpuStorage::F32(y), layout.shape().clone()))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> CResult<Option<Tensor>> {
+        Ok(Some(arg.apply_op2_no_bwd(&grad.contiguous()?, &GeluBackward)?))
+    }
+}
+
+/// `(x, dy) → dy · (Φ(x) + x φ(x))`.
+struct GeluBackward;
+
+impl CustomOp2 for GeluBackward {
+    fn name(&self) -> &'static str {
+        "stepwise-gelu-backward"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let (x, _) = f32_rows(s1, l1, self.name())?;
+        let (dy, _) = f32_rows(s2, l2, self.name())?;
+        if dy.len() != x.len() {
+            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.dims(), l2.dims());
+        }
+        const INV_SQRT_2PI: f32 = 0.398_942_3;
+        let mut dx = vec![0f32; x.len()];
+        dx.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK).zip(dy.par_chunks(ELEMENT_CHUNK))).for_each(
+            |(dx, (x, dy))| {
+                for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
+                    let cdf = 0.5 * (1.0 + candle_core::cpu::erf::erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
+                    *dx = g * (cdf + x * INV_SQRT_2PI * (-0.5 * x * x).exp());
+                }
+            },
+        );
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+    use rand::Rng;
+    use stepwise_core::rng::rng_for;
+
+    fn random(shape: &[usize], key: &str) -> Tensor {
+        let mut rng = rng_for(7, key);
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
+        Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
+    }
+
+    fn flat(t: &Tensor) -> Vec<f32> {
+        t.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
+    fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}[{i}]: {x} vs {y}");
+        }
+        assert!(b.iter().any(|v| v.abs() > 1e-3), "{what}: the reference must not be all zeros");
+    }
+
+    /// Forward values and the gradients of every input of `f` (ours) and `g` (candle's composite) under the same
+    /// random linear loss.
+    fn compare(
+        inputs: &[Tensor],
+        ours: impl Fn(&[Tensor]) -> Tensor,
+        reference: impl Fn(&[Tensor]) -> Tensor,
+        tol: f32,
+    ) {
+        let run = |f: &dyn Fn(&[Tensor]) -> Tensor| {
+            let vars: Vec<Var> = inputs.iter().map(|t| Var::from_tensor(t).unwrap()).collect();
+            let ts: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+            let y = f(&ts);
+            let w = random(y.dims(), "loss-weights");
+            let loss = (&y * &w).unwrap().sum_all().unwrap();
+            let grads = loss.backward().unwrap();
+            let g: Vec<Vec<f32>> =
+                ts.iter().map(|t| flat(grads.get(t).expect("every input gets a gradient"))).collect();
+            (flat(&y), g)
+        };
+        let (y1, g1) = run(&ours);
+        let (y0, g0) = run(&reference);
+        assert_close(&y1, &y0, tol, "forward");
+        for (i, (a, b)) in g1.iter().zip(&g0).enumerate() {
+            assert_close(a, b, tol, &format!("gradient of input {i}"));
+        }
+    }
+
+    #[test]
+    fn matmul_matches_candle_forward_and_backward_including_transposed_and_batched_views() {
+        let a = random(&[2, 3, 7, 5], "a");
+        let b = random(&[2, 3, 5, 9], "b");
+        compare(&[a.clone(), b.clone()], |t| matmul(&t[0], &t[1]).unwrap(), |t| t[0].matmul(&t[1]).unwrap(), 1e-5);
+        // Transposed operands are read in place.
+        let bt = random(&[2, 3, 9, 5], "bt");
+        compare(
+            &[a, bt],
+            |t| matmul(&t[0], &t[1].transpose(2, 3).unwrap()).unwrap(),
+            |t| t[0].matmul(&t[1].transpose(2, 3).unwrap().contiguous().unwrap()).unwrap(),
+            1e-5,
+        );
+        // A batch layout that does not nest is copied first.
+        let p = random(&[3, 2, 7, 5], "p");
+        let q = random(&[2, 3, 5, 4], "q");
+        compare(
+            &[p, q],
+            |t| matmul(&t[0].transpose(0, 1).unwrap(), &t[1]).unwrap(),
+            |t| t[0].transpose(0, 1).unwrap().contiguous().unwrap().matmul(&t[1]).unwrap(),
+            1e-5,
+        );
+    }
+
+    #[test]
+    fn linear_matches_candle_forward_and_backward() {
+        let x = random(&[4, 300, 40], "x"); // more rows than one column-sum chunk
+        let w = random(&[40, 33], "w");
+        let b = random(&[33], "bias");
+        compare(
+            &[x, w, b],
+            |t| linear(&t[0], &t[1], Some(&t[2])).unwrap(),
+            |t| {
+                t[0].reshape((1200, 40))
+                    .unwrap()
+                    .matmul(&t[1])
+                    .unwrap()
+                    .broadcast_add(&t[2])
+                    .unwrap()
+                    .reshape((4, 300, 33))
+                    .unwrap()
+            },
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn layer_norm_matches_candle_forward_and_backward() {
+        let x = random(&[3, 300, 24], "ln-x").affine(1.5, 0.7).unwrap();
+        let g = random(&[24], "ln-g");
+        let b = random(&[24], "ln-b");
+        compare(
+            &[x, g, b],
+            |t| layer_norm(&t[0], &t[1], &t[2], 1e-5).unwrap(),
+            |t| candle_nn::ops::layer_norm_slow(&t[0], &t[1], &t[2], 1e-5).unwrap(),
+            2e-4,
+        );
+    }
+
+    #[test]
+    fn gelu_matches_candle_forward_and_backward() {
+        let x = random(&[5, 1000], "gelu-x").affine(2.0, 0.0).unwrap();
+        compare(&[x], |t| gelu(&t[0]).unwrap(), |t| t[0].gelu_erf().unwrap(), 1e-5);
+    }
+
+    #[test]
+    fn softmax_matches_candle_forward_and_backward() {
+        let x = random(&[2, 3, 37], "sm-x").affine(3.0, 0.0).unwrap();
+        compare(
+            &[x],
+            |t| softmax_last_dim(&t[0].transpose(0, 1).unwrap()).unwrap(),
+            |t| candle_nn::ops::softmax(&t[0].transpose(0, 1).unwrap(), D::Minus1).unwrap(),
+            1e-5,
+        );
+    }
+
+    #[test]
+    fn ops_give_the_same_bits_for_any_thread_count() {
+        let x = random(&[600, 48], "det-x");
+        let w = random(&[48, 40], "det-w");
+        let b = random(&[40], "det-b");
+        let g = random(&[40], "det-g");
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let vars: Vec<Var> = [&x, &w, &b, &g].iter().map(|t| Var::from_tensor(t).unwrap()).collect();
+                let t: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+                let h = gelu(&linear(&t[0], &t[1], Some(&t[2])).unwrap()).unwrap();
+                let y = softmax_last_dim(&layer_norm(&h, &t[3], &t[2], 1e-12).unwrap()).unwrap();
+                let loss = y.sqr().unwrap().sum_all().unwrap();
+                let grads = loss.backward().unwrap();
+                t.iter().map(|t| flat(grads.get(t).unwrap())).collect::<Vec<_>>()
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3] {
+            let other = run(threads);
+            for (a, b) in one.iter().zip(&other) {
+                assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{threads} threads differ");
+            }
+        }
+    }
+}
