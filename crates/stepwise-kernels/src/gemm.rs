@@ -21,8 +21,8 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of B packed at once.
 const NC: usize = 2048;
-/// Columns per task: the task's `KC × NT` slice of packed B (256 KiB) stays in L2 while its A panels stream
-/// through (repacking A per slice costs less than sweeping wider slices from L3).
+/// Columns per pass over a packed A block: the `KC × NT` slice of packed B (256 KiB) stays in L2 while the A
+/// panels stream through it.
 const NT: usize = 256;
 
 /// A read-only strided matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
@@ -180,22 +180,25 @@ pub fn gemm_with(
             pack_b(&b, pc, kc, jc, nc, nr, parallel, &mut bpack);
             let bp = &bpack[..];
             let row_blocks = m.div_ceil(MC);
-            // Tasks are (row block × column slice): slices of at most NT columns keep the packed B they read in
-            // L2, and thin products (few row blocks) split into more slices so every thread has work.
-            let par_slices = if parallel { (2 * rayon::current_num_threads()).div_ceil(row_blocks) } else { 1 };
-            let col_blocks = par_slices.max(nc.div_ceil(NT)).clamp(1, nc.div_ceil(nr));
-            let nt_max = nc.div_ceil(col_blocks).div_ceil(nr) * nr;
-            let col_blocks = nc.div_ceil(nt_max);
+            // Tasks are (row block × column group); a task packs its A block once and sweeps its group in slices
+            // of at most NT columns, whose packed B stays in L2. Thin products (few row blocks) split into more
+            // groups so every thread has work.
+            let groups = if parallel { (2 * rayon::current_num_threads()).div_ceil(row_blocks) } else { 1 };
+            let group = nc.div_ceil(groups.clamp(1, nc.div_ceil(nr))).div_ceil(nr) * nr;
+            let col_blocks = nc.div_ceil(group);
             let task = |t: usize| {
                 let (ib, jb) = (t / col_blocks, t % col_blocks);
                 let (i0, mc) = (ib * MC, MC.min(m - ib * MC));
-                let (j0, nt) = (jb * nt_max, nt_max.min(nc - jb * nt_max));
+                let (g0, g1) = (jb * group, nc.min((jb + 1) * group));
                 APACK.with(|buf| {
                     let mut ap = buf.borrow_mut();
                     pack_a(&a, i0, mc, pc, kc, mr, &mut ap);
-                    // SAFETY: tasks write disjoint tiles (rows i0..i0+mc, columns jc+j0..jc+j0+nt) of `c`, which
-                    // outlives the loop; the packed buffers have the sizes the kernel reads.
-                    unsafe { block(isa, kc, &ap, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
+                    for j0 in (g0..g1).step_by(NT) {
+                        let nt = NT.min(g1 - j0);
+                        // SAFETY: tasks write disjoint tiles (rows i0..i0+mc, columns jc+g0..jc+g1) of `c`, which
+                        // outlives the loop; the packed buffers have the sizes the kernel reads.
+                        unsafe { block(isa, kc, &ap, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
+                    }
                 });
             };
             let tasks = row_blocks * col_blocks;
@@ -290,6 +293,11 @@ fn pack_a(a: &MatRef, i0: usize, mc: usize, p0: usize, kc: usize, mr: usize, out
                 for (p, &v) in row.iter().enumerate() {
                     dst[p * mr + i] = v;
                 }
+            }
+        } else if a.rs == 1 {
+            // A transposed view: the rows of a panel are adjacent for each inner index.
+            for (p, d) in dst.chunks_exact_mut(mr).enumerate() {
+                d[..rows].copy_from_slice(&a.data[r0 + (p0 + p) * a.cs..][..rows]);
             }
         } else {
             for p in 0..kc {

@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::Rng;
 use stepwise_core::rng::rng_for;
 
-use crate::ops::{gelu, matmul, softmax_last_dim};
+use crate::ops::{attention, gelu};
 
 pub type CResult<T> = candle_core::Result<T>;
 
@@ -334,23 +334,22 @@ impl SelfAttention {
         })
     }
 
-    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` (0 for real keys, a large negative number for padding).
+    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` (0 for real keys, a large negative number for padding). The
+    /// heads run in [`crate::ops::attention`].
     pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
-        let (s, l, d) = x.dims3()?;
-        let dh = d / self.heads;
-        let split = |t: Tensor| -> CResult<Tensor> { t.reshape((s, l, self.heads, dh))?.transpose(1, 2)?.contiguous() };
-        let q = split(self.q.forward(x)?)?;
-        let k = split(self.k.forward(x)?)?;
-        let v = split(self.v.forward(x)?)?;
-        // Scaling q (S·L·D values) instead of the scores (S·H·L·L) saves a pass over the largest tensor.
-        let q = (q * (1.0 / (dh as f64).sqrt()))?;
-        let mut att = matmul(&q, &k.transpose(2, 3)?)?; // kᵀ read in place
-        if let Some(b) = key_bias {
-            att = att.broadcast_add(b)?;
-        }
-        let att = softmax_last_dim(&att)?;
-        let y = matmul(&att, &v)?.transpose(1, 2)?.contiguous()?.reshape((s, l, d))?;
-        self.o.forward(&y)
+        let (s, l, _) = x.dims3()?;
+        // One product for q, k and v (the parameters stay separate, as PyTorch names them).
+        let bias = |lin: &Linear| {
+            lin.b.clone().ok_or_else(|| candle_core::Error::Msg("attention: a projection without bias".into()))
+        };
+        let w = Tensor::cat(&[&self.q.w, &self.k.w, &self.v.w], 1)?;
+        let b = Tensor::cat(&[bias(&self.q)?, bias(&self.k)?, bias(&self.v)?], 0)?;
+        let qkv = crate::ops::linear(x, &w, Some(&b))?;
+        let key_bias = match key_bias {
+            Some(kb) => kb.reshape((s, l))?,
+            None => Tensor::zeros((s, l), DType::F32, &Device::Cpu)?,
+        };
+        self.o.forward(&attention(&qkv, &key_bias, self.heads)?)
     }
 }
 

@@ -12,6 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
+use stepwise_kernels::math::exp_shifted;
 use stepwise_kernels::{MatRef, gemm, gemm_batched};
 
 use crate::nn::CResult;
@@ -229,6 +230,205 @@ impl CustomOp1 for ColumnSums {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Attention
+
+/// Multi-head self-attention over packed projections: `qkv` is `S × L × 3D` (queries, keys, values side by side,
+/// head `h` at columns `h·dh..(h+1)·dh` of each), `key_bias` `S × L` (added to every query's scores: 0 for real
+/// keys, a large negative number for padding). Returns `S × L × D`: per head `softmax(q kᵀ/√dh + bias) v`.
+///
+/// One task per (sequence, head) computes its `L × L` scores in a thread-local buffer and never writes them out;
+/// the backward pass recomputes them (as FlashAttention does) instead of keeping `S·H·L·L` probabilities alive.
+/// Measured on `stepwise bench seq-train` (L = 550): the composite version spent more time allocating, adding
+/// the mask, copying heads and running softmax over those tensors than in its products.
+pub fn attention(qkv: &Tensor, key_bias: &Tensor, heads: usize) -> CResult<Tensor> {
+    qkv.contiguous()?.apply_op2(&key_bias.contiguous()?, Attention { heads })
+}
+
+struct Attention {
+    heads: usize,
+}
+
+/// Shapes of one attention call.
+#[derive(Clone, Copy)]
+struct AttnDims {
+    s: usize,
+    l: usize,
+    d: usize,
+    dh: usize,
+    heads: usize,
+}
+
+impl AttnDims {
+    fn of(name: &str, qkv: &Layout, bias: &Layout, heads: usize) -> CResult<AttnDims> {
+        let (s, l, d3) = match qkv.dims() {
+            &[s, l, d3] => (s, l, d3),
+            other => candle_core::bail!("{name}: qkv must be S × L × 3D, got {other:?}"),
+        };
+        if bias.dims() != [s, l] {
+            candle_core::bail!("{name}: key bias {:?}, expected [{s}, {l}]", bias.dims());
+        }
+        if heads == 0 || d3 % (3 * heads) != 0 {
+            candle_core::bail!("{name}: width {d3} is not 3 × a multiple of {heads} heads");
+        }
+        let d = d3 / 3;
+        Ok(AttnDims { s, l, d, dh: d / heads, heads })
+    }
+
+    /// The `L × dh` view of part `part` (0 q, 1 k, 2 v) of head `h` of sequence `b`.
+    fn view<'a>(&self, data: &'a [f32], b: usize, h: usize, part: usize) -> MatRef<'a> {
+        let start = b * self.l * 3 * self.d + part * self.d + h * self.dh;
+        MatRef { data: &data[start..], rows: self.l, cols: self.dh, rs: 3 * self.d, cs: 1 }
+    }
+
+    /// Scores → probabilities in place: `p = softmax(scale · s + bias)` row by row.
+    fn softmax_rows(&self, scores: &mut [f32], bias: &[f32], scale: f32) {
+        for row in scores.chunks_exact_mut(self.l) {
+            let mut max = f32::NEG_INFINITY;
+            for (x, &b) in row.iter_mut().zip(bias) {
+                *x = *x * scale + b;
+                max = max.max(*x);
+            }
+            exp_shifted(row, max);
+            let inv = 1.0 / row.iter().sum::<f32>();
+            row.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+
+    /// The probabilities of (sequence `b`, head `h`) into `p` (`L × L`).
+    fn probabilities(&self, qkv: &[f32], bias: &[f32], b: usize, h: usize, p: &mut [f32]) -> CResult<()> {
+        let q = self.view(qkv, b, h, 0);
+        let k = self.view(qkv, b, h, 1);
+        gemm(q, k.t(), p, false, false).map_err(gemm_err)?;
+        self.softmax_rows(p, &bias[b * self.l..(b + 1) * self.l], 1.0 / (self.dh as f32).sqrt());
+        Ok(())
+    }
+}
+
+/// Copy an `L × dh` contiguous block into columns `col..col+dh` of rows `width` apart.
+fn scatter_columns(dst: &mut [f32], src: &[f32], dh: usize, width: usize, col: usize) {
+    for (r, row) in src.chunks_exact(dh).enumerate() {
+        dst[r * width + col..][..dh].copy_from_slice(row);
+    }
+}
+
+/// Copy a `dh × L` contiguous block, transposed, into columns `col..col+dh` of rows `width` apart.
+fn scatter_transposed(dst: &mut [f32], src: &[f32], l: usize, width: usize, col: usize) {
+    for (c, row) in src.chunks_exact(l).enumerate() {
+        for (r, &v) in row.iter().enumerate() {
+            dst[r * width + col + c] = v;
+        }
+    }
+}
+
+thread_local! {
+    /// Per-thread `L × L` buffers of the attention tasks (scores / probabilities and their gradient).
+    static ATTN_BUFS: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+impl CustomOp2 for Attention {
+    fn name(&self) -> &'static str {
+        "stepwise-attention"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let dims = AttnDims::of(self.name(), l1, l2, self.heads)?;
+        let (qkv, _) = f32_rows(s1, l1, self.name())?;
+        let (bias, _) = f32_rows(s2, l2, self.name())?;
+        let AttnDims { s, l, d, dh, heads } = dims;
+        // Each sequence's output rows belong to one task group; heads of a sequence run one after another.
+        let mut out = vec![0f32; s * l * d];
+        out.par_chunks_mut(l * d).enumerate().try_for_each(|(b, out_b)| {
+            ATTN_BUFS.with(|bufs| {
+                let (p, o, _) = &mut *bufs.borrow_mut();
+                p.resize(l * l, 0.0);
+                o.resize(l * dh, 0.0);
+                for h in 0..heads {
+                    dims.probabilities(qkv, bias, b, h, p)?;
+                    gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
+                    scatter_columns(out_b, o, dh, d, h * dh);
+                }
+                Ok::<(), candle_core::Error>(())
+            })
+        })?;
+        Ok((CpuStorage::F32(out), Shape::from((s, l, d))))
+    }
+
+    fn bwd(
+        &self,
+        qkv: &Tensor,
+        bias: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let dqkv = qkv.apply_op2_no_bwd(
+            &bias.contiguous()?,
+            &AttentionBackward { heads: self.heads, grad: grad.contiguous()? },
+        )?;
+        Ok((Some(dqkv), None))
+    }
+}
+
+/// The gradient of [`attention`] with respect to `qkv`, given the output gradient (`S × L × D`).
+struct AttentionBackward {
+    heads: usize,
+    grad: Tensor,
+}
+
+impl CustomOp2 for AttentionBackward {
+    fn name(&self) -> &'static str {
+        "stepwise-attention-backward"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
+        let dims = AttnDims::of(self.name(), l1, l2, self.heads)?;
+        let (qkv, _) = f32_rows(s1, l1, self.name())?;
+        let (bias, _) = f32_rows(s2, l2, self.name())?;
+        let AttnDims { s, l, d, dh, heads } = dims;
+        let (grad_storage, grad_layout) = self.grad.storage_and_layout();
+        let candle_core::Storage::Cpu(grad_storage) = &*grad_storage else {
+            candle_core::bail!("{}: CPU tensors only", self.name());
+        };
+        let (dout, _) = f32_rows(grad_storage, grad_layout, self.name())?;
+        if grad_layout.dims() != [s, l, d] {
+            candle_core::bail!("{}: gradient {:?}, expected [{s}, {l}, {d}]", self.name(), grad_layout.dims());
+        }
+        let scale = 1.0 / (dh as f32).sqrt();
+        let mut dqkv = vec![0f32; s * l * 3 * d];
+        dqkv.par_chunks_mut(l * 3 * d).enumerate().try_for_each(|(b, dqkv_b)| {
+            ATTN_BUFS.with(|bufs| {
+                let (p, dp, o) = &mut *bufs.borrow_mut();
+                p.resize(l * l, 0.0);
+                dp.resize(l * l, 0.0);
+                o.resize(l * dh, 0.0);
+                for h in 0..heads {
+                    dims.probabilities(qkv, bias, b, h, p)?;
+                    let dout_h = MatRef { data: &dout[b * l * d + h * dh..], rows: l, cols: dh, rs: d, cs: 1 };
+                    let pm = MatRef::row_major(p, l, l);
+                    // dVᵀ = dOᵀ · P (the transposed products pack the small dh-row operand as A, not an L × L one)
+                    gemm(dout_h.t(), pm, o, false, false).map_err(gemm_err)?;
+                    scatter_transposed(dqkv_b, o, l, 3 * d, 2 * d + h * dh);
+                    // dP = dO · Vᵀ; dS = P ⊙ (dP − Σ_j P ⊙ dP) · scale
+                    gemm(dout_h, dims.view(qkv, b, h, 2).t(), dp, false, false).map_err(gemm_err)?;
+                    for (dp, p) in dp.chunks_exact_mut(l).zip(p.chunks_exact(l)) {
+                        let dot: f32 = dp.iter().zip(p).map(|(g, p)| g * p).sum();
+                        dp.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot) * scale);
+                    }
+                    let ds = MatRef::row_major(dp, l, l);
+                    // dQ = dS · K; dK = dSᵀ · Q
+                    gemm(ds, dims.view(qkv, b, h, 1), o, false, false).map_err(gemm_err)?;
+                    scatter_columns(dqkv_b, o, dh, 3 * d, h * dh);
+                    gemm(dims.view(qkv, b, h, 0).t(), ds, o, false, false).map_err(gemm_err)?; // dKᵀ = Qᵀ · dS
+                    scatter_transposed(dqkv_b, o, l, 3 * d, d + h * dh);
+                }
+                Ok::<(), candle_core::Error>(())
+            })
+        })?;
+        Ok((CpuStorage::F32(dqkv), Shape::from((s, l, 3 * d))))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Softmax
 
 /// Softmax over the last dimension with a gradient, one pass each way: forward `y = exp(x - max) / Σ`, backward
@@ -251,12 +451,9 @@ impl CustomOp1 for SoftmaxLastDim {
         let mut y = vec![0f32; x.len()];
         y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
             let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = (x - max).exp();
-                sum += *y;
-            }
-            let inv = 1.0 / sum;
+            y.copy_from_slice(x);
+            exp_shifted(y, max);
+            let inv = 1.0 / y.iter().sum::<f32>();
             y.iter_mut().for_each(|y| *y *= inv);
         });
         Ok((CpuStorage::F32(y), layout.shape().clone()))
@@ -578,6 +775,43 @@ mod tests {
             |t| matmul(&t[0].transpose(0, 1).unwrap(), &t[1]).unwrap(),
             |t| t[0].transpose(0, 1).unwrap().contiguous().unwrap().matmul(&t[1]).unwrap(),
             1e-5,
+        );
+    }
+
+    #[test]
+    fn attention_matches_the_composite_forward_and_backward_with_masked_keys() {
+        let (s, l, d, heads) = (3, 37, 16, 4);
+        let qkv = random(&[s, l, 3 * d], "qkv");
+        // Sequence 1 has 30 real keys, sequence 2 has 5.
+        let mut mask = vec![1f32; s * l];
+        mask[l + 30..2 * l].iter_mut().for_each(|m| *m = 0.0);
+        mask[2 * l + 5..].iter_mut().for_each(|m| *m = 0.0);
+        let mask = Tensor::from_vec(mask, (s, l), &Device::Cpu).unwrap();
+        let bias = (mask.affine(1.0, -1.0).unwrap() * 1e9).unwrap();
+        let b2 = bias.clone();
+        compare(
+            &[qkv],
+            |t| attention(&t[0], &bias, heads).unwrap(),
+            |t| {
+                let dh = d / heads;
+                let part = |i: usize| {
+                    t[0].narrow(2, i * d, d)
+                        .unwrap()
+                        .reshape((s, l, heads, dh))
+                        .unwrap()
+                        .transpose(1, 2)
+                        .unwrap()
+                        .contiguous()
+                        .unwrap()
+                };
+                let (q, k, v) = (part(0), part(1), part(2));
+                let att = (q.matmul(&k.transpose(2, 3).unwrap().contiguous().unwrap()).unwrap() / (dh as f64).sqrt())
+                    .unwrap();
+                let att = att.broadcast_add(&b2.reshape((s, 1, 1, l)).unwrap()).unwrap();
+                let p = candle_nn::ops::softmax(&att, D::Minus1).unwrap();
+                p.matmul(&v).unwrap().transpose(1, 2).unwrap().contiguous().unwrap().reshape((s, l, d)).unwrap()
+            },
+            1e-4,
         );
     }
 
