@@ -336,6 +336,9 @@ impl CustomOp2 for Attention {
         let (qkv, _) = f32_rows(s1, l1, self.name())?;
         let (bias, _) = f32_rows(s2, l2, self.name())?;
         let AttnDims { s, l, d, dh, heads } = dims;
+        if s * l * d == 0 {
+            return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, d))));
+        }
         // Each sequence's output rows belong to one task group; heads of a sequence run one after another.
         let mut out = vec![0f32; s * l * d];
         out.par_chunks_mut(l * d).enumerate().try_for_each(|(b, out_b)| {
@@ -392,6 +395,9 @@ impl CustomOp2 for AttentionBackward {
         let (dout, _) = f32_rows(grad_storage, grad_layout, self.name())?;
         if grad_layout.dims() != [s, l, d] {
             candle_core::bail!("{}: gradient {:?}, expected [{s}, {l}, {d}]", self.name(), grad_layout.dims());
+        }
+        if s * l * d == 0 {
+            return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, 3 * d))));
         }
         let scale = 1.0 / (dh as f32).sqrt();
         let mut dqkv = vec![0f32; s * l * 3 * d];
@@ -813,6 +819,23 @@ mod tests {
             },
             1e-4,
         );
+    }
+
+    #[test]
+    fn empty_batches_give_empty_results_not_panics() {
+        let qkv = Var::from_tensor(&Tensor::zeros((2, 0, 24), candle_core::DType::F32, &Device::Cpu).unwrap()).unwrap();
+        let bias = Tensor::zeros((2, 0), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let y = attention(qkv.as_tensor(), &bias, 4).unwrap();
+        assert_eq!(y.dims(), &[2, 0, 8]);
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        assert_eq!(grads.get(qkv.as_tensor()).unwrap().dims(), &[2, 0, 24]);
+        let x = Tensor::zeros((0, 5), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let w = random(&[5, 3], "empty-w");
+        let b = random(&[3], "empty-b");
+        assert_eq!(linear(&x, &w, Some(&b)).unwrap().dims(), &[0, 3]);
+        assert_eq!(layer_norm(&x, &random(&[5], "g"), &random(&[5], "b"), 1e-5).unwrap().dims(), &[0, 5]);
+        assert_eq!(gelu(&x).unwrap().dims(), &[0, 5]);
+        assert_eq!(softmax_last_dim(&x).unwrap().dims(), &[0, 5]);
     }
 
     #[test]
