@@ -12,7 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
-use stepwise_kernels::math::exp_shifted;
+use stepwise_kernels::math::{self, softmax_row};
 use stepwise_kernels::{MatRef, gemm, gemm_batched};
 
 use crate::nn::CResult;
@@ -282,16 +282,7 @@ impl AttnDims {
 
     /// Scores → probabilities in place: `p = softmax(scale · s + bias)` row by row.
     fn softmax_rows(&self, scores: &mut [f32], bias: &[f32], scale: f32) {
-        for row in scores.chunks_exact_mut(self.l) {
-            let mut max = f32::NEG_INFINITY;
-            for (x, &b) in row.iter_mut().zip(bias) {
-                *x = *x * scale + b;
-                max = max.max(*x);
-            }
-            exp_shifted(row, max);
-            let inv = 1.0 / row.iter().sum::<f32>();
-            row.iter_mut().for_each(|x| *x *= inv);
-        }
+        scores.chunks_exact_mut(self.l).for_each(|row| softmax_row(row, bias, scale));
     }
 
     /// The probabilities of (sequence `b`, head `h`) into `p` (`L × L`).
@@ -456,11 +447,8 @@ impl CustomOp1 for SoftmaxLastDim {
         let (x, n) = f32_rows(storage, layout, self.name())?;
         let mut y = vec![0f32; x.len()];
         y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             y.copy_from_slice(x);
-            exp_shifted(y, max);
-            let inv = 1.0 / y.iter().sum::<f32>();
-            y.iter_mut().for_each(|y| *y *= inv);
+            softmax_row(y, &[], 1.0);
         });
         Ok((CpuStorage::F32(y), layout.shape().clone()))
     }
@@ -648,7 +636,8 @@ impl CustomOp2 for LayerNormParamGrad {
 // ---------------------------------------------------------------------------------------------------------------
 // GELU
 
-/// GELU with the exact erf (BERT, PyTorch's default), one pass each way.
+/// GELU with the erf (BERT, PyTorch's default; erf from [`math::erf`], within 3e-7 of the exact one), one pass
+/// each way.
 pub fn gelu(x: &Tensor) -> CResult<Tensor> {
     x.contiguous()?.apply_op1(Gelu)
 }
@@ -665,12 +654,7 @@ impl CustomOp1 for Gelu {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
         let (x, _) = f32_rows(storage, layout, self.name())?;
         let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK)).for_each(|(y, x)| {
-            for (y, &x) in y.iter_mut().zip(x) {
-                // The same expression as candle's `gelu_erf`.
-                *y = (candle_core::cpu::erf::erf_f32(x * std::f32::consts::FRAC_1_SQRT_2) + 1.0) * 0.5 * x;
-            }
-        });
+        y.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK)).for_each(|(y, x)| math::gelu(x, y));
         Ok((CpuStorage::F32(y), layout.shape().clone()))
     }
 
@@ -693,16 +677,10 @@ impl CustomOp2 for GeluBackward {
         if dy.len() != x.len() {
             candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.dims(), l2.dims());
         }
-        const INV_SQRT_2PI: f32 = 0.398_942_3;
         let mut dx = vec![0f32; x.len()];
-        dx.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK).zip(dy.par_chunks(ELEMENT_CHUNK))).for_each(
-            |(dx, (x, dy))| {
-                for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
-                    let cdf = 0.5 * (1.0 + candle_core::cpu::erf::erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
-                    *dx = g * (cdf + x * INV_SQRT_2PI * (-0.5 * x * x).exp());
-                }
-            },
-        );
+        dx.par_chunks_mut(ELEMENT_CHUNK)
+            .zip(x.par_chunks(ELEMENT_CHUNK).zip(dy.par_chunks(ELEMENT_CHUNK)))
+            .for_each(|(dx, (x, dy))| math::gelu_backward(x, dy, dx));
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
