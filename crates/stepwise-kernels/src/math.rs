@@ -37,6 +37,13 @@ pub fn exp(x: f32) -> f32 {
 /// 1/√(2π), the normal density's constant.
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
+/// Whether the AVX-512 code runs: the GEMM's one cached detection ([`crate::gemm::Isa::detect`]).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn avx512() -> bool {
+    crate::gemm::Isa::detect() == crate::gemm::Isa::Avx512
+}
+
 /// Lanes of the deterministic row sum: element `i` goes to partial `i % LANES`, partials are added as a fixed tree.
 const LANES: usize = 16;
 
@@ -55,7 +62,7 @@ fn tree_sum(mut partial: [f32; LANES]) -> f32 {
 pub fn row_sum(xs: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: AVX-512F checked above.
             return unsafe { x86::row_sum_avx512(xs) };
         }
@@ -77,7 +84,7 @@ macro_rules! with_avx512 {
             unsafe fn $name<R>(f: impl FnOnce() -> R) -> R {
                 f()
             }
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if avx512() {
                 // SAFETY: AVX-512F (which implies FMA) checked above.
                 return unsafe {
                     $name(
@@ -129,6 +136,13 @@ const ERF_SERIES: [f32; 8] = [
 const ERF_P: f32 = 0.327_591_1;
 const ERF_A: [f32; 5] = [1.061_405_4, -1.453_152_1, 1.421_413_8, -0.284_496_74, 0.254_829_6];
 
+/// The softmax gradient of one row, in place: `g = p ⊙ (g − Σ g ⊙ p) · scale` (`p` the probabilities, `g` the
+/// gradient of the output on entry; `scale` the factor the scores were multiplied by, 1 for a plain softmax).
+pub fn softmax_row_backward(p: &[f32], g: &mut [f32], scale: f32) {
+    let dot: f32 = g.iter().zip(p).map(|(g, p)| g * p).sum();
+    g.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot) * scale);
+}
+
 /// `erf(x)`: below |x| = 0.5 its Maclaurin series to x¹⁵ (error under 1e-9), above it Abramowitz & Stegun 7.1.26
 /// (1.5e-7 absolute in exact arithmetic, where `1 − poly·e^(−x²)` no longer cancels); both computed and one
 /// selected, so the loop has no branch and vectorises, unlike libm's `erff`. Absolute error below 3e-7 in f32
@@ -155,7 +169,7 @@ pub fn erf(x: f32) -> f32 {
 pub fn gelu(x: &[f32], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: AVX-512F checked above.
             return unsafe { x86::gelu_avx512(x, y) };
         }
@@ -174,7 +188,7 @@ pub(crate) fn gelu_impl(x: &[f32], y: &mut [f32]) {
 pub fn gelu_backward(x: &[f32], dy: &[f32], dx: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: AVX-512F checked above.
             return unsafe { x86::gelu_backward_avx512(x, dy, dx) };
         }
@@ -194,7 +208,7 @@ pub(crate) fn gelu_backward_impl(x: &[f32], dy: &[f32], dx: &mut [f32]) {
 pub fn exp_shifted(xs: &mut [f32], shift: f32) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if avx512() {
             // SAFETY: AVX-512F checked above.
             unsafe { x86::exp_shifted_avx512(xs, shift) };
             return;

@@ -1,8 +1,8 @@
 //! candle ops with their own one-pass backward, for the trainers' hot paths: matrix product on
-//! `stepwise-kernels`' GEMM (with the bias fused for linear layers), softmax over the last dimension, layer norm
-//! and GELU (erf).
+//! `stepwise-kernels`' GEMM (with the bias fused for linear layers), multi-head attention, softmax over the last
+//! dimension, layer norm and GELU (erf).
 //!
-//! Why: candle's CPU matmul ran at 32–41 GFLOP/s on the trainers' shapes where the packed kernel reaches ~95, and
+//! Why: candle's CPU matmul ran at 32–41 GFLOP/s on the trainers' shapes where the packed kernel reaches 145, and
 //! candle's composite `layer_norm_slow` / `gelu_erf` / `softmax` build five to ten full-size tensors per call
 //! forward and about twice as many backward; candle's fused `layer_norm` / `softmax_last_dim` have no backward at
 //! all. Each op here is tested against the composite candle version, forward and backward.
@@ -12,7 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
-use stepwise_kernels::math::{self, softmax_row};
+use stepwise_kernels::math::{self, softmax_row, softmax_row_backward};
 use stepwise_kernels::{MatRef, gemm, gemm_batched};
 
 use crate::nn::CResult;
@@ -35,6 +35,45 @@ fn f32_rows<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> CResult<(
         candle_core::bail!("{op}: the input must be contiguous");
     };
     Ok((&data[start..end], layout.dims().last().copied().unwrap_or(1).max(1)))
+}
+
+/// Two contiguous f32 arguments of the same shape (a value and its gradient) and their row length.
+fn paired_rows<'a>(
+    s1: &'a CpuStorage,
+    l1: &Layout,
+    s2: &'a CpuStorage,
+    l2: &Layout,
+    op: &str,
+) -> CResult<(&'a [f32], &'a [f32], usize)> {
+    if l1.shape() != l2.shape() {
+        candle_core::bail!("{op}: shapes {:?} and {:?} differ", l1.dims(), l2.dims());
+    }
+    let (a, n) = f32_rows(s1, l1, op)?;
+    let (b, _) = f32_rows(s2, l2, op)?;
+    Ok((a, b, n))
+}
+
+/// Sums over the rows of a `rows`-row input into `width` values: `add_rows(range, acc)` adds rows `range` into a
+/// zeroed `acc`; chunks of [`SUM_CHUNK`] rows run in parallel and their partials are added in chunk order, so the
+/// result does not depend on the thread count.
+fn chunked_row_sums(
+    rows: usize,
+    width: usize,
+    add_rows: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync,
+) -> Vec<f32> {
+    let partials: Vec<Vec<f32>> = (0..rows.div_ceil(SUM_CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let mut acc = vec![0f32; width];
+            add_rows(c * SUM_CHUNK..rows.min((c + 1) * SUM_CHUNK), &mut acc);
+            acc
+        })
+        .collect();
+    let mut total = vec![0f32; width];
+    for p in &partials {
+        total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
+    }
+    total
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -197,23 +236,13 @@ impl CustomOp3 for Linear {
     }
 }
 
-/// Sum over rows of a contiguous matrix (`rows × n → n`), chunk partials added in chunk order.
+/// Sum over rows of a contiguous matrix (`rows × n → n`).
 fn column_sums(data: &[f32], n: usize) -> Vec<f32> {
-    let partials: Vec<Vec<f32>> = data
-        .par_chunks(SUM_CHUNK * n)
-        .map(|chunk| {
-            let mut s = vec![0f32; n];
-            for row in chunk.chunks_exact(n) {
-                s.iter_mut().zip(row).for_each(|(s, v)| *s += v);
-            }
-            s
-        })
-        .collect();
-    let mut total = vec![0f32; n];
-    for p in &partials {
-        total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
-    }
-    total
+    chunked_row_sums(data.len() / n, n, |range, acc| {
+        for row in data[range.start * n..range.end * n].chunks_exact(n) {
+            acc.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+        }
+    })
 }
 
 struct ColumnSums;
@@ -280,17 +309,13 @@ impl AttnDims {
         MatRef { data: &data[start..], rows: self.l, cols: self.dh, rs: 3 * self.d, cs: 1 }
     }
 
-    /// Scores → probabilities in place: `p = softmax(scale · s + bias)` row by row.
-    fn softmax_rows(&self, scores: &mut [f32], bias: &[f32], scale: f32) {
-        scores.chunks_exact_mut(self.l).for_each(|row| softmax_row(row, bias, scale));
-    }
-
     /// The probabilities of (sequence `b`, head `h`) into `p` (`L × L`).
     fn probabilities(&self, qkv: &[f32], bias: &[f32], b: usize, h: usize, p: &mut [f32]) -> CResult<()> {
         let q = self.view(qkv, b, h, 0);
         let k = self.view(qkv, b, h, 1);
         gemm(q, k.t(), p, false, false).map_err(gemm_err)?;
-        self.softmax_rows(p, &bias[b * self.l..(b + 1) * self.l], 1.0 / (self.dh as f32).sqrt());
+        let (bias, scale) = (&bias[b * self.l..(b + 1) * self.l], 1.0 / (self.dh as f32).sqrt());
+        p.chunks_exact_mut(self.l).for_each(|row| softmax_row(row, bias, scale));
         Ok(())
     }
 }
@@ -408,8 +433,7 @@ impl CustomOp2 for AttentionBackward {
                     // dP = dO · Vᵀ; dS = P ⊙ (dP − Σ_j P ⊙ dP) · scale
                     gemm(dout_h, dims.view(qkv, b, h, 2).t(), dp, false, false).map_err(gemm_err)?;
                     for (dp, p) in dp.chunks_exact_mut(l).zip(p.chunks_exact(l)) {
-                        let dot: f32 = dp.iter().zip(p).map(|(g, p)| g * p).sum();
-                        dp.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot) * scale);
+                        softmax_row_backward(p, dp, scale);
                     }
                     let ds = MatRef::row_major(dp, l, l);
                     // dQ = dS · K; dK = dSᵀ · Q
@@ -467,18 +491,9 @@ impl CustomOp2 for SoftmaxBackward {
     }
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
-        let (y, n) = f32_rows(s1, l1, self.name())?;
-        let (dy, _) = f32_rows(s2, l2, self.name())?;
-        if l1.shape() != l2.shape() {
-            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.shape(), l2.shape());
-        }
-        let mut dx = vec![0f32; y.len()];
-        dx.par_chunks_mut(n).zip(y.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (y, dy))| {
-            let dot: f32 = y.iter().zip(dy).map(|(y, g)| y * g).sum();
-            for ((dx, &y), &g) in dx.iter_mut().zip(y).zip(dy) {
-                *dx = y * (g - dot);
-            }
-        });
+        let (y, dy, n) = paired_rows(s1, l1, s2, l2, self.name())?;
+        let mut dx = dy.to_vec();
+        dx.par_chunks_mut(n).zip(y.par_chunks(n)).for_each(|(dx, y)| softmax_row_backward(y, dx, 1.0));
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
@@ -568,11 +583,10 @@ impl CustomOp3 for LayerNormInputGrad {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> CResult<(CpuStorage, Shape)> {
-        let (x, n) = f32_rows(s1, l1, self.name())?;
+        let (x, dy, n) = paired_rows(s1, l1, s3, l3, self.name())?;
         let (gamma, _) = f32_rows(s2, l2, self.name())?;
-        let (dy, _) = f32_rows(s3, l3, self.name())?;
-        if dy.len() != x.len() || gamma.len() != n {
-            candle_core::bail!("{}: shapes {:?}, {:?}, {:?}", self.name(), l1.dims(), l2.dims(), l3.dims());
+        if gamma.len() != n {
+            candle_core::bail!("{}: rows of {n}, γ of {}", self.name(), gamma.len());
         }
         let mut dx = vec![0f32; x.len()];
         dx.par_chunks_mut(n).zip(x.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (x, dy))| {
@@ -604,31 +618,18 @@ impl CustomOp2 for LayerNormParamGrad {
     }
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
-        let (x, n) = f32_rows(s1, l1, self.name())?;
-        let (dy, _) = f32_rows(s2, l2, self.name())?;
-        if dy.len() != x.len() {
-            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.dims(), l2.dims());
-        }
-        let partials: Vec<Vec<f32>> = x
-            .par_chunks(SUM_CHUNK * n)
-            .zip(dy.par_chunks(SUM_CHUNK * n))
-            .map(|(x, dy)| {
-                let mut s = vec![0f32; 2 * n];
-                for (x, dy) in x.chunks_exact(n).zip(dy.chunks_exact(n)) {
-                    let (mean, rstd) = row_stats(x, self.eps);
-                    let (sg, sb) = s.split_at_mut(n);
-                    for (((sg, sb), &x), &dy) in sg.iter_mut().zip(sb.iter_mut()).zip(x).zip(dy) {
-                        *sg += dy * (x - mean) * rstd;
-                        *sb += dy;
-                    }
+        let (x, dy, n) = paired_rows(s1, l1, s2, l2, self.name())?;
+        let total = chunked_row_sums(x.len() / n, 2 * n, |range, acc| {
+            let (sg, sb) = acc.split_at_mut(n);
+            for r in range {
+                let (x, dy) = (&x[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n]);
+                let (mean, rstd) = row_stats(x, self.eps);
+                for (((sg, sb), &x), &dy) in sg.iter_mut().zip(sb.iter_mut()).zip(x).zip(dy) {
+                    *sg += dy * (x - mean) * rstd;
+                    *sb += dy;
                 }
-                s
-            })
-            .collect();
-        let mut total = vec![0f32; 2 * n];
-        for p in &partials {
-            total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
-        }
+            }
+        });
         Ok((CpuStorage::F32(total), Shape::from((2, n))))
     }
 }
@@ -672,11 +673,7 @@ impl CustomOp2 for GeluBackward {
     }
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
-        let (x, _) = f32_rows(s1, l1, self.name())?;
-        let (dy, _) = f32_rows(s2, l2, self.name())?;
-        if dy.len() != x.len() {
-            candle_core::bail!("{}: shapes {:?} and {:?} differ", self.name(), l1.dims(), l2.dims());
-        }
+        let (x, dy, _) = paired_rows(s1, l1, s2, l2, self.name())?;
         let mut dx = vec![0f32; x.len()];
         dx.par_chunks_mut(ELEMENT_CHUNK)
             .zip(x.par_chunks(ELEMENT_CHUNK).zip(dy.par_chunks(ELEMENT_CHUNK)))
