@@ -4,6 +4,7 @@
 //! - [`corpus`]: a corpus folder on disk (JSONL + Parquet + manifest)
 //! - [`taskset`]: multiple-choice task sets in RecipeQA's JSON layout
 //! - [`sequencing`]: step-sequencing instances and predictions
+//! - [`r2vq`]: R2VQ recipes with their token-level annotation (SemEval-2022 Task 9 layout) and questions
 //! - [`split`]: train/val/test splits by procedure
 //! - [`manifest`]: the `manifest.json` file (what an output holds and how it was made)
 //! - [`json`]: JSON/JSONL reading with precise errors, canonical writing
@@ -23,6 +24,7 @@ pub mod parquet;
 pub mod paths;
 pub mod procedure;
 pub mod progress;
+pub mod r2vq;
 pub mod rng;
 pub mod sequencing;
 pub mod split;

@@ -103,6 +103,7 @@ impl Registry {
         r.register(Box::new(crate::readers::procedure_jsonl::ProcedureJsonl));
         r.register(Box::new(crate::readers::recipeqa::RecipeQaQuestions));
         r.register(Box::new(crate::readers::recipeqa_recipes::RecipeQaRecipes));
+        r.register(Box::new(crate::readers::r2vq_conllu::R2vqConllu));
         r
     }
 

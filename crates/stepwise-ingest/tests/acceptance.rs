@@ -179,3 +179,38 @@ fn clean_recipeqa_improves_in_vocab_rate() {
     assert!(out.join("clean_report.md").is_file());
     assert!(out.join(TASKSET_DIR).join("questions.json").is_file());
 }
+
+/// R2VQ: both SemEval-layout files read, count as documented in r2vq/PROVENANCE.md, and write back byte for byte.
+#[test]
+#[ignore]
+fn r2vq_semeval_files_read_with_their_questions_and_write_back_byte_for_byte() {
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    let dir = shared().join("r2vq/semeval2022_task9");
+    for (file, recipes, questions, answers) in
+        [("test_crl_srl.csv", 100, 3442, 0), ("train_sample_1recipe_srpol.csv", 1, 27, 27)]
+    {
+        let path = dir.join(file);
+        let doc = read_r2vq_conllu(&path).unwrap();
+        assert_eq!(doc.recipes.len(), recipes, "{file}");
+        let qs: Vec<_> = doc.recipes.iter().flat_map(|r| r.questions()).collect();
+        assert_eq!(qs.len(), questions, "{file}");
+        assert_eq!(qs.iter().filter(|q| q.answer.is_some()).count(), answers, "{file}");
+        let written = doc.to_conllu_string();
+        let original = std::fs::read_to_string(&path).unwrap();
+        if let Some((n, (w, o))) = written.split('\n').zip(original.split('\n')).enumerate().find(|(_, (w, o))| w != o)
+        {
+            panic!("{file}:{}: written {w:?}, original {o:?}", n + 1);
+        }
+        assert!(written == original, "{file}: the written file differs from the original (length or ending)");
+        // As a corpus format: detected from the content, one procedure per recipe with its steps.
+        let registry = Registry::builtin();
+        let format = registry.detect(&path).unwrap();
+        assert_eq!(format.name(), "r2vq-conllu");
+        let got = format.read(std::slice::from_ref(&path), &ReadOptions::default()).unwrap();
+        assert_eq!(got.procedures.len(), recipes);
+        for (p, r) in got.procedures.iter().zip(&doc.recipes) {
+            assert_eq!(p.steps.len(), r.steps().count());
+            assert!(p.steps.iter().all(|s| s.text.as_deref().is_some_and(|t| !t.is_empty())), "{}", p.id);
+        }
+    }
+}
