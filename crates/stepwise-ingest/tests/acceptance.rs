@@ -214,3 +214,44 @@ fn r2vq_semeval_files_read_with_their_questions_and_write_back_byte_for_byte() {
         }
     }
 }
+
+/// R2VQ annotation graphs of the shared SemEval files lose no annotation: every EVENT span is an event, every
+/// PART/RES link reaches its event, every hidden argument sits on an event, and coreference ids point at
+/// mentions that exist.
+#[test]
+#[ignore]
+fn r2vq_annotation_graphs_keep_every_event_link_and_hidden_argument() {
+    use stepwise_core::r2vq::{AnnotationGraph, EntityKind, EntityTag};
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    let dir = shared().join("r2vq/semeval2022_task9");
+    let (mut events, mut links, mut unresolved_coref, mut corefs) = (0, 0, 0, 0);
+    for file in ["test_crl_srl.csv", "train_sample_1recipe_srpol.csv"] {
+        let doc = read_r2vq_conllu(&dir.join(file)).unwrap();
+        for r in &doc.recipes {
+            let g = AnnotationGraph::of(r);
+            let tokens: Vec<_> = r.steps().flat_map(|p| p.sentences.iter().flat_map(|s| s.tokens.iter())).collect();
+            let b_events = tokens.iter().filter(|t| t.entity == EntityTag::Begin(EntityKind::Event)).count();
+            assert_eq!(g.events.len(), b_events, "{}", r.id);
+            let part_links = tokens.iter().filter(|t| t.part.is_some()).count();
+            let res_links = tokens.iter().filter(|t| t.res.is_some()).count();
+            let participants: usize = g.events.iter().map(|e| e.participants.len()).sum();
+            let results: usize = g.events.iter().map(|e| e.results.len()).sum();
+            assert_eq!((participants, results), (part_links, res_links), "{}: PART/RES links lost", r.id);
+            let hidden_tokens = tokens.iter().filter(|t| !t.hidden.is_empty()).count();
+            assert_eq!(g.events.iter().filter(|e| !e.hidden.is_empty()).count(), hidden_tokens, "{}", r.id);
+            events += g.events.len();
+            links += participants + results;
+            for m in &g.mentions {
+                let Some(at) = m.coref.as_ref().and_then(|c| c.at) else { continue };
+                corefs += 1;
+                if !g.mentions.iter().any(|x| x.at == at) {
+                    unresolved_coref += 1;
+                }
+            }
+        }
+    }
+    println!("events {events}, PART/RES links {links}, coref ids {corefs}, pointing at no mention {unresolved_coref}");
+    assert!(events > 1000 && links > 1000);
+    // Every coreference id names the position of a mention's first token.
+    assert_eq!(unresolved_coref, 0, "coreference ids that point at no mention");
+}

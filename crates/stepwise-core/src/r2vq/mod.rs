@@ -5,9 +5,16 @@
 //! The types keep everything the file says, in its order (header comments, blank lines, the final newline), so
 //! [`R2vqDocument::write_conllu`] gives back the bytes read for files written in the canonical spelling (the shared
 //! SemEval files round-trip exactly; an acceptance test checks it). The reader lives in `stepwise-ingest`.
+//!
+//! - [`graph`]: the recipe's annotation as a graph (mentions, events with their participants, results, hidden
+//!   arguments and semantic roles, coreference chains) — what question programs run on
 
 use std::fmt;
 use std::io::Write;
+
+pub mod graph;
+
+pub use graph::{AnnotationGraph, Event, Mention, RoleSpan, SentenceRef};
 
 /// The 20 columns, in order.
 pub const COLUMNS: [&str; 20] = [
