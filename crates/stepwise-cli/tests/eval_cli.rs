@@ -169,3 +169,53 @@ fn agreement_mode() {
     assert!(md.contains("| order (pairwise one-hot) | 1 | 0.667 |"), "{md}");
     assert!(md.contains("| alternative orders (best match) | 1 | 1.000 |"), "{md}");
 }
+
+/// Two R2VQ recipes with gold answers in the SemEval layout (header-only: scoring needs no annotation).
+fn write_r2vq_gold(dir: &Path) -> String {
+    let p = dir.join("gold.csv");
+    std::fs::write(
+        &p,
+        "# newdoc id = r-1\n# question 0-0 = How many pans are used?\n# answer 0-0 = 2\n\
+         # question 4-0 = Cutting x and adding y, which comes first?\n# answer 4-0 = the first event\n\
+         # newdoc id = r-2\n# question 2-0 = How do you cut the onion?\n# answer 2-0 = by using a knife\n\
+         # question 18-0 = What is in the mix?\n# answer 18-0 = N/A\n",
+    )
+    .unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn r2vq_answers_are_scored_per_family_and_foreign_ids_are_refused() {
+    let td = tempfile::tempdir().unwrap();
+    let gold = write_r2vq_gold(td.path());
+    let preds = td.path().join("p.jsonl");
+    std::fs::write(
+        &preds,
+        "{\"id\":\"r-1/0-0\",\"answer\":2}\n{\"id\":\"r-1/4-0\",\"answer\":\"The first event.\"}\n\
+         {\"id\":\"r-2/2-0\",\"answer\":\"with a knife\"}\n",
+    )
+    .unwrap();
+    let out_dir = td.path().join("res");
+    let o = stepwise(&["eval", &gold, "-p", preds.to_str().unwrap(), "-o", out_dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    assert!(md.contains("4 questions of 2 recipes"), "{md}");
+    assert!(md.contains("| 4 event ordering | 1 | 0 | 100.0"), "{md}");
+    // "with a knife" vs "by using a knife": 1 shared token of 2 and 3 → F1 0.4.
+    assert!(md.contains("| 2 implicit argument | 1 | 0 | 0.0 [0.0, 0.0] | 40.0"), "{md}");
+    assert!(md.contains("| 18 unanswerable | 1 | 1 | 0.0"), "{md}");
+    assert!(md.contains("| **all** | 4 | 1 | 50.0"), "{md}");
+    let rows = std::fs::read_to_string(out_dir.join("questions.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), 4);
+    // Same inputs and seed, same bytes.
+    let again = stepwise(&["eval", &gold, "-p", preds.to_str().unwrap()]);
+    assert_eq!(text(&again.stdout), md);
+
+    std::fs::write(&preds, "{\"id\":\"r-9/0-0\",\"answer\":\"2\"}\n").unwrap();
+    let o = stepwise(&["eval", &gold, "-p", preds.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("p.jsonl:1: field `id`: \"r-9/0-0\" names no question"), "{}", text(&o.stderr));
+    let o = stepwise(&["eval", &gold, &gold, "-p", preds.to_str().unwrap(), "--task", "r2vq"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("one gold file"), "{}", text(&o.stderr));
+}

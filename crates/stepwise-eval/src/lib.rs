@@ -9,6 +9,7 @@
 //! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
 //! - [`sequencing_table`]: the sequencing results table (paper Table 2 layout) and its Table 4 breakdown
 //! - [`markdown`]: number formatting of the reports
+//! - [`r2vq`]: R2VQ answers scored by exact match and token F1 per question family
 //! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting)
 //! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
 
@@ -19,6 +20,7 @@ pub mod bootstrap;
 pub mod markdown;
 pub mod multiref;
 pub mod predictions;
+pub mod r2vq;
 pub mod sequence_metrics;
 pub mod sequencing_eval;
 pub mod sequencing_table;

@@ -5,6 +5,8 @@
 //! - Sequencing instances (`instances.jsonl` or its folder): position accuracy, PMR, distance, L_q, L_r,
 //!   Kendall's τ against the best reference (optionally the pooled variants), or, with `--agreement`, Cohen's κ
 //!   among annotators.
+//! - R2VQ questions with gold answers (a SemEval-layout file with `# answer` lines; detected from its content or
+//!   named by `--task r2vq`): exact match and token F1 per question family and overall.
 //!
 //! The Markdown table goes to stdout; `--json FILE` writes the results as JSON; `-o DIR` writes a folder with
 //! `results.json`, `results.md`, the per-question or per-instance JSONL and `manifest.json`.
@@ -34,7 +36,8 @@ use crate::usage_bail;
     stepwise eval val.json -p tc.json --task textual_cloze\n  \
     stepwise eval SUITE -p PREDS -o results        # PREDS/<set>/predictions.jsonl\n  \
     stepwise eval SEQ -p orders.jsonl --split test --pooled\n  \
-    stepwise eval SEQ --agreement annotations.jsonl\n\n\
+    stepwise eval SEQ --agreement annotations.jsonl\n  \
+    stepwise eval r2vq.csv -p answers.jsonl --task r2vq   # one {\"id\": \"<recipe>/<q>\", \"answer\"} per line\n\n\
     Multiple choice: missing predictions count as wrong; invalid indices are wrong and counted; \
     unknown qids are counted, and the file is refused when fewer than --min-overlap of them are \
     known.\n\
@@ -118,23 +121,89 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.min_overlap) {
         usage_bail!("--min-overlap must be between 0 and 1, got {}", args.min_overlap);
     }
-    let out = match resolve_targets(&args.targets)? {
-        Targets::Choice(sets) => eval_choice(&args, &sets, &config)?,
-        Targets::Sequencing(path) => match &args.agreement {
-            Some(ann) => {
-                if args.split.is_some() || args.skip_missing || args.pooled || args.bootstrap_unit.is_some() {
-                    usage_bail!("--split, --skip-missing, --pooled and --bootstrap-unit do not apply to --agreement");
+    let out = if let Some(gold) = r2vq_target(&args)? {
+        eval_r2vq(&args, &gold, &config)?
+    } else {
+        match resolve_targets(&args.targets)? {
+            Targets::Choice(sets) => eval_choice(&args, &sets, &config)?,
+            Targets::Sequencing(path) => match &args.agreement {
+                Some(ann) => {
+                    if args.split.is_some() || args.skip_missing || args.pooled || args.bootstrap_unit.is_some() {
+                        usage_bail!(
+                            "--split, --skip-missing, --pooled and --bootstrap-unit do not apply to --agreement"
+                        );
+                    }
+                    eval_agreement(&path, ann, &config)?
                 }
-                eval_agreement(&path, ann, &config)?
-            }
-            None => eval_sequencing(&args, &path, &config)?,
-        },
+                None => eval_sequencing(&args, &path, &config)?,
+            },
+        }
     };
     // With --quiet the tables go only to the output files (when there are any).
     if !(stepwise_core::progress::is_quiet() && (args.output.is_some() || args.json.is_some())) {
         print!("{}", out.markdown);
     }
     write_outputs(&args, &config, out)
+}
+
+/// The R2VQ gold file when the target is one (`--task r2vq`, or a file in the SemEval layout).
+fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
+    let named = args.task.as_deref() == Some("r2vq");
+    let sniffed = |p: &Path| {
+        p.is_file()
+            && stepwise_ingest::format::read_head(p, 64)
+                .is_ok_and(|h| stepwise_ingest::format::skip_ws(&h).starts_with(b"# newdoc id ="))
+    };
+    match args.targets.as_slice() {
+        [p] if named || sniffed(p) => Ok(Some(p.clone())),
+        _ if named => usage_bail!("--task r2vq scores one gold file (SemEval layout with `# answer` lines)"),
+        _ if args.targets.iter().any(|p| sniffed(p)) => usage_bail!("give one R2VQ gold file at a time"),
+        _ => Ok(None),
+    }
+}
+
+/// R2VQ: exact match and token F1 per family against the `# answer` lines of a SemEval-layout file.
+fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+    use stepwise_eval::r2vq;
+    if args.agreement.is_some() || args.split.is_some() || args.skip_missing || args.pooled {
+        usage_bail!("--agreement, --split, --skip-missing and --pooled do not apply to R2VQ answers");
+    }
+    if !matches!(args.bootstrap_unit, None | Some(UnitArg::Recipe)) {
+        usage_bail!("R2VQ answers are resampled by recipe (--bootstrap-unit recipe)");
+    }
+    let Some(pred_path) = &args.predictions else { usage_bail!("--predictions is required") };
+    let doc = stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu(gold_path)?;
+    let gold = r2vq::gold_questions(&doc);
+    if gold.is_empty() {
+        usage_bail!("{}: no answered question (`# answer` lines); nothing to score", gold_path.display());
+    }
+    let predictions = r2vq::read_answer_predictions(pred_path)?;
+    let scores = r2vq::score(&gold, &predictions, pred_path, config)?;
+    let mut markdown = format!(
+        "R2VQ answers: {} questions of {} recipe{}; EM and token F1 in % (SQuAD normalisation){}\n\n",
+        gold.len(),
+        doc.recipes.len(),
+        if doc.recipes.len() == 1 { "" } else { "s" },
+        if config.resamples > 0 {
+            format!(", {:.0}% intervals over {} recipe resamples", 100.0 * config.confidence, config.resamples)
+        } else {
+            String::new()
+        }
+    );
+    markdown.push_str(&r2vq::markdown_table(&scores));
+    let results = json!({
+        "task": "r2vq",
+        "families": scores.families,
+        "overall": scores.overall,
+    });
+    let per_item = scores.questions.iter().map(|q| serde_json::to_value(q).unwrap_or(Value::Null)).collect();
+    Ok(Outcome {
+        markdown,
+        results,
+        per_item: ("questions.jsonl", per_item),
+        inputs: vec![gold_path.to_path_buf(), pred_path.clone()],
+        counts: vec![("questions", gold.len() as u64), ("missing", scores.overall.missing as u64)],
+    })
 }
 
 /// What was evaluated, found from the command-line targets.

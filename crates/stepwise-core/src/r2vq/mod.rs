@@ -98,6 +98,36 @@ impl std::str::FromStr for QuestionId {
     }
 }
 
+/// The question families of the SemEval-2022 Task 9 release, by the number before the dash of a question id
+/// (labels after the templates and samsungnlp's question classifier; ../shared/data's R2VQ provenance lists them
+/// with the test split's counts).
+pub const FAMILIES: [&str; 19] = [
+    "cardinality",
+    "ellipsis",
+    "implicit argument",
+    "object lifespan",
+    "event ordering",
+    "SRL result",
+    "SRL instrument / co-agent",
+    "SRL time",
+    "SRL location",
+    "SRL extent",
+    "SRL attribute / manner",
+    "SRL result / purpose",
+    "SRL destination / co-patient",
+    "SRL co-patient / co-theme",
+    "SRL goal",
+    "SRL purpose",
+    "SRL source",
+    "location change",
+    "unanswerable",
+];
+
+/// A family's name, or `family N` for a number the release does not use.
+pub fn family_name(family: u32) -> String {
+    FAMILIES.get(family as usize).map_or_else(|| format!("family {family}"), |n| n.to_string())
+}
+
 /// A question with its answer when the file has one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuestionAnswer {
