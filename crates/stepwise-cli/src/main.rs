@@ -62,6 +62,9 @@ enum Command {
     SeqStudy(commands::seq_study::Args),
     Study(commands::study::Args),
     SelectGolden(commands::select_golden::Args),
+    /// R2VQ (SemEval-2022 Task 9) annotation: event-ordering instances.
+    #[command(subcommand)]
+    R2vq(commands::r2vq::R2vqCommand),
     Report(commands::report::Args),
     /// Benchmarks that print their targets and ratios against a reference measured in the same run.
     #[command(subcommand)]
@@ -143,6 +146,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::SeqStudy(a) => commands::seq_study::run(a),
         Command::Study(a) => commands::study::run(a),
         Command::SelectGolden(a) => commands::select_golden::run(a),
+        Command::R2vq(c) => commands::r2vq::run(c),
         Command::Report(a) => commands::report::run(a),
         Command::Bench(c) => commands::bench::run(c),
     }

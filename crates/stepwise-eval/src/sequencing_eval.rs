@@ -36,6 +36,39 @@ pub struct SequencingOptions {
     /// Resample whole procedures (all their instances together) instead of single instances: honest intervals
     /// when a procedure gives several windows.
     pub resample_procedures: bool,
+    /// Also report groups of instances by their number of items: inclusive ranges `(low, high)` (R2VQ's event
+    /// ordering reports N = 2, 3 ≤ N < 6 and 6 ≤ N < 11).
+    pub length_buckets: Vec<(usize, usize)>,
+}
+
+/// Parse length buckets `2,3-5,6-10,11+` into inclusive ranges (`11+`: 11 and more).
+pub fn parse_length_buckets(s: &str) -> std::result::Result<Vec<(usize, usize)>, String> {
+    s.split(',')
+        .map(|part| {
+            let part = part.trim();
+            let num = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("{part:?}: {x:?} is not a count"));
+            let (low, high) = if let Some(low) = part.strip_suffix('+') {
+                (num(low)?, usize::MAX)
+            } else if let Some((a, b)) = part.split_once('-') {
+                (num(a)?, num(b)?)
+            } else {
+                (num(part)?, num(part)?)
+            };
+            if low > high {
+                return Err(format!("{part:?}: the range is empty"));
+            }
+            Ok((low, high))
+        })
+        .collect()
+}
+
+/// The group name of a length bucket: `n=2`, `n=3-5`, `n=11+`.
+fn bucket_name((low, high): (usize, usize)) -> String {
+    match high {
+        usize::MAX => format!("n={low}+"),
+        h if h == low => format!("n={low}"),
+        h => format!("n={low}-{h}"),
+    }
 }
 
 impl Default for SequencingOptions {
@@ -46,6 +79,7 @@ impl Default for SequencingOptions {
             min_overlap: crate::accuracy::DEFAULT_MIN_OVERLAP,
             bootstrap: BootstrapConfig::default(),
             resample_procedures: false,
+            length_buckets: Vec::new(),
         }
     }
 }
@@ -237,6 +271,13 @@ fn group_reports(results: &[InstanceResult], options: &SequencingOptions) -> Vec
             for (value, rows) in by {
                 groups.push(report(&format!("{field}={value}"), rows));
             }
+        }
+    }
+    for &(low, high) in &options.length_buckets {
+        let rows: Vec<&InstanceResult> =
+            results.iter().filter(|r| (low..=high).contains(&(r.score.n as usize))).collect();
+        if !rows.is_empty() {
+            groups.push(report(&bucket_name((low, high)), rows));
         }
     }
     groups
@@ -470,6 +511,13 @@ mod tests {
             bootstrap: BootstrapConfig { resamples: 100, confidence: 0.95, seed: 0 },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn length_buckets_parse_and_name_their_groups() {
+        assert_eq!(parse_length_buckets("2,3-5,11+").unwrap(), vec![(2, 2), (3, 5), (11, usize::MAX)]);
+        assert!(parse_length_buckets("5-3").is_err() && parse_length_buckets("x").is_err());
+        assert_eq!([(2, 2), (3, 5), (11, usize::MAX)].map(bucket_name), ["n=2", "n=3-5", "n=11+"]);
     }
 
     /// Hand-computed: a is perfect (acc 1, PMR 1, dist 0, L_q 3, L_r 3, τ 1); b = reversed 3 items

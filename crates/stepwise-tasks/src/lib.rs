@@ -16,6 +16,7 @@
 //! - [`counts`]: skip reasons and counts
 //! - [`titles`]: step-number removal and content keys
 //! - [`sequencing`]: step-sequencing instances
+//! - [`r2vq`]: tasks from R2VQ annotation (event ordering)
 
 pub mod catalog;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod negatives;
 pub mod neighbors;
 pub mod plan;
 pub mod questions;
+pub mod r2vq;
 pub mod sequencing;
 pub mod suite;
 pub mod taskset_writer;

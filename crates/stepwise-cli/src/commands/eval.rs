@@ -87,6 +87,10 @@ pub struct Args {
     /// Sequencing: also report the pooled (micro) variants of the topological-sort paper.
     #[arg(long)]
     pub pooled: bool,
+    /// Sequencing: also report groups by number of items, e.g. `2,3-5,6-10` (R2VQ's event-ordering buckets)
+    /// or `11+`.
+    #[arg(long, value_name = "BUCKETS")]
+    pub by_length: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -128,9 +132,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Targets::Choice(sets) => eval_choice(&args, &sets, &config)?,
             Targets::Sequencing(path) => match &args.agreement {
                 Some(ann) => {
-                    if args.split.is_some() || args.skip_missing || args.pooled || args.bootstrap_unit.is_some() {
+                    if args.split.is_some()
+                        || args.skip_missing
+                        || args.pooled
+                        || args.by_length.is_some()
+                        || args.bootstrap_unit.is_some()
+                    {
                         usage_bail!(
-                            "--split, --skip-missing, --pooled and --bootstrap-unit do not apply to --agreement"
+                            "--split, --skip-missing, --pooled, --by-length and --bootstrap-unit do not apply to --agreement"
                         );
                     }
                     eval_agreement(&path, ann, &config)?
@@ -165,8 +174,9 @@ fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 /// R2VQ: exact match and token F1 per family against the `# answer` lines of a SemEval-layout file.
 fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
     use stepwise_eval::r2vq;
-    if args.agreement.is_some() || args.split.is_some() || args.skip_missing || args.pooled {
-        usage_bail!("--agreement, --split, --skip-missing and --pooled do not apply to R2VQ answers");
+    if args.agreement.is_some() || args.split.is_some() || args.skip_missing || args.pooled || args.by_length.is_some()
+    {
+        usage_bail!("--agreement, --split, --skip-missing, --pooled and --by-length do not apply to R2VQ answers");
     }
     if !matches!(args.bootstrap_unit, None | Some(UnitArg::Recipe)) {
         usage_bail!("R2VQ answers are resampled by recipe (--bootstrap-unit recipe)");
@@ -296,8 +306,8 @@ struct Outcome {
 }
 
 fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
-    if args.skip_missing || args.pooled {
-        usage_bail!("--skip-missing and --pooled apply to sequencing instances, not task sets");
+    if args.skip_missing || args.pooled || args.by_length.is_some() {
+        usage_bail!("--skip-missing, --pooled and --by-length apply to sequencing instances, not task sets");
     }
     let Some(pred_path) = &args.predictions else { usage_bail!("--agreement applies to sequencing instances") };
     let mut loaded: Vec<(&SetTarget, TaskSet)> =
@@ -472,6 +482,13 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
         min_overlap: args.min_overlap,
         bootstrap: *config,
         resample_procedures,
+        length_buckets: match &args.by_length {
+            None => Vec::new(),
+            Some(b) => match sequencing_eval::parse_length_buckets(b) {
+                Ok(b) => b,
+                Err(m) => usage_bail!("--by-length: {m}"),
+            },
+        },
     };
     let report = sequencing_eval::evaluate_orders(&instances, &preds, pred_path, &options)?;
     let models = predictions::models_in(pred_path)?;

@@ -21,6 +21,7 @@ pub mod model_features;
 pub mod models;
 pub mod neighbors;
 pub mod predict;
+pub mod r2vq;
 pub mod report;
 pub mod select_golden;
 pub mod seq_study;

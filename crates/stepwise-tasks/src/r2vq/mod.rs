@@ -1,0 +1,6 @@
+//! Tasks from R2VQ annotation (Pustejovsky et al., SemEval-2022 Task 9).
+//!
+//! - [`event_ordering`]: the paper's event-ordering study (§4.2): sentences that mention one ingredient (EVENT)
+//!   versus consecutive sentences (SENT), as sequencing instances
+
+pub mod event_ordering;
