@@ -273,3 +273,58 @@ fn r2vq_event_ordering_sent_versus_event_by_length() {
         }
     }
 }
+
+/// The question templates cover the SemEval release: every question of the test file and the answered train
+/// recipe parses, and for every answerable family the template's candidates include the question's family.
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn r2vq_question_templates_cover_the_release_and_name_the_right_families() {
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    use stepwise_tasks::r2vq::questions::parse_question;
+    let dir = shared_data().join("r2vq/semeval2022_task9");
+    let (mut total, mut unparsed, mut wrong_family) = (0, Vec::new(), Vec::new());
+    for file in ["test_crl_srl.csv", "train_sample_1recipe_srpol.csv"] {
+        for r in read_r2vq_conllu(&dir.join(file)).unwrap().recipes {
+            for q in r.questions() {
+                total += 1;
+                match parse_question(&q.question) {
+                    None => unparsed.push(format!("{}/{}: {}", r.id, q.id, q.question)),
+                    Some(p) if q.id.family != 18 && !p.template.families().contains(&q.id.family) => {
+                        wrong_family.push(format!("{}/{} ({:?}): {}", r.id, q.id, p.template, q.question))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    println!(
+        "{total} questions, {} unparsed, {} with a family outside the template's",
+        unparsed.len(),
+        wrong_family.len()
+    );
+    for l in unparsed.iter().chain(&wrong_family).take(20) {
+        println!("  {l}");
+    }
+    assert_eq!(total, 3442 + 27);
+    assert!(unparsed.is_empty() && wrong_family.is_empty());
+
+    // The 799 train recipes of HIT-QMUL's derived file: `"<question>     <answer>"` strings, no family ids.
+    let path = dir.join("hitqmul_derived/train_text_qa_baseline_10_28.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let (mut n, mut missed) = (0, Vec::new());
+    for recipe in v.as_object().unwrap().values() {
+        for qa in recipe["question"].as_array().unwrap() {
+            let q = qa.as_str().unwrap().split("     ").next().unwrap();
+            n += 1;
+            if parse_question(q).is_none() {
+                missed.push(q.to_string());
+            }
+        }
+    }
+    println!("train QA strings: {n}, unparsed {}", missed.len());
+    for q in missed.iter().take(10) {
+        println!("  {q}");
+    }
+    assert_eq!(n, 26_503);
+    assert!(missed.is_empty());
+}

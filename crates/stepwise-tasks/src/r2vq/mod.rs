@@ -2,5 +2,7 @@
 //!
 //! - [`event_ordering`]: the paper's event-ordering study (§4.2): sentences that mention one ingredient (EVENT)
 //!   versus consecutive sentences (SENT), as sequencing instances
+//! - [`questions`]: the release's question templates, their arguments and candidate families
 
 pub mod event_ordering;
+pub mod questions;
