@@ -17,6 +17,17 @@ const RECIPEQA: &str = r#"{"data": [{"answer": 1, "choice_list": ["A", "B"], "co
 
 const RECIPES: &str = r#"{"source": "s", "recipes": [{"recipe_id": "r", "explorer_category": "pie", "steps": [{"id": 1, "body": "b", "title": "t", "images": ["r_1_0.jpg"]}]}]}"#;
 
+/// A small R2VQ recipe in the SemEval layout (every column kind used).
+const R2VQ: &str = "# newdoc id = r-1\n# question 4-0 = Cutting x and adding y, which comes first?\n\
+# answer 4-0 = the first event\n# metadata:url = https://example.org/wiki/Soup\n# newpar id = r-1::ingredients\n\
+# sent_id = r-1::ingredients::sent01\n# text = 2 carrots\n\
+1\t2\t2\tNUM\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\n\
+# newpar id = r-1::step01\n# sent_id = r-1::step01::sent01\n# text = Cut carrots.\n# metadata:stop_sent = STEP\n\
+1\tCut\tcut\tVERB\tB-EVENT\t_\t_\tTool=knife.1.1.1|Drop=a.1.1.2:b\t_\tCUT\tB-V\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\
+2\tcarrots\tcarrot\tNOUN\tB-EXPLICITINGREDIENT\t1\t_\t_\tcarrots.1.1.2\t_\tB-Patient\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\
+3\t.\t.\tPUNCT\tO\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\n\
+1\tmore\tmore\tADJ\tO\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\n";
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
@@ -79,6 +90,31 @@ proptest! {
         let cut = cut.min(text.len());
         let td = tempfile::tempdir().unwrap();
         read_with_all(&write(td.path(), "f.jsonl", &text.as_bytes()[..cut]));
+    }
+
+    #[test]
+    fn mutated_r2vq_files_never_panic_and_what_reads_writes_back_the_same(
+        edits in prop::collection::vec((0usize..2000, 0usize..12), 1..6)
+    ) {
+        use stepwise_ingest::readers::r2vq_conllu::parse_r2vq_conllu;
+        let mut text: Vec<char> = R2VQ.chars().collect();
+        for (at, what) in edits {
+            let at = at % (text.len() + 1);
+            match what {
+                0 if at < text.len() => { text.remove(at); }
+                1..=9 => text.insert(at, ['\t', '\n', '-', '=', '|', ':', '.', '0', '#'][what - 1]),
+                10 => text.truncate(at),
+                _ => text.insert(at, 'é'),
+            }
+        }
+        let text: String = text.into_iter().collect();
+        if let Ok(doc) = parse_r2vq_conllu(Path::new("m.csv"), &text) {
+            // What reads, writes, and reads again into the same document.
+            let again = parse_r2vq_conllu(Path::new("m.csv"), &doc.to_conllu_string());
+            prop_assert_eq!(again.ok(), Some(doc));
+        }
+        let td = tempfile::tempdir().unwrap();
+        read_with_all(&write(td.path(), "m.csv", text.as_bytes()));
     }
 
     #[test]

@@ -165,6 +165,15 @@ pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
                     .ok_or_else(|| syntax(line_no, format!("`# {kind} <family>-<index> = <text>` expected")))?;
                 let id: QuestionId = id.parse().map_err(|e: String| syntax(line_no, e))?;
                 let text = text.strip_prefix(' ').unwrap_or(text).to_string();
+                // A repeated id would make one of the two questions unreachable by predictions keyed by id.
+                let repeated = recipe.header.iter().any(|h| match h {
+                    HeaderLine::Question { id: other, .. } => kind == "question" && *other == id,
+                    HeaderLine::Answer { id: other, .. } => kind == "answer" && *other == id,
+                    _ => false,
+                });
+                if repeated {
+                    return Err(syntax(line_no, format!("a second `# {kind} {id}` in recipe {}", recipe.id)));
+                }
                 recipe.header.push(if kind == "question" {
                     HeaderLine::Question { id, text }
                 } else {
@@ -466,6 +475,8 @@ mod tests {
             e.contains("duplicate id \"r-1\"") && e.contains("first at r.csv:1,") && e.contains("again at r.csv:20"),
             "{e}"
         );
+        let e = bad("# metadata:url", "# question 4-0 = Again?\n# metadata:url");
+        assert!(e.contains("r.csv:4") && e.contains("a second `# question 4-0` in recipe r-1"), "{e}");
         let e = parse_r2vq_conllu(Path::new("r.csv"), "1\tx\n").unwrap_err();
         assert!(e.to_string().contains("outside a sentence"), "{e}");
         assert!(matches!(parse_r2vq_conllu(Path::new("r.csv"), "\n\n"), Err(Error::Empty { .. })));
