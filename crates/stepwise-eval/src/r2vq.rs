@@ -145,6 +145,7 @@ pub fn read_answer_predictions(path: &Path) -> Result<Vec<AnswerPrediction>> {
         && recipes.values().all(|v| v.is_object())
     {
         let mut out = Vec::new();
+        let mut first: HashMap<String, String> = HashMap::new();
         for (recipe, questions) in &recipes {
             for (q, a) in questions.as_object().into_iter().flatten() {
                 let field = format!("{recipe}.{q}");
@@ -152,7 +153,15 @@ pub fn read_answer_predictions(path: &Path) -> Result<Vec<AnswerPrediction>> {
                 let id: QuestionId =
                     q.parse().map_err(|e: String| Error::field(path, location.clone(), field.clone(), e))?;
                 let answer = answer_value(a).map_err(|m| Error::field(path, location, field.clone(), m))?;
-                out.push(AnswerPrediction { key: question_key(recipe.trim(), id), answer, line: 0 });
+                let key = question_key(recipe.trim(), id);
+                if let Some(f) = first.insert(key.clone(), field.clone()) {
+                    return Err(Error::Duplicate {
+                        id: key,
+                        first: format!("{}:{f}", path.display()),
+                        second: format!("{}:{field}", path.display()),
+                    });
+                }
+                out.push(AnswerPrediction { key, answer, line: 0 });
             }
         }
         return Ok(out);
@@ -223,8 +232,8 @@ pub struct R2vqScores {
 }
 
 /// Score `predictions` (read from `path`, named in errors) against `gold`. The bootstrap resamples recipes (all
-/// questions of a recipe together: they share one annotation), and every group is resampled with the same seed
-/// key, so the intervals are reproducible.
+/// questions of a recipe together: they share one annotation); each group has its own seed key (`r2vq/all`,
+/// `r2vq/family/<f>`), so its intervals do not depend on the other groups.
 pub fn score(
     gold: &[GoldQuestion],
     predictions: &[AnswerPrediction],
@@ -393,6 +402,9 @@ mod tests {
         std::fs::write(&f, "{\"r-378\": {\"4-1\": \"the second event\", \"0-5\": \"1\", \"18-1\": null}}").unwrap();
         let got = read_answer_predictions(&f).unwrap();
         let keys: Vec<(&str, Option<&str>)> = got.iter().map(|p| (p.key.as_str(), p.answer.as_deref())).collect();
+        // Recipe keys equal after trimming name the same questions.
+        std::fs::write(&f, "{\"r-1\": {\"4-1\": \"a\"}, \" r-1\": {\"4-1\": \"b\"}}").unwrap();
+        assert!(read_answer_predictions(&f).unwrap_err().to_string().contains("duplicate id \"r-1/4-1\""));
         assert_eq!(keys, [("r-378/0-5", Some("1")), ("r-378/18-1", None), ("r-378/4-1", Some("the second event"))]);
         std::fs::write(&f, "{\"id\": \"a\", \"answer\": \"x\"}\n{\"id\": \"a\", \"answer\": \"y\"}\n").unwrap();
         assert!(read_answer_predictions(&f).unwrap_err().to_string().contains("duplicate id \"a\""));

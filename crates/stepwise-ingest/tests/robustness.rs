@@ -94,7 +94,7 @@ proptest! {
 
     #[test]
     fn mutated_r2vq_files_never_panic_and_what_reads_writes_back_the_same(
-        edits in prop::collection::vec((0usize..2000, 0usize..12), 1..6)
+        edits in prop::collection::vec((0usize..2000, 0usize..13), 1..6)
     ) {
         use stepwise_ingest::readers::r2vq_conllu::parse_r2vq_conllu;
         let mut text: Vec<char> = R2VQ.chars().collect();
@@ -104,6 +104,7 @@ proptest! {
                 0 if at < text.len() => { text.remove(at); }
                 1..=9 => text.insert(at, ['\t', '\n', '-', '=', '|', ':', '.', '0', '#'][what - 1]),
                 10 => text.truncate(at),
+                11 => text.insert(at, '\r'),
                 _ => text.insert(at, 'é'),
             }
         }

@@ -240,6 +240,9 @@ pub fn load_checkpoint<S: DeserializeOwned>(
     let map = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| bad(e.to_string()))?;
     let mut weights = BTreeMap::new();
     let mut best = BTreeMap::new();
+    // Only the file's moments count: a checkpoint without them is refused below, not resumed from zeros.
+    adam.m.clear();
+    adam.v.clear();
     for (k, v) in map {
         let v = v.to_dtype(DType::F32).map_err(cerr)?;
         if let Some(n) = k.strip_prefix("param.") {
@@ -501,5 +504,16 @@ mod tests {
         let mut fresh = Adam::new(&params, 1e-2).unwrap();
         let err = load_checkpoint::<u32>(&path, &params, &mut fresh, "fp").unwrap_err().to_string();
         assert!(err.contains("ckpt.safetensors") && err.contains("adam_m.w holds 3 values"), "{err}");
+        // Without moments at all: refused too (resuming from zero moments would skew the bias correction).
+        all.remove("adam_m.w");
+        all.remove("adam_v.w");
+        let meta = HashMap::from([
+            ("fingerprint".to_string(), "fp".to_string()),
+            ("state".to_string(), "0".to_string()),
+            ("adam_step".to_string(), "1".to_string()),
+        ]);
+        std::fs::write(&path, safetensors_bytes(&all, Some(meta)).unwrap()).unwrap();
+        let err = load_checkpoint::<u32>(&path, &params, &mut fresh, "fp").unwrap_err().to_string();
+        assert!(err.contains("no adam_m.w"), "{err}");
     }
 }

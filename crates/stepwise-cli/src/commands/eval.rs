@@ -164,6 +164,9 @@ fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
                 .is_ok_and(|h| stepwise_ingest::format::skip_ws(&h).starts_with(b"# newdoc id ="))
     };
     match args.targets.as_slice() {
+        [p] if !named && args.task.is_some() && sniffed(p) => {
+            usage_bail!("{}: an R2VQ file is scored with --task r2vq (or no --task)", p.display())
+        }
         [p] if named || sniffed(p) => Ok(Some(p.clone())),
         _ if named => usage_bail!("--task r2vq scores one gold file (SemEval layout with `# answer` lines)"),
         _ if args.targets.iter().any(|p| sniffed(p)) => usage_bail!("give one R2VQ gold file at a time"),

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use stepwise_core::Manifest;
 use stepwise_core::output::OutputDir;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
-use stepwise_core::split::SplitFractions;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
@@ -36,27 +35,14 @@ pub struct OrderArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Train, val and test fractions of the recipes.
-    #[arg(long, value_name = "T,V,T", default_value = "0.6,0.2,0.2", value_parser = parse_fractions)]
-    pub split: SplitFractions,
+    #[arg(long, value_name = "T,V,T", default_value = "0.6,0.2,0.2")]
+    pub split: String,
     /// Also count a sentence whose event has the entity as a hidden argument (HIDDEN Drop=, Shadow=, ...).
     #[arg(long)]
     pub with_hidden: bool,
     /// Replace an existing output folder.
     #[arg(long)]
     pub force: bool,
-}
-
-fn parse_fractions(s: &str) -> Result<SplitFractions, String> {
-    let parts: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse::<f64>().map_err(|_| format!("{x:?} is not a number")))
-        .collect::<Result<_, _>>()?;
-    match parts.as_slice() {
-        [t, v, te] if parts.iter().all(|x| *x >= 0.0 && x.is_finite()) && t + v + te > 0.0 => {
-            Ok(SplitFractions { train: *t, val: *v, test: *te })
-        }
-        _ => Err("three non-negative fractions train,val,test are expected, e.g. 0.6,0.2,0.2".into()),
-    }
 }
 
 pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
@@ -67,7 +53,8 @@ pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
 
 fn run_order(a: OrderArgs) -> anyhow::Result<()> {
     let doc = read_r2vq_conllu(&a.input)?;
-    let made = event_ordering(&doc, a.split, a.seed, a.with_hidden);
+    let fractions = super::generate::parse_split(&a.split)?;
+    let made = event_ordering(&doc, fractions, a.seed, a.with_hidden);
     let out = OutputDir::create(&a.output, a.force)?;
     let mut corpus_manifest = Manifest::new("r2vq-sentences").with_seed(a.seed);
     corpus_manifest.add_inputs(std::slice::from_ref(&a.input))?;

@@ -105,6 +105,10 @@ pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
     for (i, raw) in body.split('\n').enumerate() {
         let line_no = i + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if line.contains('\r') {
+            // A carriage return inside a value could not be written back as read.
+            return Err(syntax(line_no, "a carriage return inside the line".into()));
+        }
         if line.is_empty() {
             if let Some(p) = pending.as_mut() {
                 p.sentence.blank_lines_after += 1;
@@ -217,7 +221,11 @@ pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
             });
         }
         let Some(p) = pending.as_mut().filter(|p| p.open) else {
-            return Err(syntax(line_no, "a token line outside a sentence (no `# sent_id` line before it)".into()));
+            let why = match &pending {
+                Some(p) if p.sentence.tokens.is_empty() => "a blank line separates it from its `# sent_id`/`# text`",
+                _ => "no `# sent_id` line before it",
+            };
+            return Err(syntax(line_no, format!("a token line outside a sentence ({why})")));
         };
         let token = parse_token(path, line_no, line, p.sentence.tokens.len() + 1)?;
         p.sentence.tokens.push(token);
@@ -477,6 +485,10 @@ mod tests {
         );
         let e = bad("# metadata:url", "# question 4-0 = Again?\n# metadata:url");
         assert!(e.contains("r.csv:4") && e.contains("a second `# question 4-0` in recipe r-1"), "{e}");
+        let e = bad("# text = Cut carrots.", "# text = Cut carrots.\r\r");
+        assert!(e.contains("r.csv:13") && e.contains("carriage return"), "{e}");
+        let e = bad("# metadata:stop_sent = STEP\n", "# metadata:stop_sent = STEP\n\n");
+        assert!(e.contains("a blank line separates it"), "{e}");
         let e = parse_r2vq_conllu(Path::new("r.csv"), "1\tx\n").unwrap_err();
         assert!(e.to_string().contains("outside a sentence"), "{e}");
         assert!(matches!(parse_r2vq_conllu(Path::new("r.csv"), "\n\n"), Err(Error::Empty { .. })));

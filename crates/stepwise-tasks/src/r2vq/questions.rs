@@ -130,7 +130,8 @@ pub fn parse_question(question: &str) -> Option<ParsedQuestion> {
 
 /// Split "cutting x and y and adding z" at the last " and " followed by an -ing word (the second event).
 fn split_events(s: &str) -> Option<(String, String)> {
-    let lower = s.to_lowercase();
+    // ASCII lower-casing keeps byte offsets (full Unicode lower-casing can change lengths: 'İ').
+    let lower = s.to_ascii_lowercase();
     let mut best = None;
     let mut from = 0;
     while let Some(i) = lower[from..].find(" and ") {
@@ -165,5 +166,8 @@ mod tests {
         assert_eq!(p("How do you cut the carrots and zucchini?").template.families(), [2, 6, 10, 14]);
         assert_eq!(p("What's in the ingred mix?").args, ["ingred mix"]);
         assert!(parse_question("Is this a question about recipes").is_none());
+        // Non-ASCII letters whose lower case is longer must not shift the split.
+        let q = p("İ and éating x and Öpening y, which comes first?");
+        assert_eq!(q.args, ["İ and éating x", "Öpening y"]);
     }
 }
