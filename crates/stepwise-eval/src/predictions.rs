@@ -378,7 +378,7 @@ pub fn read_instances(path: &Path) -> Result<Vec<SequencingInstance>> {
 }
 
 /// Error on the first repeated id, naming both records.
-fn check_unique<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> Result<()> {
+pub(crate) fn check_unique<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> Result<()> {
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for (id, origin) in items {
         if let Some(first) = seen.insert(id, origin) {

@@ -20,11 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
-use stepwise_core::json::for_each_jsonl;
 use stepwise_core::r2vq::{QuestionId, R2vqDocument, family_name};
 use stepwise_core::{Error, Location, Result};
 
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates};
+use crate::predictions::check_unique;
 
 /// A question with its gold answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,53 +140,38 @@ pub struct AnswerPrediction {
 /// an error.
 pub fn read_answer_predictions(path: &Path) -> Result<Vec<AnswerPrediction>> {
     let text = stepwise_core::json::read_text(path)?;
-    if let Ok(serde_json::Value::Object(recipes)) = serde_json::from_str::<serde_json::Value>(&text)
-        && !recipes.is_empty()
-        && recipes.values().all(|v| v.is_object())
-    {
-        let mut out = Vec::new();
-        let mut first: HashMap<String, String> = HashMap::new();
-        for (recipe, questions) in &recipes {
-            for (q, a) in questions.as_object().into_iter().flatten() {
-                let field = format!("{recipe}.{q}");
-                let location = Location::Record(field.clone());
-                let id: QuestionId =
-                    q.parse().map_err(|e: String| Error::field(path, location.clone(), field.clone(), e))?;
-                let answer = answer_value(a).map_err(|m| Error::field(path, location, field.clone(), m))?;
-                let key = question_key(recipe.trim(), id);
-                if let Some(f) = first.insert(key.clone(), field.clone()) {
-                    return Err(Error::Duplicate {
-                        id: key,
-                        first: format!("{}:{f}", path.display()),
-                        second: format!("{}:{field}", path.display()),
-                    });
+    // Each prediction with where it was read from (`file:line` or `file:recipe.question`), for duplicate errors.
+    let mut out: Vec<(AnswerPrediction, String)> = Vec::new();
+    match stepwise_core::json::parse_json(path, &text) {
+        Ok(serde_json::Value::Object(recipes)) if !recipes.is_empty() && recipes.values().all(|v| v.is_object()) => {
+            for (recipe, questions) in &recipes {
+                for (q, a) in questions.as_object().into_iter().flatten() {
+                    let field = format!("{recipe}.{q}");
+                    let location = Location::Record(field.clone());
+                    let id: QuestionId =
+                        q.parse().map_err(|e: String| Error::field(path, location.clone(), field.clone(), e))?;
+                    let answer = answer_value(a).map_err(|m| Error::field(path, location, field.clone(), m))?;
+                    let origin = format!("{}:{field}", path.display());
+                    out.push((AnswerPrediction { key: question_key(recipe.trim(), id), answer, line: 0 }, origin));
                 }
-                out.push(AnswerPrediction { key, answer, line: 0 });
             }
         }
-        return Ok(out);
-    }
-    let mut out: Vec<AnswerPrediction> = Vec::new();
-    let mut first: HashMap<String, usize> = HashMap::new();
-    for_each_jsonl(path, |r| {
-        let location = Location::Line { line: r.line, column: None };
-        let obj = stepwise_core::json::Obj::new(&r.value, path, &location, "")?;
-        let key = obj.req_str("id")?.to_string();
-        let answer = match r.value.get("answer") {
-            None => return Err(obj.error("answer", "missing (write null for no answer)")),
-            Some(v) => answer_value(v).map_err(|m| obj.error("answer", m))?,
-        };
-        if let Some(l) = first.insert(key.clone(), r.line) {
-            return Err(Error::Duplicate {
-                id: key,
-                first: format!("{}:{l}", path.display()),
-                second: format!("{}:{}", path.display(), r.line),
-            });
+        _ => {
+            for r in stepwise_core::json::parse_jsonl(path, &text)? {
+                let location = Location::Line { line: r.line, column: None };
+                let obj = stepwise_core::json::Obj::new(&r.value, path, &location, "")?;
+                let key = obj.req_str("id")?.to_string();
+                let answer = match r.value.get("answer") {
+                    None => return Err(obj.error("answer", "missing (write null for no answer)")),
+                    Some(v) => answer_value(v).map_err(|m| obj.error("answer", m))?,
+                };
+                let origin = format!("{}:{}", path.display(), r.line);
+                out.push((AnswerPrediction { key, answer, line: r.line }, origin));
+            }
         }
-        out.push(AnswerPrediction { key, answer, line: r.line });
-        Ok(())
-    })?;
-    Ok(out)
+    }
+    check_unique(out.iter().map(|(p, origin)| (p.key.as_str(), origin.as_str())))?;
+    Ok(out.into_iter().map(|(p, _)| p).collect())
 }
 
 /// A JSON answer: a string, a number or boolean (written as the gold answer would be), or `null`.

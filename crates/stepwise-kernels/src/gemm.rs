@@ -302,7 +302,7 @@ fn pack_a(isa: Isa, a: &MatRef, i0: usize, mc: usize, p0: usize, kc: usize, out:
                 let src: [*const f32; 12] = std::array::from_fn(|i| a.data[(r0 + i) * a.rs + p0..][..kc].as_ptr());
                 // SAFETY: AVX-512 checked available before any call; each source row holds `kc` values (sliced
                 // above) and `dst` holds `kc * 12`.
-                done = unsafe { x86::pack_rows12_avx512(&src, kc, dst.as_mut_ptr()) };
+                done = unsafe { x86::pack_transposed_avx512(&src, mr, kc, dst.as_mut_ptr()) };
             }
             for i in 0..rows {
                 let row = &a.data[(r0 + i) * a.rs + p0..][..kc];
@@ -368,7 +368,7 @@ fn pack_b(isa: Isa, b: &MatRef, p0: usize, kc: usize, j0: usize, nc: usize, para
                 });
                 // SAFETY: AVX-512 checked available before any call; each of the `cols` columns holds `kc` values
                 // (sliced above), `dst` holds `kc * 32`.
-                done = unsafe { x86::pack_cols32_avx512(&src, cols, kc, dst.as_mut_ptr()) };
+                done = unsafe { x86::pack_transposed_avx512(&src[..cols], nr, kc, dst.as_mut_ptr()) };
             }
             for j in 0..cols {
                 for p in done..kc {
@@ -521,52 +521,29 @@ mod x86 {
         out
     }
 
-    /// Pack twelve row-major rows of A (`src[i]` points at `kc` values) into `dst[p * 12 + i]`, 16 inner indices at a
-    /// time through a register transpose; returns how many indices were packed (the caller packs the remaining
-    /// `kc % 16`). The scalar scatter it replaces took a tenth of a training step.
+    /// Pack `src.len()` (≤ 32) contiguous source vectors of `kc` values each — the rows of a row-major A panel, or
+    /// the columns of a column-major B panel — transposed into `dst[p * ld + j]`, 16 inner indices at a time
+    /// through register transposes; returns how many indices were packed (the caller packs the remaining
+    /// `kc % 16`). Positions `j ≥ src.len()` of `dst` are left as they are. The scalar scatter it replaces took a
+    /// tenth of a training step.
     ///
     /// # Safety
-    /// AVX-512F available; every `src[i]` valid for `kc` reads, `dst` for `kc * 12` writes.
+    /// AVX-512F available; `src.len() ≤ ld`, `src.len() ≤ 32`; every `src[j]` valid for `kc` reads, `dst` for
+    /// `kc * ld` writes.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn pack_rows12_avx512(src: &[*const f32; 12], kc: usize, dst: *mut f32) -> usize {
+    pub unsafe fn pack_transposed_avx512(src: &[*const f32], ld: usize, kc: usize, dst: *mut f32) -> usize {
+        let n = src.len();
         let mut p = 0;
         while p + 16 <= kc {
-            // SAFETY: p + 16 <= kc values per row.
-            let r = std::array::from_fn(|i| {
-                if i < 12 { unsafe { _mm512_loadu_ps(src[i].add(p)) } } else { _mm512_setzero_ps() }
-            });
-            for (q, col) in transpose16(&r).into_iter().enumerate() {
-                // SAFETY: (p + q) * 12 + 12 <= kc * 12.
-                unsafe { _mm512_mask_storeu_ps(dst.add((p + q) * 12), 0x0fff, col) };
-            }
-            p += 16;
-        }
-        p
-    }
-
-    /// Pack `cols` (≤ 32) columns of a column-major B (`src[j]` points at the `kc` values of column `j`) into
-    /// `dst[p * 32 + j]`, 16 inner indices at a time; returns how many indices were packed, as
-    /// [`pack_rows12_avx512`]. Columns from `cols` on are left as they are.
-    ///
-    /// # Safety
-    /// AVX-512F available; `src[j]` valid for `kc` reads for `j < cols`, `dst` for `kc * 32` writes.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn pack_cols32_avx512(src: &[*const f32; 32], cols: usize, kc: usize, dst: *mut f32) -> usize {
-        let mut p = 0;
-        while p + 16 <= kc {
-            for half in 0..2 {
-                let c0 = 16 * half;
-                if c0 >= cols {
-                    break;
-                }
+            for c0 in (0..n).step_by(16) {
                 let r = std::array::from_fn(|j| {
-                    // SAFETY: column c0 + j exists (< cols) and holds p + 16 <= kc values.
-                    if c0 + j < cols { unsafe { _mm512_loadu_ps(src[c0 + j].add(p)) } } else { _mm512_setzero_ps() }
+                    // SAFETY: source c0 + j exists (< n) and holds p + 16 <= kc values.
+                    if c0 + j < n { unsafe { _mm512_loadu_ps(src[c0 + j].add(p)) } } else { _mm512_setzero_ps() }
                 });
-                let mask: __mmask16 = if cols - c0 >= 16 { 0xffff } else { (1u16 << (cols - c0)) - 1 };
-                for (q, row) in transpose16(&r).into_iter().enumerate() {
-                    // SAFETY: (p + q) * 32 + c0 + 16 <= kc * 32.
-                    unsafe { _mm512_mask_storeu_ps(dst.add((p + q) * 32 + c0), mask, row) };
+                let mask: __mmask16 = if n - c0 >= 16 { 0xffff } else { (1u16 << (n - c0)) - 1 };
+                for (q, v) in transpose16(&r).into_iter().enumerate() {
+                    // SAFETY: the masked lanes end at (p + q) * ld + n <= kc * ld.
+                    unsafe { _mm512_mask_storeu_ps(dst.add((p + q) * ld + c0), mask, v) };
                 }
             }
             p += 16;

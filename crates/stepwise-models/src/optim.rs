@@ -53,17 +53,14 @@ impl Adam {
         let grads = loss.backward()?;
         self.step += 1;
         let t = self.step as i32;
-        let update = AdamUpdate {
-            rule: AdamRule {
-                beta1: self.beta1 as f32,
-                beta2: self.beta2 as f32,
-                // Bias corrections folded into the two scales.
-                m_scale: (1.0 / (1.0 - self.beta1.powi(t))) as f32,
-                v_scale: (1.0 / (1.0 - self.beta2.powi(t))) as f32,
-                lr: self.lr as f32,
-                eps: self.eps as f32,
-            },
-            moments: std::cell::RefCell::new(None),
+        let rule = AdamRule {
+            beta1: self.beta1 as f32,
+            beta2: self.beta2 as f32,
+            // Bias corrections folded into the two scales.
+            m_scale: (1.0 / (1.0 - self.beta1.powi(t))) as f32,
+            v_scale: (1.0 / (1.0 - self.beta2.powi(t))) as f32,
+            lr: self.lr as f32,
+            eps: self.eps as f32,
         };
         for (name, var) in params.named() {
             let Some(g) = grads.get(var.as_tensor()) else { continue };
@@ -78,11 +75,8 @@ impl Adam {
                     v.len()
                 );
             }
-            update.moments.replace(Some((std::mem::take(m), std::mem::take(v))));
-            let result = var.as_tensor().inplace_op2(&g.contiguous()?, &update);
-            let (m_new, v_new) = update.moments.take().unwrap_or_default();
-            (*m, *v) = (m_new, v_new);
-            result?;
+            let update = AdamUpdate { rule, moments: std::cell::RefCell::new((m, v)) };
+            var.as_tensor().inplace_op2(&g.contiguous()?, &update)?;
         }
         Ok(())
     }
@@ -97,11 +91,11 @@ impl Adam {
     }
 }
 
-/// One Adam update of a parameter in place, reading its gradient; the moments travel in `moments` (taken from
-/// and given back to [`Adam`] around the call).
-struct AdamUpdate {
+/// One Adam update of a parameter in place, reading its gradient and updating the parameter's moments (borrowed
+/// from [`Adam`]; candle's in-place op hands `cpu_fwd` only `&self`).
+struct AdamUpdate<'a> {
     rule: AdamRule,
-    moments: std::cell::RefCell<Option<(Vec<f32>, Vec<f32>)>>,
+    moments: std::cell::RefCell<(&'a mut Vec<f32>, &'a mut Vec<f32>)>,
 }
 
 /// One step's coefficients.
@@ -125,7 +119,7 @@ impl AdamRule {
     }
 }
 
-impl candle_core::InplaceOp2 for AdamUpdate {
+impl candle_core::InplaceOp2 for AdamUpdate<'_> {
     fn name(&self) -> &'static str {
         "adam-update"
     }
@@ -145,7 +139,7 @@ impl candle_core::InplaceOp2 for AdamUpdate {
             candle_core::bail!("adam-update: parameter or gradient not contiguous");
         };
         let mut moments = self.moments.borrow_mut();
-        let Some((m, v)) = moments.as_mut() else { candle_core::bail!("adam-update: no moments given") };
+        let (m, v) = &mut *moments;
         let (p, g) = (&mut p[p0..p1], &g[g0..g1]);
         if g.len() != p.len() || m.len() != p.len() {
             candle_core::bail!("adam-update: {} parameters, {} gradients, {} moments", p.len(), g.len(), m.len());
