@@ -1,18 +1,45 @@
 //! `stepwise r2vq ...`: tasks from R2VQ annotation (SemEval-2022 Task 9 layout).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stepwise_core::Manifest;
+use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
+use stepwise_eval::r2vq::question_key;
 use stepwise_core::output::OutputDir;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
+use stepwise_tasks::r2vq::programs::answer_question;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum R2vqCommand {
     /// Event-ordering instances (R2VQ §4.2): sentences of one ingredient (EVENT) versus consecutive sentences (SENT).
     Order(OrderArgs),
+    /// Answer questions by executing their family's program on the recipe's annotation.
+    Answer(AnswerArgs),
+}
+
+/// Answer R2VQ questions from the annotation: each question is parsed into its template, the candidate families'
+/// programs run on the recipe's annotation graph, and the first defined answer is written with its program.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq answer train_sample_1recipe_srpol.csv -o answers.jsonl\n  \
+    stepwise eval train_sample_1recipe_srpol.csv -p answers.jsonl\n\n\
+    Writes one JSON line per question: {id, answer, family, template, program, evidence}; `answer` is null when \
+    no candidate family's program is defined (an unanswerable question, family 18). `family` is the family whose \
+    program answered, next to the one in the question id; the summary counts how often they agree. Questions no \
+    template matches are listed with the reason and left out (scored as wrong).")]
+pub struct AnswerArgs {
+    /// An annotated R2VQ file in the SemEval layout.
+    pub input: PathBuf,
+    /// Ask these questions instead of the file's own: a JSON list of {q_id, question, doc_id}.
+    #[arg(long)]
+    pub questions: Option<PathBuf>,
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 /// Write the event-ordering study's inputs: a sentence corpus and two sequencing folders.
@@ -48,6 +75,7 @@ pub struct OrderArgs {
 pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
     match c {
         R2vqCommand::Order(a) => run_order(a),
+        R2vqCommand::Answer(a) => run_answer(a),
     }
 }
 
@@ -127,4 +155,71 @@ fn length_buckets(instances: &[SequencingInstance]) -> [usize; 4] {
         }] += 1;
     }
     b
+}
+
+fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
+    let doc = read_r2vq_conllu(&a.input)?;
+    let recipes: BTreeMap<&str, &R2vqRecipe> = doc.recipes.iter().map(|r| (r.id.as_str(), r)).collect();
+    // (recipe, id, question) in file order.
+    let asked: Vec<(String, QuestionId, String)> = match &a.questions {
+        Some(path) => {
+            let listed = read_question_list(path)?;
+            if let Some(q) = listed.iter().find(|q| !recipes.contains_key(q.recipe.as_str())) {
+                anyhow::bail!("{}: question {} names recipe {:?}, which {} does not hold", path.display(), q.id, q.recipe, a.input.display());
+            }
+            listed.into_iter().map(|q| (q.recipe, q.id, q.question)).collect()
+        }
+        None => doc.recipes.iter().flat_map(|r| r.questions().into_iter().map(|q| (r.id.clone(), q.id, q.question))).collect(),
+    };
+    let graphs: BTreeMap<&str, AnnotationGraph> =
+        doc.recipes.iter().map(|r| (r.id.as_str(), AnnotationGraph::of(r))).collect();
+    let mut lines = String::new();
+    let mut unparsed = Vec::new();
+    // Per family of the question id: questions, answered (non-null), program family == id family.
+    let mut per_family: BTreeMap<u32, [usize; 3]> = BTreeMap::new();
+    for (recipe, id, question) in &asked {
+        let key = question_key(recipe, *id);
+        match answer_question(recipes[recipe.as_str()], &graphs[recipe.as_str()], question) {
+            Ok(answered) => {
+                let row = per_family.entry(id.family).or_default();
+                row[0] += 1;
+                row[1] += usize::from(answered.answer.is_some());
+                row[2] += usize::from(answered.family == id.family);
+                let line = serde_json::json!({
+                    "id": key,
+                    "answer": answered.answer,
+                    "family": answered.family,
+                    "template": answered.template,
+                    "program": answered.program,
+                    "evidence": answered.evidence,
+                });
+                lines.push_str(&line.to_string());
+                lines.push('\n');
+            }
+            Err(reason) => unparsed.push(format!("{key}: {reason}: {question:?}")),
+        }
+    }
+    stepwise_core::output::write_string_atomic(&a.output, &lines)?;
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!("{}", answer_summary(asked.len(), &per_family, &unparsed, &a.output));
+    }
+    Ok(())
+}
+
+/// The summary `r2vq answer` prints: per family of the question ids, how many were answered and how often the
+/// answering program's family is the id's.
+fn answer_summary(asked: usize, per_family: &BTreeMap<u32, [usize; 3]>, unparsed: &[String], output: &std::path::Path) -> String {
+    let mut s = format!("{asked} questions, {} not understood\n", unparsed.len());
+    s.push_str("family  questions  answered  same family\n");
+    for (family, [n, answered, same]) in per_family {
+        s.push_str(&format!("{family:>6}  {n:>9}  {answered:>8}  {same:>11}\n"));
+    }
+    for u in unparsed.iter().take(20) {
+        s.push_str(&format!("not understood: {u}\n"));
+    }
+    if unparsed.len() > 20 {
+        s.push_str(&format!("... and {} more not understood\n", unparsed.len() - 20));
+    }
+    s.push_str(&format!("answers written to {}", output.display()));
+    s
 }

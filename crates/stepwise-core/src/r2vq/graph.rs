@@ -180,11 +180,15 @@ impl AnnotationGraph {
 fn predicate_column(tokens: &[super::Token], first: u32, last: u32) -> Option<(usize, u32)> {
     let predicates: Vec<u32> =
         tokens.iter().enumerate().filter(|(_, t)| t.predicate.is_some()).map(|(i, _)| i as u32 + 1).collect();
-    (first..=last).find_map(|t| {
-        let column = predicates.iter().position(|&p| p == t)?;
-        (column < super::ARG_COLUMNS && tokens[t as usize - 1].args[column] == SrlTag::Begin("V".into()))
-            .then_some((column, t))
-    })
+    let is_v = |t: u32, c: usize| tokens[t as usize - 1].args[c] == SrlTag::Begin("V".into());
+    (first..=last)
+        .find_map(|t| {
+            let column = predicates.iter().position(|&p| p == t)?;
+            (column < super::ARG_COLUMNS && is_v(t, column)).then_some((column, t))
+        })
+        // Some sentences number their columns differently (a predicate without a column shifts the rest): then
+        // the column is the one whose `B-V` is on the head.
+        .or_else(|| (first..=last).find_map(|t| (0..super::ARG_COLUMNS).find(|&c| is_v(t, c)).map(|c| (c, t))))
 }
 
 /// The role spans of ARG column `c`: a `B-` token and the `I-` tokens of the same role after it (`V` left out).

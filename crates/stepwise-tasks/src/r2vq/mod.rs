@@ -2,7 +2,9 @@
 //!
 //! - [`event_ordering`]: the paper's event-ordering study (§4.2): sentences that mention one ingredient (EVENT)
 //!   versus consecutive sentences (SENT), as sequencing instances
+//! - [`programs`]: the families' programs over the annotation graph, and answering a question with them
 //! - [`questions`]: the release's question templates, their arguments and candidate families
 
 pub mod event_ordering;
+pub mod programs;
 pub mod questions;
