@@ -328,3 +328,64 @@ fn r2vq_question_templates_cover_the_release_and_name_the_right_families() {
     assert_eq!(n, 26_503);
     assert!(missed.is_empty());
 }
+
+/// The families' programs against the release: on the answered train recipe, `stepwise r2vq answer` scored by
+/// the R2VQ scorer; on the test file (questions without answers), how many answerable questions get an answer,
+/// how many distractors (family 18) get none, and how often the answering program's family is the id's.
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn r2vq_programs_answer_the_release_questions_from_annotation() {
+    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    let dir = shared_data().join("r2vq/semeval2022_task9");
+    let td = tempfile::tempdir().unwrap();
+    let train = dir.join("train_sample_1recipe_srpol.csv");
+    let answers = td.path().join("train.jsonl");
+    stepwise(&["r2vq", "answer", train.to_str().unwrap(), "-o", answers.to_str().unwrap()]);
+    let gold = gold_questions(&read_r2vq_conllu(&train).unwrap());
+    let scores = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
+    println!("{}", stepwise_eval::r2vq::markdown_table(&scores));
+    for q in scores.questions.iter().filter(|q| q.em < 1.0) {
+        println!("  disagreement {}: ours {:?}, gold {:?}", q.id, q.prediction, q.gold);
+    }
+    assert_eq!(scores.overall.questions, 27);
+    assert!(scores.overall.em.value >= 0.9, "train-sample EM {}", scores.overall.em.value);
+
+    let test = dir.join("test_crl_srl.csv");
+    let answers = td.path().join("test.jsonl");
+    stepwise(&["r2vq", "answer", test.to_str().unwrap(), "-o", answers.to_str().unwrap()]);
+    let again = td.path().join("again.jsonl");
+    stepwise(&["r2vq", "answer", test.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&answers).unwrap(), std::fs::read(&again).unwrap(), "same input, same bytes");
+    // family -> [questions, answered, same family]
+    let mut per: std::collections::BTreeMap<u32, [usize; 3]> = Default::default();
+    for line in std::fs::read_to_string(&answers).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = v["id"].as_str().unwrap();
+        let family: u32 = id.rsplit('/').next().unwrap().split('-').next().unwrap().parse().unwrap();
+        let row = per.entry(family).or_default();
+        row[0] += 1;
+        row[1] += usize::from(!v["answer"].is_null());
+        row[2] += usize::from(v["family"].as_u64() == Some(family as u64));
+    }
+    println!("| family | questions | answered | program family = id family |\n|---|---:|---:|---:|");
+    for (f, [n, a, s]) in &per {
+        println!("| {f} | {n} | {a} | {s} |");
+    }
+    let (n, answered): (usize, usize) =
+        per.iter().filter(|(f, _)| **f != 18).fold((0, 0), |(n, a), (_, r)| (n + r[0], a + r[1]));
+    let distractors = per[&18];
+    println!(
+        "answerable: {answered}/{n} answered; distractors: {}/{} without an answer",
+        distractors[0] - distractors[1],
+        distractors[0]
+    );
+    assert_eq!(n + distractors[0], 3442);
+    assert!(answered as f64 >= 0.85 * n as f64, "{answered}/{n} answerable questions answered");
+    assert!(
+        distractors[1] as f64 <= 0.1 * distractors[0] as f64,
+        "{}/{} distractors answered",
+        distractors[1],
+        distractors[0]
+    );
+}

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stepwise_core::Manifest;
-use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
-use stepwise_eval::r2vq::question_key;
 use stepwise_core::output::OutputDir;
+use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
+use stepwise_eval::r2vq::question_key;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
@@ -165,11 +165,21 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
         Some(path) => {
             let listed = read_question_list(path)?;
             if let Some(q) = listed.iter().find(|q| !recipes.contains_key(q.recipe.as_str())) {
-                anyhow::bail!("{}: question {} names recipe {:?}, which {} does not hold", path.display(), q.id, q.recipe, a.input.display());
+                anyhow::bail!(
+                    "{}: question {} names recipe {:?}, which {} does not hold",
+                    path.display(),
+                    q.id,
+                    q.recipe,
+                    a.input.display()
+                );
             }
             listed.into_iter().map(|q| (q.recipe, q.id, q.question)).collect()
         }
-        None => doc.recipes.iter().flat_map(|r| r.questions().into_iter().map(|q| (r.id.clone(), q.id, q.question))).collect(),
+        None => doc
+            .recipes
+            .iter()
+            .flat_map(|r| r.questions().into_iter().map(|q| (r.id.clone(), q.id, q.question)))
+            .collect(),
     };
     let graphs: BTreeMap<&str, AnnotationGraph> =
         doc.recipes.iter().map(|r| (r.id.as_str(), AnnotationGraph::of(r))).collect();
@@ -208,7 +218,12 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
 
 /// The summary `r2vq answer` prints: per family of the question ids, how many were answered and how often the
 /// answering program's family is the id's.
-fn answer_summary(asked: usize, per_family: &BTreeMap<u32, [usize; 3]>, unparsed: &[String], output: &std::path::Path) -> String {
+fn answer_summary(
+    asked: usize,
+    per_family: &BTreeMap<u32, [usize; 3]>,
+    unparsed: &[String],
+    output: &std::path::Path,
+) -> String {
     let mut s = format!("{asked} questions, {} not understood\n", unparsed.len());
     s.push_str("family  questions  answered  same family\n");
     for (family, [n, answered, same]) in per_family {

@@ -46,8 +46,15 @@ mod tests {
         let p = dir.path().join("q.json");
         std::fs::write(&p, r#"[{"q_id": "2-3", "question": "where?", "doc_id": " r-378"}]"#).unwrap();
         let q = read_question_list(&p).unwrap();
-        assert_eq!(q, [ListedQuestion { recipe: "r-378".into(), id: "2-3".parse().unwrap(), question: "where?".into() }]);
-        std::fs::write(&p, r#"[{"q_id": "2-3", "question": "where?", "doc_id": "r"}, {"q_id": "x", "question": "q", "doc_id": "r"}]"#).unwrap();
+        assert_eq!(
+            q,
+            [ListedQuestion { recipe: "r-378".into(), id: "2-3".parse().unwrap(), question: "where?".into() }]
+        );
+        std::fs::write(
+            &p,
+            r#"[{"q_id": "2-3", "question": "where?", "doc_id": "r"}, {"q_id": "x", "question": "q", "doc_id": "r"}]"#,
+        )
+        .unwrap();
         let e = read_question_list(&p).unwrap_err().to_string();
         assert!(e.contains("[1]") && e.contains("q_id"), "{e}");
         std::fs::write(&p, r#"{"q_id": "2-3"}"#).unwrap();

@@ -106,7 +106,11 @@ fn candidates(template: Template, args: &[String]) -> Vec<(u32, Program)> {
         Template::ToWhatExtent => vec![role(5, &["Result", "Extent"], false)],
         Template::ForHowLong => vec![role(7, &["Time"], false)],
         Template::WhereDoYou => {
-            vec![role(8, &["Location", "Destination"], false), role(12, &["Co-Patient"], false), role(13, &["Co-Theme"], false)]
+            vec![
+                role(8, &["Location", "Destination"], false),
+                role(12, &["Co-Patient"], false),
+                role(13, &["Co-Theme"], false),
+            ]
         }
         Template::ByHowMuch => vec![role(9, &["Extent", "Value"], false)],
         Template::WhyDoYou => vec![role(15, &["Purpose"], false), role(11, &["Result", "Cause"], false)],
@@ -146,7 +150,8 @@ impl Context<'_> {
                 (!set.is_empty()).then(|| set.len().to_string())
             }
             Program::CountProps { prop } => {
-                let ids: BTreeSet<String> = self.prop_uses(&singular_phrase(prop)).into_iter().map(|(_, id)| id).collect();
+                let ids: BTreeSet<String> =
+                    self.prop_uses(&singular_phrase(prop)).into_iter().map(|(_, id)| id).collect();
                 evidence.extend(ids.iter().cloned());
                 (!ids.is_empty()).then(|| ids.len().to_string())
             }
@@ -157,16 +162,12 @@ impl Context<'_> {
                     g.events[e].hidden.iter().any(|h| h.role == HiddenRole::Drop)
                 })?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
-                let mut objects: Vec<String> = self.participant_names(e);
-                for h in &g.events[e].hidden {
-                    if h.role == HiddenRole::Drop {
-                        objects.extend(h.values.iter().map(entity_name));
-                    }
-                }
+                let objects = self.objects(e);
                 (!objects.is_empty()).then(|| format!("the {}", objects.join(" and ")))
             }
             Program::HiddenTool { clause } | Program::HiddenHabitat { clause } => {
-                let role = if matches!(program, Program::HiddenTool { .. }) { HiddenRole::Tool } else { HiddenRole::Habitat };
+                let role =
+                    if matches!(program, Program::HiddenTool { .. }) { HiddenRole::Tool } else { HiddenRole::Habitat };
                 let e = self.match_clause(clause)?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
                 let value = g.events[e].hidden.iter().find(|h| h.role == role)?.values.first()?;
@@ -178,7 +179,7 @@ impl Context<'_> {
             Program::Origin { entity } | Program::Contents { entity } => {
                 let e = self.producer(entity)?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
-                let objects = self.participant_names(e);
+                let objects = self.objects(e);
                 if objects.is_empty() {
                     return None;
                 }
@@ -188,27 +189,22 @@ impl Context<'_> {
                 }
                 let verb = self.event_lemma(e);
                 let mut answer = format!("by {} {objects}", gerund(&verb));
-                for h in &g.events[e].hidden {
-                    if let Some(v) = h.values.first() {
-                        match h.role {
-                            HiddenRole::Tool => answer.push_str(&format!(" with the {}", entity_name(v))),
-                            HiddenRole::Habitat => {
-                                answer.push_str(&format!(" {} the {}", habitat_preposition(&verb), entity_name(v)))
-                            }
-                            _ => {}
-                        }
-                    }
+                if let Some(tool) = self.prop_of(e, HiddenRole::Tool, EntityKind::Tool) {
+                    answer.push_str(&format!(" with the {tool}"));
+                }
+                if let Some(habitat) = self.habitat_of(e) {
+                    answer.push_str(&format!(" {} the {habitat}", habitat_preposition(&verb)));
                 }
                 Some(answer)
             }
             Program::WhichFirst { first, second } => {
-                let a = self.match_clause(first)?;
-                let b = self.match_clause(second)?;
-                if a == b {
+                let a = self.clause_position(first)?;
+                let b = self.clause_position(second)?;
+                if a.0 == b.0 {
                     return None;
                 }
-                self.cite_events(&BTreeSet::from([a, b]), evidence);
-                Some(if a < b { "the first event" } else { "the second event" }.to_string())
+                evidence.extend([a.1, b.1]);
+                Some(if a.0 < b.0 { "the first event" } else { "the second event" }.to_string())
             }
             Program::Role { clause, roles, with_clause } => {
                 let e = self.match_clause(clause)?;
@@ -232,18 +228,15 @@ impl Context<'_> {
                 Some(parts.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(" "))
             }
             Program::LocationBefore { entity, verb } => {
-                let chain = self.entity_mentions(entity);
-                let lemmas = verb_lemmas(verb);
-                let target = chain
-                    .iter()
-                    .filter_map(|&m| g.mentions[m].participant_of)
-                    .find(|&e| lemmas.contains(&self.event_lemma(e)))?;
-                // Earlier events of the entity, latest first: the first with a habitat says where it was.
-                let mut earlier: Vec<usize> =
-                    chain.iter().filter_map(|&m| g.mentions[m].participant_of).filter(|&e| e < target).collect();
-                earlier.sort_unstable();
-                earlier.dedup();
-                for &e in earlier.iter().rev() {
+                // The entity's events: it takes part in them, or is their hidden (dropped, shadow) argument.
+                let events = self.entity_events(entity);
+                let (v, rest) = split_verb(verb);
+                let lemmas = verb_lemmas(v);
+                let of_verb: Vec<usize> =
+                    events.iter().copied().filter(|&e| lemmas.contains(&self.event_lemma(e))).collect();
+                let target = self.best_event(&of_verb, &rest, |_| false)?;
+                // Its earlier events, latest first: the first with a habitat says where it was.
+                for &e in events.range(..target).rev() {
                     if let Some(h) = self.habitat_of(e) {
                         self.cite_events(&BTreeSet::from([e, target]), evidence);
                         return Some(h);
@@ -263,27 +256,79 @@ impl Context<'_> {
 
     /// The habitat of an event: hidden, or a HABITAT mention taking part in it.
     fn habitat_of(&self, e: usize) -> Option<String> {
+        self.prop_of(e, HiddenRole::Habitat, EntityKind::Habitat)
+    }
+
+    /// An event's hidden argument of `role`, else its participant of `kind`.
+    fn prop_of(&self, e: usize, role: HiddenRole, kind: EntityKind) -> Option<String> {
         let g = self.graph;
-        if let Some(v) = g.events[e].hidden.iter().find(|h| h.role == HiddenRole::Habitat).and_then(|h| h.values.first())
-        {
+        if let Some(v) = g.events[e].hidden.iter().find(|h| h.role == role).and_then(|h| h.values.first()) {
             return Some(entity_name(v));
         }
         g.events[e]
             .participants
             .iter()
-            .find(|&&m| g.mentions[m].kind == EntityKind::Habitat)
+            .find(|&&m| g.mentions[m].kind == kind)
             .map(|&m| strip_article(&g.mentions[m].text))
+    }
+
+    /// What an event acts on: its ingredient participants (text order), then its dropped arguments.
+    fn objects(&self, e: usize) -> Vec<String> {
+        let g = self.graph;
+        let mut out: Vec<String> = g.events[e]
+            .participants
+            .iter()
+            .filter(|&&m| matches!(g.mentions[m].kind, EntityKind::ExplicitIngredient | EntityKind::ImplicitIngredient))
+            .map(|&m| strip_article(&g.mentions[m].text))
+            .collect();
+        for h in g.events[e].hidden.iter().filter(|h| h.role == HiddenRole::Drop) {
+            for name in h.values.iter().map(entity_name) {
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        out
+    }
+
+    /// Where in the text a clause's event is, and what was matched: an EVENT, else a predicate of the SRL
+    /// annotation (some sentences of the release carry predicates but no EVENT tags).
+    fn clause_position(&self, clause: &str) -> Option<((usize, usize, u32), String)> {
+        if let Some(e) = self.match_clause(clause) {
+            let m = self.graph.event_mention(e);
+            return Some((
+                (m.sentence.paragraph, m.sentence.sentence, m.at.token),
+                format!("{} {}", pos(m.at), m.text),
+            ));
+        }
+        let (verb, rest) = split_verb(clause);
+        let lemmas = verb_lemmas(verb);
+        for (p, paragraph) in self.recipe.paragraphs.iter().enumerate() {
+            if paragraph.step_number().is_none() {
+                continue;
+            }
+            for (si, sentence) in paragraph.sentences.iter().enumerate() {
+                let words: BTreeSet<String> =
+                    sentence.tokens.iter().flat_map(|t| [normalize_word(&t.form), normalize_word(&t.lemma)]).collect();
+                if !rest.iter().all(|w| contains_word(&words, w)) {
+                    continue;
+                }
+                if let Some(t) = sentence.tokens.iter().position(|t| {
+                    t.predicate.is_some()
+                        && (lemmas.contains(&t.lemma.to_lowercase()) || lemmas.contains(&t.form.to_lowercase()))
+                }) {
+                    let form = &sentence.tokens[t].form;
+                    return Some(((p, si, t as u32 + 1), format!("predicate {form} in {}", sentence.id)));
+                }
+            }
+        }
+        None
     }
 
     /// The lower-case lemma of an event's head.
     fn event_lemma(&self, e: usize) -> String {
         let m = self.graph.event_mention(e);
         m.lemma.split(' ').next().unwrap_or("").to_lowercase()
-    }
-
-    /// The names of an event's participants (mention text without a leading article), in text order.
-    fn participant_names(&self, e: usize) -> Vec<String> {
-        self.graph.events[e].participants.iter().map(|&m| strip_article(&self.graph.mentions[m].text)).collect()
     }
 
     /// The (non-event) mentions whose text or lemma is `name`.
@@ -313,6 +358,21 @@ impl Context<'_> {
             }
         }
         out.into_iter().collect()
+    }
+
+    /// The events of the entity named `name`: those a mention of its chain takes part in, and those with one of its
+    /// ids as a hidden argument.
+    fn entity_events(&self, name: &str) -> BTreeSet<usize> {
+        let g = self.graph;
+        let chain = self.entity_mentions(name);
+        let ids: BTreeSet<&EntityRef> = chain.iter().filter_map(|&m| g.mentions[m].coref.as_ref()).collect();
+        let mut events: BTreeSet<usize> = chain.iter().filter_map(|&m| g.mentions[m].participant_of).collect();
+        for (e, event) in g.events.iter().enumerate() {
+            if event.hidden.iter().flat_map(|h| &h.values).any(|v| ids.contains(v)) {
+                events.insert(e);
+            }
+        }
+        events
     }
 
     /// The event a mention is an argument of: the one it participates in (PART), else the event of the same
@@ -368,9 +428,10 @@ impl Context<'_> {
                 .filter(|h| h.role == HiddenRole::Result)
                 .flat_map(|h| &h.values)
                 .any(|v| content_words(&entity_name(v)) == want);
-            let mentioned = event.results.iter().any(|&m| {
-                content_words(&g.mentions[m].text) == want || content_words(&g.mentions[m].lemma) == want
-            });
+            let mentioned = event
+                .results
+                .iter()
+                .any(|&m| content_words(&g.mentions[m].text) == want || content_words(&g.mentions[m].lemma) == want);
             (hidden || mentioned).then_some(e)
         })
     }
@@ -398,11 +459,12 @@ impl Context<'_> {
         for &e in candidates {
             let sentence = self.sentence_words(e);
             let arguments = self.argument_words(e);
-            let found = |w: &String| sentence.contains(w) || arguments.contains(w);
+            let found = |w: &String| contains_word(&sentence, w) || contains_word(&arguments, w);
             if !rest.iter().all(found) {
                 continue;
             }
-            let key = (preferred(e), rest.iter().filter(|w| arguments.contains(*w)).count(), std::cmp::Reverse(e));
+            let own = rest.iter().filter(|w| contains_word(&arguments, w)).count();
+            let key = (preferred(e), own, std::cmp::Reverse(e));
             if best.is_none_or(|b| key > b) {
                 best = Some(key);
             }
@@ -490,6 +552,16 @@ fn words(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `words` holds `w`, or a word sharing all but its last two letters with it (at least five): the
+/// release's questions spell some names through a lemmatiser ("gremolatum" for the text's "gremolata").
+fn contains_word(words: &BTreeSet<String>, w: &str) -> bool {
+    words.contains(w)
+        || words.iter().any(|x| {
+            let common = x.bytes().zip(w.bytes()).take_while(|(a, b)| a == b).count();
+            common >= 5 && common + 2 >= x.len().min(w.len()) && x.len().abs_diff(w.len()) <= 2
+        })
+}
+
 fn content_words(s: &str) -> Vec<String> {
     words(s)
 }
@@ -570,6 +642,144 @@ pub fn answer_recipe(recipe: &R2vqRecipe) -> BTreeMap<String, Result<Answered, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A three-step recipe in the SemEval layout; each row lists its first columns, the rest are `_`.
+    fn recipe() -> R2vqRecipe {
+        let sentence = |step: u32, text: &str, rows: &[&[&str]]| {
+            let mut s = format!("# newpar id = r::step0{step}\n# sent_id = r::step0{step}::sent01\n# text = {text}\n");
+            for (i, row) in rows.iter().enumerate() {
+                let mut cols: Vec<String> = vec![(i + 1).to_string()];
+                cols.extend(row.iter().map(|c| c.to_string()));
+                cols.resize(20, "_".into());
+                s.push_str(&cols.join("\t"));
+                s.push('\n');
+            }
+            s + "\n"
+        };
+        let text = format!(
+            "# newdoc id = r\n{}{}{}",
+            sentence(
+                1,
+                "Cut the onion with a knife.",
+                &[
+                    &[
+                        "Cut",
+                        "cut",
+                        "VERB",
+                        "B-EVENT",
+                        "_",
+                        "_",
+                        "Result=chopped_onion.1.1.1|Habitat=board.1.1.1",
+                        "_",
+                        "CUT",
+                        "B-V"
+                    ],
+                    &["the", "the", "DET", "O", "_", "_", "_", "_", "_", "B-Patient"],
+                    &["onion", "onion", "NOUN", "B-EXPLICITINGREDIENT", "1", "_", "_", "onion.1.1.3", "_", "I-Patient"],
+                    &["with", "with", "ADP", "O", "_", "_", "_", "_", "_", "B-Instrument"],
+                    &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Instrument"],
+                    &["knife", "knife", "NOUN", "B-TOOL", "1", "_", "_", "knife.1.1.6", "_", "I-Instrument"],
+                    &[".", ".", "PUNCT", "O"],
+                ]
+            ),
+            sentence(
+                2,
+                "Fry it in a pan for 5 minutes.",
+                &[
+                    &["Fry", "fry", "VERB", "B-EVENT", "_", "_", "_", "_", "COOK", "B-V"],
+                    &[
+                        "it",
+                        "it",
+                        "PRON",
+                        "B-IMPLICITINGREDIENT",
+                        "1",
+                        "_",
+                        "_",
+                        "chopped_onion.1.1.1",
+                        "_",
+                        "B-Patient"
+                    ],
+                    &["in", "in", "ADP", "O", "_", "_", "_", "_", "_", "B-Location"],
+                    &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Location"],
+                    &["pan", "pan", "NOUN", "B-HABITAT", "1", "_", "_", "pan.2.1.5", "_", "I-Location"],
+                    &["for", "for", "ADP", "O", "_", "_", "_", "_", "_", "B-Time"],
+                    &["5", "5", "NUM", "O", "_", "_", "_", "_", "_", "I-Time"],
+                    &["minutes", "minute", "NOUN", "O", "_", "_", "_", "_", "_", "I-Time"],
+                    &[".", ".", "PUNCT", "O"],
+                ]
+            ),
+            sentence(
+                3,
+                "Serve.",
+                &[
+                    &[
+                        "Serve",
+                        "serve",
+                        "VERB",
+                        "B-EVENT",
+                        "_",
+                        "_",
+                        "Drop=chopped_onion.1.1.1|Habitat=plate.3.1.1",
+                        "_",
+                        "NOURISH_FEED",
+                        "B-V"
+                    ],
+                    &[".", ".", "PUNCT", "O"],
+                ]
+            ),
+        );
+        let doc =
+            stepwise_ingest::readers::r2vq_conllu::parse_r2vq_conllu(std::path::Path::new("r.csv"), &text).unwrap();
+        doc.recipes.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn every_family_program_answers_from_the_annotation_and_unanswerable_questions_get_none() {
+        let r = recipe();
+        let g = AnnotationGraph::of(&r);
+        let ask = |q: &str| {
+            let a = answer_question(&r, &g, q).unwrap();
+            (a.family, a.answer)
+        };
+        let some = |f: u32, s: &str| (f, Some(s.to_string()));
+        assert_eq!(ask("How many times is the knife used?"), some(0, "1"));
+        assert_eq!(ask("How many actions does it take to process the onion?"), some(0, "1"));
+        assert_eq!(ask("How many pans are used?"), some(0, "1"));
+        assert_eq!(ask("What should be served?"), some(1, "the chopped onion"));
+        assert_eq!(ask("Where should you cut the onion?"), some(2, "board"));
+        assert_eq!(
+            ask("How do you cut the onion?"),
+            some(6, "cut the onion with a knife"),
+            "no hidden tool: the instrument role"
+        );
+        assert_eq!(ask("What's in the chopped onion?"), some(3, "the onion"));
+        assert_eq!(
+            ask("How did you get the chopped onion?"),
+            some(3, "by cutting the onion with the knife in the board")
+        );
+        assert_eq!(ask("Frying it in a pan and cutting the onion, which comes first?"), some(4, "the second event"));
+        assert_eq!(
+            ask("For how long do you fry the chopped onion?"),
+            some(7, "for 5 minutes"),
+            "through its COREF name"
+        );
+        assert_eq!(ask("Where do you fry the chopped onion?"), some(8, "in a pan"));
+        assert_eq!(
+            ask("Where was the chopped onion before it was served?"),
+            some(17, "pan"),
+            "served as a dropped argument"
+        );
+        // Distractors: arguments the recipe does not have.
+        assert_eq!(ask("What's in the ingred mix?"), (UNANSWERABLE, None));
+        assert_eq!(ask("Where should you bake the cake?"), (UNANSWERABLE, None));
+        assert_eq!(ask("Boiling the pasta and cutting the onion, which comes first?"), (UNANSWERABLE, None));
+        assert_eq!(ask("How many spoons are used?"), (UNANSWERABLE, None));
+        assert!(answer_question(&r, &g, "Is this about onions").is_err(), "no template");
+        // The explanation names the program and the events it read.
+        let a = answer_question(&r, &g, "How did you get the chopped onion?").unwrap();
+        assert_eq!(a.program, Some(Program::Origin { entity: "chopped onion".into() }));
+        assert_eq!(a.evidence, ["1.1.1 Cut"]);
+    }
 
     #[test]
     fn verb_forms_are_undone_and_made() {
