@@ -9,9 +9,11 @@ use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
 use stepwise_eval::r2vq::question_key;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::programs::answer_question;
+use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
 
 #[derive(clap::Subcommand, Debug)]
@@ -20,6 +22,36 @@ pub enum R2vqCommand {
     Order(OrderArgs),
     /// Answer questions by executing their family's program on the recipe's annotation.
     Answer(AnswerArgs),
+    /// Write other R2VQ releases in the SemEval layout (so `answer`, `order` and `eval` read them).
+    Convert(ConvertArgs),
+}
+
+/// The R2VQ layouts `convert` reads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum R2vqSource {
+    /// HIT-QMUL's inline-tagged train recipes (`inline_tagged/entity_*.json`); --qa attaches the gold QA strings.
+    InlineTagged,
+}
+
+/// Convert an R2VQ release to the SemEval layout. What a lossy source cannot say is rebuilt as documented in
+/// `stepwise_ingest::readers` (inline-tagged: one sentence per step, mentions extended from their first word,
+/// same-name coreference, families of id-less questions read off the answer's form).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq convert inline_tagged/entity_train3.json --from inline-tagged \\\n    \
+    --qa train_text_qa_baseline_10_28.json -o train800.csv\n  \
+    stepwise r2vq answer train800.csv -o answers.jsonl\n  \
+    stepwise eval train800.csv -p answers.jsonl")]
+pub struct ConvertArgs {
+    pub input: PathBuf,
+    #[arg(long, value_enum)]
+    pub from: R2vqSource,
+    /// Gold questions and answers to attach (inline-tagged: `{" recipe": {"question": ["q     a", ...]}}`).
+    #[arg(long)]
+    pub qa: Option<PathBuf>,
+    /// The SemEval-layout file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 /// Answer R2VQ questions from the annotation: each question is parsed into its template, the candidate families'
@@ -76,6 +108,7 @@ pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
     match c {
         R2vqCommand::Order(a) => run_order(a),
         R2vqCommand::Answer(a) => run_answer(a),
+        R2vqCommand::Convert(a) => run_convert(a),
     }
 }
 
@@ -237,4 +270,20 @@ fn answer_summary(
     }
     s.push_str(&format!("answers written to {}", output.display()));
     s
+}
+
+fn run_convert(a: ConvertArgs) -> anyhow::Result<()> {
+    let (doc, unlabelled) = match a.from {
+        R2vqSource::InlineTagged => read_inline_tagged(&a.input, a.qa.as_deref(), &family_of_answered)?,
+    };
+    stepwise_core::output::write_string_atomic(&a.output, &doc.to_conllu_string())?;
+    if !stepwise_core::progress::is_quiet() {
+        let questions: usize = doc.recipes.iter().map(|r| r.questions().len()).sum();
+        eprintln!(
+            "{} recipes, {questions} questions ({unlabelled} left out: no template matches) written to {}",
+            doc.recipes.len(),
+            a.output.display()
+        );
+    }
+    Ok(())
 }

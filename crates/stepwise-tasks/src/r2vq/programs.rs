@@ -126,6 +126,13 @@ fn candidates(template: Template, args: &[String]) -> Vec<(u32, Program)> {
     }
 }
 
+/// One use of a prop: an event, or a mention of it outside any event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Use {
+    Event(usize),
+    Mention(usize),
+}
+
 struct Context<'a> {
     recipe: &'a R2vqRecipe,
     graph: &'a AnnotationGraph,
@@ -136,22 +143,29 @@ impl Context<'_> {
         let g = self.graph;
         match program {
             Program::CountEvents { entity } => {
-                // Mentions by that name only, not their coreference chains: the release counts one action for
-                // "the minced meat" although "the meat" it corefers with is transferred later (train sample).
-                let events: BTreeSet<usize> =
+                // Mentions by that name, not their coreference chains (the release counts one action for "the
+                // minced meat" although "the meat" it corefers with is transferred later: train sample), and
+                // events that have it as a dropped or shadow argument.
+                let want = content_words(entity);
+                let mut events: BTreeSet<usize> =
                     self.named_mentions(entity).into_iter().filter_map(|m| self.event_of_argument(m)).collect();
+                for (e, event) in g.events.iter().enumerate() {
+                    let hidden =
+                        event.hidden.iter().filter(|h| matches!(h.role, HiddenRole::Drop | HiddenRole::Shadow));
+                    if hidden.flat_map(|h| &h.values).any(|v| content_words(&entity_name(v)) == want) {
+                        events.insert(e);
+                    }
+                }
                 self.cite_events(&events, evidence);
                 (!events.is_empty()).then(|| events.len().to_string())
             }
             Program::CountUses { prop } => {
-                let events = self.prop_uses(prop);
-                let set: BTreeSet<usize> = events.iter().map(|(e, _)| *e).collect();
-                self.cite_events(&set, evidence);
-                (!set.is_empty()).then(|| set.len().to_string())
+                let uses: BTreeSet<Use> = self.prop_uses(prop).into_iter().map(|(u, _)| u).collect();
+                evidence.extend(uses.iter().map(|u| self.describe_use(*u)));
+                (!uses.is_empty()).then(|| uses.len().to_string())
             }
             Program::CountProps { prop } => {
-                let ids: BTreeSet<String> =
-                    self.prop_uses(&singular_phrase(prop)).into_iter().map(|(_, id)| id).collect();
+                let ids: BTreeSet<String> = self.prop_uses(prop).into_iter().map(|(_, id)| id).collect();
                 evidence.extend(ids.iter().cloned());
                 (!ids.is_empty()).then(|| ids.len().to_string())
             }
@@ -163,7 +177,7 @@ impl Context<'_> {
                 })?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
                 let objects = self.objects(e);
-                (!objects.is_empty()).then(|| format!("the {}", objects.join(" and ")))
+                (!objects.is_empty()).then(|| format!("the {}", join_list(&objects)))
             }
             Program::HiddenTool { clause } | Program::HiddenHabitat { clause } => {
                 let role =
@@ -183,17 +197,18 @@ impl Context<'_> {
                 if objects.is_empty() {
                     return None;
                 }
-                let objects = format!("the {}", objects.join(" and "));
+                let objects = format!("the {}", join_list(&objects));
                 if matches!(program, Program::Contents { .. }) {
                     return Some(objects);
                 }
                 let verb = self.event_lemma(e);
                 let mut answer = format!("by {} {objects}", gerund(&verb));
-                if let Some(tool) = self.prop_of(e, HiddenRole::Tool, EntityKind::Tool) {
-                    answer.push_str(&format!(" with the {tool}"));
-                }
+                // Habitat, then tool: "by combining the ... in the medium bowl with the spatula" (train QA).
                 if let Some(habitat) = self.habitat_of(e) {
                     answer.push_str(&format!(" {} the {habitat}", habitat_preposition(&verb)));
+                }
+                if let Some(tool) = self.prop_of(e, HiddenRole::Tool, EntityKind::Tool) {
+                    answer.push_str(&format!(" with the {tool}"));
                 }
                 Some(answer)
             }
@@ -235,11 +250,15 @@ impl Context<'_> {
                 let of_verb: Vec<usize> =
                     events.iter().copied().filter(|&e| lemmas.contains(&self.event_lemma(e))).collect();
                 let target = self.best_event(&of_verb, &rest, |_| false)?;
-                // Its earlier events, latest first: the first with a habitat says where it was.
-                for &e in events.range(..target).rev() {
-                    if let Some(h) = self.habitat_of(e) {
-                        self.cite_events(&BTreeSet::from([e, target]), evidence);
-                        return Some(h);
+                // Where it is at the target (the target's habitat, else the last one before), and the latest earlier
+                // habitat that differs: where it was before it moved.
+                let habitats: Vec<(usize, String)> =
+                    events.range(..=target).filter_map(|&e| self.habitat_of(e).map(|h| (e, h))).collect();
+                let current = self.habitat_of(target).or_else(|| habitats.last().map(|(_, h)| h.clone()));
+                for (e, h) in habitats.iter().rev().filter(|(e, _)| *e < target) {
+                    if Some(h) != current.as_ref() {
+                        self.cite_events(&BTreeSet::from([*e, target]), evidence);
+                        return Some(h.clone());
                     }
                 }
                 None
@@ -390,31 +409,39 @@ impl Context<'_> {
 
     /// The uses of tools and habitats named `name`: (event, entity id) for every hidden Tool/Habitat value and
     /// every TOOL/HABITAT mention taking part in an event.
-    fn prop_uses(&self, name: &str) -> Vec<(usize, String)> {
+    fn prop_uses(&self, name: &str) -> Vec<(Use, String)> {
         let g = self.graph;
         let want = content_words(name);
         let mut out = Vec::new();
+        let id_of = |r: &EntityRef| match r.at {
+            Some(_) => r.to_string(),
+            // A bare name (sources without positions): one entity per name.
+            None => content_words(&entity_name(r)).join(" "),
+        };
         for (e, event) in g.events.iter().enumerate() {
-            for h in &event.hidden {
-                if matches!(h.role, HiddenRole::Tool | HiddenRole::Habitat) {
-                    for v in &h.values {
-                        if content_words(&entity_name(v)) == want {
-                            out.push((e, v.to_string()));
-                        }
-                    }
-                }
-            }
-            for &m in &event.participants {
-                let mention = &g.mentions[m];
-                if matches!(mention.kind, EntityKind::Tool | EntityKind::Habitat)
-                    && (content_words(&mention.text) == want || content_words(&mention.lemma) == want)
-                {
-                    let id = mention.coref.as_ref().map(|c| c.to_string()).unwrap_or_else(|| pos(mention.at));
-                    out.push((e, id));
+            for h in event.hidden.iter().filter(|h| matches!(h.role, HiddenRole::Tool | HiddenRole::Habitat)) {
+                for v in h.values.iter().filter(|v| content_words(&entity_name(v)) == want) {
+                    out.push((Use::Event(e), id_of(v)));
                 }
             }
         }
+        // Mentions by that name, of any kind: the question says it is a prop, and lossy sources do not always.
+        for m in self.named_mentions(name) {
+            let mention = &g.mentions[m];
+            let used = self.event_of_argument(m).map_or(Use::Mention(m), Use::Event);
+            out.push((used, mention.coref.as_ref().map_or_else(|| pos(mention.at), id_of)));
+        }
         out
+    }
+
+    fn describe_use(&self, u: Use) -> String {
+        match u {
+            Use::Event(e) => {
+                let m = self.graph.event_mention(e);
+                format!("{} {}", pos(m.at), m.text)
+            }
+            Use::Mention(m) => format!("{} {}", pos(self.graph.mentions[m].at), self.graph.mentions[m].text),
+        }
     }
 
     /// The event whose result `name` is: a hidden Result value or a RES mention of that name.
@@ -502,6 +529,15 @@ impl Context<'_> {
     }
 }
 
+/// "a", "a and b", "a, b and c": the release's lists ("the pineapple, coconut and sour cream").
+fn join_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// "step.sentence.token".
 fn pos(p: TokenPos) -> String {
     format!("{}.{}.{}", p.step, p.sentence, p.token)
@@ -564,10 +600,6 @@ fn contains_word(words: &BTreeSet<String>, w: &str) -> bool {
 
 fn content_words(s: &str) -> Vec<String> {
     words(s)
-}
-
-fn singular_phrase(s: &str) -> String {
-    s.split(' ').map(normalize_word).collect::<Vec<_>>().join(" ")
 }
 
 /// The clause's first word (its verb, any inflection) and the content words after it.

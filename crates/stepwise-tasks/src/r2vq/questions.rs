@@ -129,6 +129,30 @@ pub fn parse_question(question: &str) -> Option<ParsedQuestion> {
     None
 }
 
+/// The family of an answered question that has no family id (HIT-QMUL's train QA strings): "N/A" is 18; a
+/// template with one candidate family gives it; otherwise the answer's form decides ("by using a ..." → 2, "to ..."
+/// → 12, "with ..." → 13, "so ..." → 11, "into"/"until" → 5). Families 6, 10 and 14 share "How do you ...?" and
+/// clause answers, so such questions are counted as 6. `None` when no template matches.
+pub fn family_of_answered(question: &str, answer: &str) -> Option<u32> {
+    let template = parse_question(question)?.template;
+    let a = answer.trim().to_ascii_lowercase();
+    if a == "n/a" {
+        return Some(18);
+    }
+    let starts = |p: &str| a.starts_with(p);
+    Some(match template {
+        Template::HowDoYou if starts("by using") => 2,
+        Template::HowDoYou => 6,
+        Template::WhereDoYou | Template::WhatWith | Template::WhatDoYou if starts("with ") => 13,
+        Template::WhereDoYou | Template::WhatWith | Template::WhatDoYou if starts("to ") => 12,
+        Template::WhatDoYou if starts("into ") || starts("until ") => 5,
+        Template::WhereDoYou => 8,
+        Template::WhyDoYou if starts("so ") => 11,
+        Template::WhyDoYou => 15,
+        t => t.families()[0],
+    })
+}
+
 /// Split "cutting x and y and adding z" at the last " and " followed by an -ing word (the second event).
 fn split_events(s: &str) -> Option<(String, String)> {
     // ASCII lower-casing keeps byte offsets (full Unicode lower-casing can change lengths: 'İ').
