@@ -25,6 +25,7 @@ use stepwise_tasks::suite::{
 };
 use stepwise_tasks::{ClozeField, GenerateConfig, KnobSetting, Mode, QuestionsPerProcedure, TaskGenerator};
 
+use super::generate_r2vq::{R2vqGenArgs, run_r2vq};
 use super::generate_sequencing::{SequencingArgs, run_sequencing};
 use super::models::feature_error;
 use crate::usage_bail;
@@ -36,7 +37,8 @@ use crate::usage_bail;
     stepwise generate corpus/ --features feats/descriptor --task visual_cloze --knobs 0,1,1 -o vc-011\n  \
     stepwise generate corpus/ --features feats/minilm --features feats/descriptor --task all -o all-tasks\n  \
     stepwise generate corpus/ --features feats/descriptor --task visual_cloze --distractor-pool grocery/ -o vc\n  \
-    stepwise generate corpus/ --task sequencing --modality text -o seq\n\n\
+    stepwise generate corpus/ --task sequencing --modality text -o seq\n  \
+    stepwise generate test_crl_srl.csv --task r2vq -o r2vq-questions\n\n\
     Output: OUT/questions.json (the official RecipeQA layout: qid, recipe_id, task, split, context, \
     context_modality, question with @placeholder, question_modality, question_text, choice_list, 0-based answer; \
     plus `meta` with each question's provenance), OUT/questions.parquet and OUT/manifest.json (parameters, counts, \
@@ -51,7 +53,7 @@ pub struct Args {
     /// Corpus folder or procedure-JSONL file.
     pub corpus: PathBuf,
     /// Task(s): textual_cloze, visual_cloze, visual_coherence, visual_ordering (comma-separated or repeated),
-    /// `all` for the four, or `sequencing`.
+    /// `all` for the four, `sequencing`, or `r2vq` (CORPUS is then an annotated R2VQ file in the SemEval layout).
     #[arg(long, value_delimiter = ',', required = true)]
     pub task: Vec<String>,
     /// RecipeQA's original recipe (the default unless --knobs is given).
@@ -72,6 +74,8 @@ pub struct Args {
     pub options: GenOptions,
     #[command(flatten)]
     pub sequencing: SequencingArgs,
+    #[command(flatten)]
+    pub r2vq: R2vqGenArgs,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +227,7 @@ pub fn parse_tasks(raw: &[String]) -> anyhow::Result<Vec<Task>> {
                 Some(x) => vec![x],
                 None => usage_bail!(
                     "unknown task {t:?} (textual_cloze, visual_cloze, visual_coherence, visual_ordering, all{})",
-                    if raw.len() == 1 { ", sequencing" } else { "" }
+                    if raw.len() == 1 { ", sequencing, r2vq" } else { "" }
                 ),
             }
         };
@@ -496,6 +500,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         s.seed = args.seed;
         s.force = args.force;
         return run_sequencing(&s);
+    }
+    if args.task.len() == 1 && args.task[0].trim() == "r2vq" {
+        if args.knobs.is_some() || args.mode.is_some() {
+            usage_bail!("--mode and --knobs do not apply to --task r2vq");
+        }
+        return run_r2vq(&args.corpus, &args.output, args.seed, args.force, &args.options.split, &args.r2vq);
     }
     let tasks = parse_tasks(&args.task)?;
     let mode = match &args.knobs {

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod embed;
 pub mod eval;
 pub mod generate;
+pub mod generate_r2vq;
 pub mod generate_sequencing;
 pub mod ingest;
 pub mod model_features;

@@ -133,9 +133,10 @@ enum Use {
     Mention(usize),
 }
 
-struct Context<'a> {
-    recipe: &'a R2vqRecipe,
-    graph: &'a AnnotationGraph,
+/// A recipe and its annotation graph: what programs (and the generator's candidates) read.
+pub(crate) struct Context<'a> {
+    pub(crate) recipe: &'a R2vqRecipe,
+    pub(crate) graph: &'a AnnotationGraph,
 }
 
 impl Context<'_> {
@@ -273,12 +274,12 @@ impl Context<'_> {
     }
 
     /// The habitat of an event: hidden, or a HABITAT mention taking part in it.
-    fn habitat_of(&self, e: usize) -> Option<String> {
+    pub(crate) fn habitat_of(&self, e: usize) -> Option<String> {
         self.prop_of(e, HiddenRole::Habitat, EntityKind::Habitat)
     }
 
     /// An event's hidden argument of `role`, else its participant of `kind`.
-    fn prop_of(&self, e: usize, role: HiddenRole, kind: EntityKind) -> Option<String> {
+    pub(crate) fn prop_of(&self, e: usize, role: HiddenRole, kind: EntityKind) -> Option<String> {
         let g = self.graph;
         if let Some(v) = g.events[e].hidden.iter().find(|h| h.role == role).and_then(|h| h.values.first()) {
             return Some(entity_name(v));
@@ -291,7 +292,7 @@ impl Context<'_> {
     }
 
     /// What an event acts on: its ingredient participants (text order), then its dropped arguments.
-    fn objects(&self, e: usize) -> Vec<String> {
+    pub(crate) fn objects(&self, e: usize) -> Vec<String> {
         let g = self.graph;
         let mut out: Vec<String> = g.events[e]
             .participants
@@ -343,7 +344,7 @@ impl Context<'_> {
     }
 
     /// The lower-case lemma of an event's head.
-    fn event_lemma(&self, e: usize) -> String {
+    pub(crate) fn event_lemma(&self, e: usize) -> String {
         let m = self.graph.event_mention(e);
         m.lemma.split(' ').next().unwrap_or("").to_lowercase()
     }
@@ -379,7 +380,7 @@ impl Context<'_> {
 
     /// The events of the entity named `name`: those a mention of its chain takes part in, and those with one of its
     /// ids as a hidden argument.
-    fn entity_events(&self, name: &str) -> BTreeSet<usize> {
+    pub(crate) fn entity_events(&self, name: &str) -> BTreeSet<usize> {
         let g = self.graph;
         let chain = self.entity_mentions(name);
         let ids: BTreeSet<&EntityRef> = chain.iter().filter_map(|&m| g.mentions[m].coref.as_ref()).collect();
@@ -532,7 +533,7 @@ impl Context<'_> {
 }
 
 /// "a", "a and b", "a, b and c": the release's lists ("the pineapple, coconut and sour cream").
-fn join_list(items: &[String]) -> String {
+pub(crate) fn join_list(items: &[String]) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),
@@ -546,11 +547,11 @@ fn pos(p: TokenPos) -> String {
 }
 
 /// An entity reference's name with spaces: `chopped_vegetables.1.1.1` → "chopped vegetables".
-fn entity_name(r: &EntityRef) -> String {
+pub(crate) fn entity_name(r: &EntityRef) -> String {
     r.name.replace('_', " ")
 }
 
-fn strip_article(s: &str) -> String {
+pub(crate) fn strip_article(s: &str) -> String {
     let lower = s.to_ascii_lowercase();
     for a in ["the ", "a ", "an "] {
         if lower.starts_with(a) {
@@ -678,7 +679,7 @@ fn same_verb(a: &[String], b: &str) -> bool {
 }
 
 /// "add" → "adding", "saute" → "sauting", "cut" → "cutting", "mix" → "mixing".
-fn gerund(lemma: &str) -> String {
+pub(crate) fn gerund(lemma: &str) -> String {
     let b = lemma.as_bytes();
     let vowel = |c: u8| b"aeiou".contains(&c);
     if lemma.ends_with('e') && !lemma.ends_with("ee") && lemma.len() > 2 {
@@ -707,98 +708,175 @@ fn habitat_preposition(verb: &str) -> &'static str {
     }
 }
 
+/// Small annotated recipes for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use stepwise_core::r2vq::R2vqRecipe;
 
-    /// A three-step recipe in the SemEval layout; each row lists its first columns, the rest are `_`.
-    fn recipe() -> R2vqRecipe {
-        let sentence = |step: u32, text: &str, rows: &[&[&str]]| {
-            let mut s = format!("# newpar id = r::step0{step}\n# sent_id = r::step0{step}::sent01\n# text = {text}\n");
+    /// A recipe in the SemEval layout from its steps (one sentence each: text and rows); each row lists the
+    /// columns after ID, the rest are `_`.
+    pub(crate) fn recipe_from(id: &str, steps: &[(&str, &[&[&str]])]) -> R2vqRecipe {
+        let mut text = format!("# newdoc id = {id}\n");
+        for (k, (sentence, rows)) in steps.iter().enumerate() {
+            let step = k + 1;
+            text.push_str(&format!(
+                "# newpar id = {id}::step{step:02}\n# sent_id = {id}::step{step:02}::sent01\n# text = {sentence}\n"
+            ));
             for (i, row) in rows.iter().enumerate() {
                 let mut cols: Vec<String> = vec![(i + 1).to_string()];
                 cols.extend(row.iter().map(|c| c.to_string()));
                 cols.resize(20, "_".into());
-                s.push_str(&cols.join("\t"));
-                s.push('\n');
+                text.push_str(&cols.join("\t"));
+                text.push('\n');
             }
-            s + "\n"
-        };
-        let text = format!(
-            "# newdoc id = r\n{}{}{}",
-            sentence(
-                1,
-                "Cut the onion with a knife.",
-                &[
-                    &[
-                        "Cut",
-                        "cut",
-                        "VERB",
-                        "B-EVENT",
-                        "_",
-                        "_",
-                        "Result=chopped_onion.1.1.1|Habitat=board.1.1.1",
-                        "_",
-                        "CUT",
-                        "B-V"
-                    ],
-                    &["the", "the", "DET", "O", "_", "_", "_", "_", "_", "B-Patient"],
-                    &["onion", "onion", "NOUN", "B-EXPLICITINGREDIENT", "1", "_", "_", "onion.1.1.3", "_", "I-Patient"],
-                    &["with", "with", "ADP", "O", "_", "_", "_", "_", "_", "B-Instrument"],
-                    &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Instrument"],
-                    &["knife", "knife", "NOUN", "B-TOOL", "1", "_", "_", "knife.1.1.6", "_", "I-Instrument"],
-                    &[".", ".", "PUNCT", "O"],
-                ]
-            ),
-            sentence(
-                2,
-                "Fry it in a pan for 5 minutes.",
-                &[
-                    &["Fry", "fry", "VERB", "B-EVENT", "_", "_", "_", "_", "COOK", "B-V"],
-                    &[
-                        "it",
-                        "it",
-                        "PRON",
-                        "B-IMPLICITINGREDIENT",
-                        "1",
-                        "_",
-                        "_",
-                        "chopped_onion.1.1.1",
-                        "_",
-                        "B-Patient"
-                    ],
-                    &["in", "in", "ADP", "O", "_", "_", "_", "_", "_", "B-Location"],
-                    &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Location"],
-                    &["pan", "pan", "NOUN", "B-HABITAT", "1", "_", "_", "pan.2.1.5", "_", "I-Location"],
-                    &["for", "for", "ADP", "O", "_", "_", "_", "_", "_", "B-Time"],
-                    &["5", "5", "NUM", "O", "_", "_", "_", "_", "_", "I-Time"],
-                    &["minutes", "minute", "NOUN", "O", "_", "_", "_", "_", "_", "I-Time"],
-                    &[".", ".", "PUNCT", "O"],
-                ]
-            ),
-            sentence(
-                3,
-                "Serve.",
-                &[
-                    &[
-                        "Serve",
-                        "serve",
-                        "VERB",
-                        "B-EVENT",
-                        "_",
-                        "_",
-                        "Drop=chopped_onion.1.1.1|Habitat=plate.3.1.1",
-                        "_",
-                        "NOURISH_FEED",
-                        "B-V"
-                    ],
-                    &[".", ".", "PUNCT", "O"],
-                ]
-            ),
-        );
+            text.push('\n');
+        }
         let doc =
             stepwise_ingest::readers::r2vq_conllu::parse_r2vq_conllu(std::path::Path::new("r.csv"), &text).unwrap();
         doc.recipes.into_iter().next().unwrap()
+    }
+
+    /// Cut the onion with a knife; fry it in a pan for 5 minutes; serve.
+    pub(crate) fn onion(id: &str) -> R2vqRecipe {
+        recipe_from(
+            id,
+            &[
+                (
+                    "Cut the onion with a knife.",
+                    &[
+                        &[
+                            "Cut",
+                            "cut",
+                            "VERB",
+                            "B-EVENT",
+                            "_",
+                            "_",
+                            "Result=chopped_onion.1.1.1|Habitat=board.1.1.1",
+                            "_",
+                            "CUT",
+                            "B-V",
+                        ],
+                        &["the", "the", "DET", "O", "_", "_", "_", "_", "_", "B-Patient"],
+                        &[
+                            "onion",
+                            "onion",
+                            "NOUN",
+                            "B-EXPLICITINGREDIENT",
+                            "1",
+                            "_",
+                            "_",
+                            "onion.1.1.3",
+                            "_",
+                            "I-Patient",
+                        ],
+                        &["with", "with", "ADP", "O", "_", "_", "_", "_", "_", "B-Instrument"],
+                        &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Instrument"],
+                        &["knife", "knife", "NOUN", "B-TOOL", "1", "_", "_", "knife.1.1.6", "_", "I-Instrument"],
+                        &[".", ".", "PUNCT", "O"],
+                    ],
+                ),
+                (
+                    "Fry it in a pan for 5 minutes.",
+                    &[
+                        &["Fry", "fry", "VERB", "B-EVENT", "_", "_", "_", "_", "COOK", "B-V"],
+                        &[
+                            "it",
+                            "it",
+                            "PRON",
+                            "B-IMPLICITINGREDIENT",
+                            "1",
+                            "_",
+                            "_",
+                            "chopped_onion.1.1.1",
+                            "_",
+                            "B-Patient",
+                        ],
+                        &["in", "in", "ADP", "O", "_", "_", "_", "_", "_", "B-Location"],
+                        &["a", "a", "DET", "O", "_", "_", "_", "_", "_", "I-Location"],
+                        &["pan", "pan", "NOUN", "B-HABITAT", "1", "_", "_", "pan.2.1.5", "_", "I-Location"],
+                        &["for", "for", "ADP", "O", "_", "_", "_", "_", "_", "B-Time"],
+                        &["5", "5", "NUM", "O", "_", "_", "_", "_", "_", "I-Time"],
+                        &["minutes", "minute", "NOUN", "O", "_", "_", "_", "_", "_", "I-Time"],
+                        &[".", ".", "PUNCT", "O"],
+                    ],
+                ),
+                (
+                    "Serve.",
+                    &[
+                        &[
+                            "Serve",
+                            "serve",
+                            "VERB",
+                            "B-EVENT",
+                            "_",
+                            "_",
+                            "Drop=chopped_onion.1.1.1|Habitat=plate.3.1.1",
+                            "_",
+                            "NOURISH_FEED",
+                            "B-V",
+                        ],
+                        &[".", ".", "PUNCT", "O"],
+                    ],
+                ),
+            ],
+        )
+    }
+
+    /// Boil the pasta in a pot; drain it with a colander.
+    pub(crate) fn pasta(id: &str) -> R2vqRecipe {
+        recipe_from(
+            id,
+            &[
+                (
+                    "Boil the pasta.",
+                    &[
+                        &["Boil", "boil", "VERB", "B-EVENT", "_", "_", "Habitat=pot.1.1.1", "_", "COOK", "B-V"],
+                        &["the", "the", "DET", "O", "_", "_", "_", "_", "_", "B-Patient"],
+                        &[
+                            "pasta",
+                            "pasta",
+                            "NOUN",
+                            "B-EXPLICITINGREDIENT",
+                            "1",
+                            "_",
+                            "_",
+                            "pasta.1.1.3",
+                            "_",
+                            "I-Patient",
+                        ],
+                        &[".", ".", "PUNCT", "O"],
+                    ],
+                ),
+                (
+                    "Drain it.",
+                    &[
+                        &[
+                            "Drain",
+                            "drain",
+                            "VERB",
+                            "B-EVENT",
+                            "_",
+                            "_",
+                            "Tool=colander.2.1.1|Habitat=sink.2.1.1",
+                            "_",
+                            "EMPTY_UNLOAD",
+                            "B-V",
+                        ],
+                        &["it", "it", "PRON", "B-EXPLICITINGREDIENT", "1", "_", "_", "pasta.1.1.3", "_", "B-Patient"],
+                        &[".", ".", "PUNCT", "O"],
+                    ],
+                ),
+            ],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recipe() -> R2vqRecipe {
+        fixtures::onion("r")
     }
 
     #[test]
@@ -823,7 +901,7 @@ mod tests {
         assert_eq!(ask("What's in the chopped onion?"), some(3, "the onion"));
         assert_eq!(
             ask("How did you get the chopped onion?"),
-            some(3, "by cutting the onion with the knife in the board")
+            some(3, "by cutting the onion in the board with the knife")
         );
         assert_eq!(ask("Frying it in a pan and cutting the onion, which comes first?"), some(4, "the second event"));
         assert_eq!(
