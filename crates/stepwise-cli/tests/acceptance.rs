@@ -427,3 +427,51 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
         }
     }
 }
+
+/// Generated question counts per family on the release's annotation (the 100 test recipes, and the 800 train
+/// recipes converted from the inline-tagged form), and the round trip: the generated split files answered by the
+/// programs score 100% (every kept question means what its program says).
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn r2vq_generation_counts_and_round_trip_on_the_release() {
+    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    let dir = shared_data().join("r2vq/semeval2022_task9");
+    let td = tempfile::tempdir().unwrap();
+    let converted = td.path().join("train800.csv");
+    stepwise(&[
+        "r2vq",
+        "convert",
+        dir.join("hitqmul_derived/inline_tagged/entity_train3.json").to_str().unwrap(),
+        "--from",
+        "inline-tagged",
+        "-o",
+        converted.to_str().unwrap(),
+    ]);
+    for (name, input) in [("test", dir.join("test_crl_srl.csv")), ("train800", converted)] {
+        let out = td.path().join(format!("gen-{name}"));
+        stepwise(&["generate", input.to_str().unwrap(), "--task", "r2vq", "-o", out.to_str().unwrap()]);
+        let questions: Vec<serde_json::Value> = std::fs::read_to_string(out.join("questions.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut per: std::collections::BTreeMap<u64, usize> = Default::default();
+        for q in &questions {
+            *per.entry(q["family"].as_u64().unwrap()).or_default() += 1;
+        }
+        println!("{name}: {} questions; per family {per:?}", questions.len());
+        assert!(questions.len() > 1000, "{name}: {} questions", questions.len());
+        for family in [0, 1, 2, 3, 4, 17, 18] {
+            assert!(per.get(&family).copied().unwrap_or(0) > 50, "{name}: family {family}: {per:?}");
+        }
+        for split in ["train", "test"] {
+            let file = out.join(format!("{split}.csv"));
+            let answers = td.path().join(format!("{name}-{split}.jsonl"));
+            stepwise(&["r2vq", "answer", file.to_str().unwrap(), "-o", answers.to_str().unwrap()]);
+            let gold = gold_questions(&read_r2vq_conllu(&file).unwrap());
+            let s = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
+            assert_eq!(s.overall.em.value, 1.0, "{name}/{split}: the generated answers are the programs' answers");
+        }
+    }
+}
