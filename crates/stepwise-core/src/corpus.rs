@@ -27,6 +27,12 @@ pub struct Corpus {
 }
 
 impl Corpus {
+    /// The file holding a corpus's procedures: `PATH/procedures.jsonl` for a folder, the path itself for a file
+    /// (what manifests fingerprint as the input).
+    pub fn procedures_file(path: &Path) -> PathBuf {
+        if path.is_dir() { path.join(PROCEDURES_JSONL) } else { path.to_path_buf() }
+    }
+
     /// Load a corpus folder, or a bare procedure-JSONL file (images relative to the file's folder).
     pub fn load(path: &Path) -> Result<Self> {
         if path.is_file() {

@@ -158,11 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// The R2VQ gold file when the target is one (`--task r2vq`, or a file in the SemEval layout).
 fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
     let named = args.task.as_deref() == Some("r2vq");
-    let sniffed = |p: &Path| {
-        p.is_file()
-            && stepwise_ingest::format::read_head(p, 64)
-                .is_ok_and(|h| stepwise_ingest::format::skip_ws(&h).starts_with(b"# newdoc id ="))
-    };
+    let sniffed = stepwise_ingest::readers::r2vq_conllu::is_r2vq_conllu;
     match args.targets.as_slice() {
         [p] if !named && args.task.is_some() && sniffed(p) => {
             usage_bail!("{}: an R2VQ file is scored with --task r2vq (or no --task)", p.display())

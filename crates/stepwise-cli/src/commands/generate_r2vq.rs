@@ -1,13 +1,17 @@
-//! `stepwise generate FILE --task r2vq -o OUT`: R2VQ questions generated from an annotated file in the SemEval
-//! layout (see `stepwise_tasks::r2vq::generate`).
+//! `stepwise generate INPUT --task r2vq -o OUT`: R2VQ questions generated from an annotated file in the SemEval
+//! layout, or from a corpus whose steps carry span annotation such as the built-in world (see
+//! `stepwise_tasks::r2vq::generate` and `stepwise_tasks::r2vq::annotate`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use stepwise_core::Corpus;
 use stepwise_core::Manifest;
 use stepwise_core::output::OutputDir;
+use stepwise_core::r2vq::R2vqDocument;
 use stepwise_core::r2vq::family_name;
-use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+use stepwise_ingest::readers::r2vq_conllu::{is_r2vq_conllu, read_r2vq_conllu};
+use stepwise_tasks::r2vq::annotate::recipe_of_procedure;
 use stepwise_tasks::r2vq::generate::{R2vqGenConfig, R2vqGenerated, document_with_questions, generate_r2vq};
 
 use super::generate::parse_split;
@@ -41,7 +45,21 @@ pub fn run_r2vq(
     if !(a.max_answer_share > 0.0 && a.max_answer_share <= 1.0) {
         usage_bail!("--max-answer-share must be in (0, 1] (got {})", a.max_answer_share);
     }
-    let doc = read_r2vq_conllu(input)?;
+    // An annotated file in the SemEval layout, or a corpus whose procedures carry span annotation (the world).
+    let (doc, skipped) = if is_r2vq_conllu(input) {
+        (read_r2vq_conllu(input)?, 0)
+    } else {
+        let corpus = Corpus::load(input)?;
+        let recipes: Vec<_> = corpus.procedures.iter().filter_map(recipe_of_procedure).collect();
+        let skipped = corpus.procedures.len() - recipes.len();
+        if recipes.is_empty() {
+            usage_bail!(
+                "{}: no procedure has EVENT spans in its step annotations (R2VQ questions need them)",
+                input.display()
+            );
+        }
+        (R2vqDocument { recipes, final_newline: true }, skipped)
+    };
     let cfg = R2vqGenConfig {
         seed,
         fractions: parse_split(split)?,
@@ -64,7 +82,7 @@ pub fn run_r2vq(
         }
     }
     let mut m = Manifest::new("r2vq-questions").with_seed(seed);
-    m.add_inputs(&[input.to_path_buf()])?;
+    m.add_inputs(&[Corpus::procedures_file(input)])?;
     m.param("split", split);
     m.param("distractor_rate", a.distractor_rate);
     m.param("max_answer_share", a.max_answer_share);
@@ -72,6 +90,7 @@ pub fn run_r2vq(
         m.param("per_family", n);
     }
     m.count("recipes", doc.recipes.len() as u64);
+    m.count("procedures_without_events", skipped as u64);
     m.count("questions", made.questions.len() as u64);
     for (family, n) in per_family(&made) {
         m.count(&format!("family_{family:02}"), n[0] as u64);

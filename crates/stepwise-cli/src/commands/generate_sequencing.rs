@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use stepwise_core::Corpus;
-use stepwise_core::corpus::PROCEDURES_JSONL;
 use stepwise_core::split::SplitFractions;
 use stepwise_tasks::sequencing::{self, AltOrders, GenerationStats, SeqModality, SequencingConfig, Windows};
 
@@ -123,7 +122,7 @@ pub fn make_sequencing(args: &SequencingArgs) -> anyhow::Result<(PathBuf, Genera
         Some(p) => Some(AltOrders::read(p, &corpus.procedures)?),
         None => None,
     };
-    let source = if args.corpus.is_dir() { args.corpus.join(PROCEDURES_JSONL) } else { args.corpus.clone() };
+    let source = Corpus::procedures_file(&args.corpus);
     let generated = sequencing::generate(&corpus.procedures, &source, alt.as_ref(), &config)?;
     if generated.instances.is_empty() {
         anyhow::bail!(stepwise_core::Error::bad_input(format!(

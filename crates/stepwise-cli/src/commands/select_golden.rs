@@ -219,7 +219,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut m = Manifest::new("sequencing-golden").with_seed(args.seed);
     let mut inputs = vec![stepwise_eval::predictions::instances_file(&args.instances)];
     if let Some(c) = &args.corpus {
-        inputs.push(if c.is_dir() { c.join(stepwise_core::corpus::PROCEDURES_JSONL) } else { c.clone() });
+        inputs.push(stepwise_core::Corpus::procedures_file(c));
     }
     if let Some(l) = &loaded {
         inputs.extend(l.meta_files());

@@ -16,7 +16,7 @@ use stepwise_core::r2vq::{AnnotationGraph, EntityKind, HiddenRole, R2vqDocument,
 use stepwise_core::rng::rng_for;
 use stepwise_core::split::{SplitFractions, assign_splits};
 
-use super::programs::{Context, Program, UNANSWERABLE, answer_question, entity_name, gerund, strip_article};
+use super::programs::{Context, Program, UNANSWERABLE, answer_question, entity_name, gerund, mention_name};
 use super::questions::Template;
 
 /// Generation parameters.
@@ -254,7 +254,7 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
     let mut ingredients = BTreeSet::new();
     let mut props = BTreeSet::new();
     for m in &g.mentions {
-        let name = strip_article(&m.text).to_lowercase();
+        let name = mention_name(&m.text).to_lowercase();
         match m.kind {
             EntityKind::ExplicitIngredient | EntityKind::ImplicitIngredient => ingredients.insert(name),
             EntityKind::Tool | EntityKind::Habitat => props.insert(name),
@@ -279,7 +279,7 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
         for h in e.hidden.iter().filter(|h| h.role == HiddenRole::Result) {
             results.extend(h.values.iter().map(entity_name));
         }
-        results.extend(e.results.iter().map(|&m| strip_article(&g.mentions[m].text).to_lowercase()));
+        results.extend(e.results.iter().map(|&m| mention_name(&g.mentions[m].text).to_lowercase()));
     }
     for name in &results {
         push(&mut out, 3, format!("How did you get the {name}?"), vec![]);

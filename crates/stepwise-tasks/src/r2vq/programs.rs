@@ -288,7 +288,7 @@ impl Context<'_> {
             .participants
             .iter()
             .find(|&&m| g.mentions[m].kind == kind)
-            .map(|&m| strip_article(&g.mentions[m].text))
+            .map(|&m| mention_name(&g.mentions[m].text))
     }
 
     /// What an event acts on: its ingredient participants (text order), then its dropped arguments.
@@ -298,7 +298,7 @@ impl Context<'_> {
             .participants
             .iter()
             .filter(|&&m| matches!(g.mentions[m].kind, EntityKind::ExplicitIngredient | EntityKind::ImplicitIngredient))
-            .map(|&m| strip_article(&g.mentions[m].text))
+            .map(|&m| mention_name(&g.mentions[m].text))
             .collect();
         for h in g.events[e].hidden.iter().filter(|h| h.role == HiddenRole::Drop) {
             for name in h.values.iter().map(entity_name) {
@@ -551,14 +551,16 @@ pub(crate) fn entity_name(r: &EntityRef) -> String {
     r.name.replace('_', " ")
 }
 
-pub(crate) fn strip_article(s: &str) -> String {
-    let lower = s.to_ascii_lowercase();
-    for a in ["the ", "a ", "an "] {
-        if lower.starts_with(a) {
-            return s[a.len()..].to_string();
-        }
+/// A mention's text without a leading article or count ("the onion" → "onion", "2 tomatoes" → "tomatoes").
+pub(crate) fn mention_name(s: &str) -> String {
+    let mut words: Vec<&str> = s.split_whitespace().collect();
+    if words.len() > 1 && ["the", "a", "an"].contains(&words[0].to_ascii_lowercase().as_str()) {
+        words.remove(0);
     }
-    s.to_string()
+    while words.len() > 1 && words[0].chars().all(|c| c.is_ascii_digit() || c == '/' || c == '.') {
+        words.remove(0);
+    }
+    words.join(" ")
 }
 
 /// Words that do not identify an entity or event.
@@ -685,8 +687,12 @@ pub(crate) fn gerund(lemma: &str) -> String {
     if lemma.ends_with('e') && !lemma.ends_with("ee") && lemma.len() > 2 {
         return format!("{}ing", &lemma[..lemma.len() - 1]);
     }
-    // One-syllable consonant-vowel-consonant verbs double the consonant (not w, x, y).
+    // One-syllable consonant-vowel-consonant verbs double the consonant (not w, x, y); so do verbs stressed on a
+    // final -er ("transferring").
     let n = b.len();
+    if lemma.ends_with("fer") {
+        return format!("{lemma}ring");
+    }
     if (3..=4).contains(&n)
         && !vowel(b[n - 1])
         && !b"wxy".contains(&b[n - 1])
@@ -943,6 +949,9 @@ mod tests {
         assert_eq!(gerund("saute"), "sauting");
         assert_eq!(gerund("mix"), "mixing");
         assert_eq!(gerund("boil"), "boiling");
+        assert_eq!(gerund("transfer"), "transferring");
+        assert_eq!(mention_name("the 2 tomatoes"), "tomatoes");
+        assert_eq!(mention_name("2"), "2");
         assert_eq!(normalize_word("Tomatoes"), "tomato");
         assert_eq!(normalize_word("spatulas"), "spatula");
         assert_eq!(normalize_word("glass"), "glass");

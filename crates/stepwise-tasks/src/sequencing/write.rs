@@ -60,10 +60,7 @@ pub fn write_instances_dir(
         super::blind::write_inputs_jsonl(&out.path().join(super::blind::INPUTS_JSONL), &generated.instances, cfg.seed)?;
     }
     let mut m = Manifest::new("sequencing").with_seed(cfg.seed);
-    let files: Vec<PathBuf> = inputs
-        .iter()
-        .map(|p| if p.is_dir() { p.join(stepwise_core::corpus::PROCEDURES_JSONL) } else { p.clone() })
-        .collect();
+    let files: Vec<PathBuf> = inputs.iter().map(|p| stepwise_core::Corpus::procedures_file(p)).collect();
     m.add_inputs(&files)?;
     let st = &generated.stats;
     m.count("instances", generated.instances.len() as u64);
