@@ -20,6 +20,9 @@
 //! - [`m3c`]: the GM3C framework — Impatient Reader, BiDAF and HTRN over modality encoders, trained with candle
 //! - [`hasty`]: the Hasty Student (RecipeQA §4.2): answers from choice–question similarity alone
 //! - [`logreg`]: L2 logistic regression by Newton's method (the distance probe's classifier)
+//!
+//! Question answering (R2VQ):
+//! - [`r2vq_text`]: the text-only baseline (sentence retrieval and a rule per question template)
 
 pub mod hasty;
 pub mod image_chain;
@@ -31,6 +34,7 @@ pub mod ops;
 pub mod optim;
 pub mod order_evidence;
 pub mod pairwise;
+pub mod r2vq_text;
 pub mod random_order;
 pub mod seq;
 pub mod sequencer;

@@ -11,9 +11,10 @@ use stepwise_eval::r2vq::question_key;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
+use stepwise_models::r2vq_text::answer_from_text;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::programs::answer_question;
-use stepwise_tasks::r2vq::questions::family_of_answered;
+use stepwise_tasks::r2vq::questions::{family_of_answered, parse_question};
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
 
 #[derive(clap::Subcommand, Debug)]
@@ -24,6 +25,12 @@ pub enum R2vqCommand {
     Answer(AnswerArgs),
     /// Write other R2VQ releases in the SemEval layout (so `answer`, `order` and `eval` read them).
     Convert(ConvertArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerMethod {
+    Annotation,
+    Text,
 }
 
 /// The R2VQ layouts `convert` reads.
@@ -70,6 +77,10 @@ pub struct AnswerArgs {
     /// Ask these questions instead of the file's own: a JSON list of {q_id, question, doc_id}.
     #[arg(long)]
     pub questions: Option<PathBuf>,
+    /// `annotation`: the family programs on the recipe's annotation; `text`: the text-only baseline (sentence
+    /// retrieval and a rule per template; reads no annotation).
+    #[arg(long, value_enum, default_value = "annotation")]
+    pub method: AnswerMethod,
     #[arg(short, long)]
     pub output: PathBuf,
 }
@@ -220,8 +231,31 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
     let mut unparsed = Vec::new();
     // Per family of the question id: questions, answered (non-null), program family == id family.
     let mut per_family: BTreeMap<u32, [usize; 3]> = BTreeMap::new();
+    let sentences: BTreeMap<&str, Vec<String>> = doc
+        .recipes
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.steps().flat_map(|p| &p.sentences).filter(|s| !s.continues).map(|s| s.text.clone()).collect(),
+            )
+        })
+        .collect();
     for (recipe, id, question) in &asked {
         let key = question_key(recipe, *id);
+        if a.method == AnswerMethod::Text {
+            let answer = answer_from_text(&sentences[recipe.as_str()], question);
+            if parse_question(question).is_none() {
+                unparsed.push(format!("{key}: no question template matches: {question:?}"));
+                continue;
+            }
+            let row = per_family.entry(id.family).or_default();
+            row[0] += 1;
+            row[1] += usize::from(answer.is_some());
+            lines.push_str(&serde_json::json!({ "id": key, "answer": answer }).to_string());
+            lines.push('\n');
+            continue;
+        }
         match answer_question(recipes[recipe.as_str()], &graphs[recipe.as_str()], question) {
             Ok(answered) => {
                 let row = per_family.entry(id.family).or_default();
