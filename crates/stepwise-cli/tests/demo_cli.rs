@@ -37,11 +37,14 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "eval-hasty",
         "study",
         "seq-study",
+        "r2vq",
         "report",
     ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
     }
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
+    // The programs answer their own generated questions exactly.
+    assert!(stdout.contains("annotation: EM 100.0%, F1 100.0%"), "{stdout}");
     let dir = td.path().join("a");
     for f in [
         "report.html",
@@ -58,6 +61,10 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "study/study.json",
         "seq-study/results.json",
         "seq-study/breakdown.md",
+        "r2vq/questions.jsonl",
+        "r2vq/test.csv",
+        "eval/r2vq-text/results.json",
+        "eval/r2vq-annotation/results.json",
     ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
@@ -70,6 +77,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "## Step sequencing",
         "## Evaluation of predictions",
         "## Models: GM3C study",
+        "## R2VQ questions",
         "## Pictures",
     ] {
         assert!(md.contains(section), "{section} missing");

@@ -34,6 +34,8 @@ pub enum Kind {
     SequencingResults,
     /// Evaluation results (`stepwise eval -o` or `--json`).
     Eval,
+    /// Generated R2VQ questions (`stepwise generate --task r2vq`).
+    R2vqQuestions,
     /// A model study (`stepwise study`): its `study.json`.
     Study,
     /// A trained model folder (`stepwise train`).
@@ -143,6 +145,7 @@ fn manifest_folder(root: &Path, dir: &Path, found: &mut Found) -> Result<bool> {
         "sequencing" => push(found, root, Kind::Sequencing, d),
         "sequencing-results" => push(found, root, Kind::SequencingResults, d.join("results.json")),
         "eval" => push(found, root, Kind::Eval, d.join("results.json")),
+        "r2vq-questions" => push(found, root, Kind::R2vqQuestions, d),
         "study" => push(found, root, Kind::Study, d.join("study.json")),
         // `stepwise train` writes a trained model with training.json; `models convert` writes pretrained weights
         // under the same kind (the repository's models/ folder, when the run folder is the repository root):
@@ -170,7 +173,10 @@ fn sniff(path: &Path) -> Result<Option<Kind>> {
         Some(Kind::Stats)
     } else if has("procedures_in") && has("rules") {
         Some(Kind::CleanReport)
-    } else if (kind_is("multiple_choice") && has("sets")) || (kind_is("sequencing") && has("groups")) {
+    } else if (kind_is("multiple_choice") && has("sets"))
+        || (kind_is("sequencing") && has("groups"))
+        || (kind_is("r2vq") && has("families"))
+    {
         Some(Kind::Eval)
     } else if has("tasks") && v.get("config").and_then(|c| c.get("folds")).is_some() {
         Some(Kind::Audit)

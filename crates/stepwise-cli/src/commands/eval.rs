@@ -201,6 +201,7 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
     );
     markdown.push_str(&r2vq::markdown_table(&scores));
     let results = json!({
+        "kind": "r2vq",
         "task": "r2vq",
         "families": scores.families,
         "overall": scores.overall,

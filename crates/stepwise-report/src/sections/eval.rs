@@ -31,9 +31,25 @@ pub struct SeqScore {
     pub metrics: Vec<Option<Estimate>>,
 }
 
+/// One family (or all questions) of an R2VQ evaluation.
+pub struct QaScore {
+    pub group: String,
+    pub questions: u64,
+    pub missing: u64,
+    pub em: Estimate,
+    pub f1: Estimate,
+}
+
 pub enum EvalBody {
     MultipleChoice(Vec<TaskScore>),
-    Sequencing { groups: Vec<SeqScore>, scored: Option<u64>, alternative_chosen: Option<u64>, models: Vec<String> },
+    /// R2VQ answers: EM and F1 per question family, the last row all questions.
+    R2vq(Vec<QaScore>),
+    Sequencing {
+        groups: Vec<SeqScore>,
+        scored: Option<u64>,
+        alternative_chosen: Option<u64>,
+        models: Vec<String>,
+    },
 }
 
 pub struct EvalInfo {
@@ -87,10 +103,23 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
                 models: string_list(r.get("models")?)?,
             }
         }
+        "r2vq" => {
+            let mut rows = Vec::new();
+            for g in r.req("families")?.items()?.into_iter().chain([r.req("overall")?]) {
+                rows.push(QaScore {
+                    group: g.req_str("name")?.to_string(),
+                    questions: g.req_u64("questions")?,
+                    missing: g.req_u64("missing")?,
+                    em: g.req("em")?.estimate()?,
+                    f1: g.req("f1")?.estimate()?,
+                });
+            }
+            EvalBody::R2vq(rows)
+        }
         other => {
             return Err(r
                 .req("kind")?
-                .error(format!("unknown evaluation kind `{other}` (expected multiple_choice or sequencing)")));
+                .error(format!("unknown evaluation kind `{other}` (expected multiple_choice, sequencing or r2vq)")));
         }
     };
     let dir = a.path.parent().unwrap_or(Path::new("."));
@@ -155,6 +184,41 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                     s.push(Block::Figures(vec![ctx.plot(
                         &format!("eval-{ei}"),
                         format!("Accuracy per task of `{}` with 95% intervals.", e.rel),
+                        &chart,
+                    )?]));
+                }
+            }
+            EvalBody::R2vq(rows) => {
+                s.para("R2VQ answers: exact match and token F1 after SQuAD normalisation, per question family.");
+                let mut t = Table::new(&["family", ">questions", ">missing", ">EM %", ">F1 %"]);
+                for r in rows {
+                    t.row(vec![
+                        r.group.clone(),
+                        count(r.questions),
+                        count(r.missing),
+                        pct_ci(r.em.value, r.em.ci),
+                        pct_ci(r.f1.value, r.f1.ci),
+                    ]);
+                }
+                s.table(t);
+                let families = &rows[..rows.len().saturating_sub(1)];
+                if families.len() > 1 {
+                    let cats = families.iter().map(|r| r.group.clone()).collect();
+                    let chart = BarChart::new("EM and F1 per family", "family", "score", cats)
+                        .with_series(
+                            "EM",
+                            families.iter().map(|r| Some(r.em.value)).collect(),
+                            Some(families.iter().map(|r| r.em.ci).collect()),
+                        )
+                        .with_series(
+                            "F1",
+                            families.iter().map(|r| Some(r.f1.value)).collect(),
+                            Some(families.iter().map(|r| r.f1.ci).collect()),
+                        );
+                    let chart = BarChart { y_range: Some((0.0, 1.0)), ..chart };
+                    s.push(Block::Figures(vec![ctx.plot(
+                        &format!("eval-{ei}"),
+                        format!("EM and F1 per family of `{}` with 95% intervals.", e.rel),
                         &chart,
                     )?]));
                 }

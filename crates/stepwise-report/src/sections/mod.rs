@@ -7,6 +7,7 @@ pub mod eval;
 pub mod features;
 pub mod overview;
 pub mod pictures;
+pub mod r2vq;
 pub mod sequencing;
 pub mod stats;
 pub mod study;

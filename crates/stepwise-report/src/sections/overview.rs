@@ -30,6 +30,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Sequencing => "sequencing instances",
         Kind::SequencingResults => "sequencing results",
         Kind::Eval => "evaluation",
+        Kind::R2vqQuestions => "R2VQ questions",
         Kind::Study => "model study",
         Kind::Model => "trained model",
         Kind::Picture => "picture",
