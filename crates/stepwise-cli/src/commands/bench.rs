@@ -20,6 +20,9 @@ pub enum BenchCommand {
     /// Sequencing model (encoder + BERSON decoder) training step and epoch against PyTorch on CPU (target ratio
     /// <= 1.0), the pretraining step, peak memory.
     SeqTrain(super::bench_seq_train::Args),
+    /// R2VQ: reading the SemEval test file (target < 1 s), answering it, generating questions for 1,000 recipes
+    /// (target < 10 s).
+    R2vq(super::bench_r2vq::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -32,6 +35,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Sweep(a) => super::bench_sweep::run(a),
         BenchCommand::Train(a) => super::bench_train::run(a),
         BenchCommand::SeqTrain(a) => super::bench_seq_train::run(a),
+        BenchCommand::R2vq(a) => super::bench_r2vq::run(a),
     }
 }
 
