@@ -53,7 +53,7 @@ pub fn gold_questions(doc: &R2vqDocument) -> Vec<GoldQuestion> {
                     recipe: r.id.clone(),
                     family: q.id.family,
                     question: q.question,
-                    answers: vec![a],
+                    answers: std::iter::once(a).chain(q.alternatives).collect(),
                 });
             }
         }

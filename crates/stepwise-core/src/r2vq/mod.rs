@@ -133,7 +133,11 @@ pub fn family_name(family: u32) -> String {
 pub struct QuestionAnswer {
     pub id: QuestionId,
     pub question: String,
+    /// The first `# answer` line of the question.
     pub answer: Option<String>,
+    /// Further `# answer` lines with the same id: other correct answers (the official scorer takes the best
+    /// match over a question's gold answers; converted releases with several correct answers write them so).
+    pub alternatives: Vec<String>,
 }
 
 /// A paragraph: the ingredient list or one step.
@@ -418,14 +422,17 @@ impl R2vqRecipe {
         let mut out: Vec<QuestionAnswer> = Vec::new();
         for line in &self.header {
             if let HeaderLine::Question { id, text } = line {
-                out.push(QuestionAnswer { id: *id, question: text.clone(), answer: None });
+                out.push(QuestionAnswer { id: *id, question: text.clone(), answer: None, alternatives: Vec::new() });
             }
         }
         for line in &self.header {
             if let HeaderLine::Answer { id, text } = line
                 && let Some(q) = out.iter_mut().find(|q| q.id == *id)
             {
-                q.answer = Some(text.clone());
+                match q.answer {
+                    None => q.answer = Some(text.clone()),
+                    Some(_) => q.alternatives.push(text.clone()),
+                }
             }
         }
         out
@@ -540,9 +547,55 @@ impl R2vqDocument {
     }
 }
 
+/// Tokens of a text for converting annotated text to this layout: words (letters, digits, inner apostrophes and hyphens) and single punctuation marks, with char offsets.
+pub fn word_tokens(text: &str) -> Vec<(usize, usize, String)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if !c.is_alphanumeric() {
+            out.push((i, i + 1, c.to_string()));
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len()
+            && (chars[i].is_alphanumeric()
+                || ((chars[i] == '\'' || chars[i] == '-') && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric())))
+        {
+            i += 1;
+        }
+        out.push((start, i, chars[start..i].iter().collect()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_split_into_words_and_punctuation_with_char_offsets() {
+        let t = word_tokens("Chef's knife, 2-3 cm. Café");
+        let words: Vec<(usize, usize, &str)> = t.iter().map(|(a, b, w)| (*a, *b, w.as_str())).collect();
+        assert_eq!(
+            words,
+            [
+                (0, 6, "Chef's"),
+                (7, 12, "knife"),
+                (12, 13, ","),
+                (14, 17, "2-3"),
+                (18, 20, "cm"),
+                (20, 21, "."),
+                (22, 26, "Café")
+            ]
+        );
+    }
 
     #[test]
     fn references_tags_and_ids_parse_and_print_back() {

@@ -175,12 +175,13 @@ pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
                     .ok_or_else(|| syntax(line_no, format!("`# {kind} <family>-<index> = <text>` expected")))?;
                 let id: QuestionId = id.parse().map_err(|e: String| syntax(line_no, e))?;
                 let text = text.strip_prefix(' ').unwrap_or(text).to_string();
-                // A repeated id would make one of the two questions unreachable by predictions keyed by id.
-                let repeated = recipe.header.iter().any(|h| match h {
-                    HeaderLine::Question { id: other, .. } => kind == "question" && *other == id,
-                    HeaderLine::Answer { id: other, .. } => kind == "answer" && *other == id,
-                    _ => false,
-                });
+                // A repeated question id would make one of the two questions unreachable by predictions keyed by
+                // id; a repeated answer id is another correct answer of the same question.
+                let repeated = kind == "question"
+                    && recipe
+                        .header
+                        .iter()
+                        .any(|h| matches!(h, HeaderLine::Question { id: other, .. } if *other == id));
                 if repeated {
                     return Err(syntax(line_no, format!("a second `# {kind} {id}` in recipe {}", recipe.id)));
                 }
@@ -491,6 +492,15 @@ mod tests {
         );
         let e = bad("# metadata:url", "# question 4-0 = Again?\n# metadata:url");
         assert!(e.contains("r.csv:4") && e.contains("a second `# question 4-0` in recipe r-1"), "{e}");
+        // A second answer line is another correct answer, and writes back as read.
+        let two = text.replacen("# metadata:url", "# answer 4-0 = the second event\n# metadata:url", 1);
+        let doc = parse_r2vq_conllu(Path::new("r.csv"), &two).unwrap();
+        let q = &doc.recipes[0].questions()[0];
+        assert_eq!(
+            (q.answer.as_deref(), q.alternatives.as_slice()),
+            (Some("the first event"), &["the second event".to_string()][..])
+        );
+        assert_eq!(doc.to_conllu_string(), two);
         let e = bad("# text = Cut carrots.", "# text = Cut carrots.\r\r");
         assert!(e.contains("r.csv:13") && e.contains("carriage return"), "{e}");
         let e = bad("# metadata:stop_sent = STEP\n", "# metadata:stop_sent = STEP\n\n");

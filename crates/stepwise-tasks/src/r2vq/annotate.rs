@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use stepwise_core::procedure::{Procedure, Span};
 use stepwise_core::r2vq::{
     ARG_COLUMNS, EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, Paragraph, R2vqRecipe, Sentence, SrlTag,
-    Token,
+    Token, word_tokens,
 };
 
 /// The recipe of a procedure, or `None` when no step has an EVENT span.
@@ -24,8 +24,8 @@ pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
     let mut any_event = false;
     for (k, step) in p.steps.iter().enumerate() {
         let text = step.text.clone().unwrap_or_default();
-        let mut tokens: Vec<Token> = tokenize(&text).into_iter().map(|(_, _, w)| plain_token(&w)).collect();
-        let offsets: Vec<(usize, usize)> = tokenize(&text).into_iter().map(|(s, e, _)| (s, e)).collect();
+        let mut tokens: Vec<Token> = word_tokens(&text).into_iter().map(|(_, _, w)| plain_token(&w)).collect();
+        let offsets: Vec<(usize, usize)> = word_tokens(&text).into_iter().map(|(s, e, _)| (s, e)).collect();
         if let Some(ann) = &step.annotations {
             any_event |= annotate_step(&ann.spans, &ann.links, &offsets, &mut tokens);
         }
@@ -62,34 +62,6 @@ fn plain_token(form: &str) -> Token {
         predicate: None,
         args: Default::default(),
     }
-}
-
-/// Words (letters, digits, inner apostrophes and hyphens) and single punctuation marks, with char offsets.
-fn tokenize(text: &str) -> Vec<(usize, usize, String)> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        if !c.is_alphanumeric() {
-            out.push((i, i + 1, c.to_string()));
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < chars.len()
-            && (chars[i].is_alphanumeric()
-                || ((chars[i] == '\'' || chars[i] == '-') && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric())))
-        {
-            i += 1;
-        }
-        out.push((start, i, chars[start..i].iter().collect()));
-    }
-    out
 }
 
 fn kind_of(label: &str) -> Option<EntityKind> {
@@ -280,16 +252,5 @@ mod tests {
         let a =
             answer_question(&recipe, &g, &format!("How many actions does it take to process the {object}?")).unwrap();
         assert!(a.answer.is_some(), "{verb} {object}: {a:?}");
-        assert_eq!(
-            tokenize("Chef's knife, 2-3 cm."),
-            vec![
-                (0, 6, "Chef's".to_string()),
-                (7, 12, "knife".into()),
-                (12, 13, ",".into()),
-                (14, 17, "2-3".into()),
-                (18, 20, "cm".into()),
-                (20, 21, ".".into())
-            ]
-        );
     }
 }
