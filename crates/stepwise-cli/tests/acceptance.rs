@@ -475,3 +475,37 @@ fn r2vq_generation_counts_and_round_trip_on_the_release() {
         }
     }
 }
+
+/// The program check on the 2021 release (recipe2video's `r2vq.jsonl`: 64 recipes, 56 with 1,540 questions whose
+/// answers are counts, booleans or span ids): converted to the SemEval layout, answered by the programs and by the
+/// text-only baseline, both scored.
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn r2vq_programs_against_the_2021_release() {
+    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    let td = tempfile::tempdir().unwrap();
+    let converted = td.path().join("r2021.csv");
+    let release = shared_data().join("r2vq/recipe2video_site_2021/r2vq.jsonl");
+    stepwise(&[
+        "r2vq",
+        "convert",
+        release.to_str().unwrap(),
+        "--from",
+        "release-2021",
+        "-o",
+        converted.to_str().unwrap(),
+    ]);
+    let gold = gold_questions(&read_r2vq_conllu(&converted).unwrap());
+    assert_eq!(gold.len(), 1540);
+    let mut em = Vec::new();
+    for method in ["annotation", "text"] {
+        let answers = td.path().join(format!("{method}.jsonl"));
+        stepwise(&["r2vq", "answer", converted.to_str().unwrap(), "--method", method, "-o", answers.to_str().unwrap()]);
+        let s = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
+        println!("{method}:\n{}", stepwise_eval::r2vq::markdown_table(&s));
+        em.push(s.overall.em.value);
+    }
+    assert!(em[0] >= 0.7, "programs on the 2021 annotation: EM {}", em[0]);
+    assert!(em[0] > em[1] + 0.2, "the annotation answers far more than the text: {em:?}");
+}

@@ -155,6 +155,17 @@ pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> 
             phrase_after(&sentences[find(arg(0))?], &["with", "into", "to"], true)
         }
         Template::FromWhere => phrase_after(&sentences[find(arg(0))?], &["from"], true),
+        Template::WhatIsUsedTo => {
+            let s = &sentences[find(arg(0))?];
+            phrase_after(s, &["with", "using"], false).map(|p| bare(&p))
+        }
+        // Yes/no from the text alone: more than one sentence names the prop; the entity named in both steps.
+        Template::AreThereMore => {
+            let q = content(arg(0));
+            let n = sentences.iter().filter(|s| !q.is_empty() && q.is_subset(&content(s))).count();
+            (n > 0).then(|| (n > 1).to_string())
+        }
+        Template::AreIdentical => find(arg(0)).map(|_| "true".to_string()),
         Template::WhereWasBefore => {
             // The last place named before the sentence of the event.
             let at = find(&format!("{} {}", arg(0), arg(1)))?;

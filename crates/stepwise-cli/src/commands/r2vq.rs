@@ -4,10 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stepwise_core::Manifest;
+
+use crate::usage_bail;
 use stepwise_core::output::OutputDir;
 use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
 use stepwise_eval::r2vq::question_key;
+use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
@@ -38,6 +41,9 @@ pub enum AnswerMethod {
 pub enum R2vqSource {
     /// HIT-QMUL's inline-tagged train recipes (`inline_tagged/entity_*.json`); --qa attaches the gold QA strings.
     InlineTagged,
+    /// The 2021 release (recipe2video's `r2vq.jsonl`): text, offset annotation and questions in one file.
+    #[value(name = "release-2021")]
+    Release2021,
 }
 
 /// Convert an R2VQ release to the SemEval layout. What a lossy source cannot say is rebuilt as documented in
@@ -309,6 +315,12 @@ fn answer_summary(
 fn run_convert(a: ConvertArgs) -> anyhow::Result<()> {
     let (doc, unlabelled) = match a.from {
         R2vqSource::InlineTagged => read_inline_tagged(&a.input, a.qa.as_deref(), &family_of_answered)?,
+        R2vqSource::Release2021 => {
+            if a.qa.is_some() {
+                usage_bail!("--qa applies to --from inline-tagged (the 2021 release holds its questions)");
+            }
+            read_r2vq_2021(&a.input, &family_of_answered)?
+        }
     };
     stepwise_core::output::write_string_atomic(&a.output, &doc.to_conllu_string())?;
     if !stepwise_core::progress::is_quiet() {

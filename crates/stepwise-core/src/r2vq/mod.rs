@@ -547,6 +547,15 @@ impl R2vqDocument {
     }
 }
 
+/// "a", "a and b", "a, b and c": the release's lists ("the pineapple, coconut and sour cream").
+pub fn join_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// Tokens of a text for converting annotated text to this layout: words (letters, digits, inner apostrophes and hyphens) and single punctuation marks, with char offsets.
 pub fn word_tokens(text: &str) -> Vec<(usize, usize, String)> {
     let chars: Vec<char> = text.chars().collect();

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use stepwise_core::r2vq::{AnnotationGraph, EntityKind, EntityRef, HiddenRole, R2vqRecipe, TokenPos};
+use stepwise_core::r2vq::{AnnotationGraph, EntityKind, EntityRef, HiddenRole, R2vqRecipe, TokenPos, join_list};
 
 use super::questions::{Template, parse_question};
 
@@ -48,6 +48,12 @@ pub enum Program {
     Role { clause: String, roles: Vec<String>, with_clause: bool },
     /// Family 17: the habitat of the last earlier event of the entity before the named event.
     LocationBefore { entity: String, verb: String },
+    /// Family 2 (2021 release): the event's tool, hidden or written, by name.
+    ToolOf { clause: String },
+    /// Family 0 (2021 release): whether there is more than one tool or habitat of this name.
+    MoreThanOne { prop: String },
+    /// Family 3 (2021 release): whether mentions of the entity in two steps (from 0) are the same entity.
+    SameEntity { entity: String, step_a: u32, step_b: u32 },
 }
 
 /// A question's answer with its explanation.
@@ -123,6 +129,12 @@ fn candidates(template: Template, args: &[String]) -> Vec<(u32, Program)> {
         ],
         Template::FromWhere => vec![role(16, &["Source"], false)],
         Template::WhereWasBefore => vec![(17, Program::LocationBefore { entity: a(0), verb: a(1) })],
+        Template::WhatIsUsedTo => vec![(2, Program::ToolOf { clause: a(0) })],
+        Template::AreThereMore => vec![(0, Program::MoreThanOne { prop: a(0) })],
+        Template::AreIdentical => {
+            let step = |i: usize| a(i).parse().unwrap_or(u32::MAX);
+            vec![(3, Program::SameEntity { entity: a(0), step_a: step(1), step_b: step(2) })]
+        }
     }
 }
 
@@ -166,7 +178,7 @@ impl Context<'_> {
                 (!uses.is_empty()).then(|| uses.len().to_string())
             }
             Program::CountProps { prop } => {
-                let ids: BTreeSet<String> = self.prop_uses(prop).into_iter().map(|(_, id)| id).collect();
+                let ids = self.distinct_props(prop);
                 evidence.extend(ids.iter().cloned());
                 (!ids.is_empty()).then(|| ids.len().to_string())
             }
@@ -180,16 +192,24 @@ impl Context<'_> {
                 let objects = self.objects(e);
                 (!objects.is_empty()).then(|| format!("the {}", join_list(&objects)))
             }
-            Program::HiddenTool { clause } | Program::HiddenHabitat { clause } => {
-                let role =
-                    if matches!(program, Program::HiddenTool { .. }) { HiddenRole::Tool } else { HiddenRole::Habitat };
+            Program::HiddenTool { clause } => {
                 let e = self.match_clause(clause)?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
-                let value = g.events[e].hidden.iter().find(|h| h.role == role)?.values.first()?;
-                Some(match role {
-                    HiddenRole::Tool => format!("by using a {}", entity_name(value)),
-                    _ => entity_name(value),
-                })
+                let value = g.events[e].hidden.iter().find(|h| h.role == HiddenRole::Tool)?.values.first()?;
+                Some(format!("by using a {}", entity_name(value)))
+            }
+            Program::HiddenHabitat { clause } => {
+                // The hidden habitats (all of them: "bowl and pan"), else a written one (the 2021 release asks
+                // "Where should you ...?" of written habitats too).
+                let e = self.match_clause(clause)?;
+                self.cite_events(&BTreeSet::from([e]), evidence);
+                let hidden: Vec<String> = g.events[e]
+                    .hidden
+                    .iter()
+                    .filter(|h| h.role == HiddenRole::Habitat)
+                    .flat_map(|h| h.values.iter().map(entity_name))
+                    .collect();
+                if hidden.is_empty() { self.habitat_of(e) } else { Some(join_list(&hidden)) }
             }
             Program::Origin { entity } | Program::Contents { entity } => {
                 let e = self.producer(entity)?;
@@ -242,6 +262,27 @@ impl Context<'_> {
                 );
                 parts.sort();
                 Some(parts.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(" "))
+            }
+            Program::ToolOf { clause } => {
+                let e = self.match_clause(clause)?;
+                self.cite_events(&BTreeSet::from([e]), evidence);
+                self.prop_of(e, HiddenRole::Tool, EntityKind::Tool)
+            }
+            Program::MoreThanOne { prop } => {
+                let ids = self.distinct_props(prop);
+                evidence.extend(ids.iter().cloned());
+                (!ids.is_empty()).then(|| (ids.len() > 1).to_string())
+            }
+            Program::SameEntity { entity, step_a, step_b } => {
+                // The first mention by that name in each step (the second one when both steps are the same).
+                let in_step = |s: u32| -> Vec<usize> {
+                    self.named_mentions(entity).into_iter().filter(|&m| g.mentions[m].at.step == s + 1).collect()
+                };
+                let (a, b) = (in_step(*step_a), in_step(*step_b));
+                let (x, y) = if step_a == step_b { (*a.first()?, *a.get(1)?) } else { (*a.first()?, *b.first()?) };
+                evidence.extend([x, y].map(|m| format!("{} {}", pos(g.mentions[m].at), g.mentions[m].text)));
+                let same = g.mentions[x].coref.is_some() && g.mentions[x].coref == g.mentions[y].coref;
+                Some(same.to_string())
             }
             Program::LocationBefore { entity, verb } => {
                 // The entity's events: it takes part in them, or is their hidden (dropped, shadow) argument.
@@ -411,6 +452,14 @@ impl Context<'_> {
 
     /// The uses of tools and habitats named `name`: (event, entity id) for every hidden Tool/Habitat value and
     /// every TOOL/HABITAT mention taking part in an event.
+    /// The distinct tools or habitats named `name`: their ids, where an unplaced (bare-name) one counts only when
+    /// no placed one has its name (an unwritten "pan" is the pan the text names elsewhere).
+    fn distinct_props(&self, name: &str) -> BTreeSet<String> {
+        let ids: BTreeSet<String> = self.prop_uses(name).into_iter().map(|(_, id)| id).collect();
+        let placed = ids.iter().any(|id| id.contains('.'));
+        ids.into_iter().filter(|id| !placed || id.contains('.')).collect()
+    }
+
     fn prop_uses(&self, name: &str) -> Vec<(Use, String)> {
         let g = self.graph;
         let want = content_words(name);
@@ -529,15 +578,6 @@ impl Context<'_> {
         texts.extend(event.hidden.iter().flat_map(|h| &h.values).map(entity_name));
         texts.extend(event.roles.iter().map(|r| r.text.clone()));
         texts.iter().flat_map(|t| words(t)).collect()
-    }
-}
-
-/// "a", "a and b", "a, b and c": the release's lists ("the pineapple, coconut and sour cream").
-pub(crate) fn join_list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 

@@ -51,6 +51,12 @@ pub enum Template {
     FromWhere,
     /// "Where was the X before it was V-ed?"
     WhereWasBefore,
+    /// 2021 release: "What is used to V the X?" (the tool, named).
+    WhatIsUsedTo,
+    /// 2021 release: "Are there more Xs?" (more than one such prop).
+    AreThereMore,
+    /// 2021 release: "Are the X in step i and step j identical?" (steps from 0; the same entity or not).
+    AreIdentical,
 }
 
 impl Template {
@@ -72,6 +78,9 @@ impl Template {
             Template::WhatDoYou => &[5, 12, 13, 14],
             Template::FromWhere => &[16],
             Template::WhereWasBefore => &[17],
+            Template::WhatIsUsedTo => &[2],
+            Template::AreThereMore => &[0],
+            Template::AreIdentical => &[3],
         }
     }
 }
@@ -103,6 +112,9 @@ fn patterns() -> &'static [(Template, Regex)] {
             t(Template::ByHowMuch, r"by how much do you (.+?)"),
             t(Template::FromWhere, r"from where do you (.+?)"),
             t(Template::WhereWasBefore, r"where was (?:the )?(.+?) before it was (.+?)"),
+            t(Template::WhatIsUsedTo, r"what is used to (.+?)"),
+            t(Template::AreThereMore, r"are there more (.+?)"),
+            t(Template::AreIdentical, r"are (?:the )?(.+?) in step (\d+) and step (\d+) identical"),
             t(Template::WhereDoYou, r"where do you (.+?)"),
             t(Template::WhyDoYou, r"why do you (.+?)"),
             t(Template::WhatWith, r"what do you (.+?) with(?: .+?)?"),
@@ -191,6 +203,9 @@ mod tests {
         assert_eq!(p("How do you cut the carrots and zucchini?").template.families(), [2, 6, 10, 14]);
         assert_eq!(p("What's in the ingred mix?").args, ["ingred mix"]);
         assert!(parse_question("Is this a question about recipes").is_none());
+        assert_eq!(p("What is used to beat the egg?").args, ["beat the egg"]);
+        assert_eq!(p("Are there more ovens?").template, Template::AreThereMore);
+        assert_eq!(p("Are the water in step 0 and step 2 identical?").args, ["water", "0", "2"]);
         // Non-ASCII letters whose lower case is longer must not shift the split.
         let q = p("İ and éating x and Öpening y, which comes first?");
         assert_eq!(q.args, ["İ and éating x", "Öpening y"]);
