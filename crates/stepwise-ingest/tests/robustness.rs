@@ -28,6 +28,30 @@ const R2VQ: &str = "# newdoc id = r-1\n# question 4-0 = Cutting x and adding y, 
 3\t.\t.\tPUNCT\tO\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\n\
 1\tmore\tmore\tADJ\tO\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\t_\n\n";
 
+/// HIT-QMUL's inline-tagged layout and its QA strings.
+const INLINE: &str = r#"{"r1": ["cut ( result : chopped onion # tool : knife )  ( entity : B-EVENT ) the onion ( participant : cut ) ( 2 ) .", "serve ( drop : chopped onion , rice # habitat : )  ( entity : B-EVENT ) with rice ( participant : serve ) ."]}"#;
+const INLINE_QA: &str = r#"{" r1": {"question": [" What should be served?     the chopped onion and rice", " How many knives are used?     1"]}}"#;
+
+/// One line of the 2021 release.
+const R2021: &str = r#"{"title": "Onions", "content": "1. Cut onion in a bowl. Serve it.", "steps_offset": [10], "sents_offset": [10, 13, 34], "ingredients": [{"offset": [[17, 22]], "aid": "T1", "mention": "onion", "name": "onion", "expression": "explicit", "ref_id": null}, {"offset": [[40, 42]], "aid": "T2", "mention": "it", "name": "onion", "expression": "implicit", "ref_id": "T1"}], "props": [{"offset": [[28, 32]], "aid": "T3", "mention": "bowl", "name": "bowl", "usage": "habitat", "orientation": "upright", "ref_id": null}], "verbs": [{"offset": [[13, 16]], "aid": "T4", "mention": "Cut", "name": "cut", "implicit_props": [{"offset": [[-1, -1]], "aid": "T4-ip0", "mention": "knife", "name": "knife", "usage": "tool"}]}, {"offset": [[34, 39]], "aid": "T5", "mention": "Serve", "name": "serve", "implicit_props": []}], "events": [{"verb": {"aid": "T4"}, "ingredients": [{"aid": "T1"}], "props": [{"aid": "T3"}]}, {"verb": {"aid": "T5"}, "ingredients": [{"aid": "T2"}], "props": []}], "instantiations": [{"ingredient": {"aid": "T2"}, "event": {"verb": {"aid": "T4"}}}], "questions": [["What should be cut?", [["T1"], ["T2"]]], ["How many bowls are used?", 1], ["Are there more bowls?", false]]}"#;
+
+/// `text` with random edits (deletions, insertions from `alphabet`, truncation).
+fn mutate(text: &str, edits: &[(usize, usize)], alphabet: &[char]) -> String {
+    let mut t: Vec<char> = text.chars().collect();
+    for &(at, what) in edits {
+        let at = at % (t.len() + 1);
+        match what % (alphabet.len() + 2) {
+            0 if at < t.len() => {
+                t.remove(at);
+            }
+            0 => {}
+            1 => t.truncate(at),
+            k => t.insert(at, alphabet[k - 2]),
+        }
+    }
+    t.into_iter().collect()
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
@@ -116,6 +140,31 @@ proptest! {
         }
         let td = tempfile::tempdir().unwrap();
         read_with_all(&write(td.path(), "m.csv", text.as_bytes()));
+    }
+
+    #[test]
+    fn mutated_inline_tagged_and_2021_files_never_panic_and_what_reads_writes_back_the_same(
+        edits in prop::collection::vec((0usize..1500, 0usize..40), 1..6),
+        qa_edits in prop::collection::vec((0usize..300, 0usize..40), 0..3),
+    ) {
+        use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
+        use stepwise_ingest::readers::r2vq_conllu::parse_r2vq_conllu;
+        use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
+        use stepwise_ingest::readers::r2vq_json::read_question_list;
+        let alphabet = ['n', '(', ')', ':', '#', ',', '"', '[', ']', '{', '}', '0', '9', '-', ' ', '\n', 'é', '\\'];
+        let td = tempfile::tempdir().unwrap();
+        let family = |_: &str, _: &str| Some(1);
+        let inline = write(td.path(), "inline.json", mutate(INLINE, &edits, &alphabet).as_bytes());
+        let qa = write(td.path(), "qa.json", mutate(INLINE_QA, &qa_edits, &alphabet).as_bytes());
+        let release = write(td.path(), "r2vq.jsonl", mutate(R2021, &edits, &alphabet).as_bytes());
+        for read in [read_inline_tagged(&inline, Some(&qa), &family), read_r2vq_2021(&release, &family)] {
+            if let Ok((doc, _)) = read {
+                // What reads writes the SemEval layout, which reads back into the same document.
+                let again = parse_r2vq_conllu(Path::new("m.csv"), &doc.to_conllu_string());
+                prop_assert_eq!(again.ok(), Some(doc));
+            }
+        }
+        let _ = read_question_list(&write(td.path(), "q.json", mutate(r#"[{"q_id": "2-3", "question": "where?", "doc_id": " r"}]"#, &edits, &alphabet).as_bytes()));
     }
 
     #[test]

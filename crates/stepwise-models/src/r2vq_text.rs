@@ -25,7 +25,12 @@ fn stem(w: &str) -> String {
     let mut s = w.trim_end_matches("ing").trim_end_matches("ed").trim_end_matches("es").trim_end_matches('s');
     s = s.trim_end_matches('e');
     let b = s.as_bytes();
-    if b.len() >= 3 && b[b.len() - 1] == b[b.len() - 2] && !b"aeiou".contains(&b[b.len() - 1]) {
+    // ASCII letters only: slicing one byte off a multi-byte character would cut it.
+    if b.len() >= 3
+        && b[b.len() - 1] == b[b.len() - 2]
+        && b[b.len() - 1].is_ascii_alphabetic()
+        && !b"aeiou".contains(&b[b.len() - 1])
+    {
         s = &s[..s.len() - 1];
     }
     if s.len() < 2 { w } else { s.to_string() }
@@ -180,6 +185,26 @@ pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any sentences and any question of any template (or none): an answer or none, never a panic.
+        #[test]
+        fn any_text_and_question_never_panic(
+            sentences in prop::collection::vec("\\PC{0,40}|[a-z ,.]{0,40}", 0..5),
+            head in prop_oneof![
+                Just("How many actions does it take to process the "), Just("What should be "),
+                Just("Where should you "), Just("How do you "), Just("How did you get the "), Just("What's in the "),
+                Just("To what extent do you "), Just("Where was the "), Just("What is used to "), Just(""),
+            ],
+            tail in "\\PC{0,30}|[a-z ]{0,30}",
+        ) {
+            let _ = answer_from_text(&sentences, &format!("{head}{tail}?"));
+            let _ = answer_from_text(&sentences, &format!("{tail} and {head}, which comes first?"));
+        }
+    }
 
     #[test]
     fn answers_come_from_the_retrieved_sentence_and_unrelated_questions_get_none() {

@@ -333,6 +333,23 @@ impl fmt::Display for EntityRef {
     }
 }
 
+impl EntityRef {
+    /// A reference named by free text (a name from another layout). Whitespace and the HIDDEN column's
+    /// separators (`|`, `:`, `=`) become `_`, and so do the dots of an unplaced name (a trailing `.N.N.N` would read
+    /// back as a position); an empty name is `unnamed`. Written and read back, it is the same reference.
+    pub fn named(name: &str, at: Option<TokenPos>) -> EntityRef {
+        let mut name: String = name
+            .trim()
+            .chars()
+            .map(|c| if c.is_whitespace() || "|:=".contains(c) || (at.is_none() && c == '.') { '_' } else { c })
+            .collect();
+        if name.chars().all(|c| c == '_') {
+            name = "unnamed".into();
+        }
+        EntityRef { name, at }
+    }
+}
+
 impl std::str::FromStr for EntityRef {
     type Err = String;
 
@@ -587,6 +604,23 @@ pub fn word_tokens(text: &str) -> Vec<(usize, usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_named_by_free_text_write_and_read_back() {
+        for (name, at) in [
+            ("olive oil", None),
+            ("a|b:c=d", None),
+            ("1.5 qt", None),
+            ("", None),
+            ("_", None),
+            ("x.y", Some(TokenPos { step: 1, sentence: 2, token: 3 })),
+        ] {
+            let r = EntityRef::named(name, at);
+            assert_eq!(r.to_string().parse::<EntityRef>().unwrap(), r, "{name:?}");
+            assert!(!r.name.contains([' ', '|', ':', '=']));
+        }
+        assert_eq!(EntityRef::named("olive oil", None).name, "olive_oil");
+    }
 
     #[test]
     fn text_is_split_into_words_and_punctuation_with_char_offsets() {

@@ -18,6 +18,12 @@ pub mod recipeqa_recipes;
 
 use serde_json::Value;
 
+/// `s` on one line: runs of whitespace (newlines included) as one space, none at the ends — what a line of the
+/// SemEval layout can hold.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Sort key of a RecipeQA step id: numbers in numeric order, then anything else in text order.
 pub(crate) fn step_key(id: &Value) -> (u8, u64, String) {
     match id {

@@ -25,6 +25,7 @@ use stepwise_core::r2vq::{
     R2vqRecipe, Sentence, Token, TokenPos, join_list, word_tokens,
 };
 
+use super::one_line;
 use super::r2vq_inline::FamilyOf;
 
 /// Read the release; `family_of(question, first answer)` names each question's family (`None`: left out and
@@ -201,7 +202,7 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
     };
     let entity_ref = |aid: &str| -> Option<EntityRef> {
         let root = root_of(aid)?;
-        Some(EntityRef { name: root.name.replace(' ', "_"), at: Some(pos(root)) })
+        Some(EntityRef::named(&root.name, Some(pos(root))))
     };
     for (aid, p) in &placed {
         let row = &mut tokens[p.sentence];
@@ -230,8 +231,8 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         for (j, p) in verb.opt_array("implicit_props")?.into_iter().flatten().enumerate() {
             let b = Obj::new(p, obj.path, &loc, &format!("verbs[{i}].implicit_props[{j}]."))?;
             let role = if b.opt_str("usage")? == Some("habitat") { HiddenRole::Habitat } else { HiddenRole::Tool };
-            let name = b.opt_str("name")?.unwrap_or_default().replace(' ', "_");
-            add_hidden(&mut tokens[head.sentence][head.first], role, EntityRef { name, at: None });
+            let name = EntityRef::named(b.opt_str("name")?.unwrap_or_default(), None);
+            add_hidden(&mut tokens[head.sentence][head.first], role, name);
         }
     }
     for (i, v) in list("events")?.iter().enumerate() {
@@ -265,7 +266,7 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         let (Some(made), Some(head)) = (placed.get(ing.req_str("aid")?), verb.and_then(|a| placed.get(a))) else {
             continue;
         };
-        let result = EntityRef { name: made.name.replace(' ', "_"), at: Some(pos(head)) };
+        let result = EntityRef::named(&made.name, Some(pos(head)));
         add_hidden(&mut tokens[head.sentence][head.first], HiddenRole::Result, result.clone());
         if made.ref_id.is_none() {
             tokens[made.sentence][made.first].coref = Some(result);
@@ -278,8 +279,7 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         if paragraphs.last().is_none_or(|p| p.id != pid) {
             paragraphs.push(Paragraph { id: pid.clone(), sentences: Vec::new() });
         }
-        let text: String =
-            content[s.start..s.end].iter().collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text: String = one_line(&content[s.start..s.end].iter().collect::<String>());
         paragraphs.last_mut().expect("pushed").sentences.push(Sentence {
             id: format!("{pid}::sent{:02}", s.number),
             text,
@@ -295,10 +295,7 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
     // Questions.
     let mut header = Vec::new();
     if let Some(title) = obj.opt_str("title")? {
-        header.push(HeaderLine::Metadata {
-            key: "title".into(),
-            value: title.split_whitespace().collect::<Vec<_>>().join(" "),
-        });
+        header.push(HeaderLine::Metadata { key: "title".into(), value: one_line(title) });
     }
     let mut unlabelled = 0;
     let mut next: BTreeMap<u32, u32> = BTreeMap::new();
@@ -324,12 +321,12 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
                             })
                         })
                         .collect::<Result<Vec<String>>>()?;
-                    Ok(join_list(&names))
+                    Ok(one_line(&join_list(&names)))
                 })
                 .collect::<Result<_>>()?,
             _ => return Err(obj.error(&field, "the answer must be a number, a boolean or lists of span ids")),
         };
-        let question = question.split_whitespace().collect::<Vec<_>>().join(" ");
+        let question = one_line(question);
         let Some(family) = family_of(&question, &answers[0]) else {
             unlabelled += 1;
             continue;

@@ -30,6 +30,8 @@ use std::path::Path;
 use serde_json::Value;
 use stepwise_core::error::{Error, Location, Result};
 use stepwise_core::json::read_json;
+
+use super::one_line;
 use stepwise_core::r2vq::{
     EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, Paragraph, QuestionId, R2vqDocument,
     R2vqRecipe, Sentence, Token,
@@ -48,6 +50,9 @@ pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -
     let mut parsed: Vec<(&str, Vec<Vec<Raw>>)> = Vec::with_capacity(recipes.len());
     for (id, steps) in &recipes {
         let id = id.trim();
+        if id.is_empty() || id.contains(char::is_whitespace) {
+            return Err(Error::field(path, Location::Record(id.to_string()), id, "a recipe id must be one word"));
+        }
         let location = Location::Record(id.to_string());
         let Value::Array(steps) = steps else {
             return Err(Error::field(path, location, id, "must be a list of step strings"));
@@ -108,7 +113,8 @@ fn attach_questions(doc: &mut R2vqDocument, path: &Path, family_of: FamilyOf) ->
             let (q, a) = s.split_once("     ").ok_or_else(|| {
                 Error::field(path, location.clone(), &field, "no \"     \" between question and answer")
             })?;
-            let (q, a) = (q.trim(), a.trim());
+            let (q, a) = (one_line(q), one_line(a));
+            let (q, a) = (q.as_str(), a.as_str());
             let Some(family) = family_of(q, a) else {
                 unlabelled += 1;
                 continue;
@@ -224,8 +230,7 @@ fn parse_step(text: &str) -> std::result::Result<Vec<Raw>, String> {
                         "shadow" => HiddenRole::Shadow,
                         other => return Err(format!("unknown annotation key {other:?}")),
                     };
-                    let values =
-                        value.split(" , ").map(|v| EntityRef { name: v.trim().replace(' ', "_"), at: None }).collect();
+                    let values = value.split(" , ").map(|v| EntityRef::named(v, None)).collect();
                     token.hidden.push(HiddenArg { role, values });
                 }
             }
@@ -266,7 +271,7 @@ fn build_sentence(recipe: &str, step: usize, raw: Vec<Raw>, lexicon: &PropLexico
             form: t.form.clone(),
             lemma: t.form.to_lowercase(),
             upos: "_".into(),
-            entity: t.entity.clone().unwrap_or(EntityTag::Outside),
+            entity: t.entity.unwrap_or(EntityTag::Outside),
             part: None,
             res: None,
             hidden: t.hidden.clone(),
@@ -305,7 +310,7 @@ fn build_sentence(recipe: &str, step: usize, raw: Vec<Raw>, lexicon: &PropLexico
             EntityKind::ExplicitIngredient
         };
         tokens[i].entity = EntityTag::Begin(kind);
-        tokens[i].coref = Some(EntityRef { name: words.replace(' ', "_"), at: None });
+        tokens[i].coref = Some(EntityRef::named(&words, None));
         for t in &mut tokens[i + 1..=last] {
             t.entity = EntityTag::Inside(kind);
         }
@@ -321,7 +326,7 @@ fn build_sentence(recipe: &str, step: usize, raw: Vec<Raw>, lexicon: &PropLexico
                         .map(|u| u.form.as_str()),
                 )
                 .collect();
-            tokens[i].coref = Some(EntityRef { name: words.join("_"), at: None });
+            tokens[i].coref = Some(EntityRef::named(&words.join(" "), None));
         }
     }
     let text = raw.iter().map(|t| t.form.as_str()).collect::<Vec<_>>().join(" ");

@@ -81,7 +81,7 @@ fn entity_ref(span: &Span, kind: EntityKind) -> EntityRef {
         EntityKind::Tool | EntityKind::Habitat => span.text.to_lowercase(),
         _ => span.attrs.get("entity").cloned().unwrap_or_else(|| span.text.to_lowercase()),
     };
-    EntityRef { name: name.replace(' ', "_"), at: None }
+    EntityRef::named(&name, None)
 }
 
 /// Fill one step's columns from its spans and links; true when it has an event.

@@ -699,7 +699,7 @@ fn verb_lemmas(verb: &str) -> Vec<String> {
             out.push(stem.to_string());
             out.push(format!("{stem}e"));
             let b = stem.as_bytes();
-            if b.len() >= 3 && b[b.len() - 1] == b[b.len() - 2] {
+            if b.len() >= 3 && b[b.len() - 1] == b[b.len() - 2] && b[b.len() - 1].is_ascii_alphabetic() {
                 out.push(stem[..stem.len() - 1].to_string());
             }
             if suffix == "ed"
@@ -734,6 +734,7 @@ pub(crate) fn gerund(lemma: &str) -> String {
         return format!("{lemma}ring");
     }
     if (3..=4).contains(&n)
+        && b.is_ascii()
         && !vowel(b[n - 1])
         && !b"wxy".contains(&b[n - 1])
         && vowel(b[n - 2])
@@ -984,6 +985,10 @@ mod tests {
         assert!(same_verb(&verb_lemmas("beat"), "beaten"));
         assert!(same_verb(&verb_lemmas("stir"), "stirring"));
         assert!(!same_verb(&verb_lemmas("stir"), "sift"));
+        // Multi-byte characters are never cut: U+0FFF ends in two equal bytes.
+        for w in ["\u{fff}\u{fff}ing", "a\u{fff}ed", "\u{fff}"] {
+            let _ = (verb_lemmas(w), gerund(w), normalize_word(w), mention_name(w));
+        }
         assert_eq!(gerund("add"), "adding");
         assert_eq!(gerund("cut"), "cutting");
         assert_eq!(gerund("saute"), "sauting");
