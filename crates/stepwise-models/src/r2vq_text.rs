@@ -160,6 +160,21 @@ pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> 
             phrase_after(&sentences[find(arg(0))?], &["with", "into", "to"], true)
         }
         Template::FromWhere => phrase_after(&sentences[find(arg(0))?], &["from"], true),
+        // What follows the ingredient's first sentence names what it becomes; no place is read off the text.
+        Template::WhatBecome => {
+            let at = find(arg(0))?;
+            let next = sentences.get(at + 1)?;
+            let words: Vec<&str> =
+                next.split_whitespace().skip(1).take(3).map(|w| w.trim_end_matches([',', '.', ';'])).collect();
+            (!words.is_empty()).then(|| format!("the {}", bare(&words.join(" "))))
+        }
+        Template::WhereAfterStep => {
+            let step: usize = arg(1).parse().ok()?;
+            (0..step.min(sentences.len()))
+                .rev()
+                .find_map(|i| phrase_after(&sentences[i], &["in", "into", "on", "onto"], false))
+                .map(|p| bare(&p))
+        }
         Template::WhatIsUsedTo => {
             let s = &sentences[find(arg(0))?];
             phrase_after(s, &["with", "using"], false).map(|p| bare(&p))

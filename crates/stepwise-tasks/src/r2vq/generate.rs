@@ -355,6 +355,14 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
             out.push(Candidate { family: 4, question, sources });
         }
     }
+    // Family 3: what an ingredient becomes, and where it is after each step it is used in.
+    for name in &ingredients {
+        push(&mut out, 3, format!("What does the {name} become?"), vec![]);
+        let steps: BTreeSet<u32> = ctx.entity_events(name).iter().map(|&e| g.event_mention(e).at.step).collect();
+        for step in steps {
+            push(&mut out, 3, format!("Where is the {name} after step {step}?"), vec![]);
+        }
+    }
     // Family 17: where an ingredient was before each of its later events.
     for name in &ingredients {
         let events = ctx.entity_events(name);

@@ -41,6 +41,10 @@ pub enum Program {
     Origin { entity: String },
     /// Family 3: the participants of the event whose result the entity is.
     Contents { entity: String },
+    /// Family 3: the first result of an event the entity takes part in ("the chopped onion").
+    Becomes { entity: String },
+    /// Family 3: the habitat of the entity's last event up to a step (from 1).
+    WhereAfter { entity: String, step: u32 },
     /// Family 4: which of two events comes first in the text.
     WhichFirst { first: String, second: String },
     /// Families 5–16: the event's semantic-role span; `with_clause` answers with the predicate and its
@@ -130,6 +134,10 @@ fn candidates(template: Template, args: &[String]) -> Vec<(u32, Program)> {
         Template::FromWhere => vec![role(16, &["Source"], false)],
         Template::WhereWasBefore => vec![(17, Program::LocationBefore { entity: a(0), verb: a(1) })],
         Template::WhatIsUsedTo => vec![(2, Program::ToolOf { clause: a(0) })],
+        Template::WhatBecome => vec![(3, Program::Becomes { entity: a(0) })],
+        Template::WhereAfterStep => {
+            vec![(3, Program::WhereAfter { entity: a(0), step: a(1).parse().unwrap_or(u32::MAX) })]
+        }
         Template::AreThereMore => vec![(0, Program::MoreThanOne { prop: a(0) })],
         Template::AreIdentical => {
             let step = |i: usize| a(i).parse().unwrap_or(u32::MAX);
@@ -262,6 +270,35 @@ impl Context<'_> {
                 );
                 parts.sort();
                 Some(parts.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(" "))
+            }
+            Program::Becomes { entity } => {
+                let want = content_words(entity);
+                let results = |e: usize| -> Vec<String> {
+                    let ev = &g.events[e];
+                    let hidden = ev
+                        .hidden
+                        .iter()
+                        .filter(|h| h.role == HiddenRole::Result)
+                        .flat_map(|h| h.values.iter().map(entity_name));
+                    hidden.chain(ev.results.iter().map(|&m| mention_name(&g.mentions[m].text))).collect()
+                };
+                // The first event of the entity with a result other than the entity itself.
+                let (e, made) = self.entity_events(entity).into_iter().find_map(|e| {
+                    let other: Vec<String> = results(e).into_iter().filter(|r| content_words(r) != want).collect();
+                    other.into_iter().next().map(|r| (e, r))
+                })?;
+                self.cite_events(&BTreeSet::from([e]), evidence);
+                Some(format!("the {made}"))
+            }
+            Program::WhereAfter { entity, step } => {
+                let (e, h) = self
+                    .entity_events(entity)
+                    .into_iter()
+                    .filter(|&e| g.event_mention(e).at.step <= *step)
+                    .filter_map(|e| self.habitat_of(e).map(|h| (e, h)))
+                    .last()?;
+                self.cite_events(&BTreeSet::from([e]), evidence);
+                Some(h)
             }
             Program::ToolOf { clause } => {
                 let e = self.match_clause(clause)?;
@@ -962,6 +999,10 @@ mod tests {
             some(17, "pan"),
             "served as a dropped argument"
         );
+        assert_eq!(ask("What does the onion become?"), some(3, "the chopped onion"));
+        assert_eq!(ask("Where is the onion after step 1?"), some(3, "board"));
+        assert_eq!(ask("Where is the chopped onion after step 2?"), some(3, "pan"));
+        assert_eq!(ask("Where is the chopped onion after step 0?"), (UNANSWERABLE, None));
         // Distractors: arguments the recipe does not have.
         assert_eq!(ask("What's in the ingred mix?"), (UNANSWERABLE, None));
         assert_eq!(ask("Where should you bake the cake?"), (UNANSWERABLE, None));

@@ -51,6 +51,10 @@ pub enum Template {
     FromWhere,
     /// "Where was the X before it was V-ed?"
     WhereWasBefore,
+    /// "What does the X become?" (stepwise: what the ingredient is made into).
+    WhatBecome,
+    /// "Where is the X after step K?" (stepwise: steps from 1).
+    WhereAfterStep,
     /// 2021 release: "What is used to V the X?" (the tool, named).
     WhatIsUsedTo,
     /// 2021 release: "Are there more Xs?" (more than one such prop).
@@ -67,7 +71,7 @@ impl Template {
             Template::WhatShouldBe => &[1],
             Template::WhereShould => &[2],
             Template::HowDoYou => &[2, 6, 10, 14],
-            Template::HowDidYouGet | Template::WhatsIn => &[3],
+            Template::HowDidYouGet | Template::WhatsIn | Template::WhatBecome | Template::WhereAfterStep => &[3],
             Template::WhichFirst => &[4],
             Template::ToWhatExtent => &[5],
             Template::ForHowLong => &[7],
@@ -113,6 +117,8 @@ fn patterns() -> &'static [(Template, Regex)] {
             t(Template::FromWhere, r"from where do you (.+?)"),
             t(Template::WhereWasBefore, r"where was (?:the )?(.+?) before it was (.+?)"),
             t(Template::WhatIsUsedTo, r"what is used to (.+?)"),
+            t(Template::WhatBecome, r"what does (?:the )?(.+?) become"),
+            t(Template::WhereAfterStep, r"where is (?:the )?(.+?) after step (\d+)"),
             t(Template::AreThereMore, r"are there more (.+?)"),
             t(Template::AreIdentical, r"are (?:the )?(.+?) in step (\d+) and step (\d+) identical"),
             t(Template::WhereDoYou, r"where do you (.+?)"),
@@ -205,6 +211,8 @@ mod tests {
         assert!(parse_question("Is this a question about recipes").is_none());
         assert_eq!(p("What is used to beat the egg?").args, ["beat the egg"]);
         assert_eq!(p("Are there more ovens?").template, Template::AreThereMore);
+        assert_eq!(p("What does the onion become?").args, ["onion"]);
+        assert_eq!(p("Where is the onion after step 2?").args, ["onion", "2"]);
         assert_eq!(p("Are the water in step 0 and step 2 identical?").args, ["water", "0", "2"]);
         // Non-ASCII letters whose lower case is longer must not shift the split.
         let q = p("İ and éating x and Öpening y, which comes first?");
