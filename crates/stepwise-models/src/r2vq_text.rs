@@ -175,6 +175,8 @@ pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> 
                 .find_map(|i| phrase_after(&sentences[i], &["in", "into", "on", "onto"], false))
                 .map(|p| bare(&p))
         }
+        // The text does not say how things are held.
+        Template::Orientation => None,
         Template::WhatIsUsedTo => {
             let s = &sentences[find(arg(0))?];
             phrase_after(s, &["with", "using"], false).map(|p| bare(&p))

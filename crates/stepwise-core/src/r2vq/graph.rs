@@ -35,6 +35,9 @@ pub struct Mention {
     pub participant_of: Option<usize>,
     /// The event it is the result of (RES).
     pub result_of: Option<usize>,
+    /// A prop's orientation when the source records it (`upright`, `not_upright`, `tilted`; sentence metadata
+    /// [`super::ORIENTATION_KEY`]).
+    pub orientation: Option<String>,
 }
 
 /// A semantic-role span of one predicate.
@@ -91,6 +94,14 @@ impl AnnotationGraph {
                 let words = |first: u32, last: u32, f: fn(&super::Token) -> &str| -> String {
                     (first..=last).map(|t| f(&tokens[t as usize - 1])).collect::<Vec<_>>().join(" ")
                 };
+                // Prop orientations recorded for this sentence, by token ID.
+                let orientations: BTreeMap<u32, &str> = sentence
+                    .metadata
+                    .iter()
+                    .filter(|(k, _)| k == super::ORIENTATION_KEY)
+                    .flat_map(|(_, v)| v.split_whitespace())
+                    .filter_map(|pair| pair.split_once('=').and_then(|(t, o)| Some((t.parse().ok()?, o))))
+                    .collect();
                 // Mentions: a B- token and the I- tokens of the same kind after it.
                 let first_mention = g.mentions.len();
                 let mut head_of = BTreeMap::new();
@@ -116,6 +127,7 @@ impl AnnotationGraph {
                         coref: tokens[i].coref.clone(),
                         participant_of: None,
                         result_of: None,
+                        orientation: orientations.get(&first).map(|o| o.to_string()),
                     });
                     i = j;
                 }

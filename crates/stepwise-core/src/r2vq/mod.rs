@@ -100,8 +100,8 @@ impl std::str::FromStr for QuestionId {
 
 /// The question families of the SemEval-2022 Task 9 release, by the number before the dash of a question id
 /// (labels after the templates and samsungnlp's question classifier; ../shared/data's R2VQ provenance lists them
-/// with the test split's counts).
-pub const FAMILIES: [&str; 19] = [
+/// with the test split's counts), and stepwise's object-orientation family (19), which the release does not ask.
+pub const FAMILIES: [&str; 20] = [
     "cardinality",
     "ellipsis",
     "implicit argument",
@@ -121,7 +121,12 @@ pub const FAMILIES: [&str; 19] = [
     "SRL source",
     "location change",
     "unanswerable",
+    "object orientation",
 ];
+
+/// The sentence metadata key of prop orientations (a stepwise extension of the layout, kept as a comment line):
+/// `# metadata:orientation = 6=not_upright 9=upright`, the token ID of a prop mention and its orientation.
+pub const ORIENTATION_KEY: &str = "orientation";
 
 /// A family's name, or `family N` for a number the release does not use.
 pub fn family_name(family: u32) -> String {

@@ -21,8 +21,8 @@ use serde_json::Value;
 use stepwise_core::error::{Location, Result};
 use stepwise_core::json::{Obj, read_jsonl};
 use stepwise_core::r2vq::{
-    EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, Paragraph, QuestionId, R2vqDocument,
-    R2vqRecipe, Sentence, Token, TokenPos, join_list, word_tokens,
+    EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, ORIENTATION_KEY, Paragraph, QuestionId,
+    R2vqDocument, R2vqRecipe, Sentence, Token, TokenPos, join_list, word_tokens,
 };
 
 use super::one_line;
@@ -53,6 +53,7 @@ struct Placed {
     mention: String,
     ref_id: Option<String>,
     usage: Option<String>,
+    orientation: Option<String>,
 }
 
 fn offsets(obj: &Obj<'_>, base: i64) -> Result<Option<(usize, usize)>> {
@@ -144,7 +145,9 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         };
         let ref_id = a.opt_str("ref_id")?.map(str::to_string);
         let usage = a.opt_str("usage")?.map(str::to_string);
-        placed.insert(aid, Placed { kind, sentence: si, first, last, name, mention, ref_id, usage });
+        // One word ("not_upright"), as the orientation metadata line holds it.
+        let orientation = a.opt_str("orientation")?.map(|o| EntityRef::named(o, None).name);
+        placed.insert(aid, Placed { kind, sentence: si, first, last, name, mention, ref_id, usage, orientation });
         Ok(())
     };
     let list = |key: &str| -> Result<Vec<Value>> { Ok(obj.opt_array(key)?.cloned().unwrap_or_default()) };
@@ -272,9 +275,22 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
             tokens[made.sentence][made.first].coref = Some(result);
         }
     }
+    // Prop orientations, per sentence.
+    let mut orientations: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for p in placed.values() {
+        if let Some(o) = &p.orientation
+            && matches!(p.kind, EntityKind::Tool | EntityKind::Habitat)
+        {
+            orientations.entry(p.sentence).or_default().push(format!("{}={o}", p.first + 1));
+        }
+    }
+    for list in orientations.values_mut() {
+        list.sort_by_key(|x| x.split('=').next().and_then(|t| t.parse::<usize>().ok()));
+        list.dedup();
+    }
     // Paragraphs.
     let mut paragraphs: Vec<Paragraph> = Vec::new();
-    for (s, toks) in sentences.iter().zip(tokens) {
+    for (si, (s, toks)) in sentences.iter().zip(tokens).enumerate() {
         let pid = format!("{id}::step{:02}", s.step);
         if paragraphs.last().is_none_or(|p| p.id != pid) {
             paragraphs.push(Paragraph { id: pid.clone(), sentences: Vec::new() });
@@ -283,7 +299,10 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         paragraphs.last_mut().expect("pushed").sentences.push(Sentence {
             id: format!("{pid}::sent{:02}", s.number),
             text,
-            metadata: Vec::new(),
+            metadata: orientations
+                .get(&si)
+                .map(|o| vec![(ORIENTATION_KEY.to_string(), o.join(" "))])
+                .unwrap_or_default(),
             tokens: toks,
             blank_lines_after: 1,
             continues: false,
@@ -392,6 +411,8 @@ mod tests {
         assert_eq!(cut[0].hidden[0].values[0].name, "knife", "implicit prop: hidden tool");
         assert_eq!((cut[1].part, &cut[1].entity), (Some(1), &EntityTag::Begin(EntityKind::ExplicitIngredient)));
         assert_eq!((cut[4].part, &cut[4].entity), (Some(1), &EntityTag::Begin(EntityKind::Habitat)));
+        let meta = &r.paragraphs[0].sentences[1].metadata;
+        assert_eq!(meta, &[("orientation".to_string(), "5=upright".to_string())], "the bowl's orientation");
         let it = &r.paragraphs[0].sentences[2].tokens[1];
         assert_eq!(it.coref, cut[1].coref, "ref_id: \"it\" is the onion");
         let qs = r.questions();

@@ -14,20 +14,48 @@ use std::collections::BTreeMap;
 
 use stepwise_core::procedure::{Procedure, Span};
 use stepwise_core::r2vq::{
-    ARG_COLUMNS, EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, Paragraph, R2vqRecipe, Sentence, SrlTag,
-    Token, word_tokens,
+    ARG_COLUMNS, EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, ORIENTATION_KEY, Paragraph, R2vqRecipe,
+    Sentence, SrlTag, Token, word_tokens,
 };
 
 /// The recipe of a procedure, or `None` when no step has an EVENT span.
 pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
     let mut paragraphs = Vec::new();
     let mut any_event = false;
+    // The world's prop orientations after each step (props that never turn are left out there: upright).
+    let props =
+        p.annotations.as_ref().and_then(|a| a.world.as_ref()).and_then(|w| w.get("props")).and_then(|v| v.as_array());
+    let orientation = |prop: &str, step: usize| -> Option<String> {
+        let truth = props?.iter().find(|x| x.get("id").and_then(|i| i.as_str()) == Some(prop))?;
+        match truth.get("orientations").and_then(|o| o.as_array()) {
+            Some(list) => list.get(step)?.as_str().map(str::to_string),
+            None => Some("upright".into()),
+        }
+    };
     for (k, step) in p.steps.iter().enumerate() {
         let text = step.text.clone().unwrap_or_default();
         let mut tokens: Vec<Token> = word_tokens(&text).into_iter().map(|(_, _, w)| plain_token(&w)).collect();
         let offsets: Vec<(usize, usize)> = word_tokens(&text).into_iter().map(|(s, e, _)| (s, e)).collect();
+        let mut metadata = Vec::new();
         if let Some(ann) = &step.annotations {
             any_event |= annotate_step(&ann.spans, &ann.links, &offsets, &mut tokens);
+            // Orientations of the written props (tools, containers, habitats) after this step.
+            let mut pairs: Vec<(usize, String)> = Vec::new();
+            for s in &ann.spans {
+                let (Some(prop), Some(start)) = (s.attrs.get("prop"), s.start) else { continue };
+                let Some(t) = offsets.iter().position(|&(a, b)| b > start && a < s.end.unwrap_or(start + 1)) else {
+                    continue;
+                };
+                if let (Some(o), EntityTag::Begin(_)) = (orientation(prop, k), &tokens[t].entity) {
+                    pairs.push((t + 1, EntityRef::named(&o, None).name));
+                }
+            }
+            pairs.sort();
+            pairs.dedup();
+            if !pairs.is_empty() {
+                let v: Vec<String> = pairs.iter().map(|(t, o)| format!("{t}={o}")).collect();
+                metadata.push((ORIENTATION_KEY.to_string(), v.join(" ")));
+            }
         }
         if tokens.is_empty() {
             continue;
@@ -35,8 +63,8 @@ pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
         let id = format!("{}::step{:02}", p.id, k + 1);
         let sentence = Sentence {
             id: format!("{id}::sent01"),
-            text: text.replace('\n', " "),
-            metadata: Vec::new(),
+            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+            metadata,
             tokens,
             blank_lines_after: 1,
             continues: false,
@@ -234,6 +262,23 @@ mod tests {
             .sum();
         assert_eq!(g.events.len(), events, "every written event");
         assert!(g.events.iter().any(|e| !e.participants.is_empty()));
+        // Props carry the world's orientation after the step, and the orientation program reads it.
+        let (e, m) = (0..g.events.len())
+            .find_map(|e| {
+                g.events[e].participants.iter().find(|&&m| g.mentions[m].orientation.is_some()).map(|&m| (e, m))
+            })
+            .expect("a prop with an orientation takes part in some event");
+        let clause = format!(
+            "{} the {}",
+            g.event_mention(e).lemma,
+            crate::r2vq::programs::mention_name(&g.mentions[g.events[e].participants[0]].text)
+        );
+        let q = format!(
+            "What is the orientation of the {} when you {clause}?",
+            crate::r2vq::programs::mention_name(&g.mentions[m].text)
+        );
+        let a = answer_question(&recipe, &g, &q).unwrap();
+        assert_eq!(a.answer.as_deref().map(|o| o.replace(' ', "_")), g.mentions[m].orientation.clone(), "{q}");
         // A question about one of its ingredients is answered.
         let e = g
             .events

@@ -310,6 +310,19 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
         if has(HiddenRole::Habitat) {
             push(&mut out, 2, format!("Where should you {verb} the {object}?"), cite(e));
         }
+        // Orientation of the props taking part in it, where the source records one.
+        for &m in &event.participants {
+            let mention = &g.mentions[m];
+            if matches!(mention.kind, EntityKind::Tool | EntityKind::Habitat) && mention.orientation.is_some() {
+                let prop = mention_name(&mention.text).to_lowercase();
+                push(
+                    &mut out,
+                    19,
+                    format!("What is the orientation of the {prop} when you {verb} the {object}?"),
+                    cite(e),
+                );
+            }
+        }
         let role = |r: &str| event.roles.iter().any(|s| s.role == r);
         if role("Result") {
             push(&mut out, 5, format!("To what extent do you {verb} the {object}?"), cite(e));

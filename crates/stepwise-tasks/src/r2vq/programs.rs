@@ -52,6 +52,8 @@ pub enum Program {
     Role { clause: String, roles: Vec<String>, with_clause: bool },
     /// Family 17: the habitat of the last earlier event of the entity before the named event.
     LocationBefore { entity: String, verb: String },
+    /// Family 19: the recorded orientation of a prop named in the event's sentence.
+    OrientationOf { prop: String, clause: String },
     /// Family 2 (2021 release): the event's tool, hidden or written, by name.
     ToolOf { clause: String },
     /// Family 0 (2021 release): whether there is more than one tool or habitat of this name.
@@ -134,6 +136,7 @@ fn candidates(template: Template, args: &[String]) -> Vec<(u32, Program)> {
         Template::FromWhere => vec![role(16, &["Source"], false)],
         Template::WhereWasBefore => vec![(17, Program::LocationBefore { entity: a(0), verb: a(1) })],
         Template::WhatIsUsedTo => vec![(2, Program::ToolOf { clause: a(0) })],
+        Template::Orientation => vec![(19, Program::OrientationOf { prop: a(0), clause: a(1) })],
         Template::WhatBecome => vec![(3, Program::Becomes { entity: a(0) })],
         Template::WhereAfterStep => {
             vec![(3, Program::WhereAfter { entity: a(0), step: a(1).parse().unwrap_or(u32::MAX) })]
@@ -299,6 +302,21 @@ impl Context<'_> {
                     .last()?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
                 Some(h)
+            }
+            Program::OrientationOf { prop, clause } => {
+                let e = self.match_clause(clause)?;
+                let sentence = g.event_mention(e).sentence;
+                // The prop taking part in the event, else one in its sentence; its orientation written as words.
+                let named = self.named_mentions(prop);
+                let in_sentence = named.iter().copied().filter(|&m| g.mentions[m].sentence == sentence);
+                let m = named
+                    .iter()
+                    .copied()
+                    .find(|&m| g.mentions[m].participant_of == Some(e))
+                    .or_else(|| in_sentence.clone().find(|&m| g.mentions[m].orientation.is_some()))?;
+                let o = g.mentions[m].orientation.as_ref()?;
+                self.cite_events(&BTreeSet::from([e]), evidence);
+                Some(o.replace('_', " "))
             }
             Program::ToolOf { clause } => {
                 let e = self.match_clause(clause)?;

@@ -55,6 +55,8 @@ pub enum Template {
     WhatBecome,
     /// "Where is the X after step K?" (stepwise: steps from 1).
     WhereAfterStep,
+    /// "What is the orientation of the X when you V ...?" (stepwise's family 19).
+    Orientation,
     /// 2021 release: "What is used to V the X?" (the tool, named).
     WhatIsUsedTo,
     /// 2021 release: "Are there more Xs?" (more than one such prop).
@@ -83,6 +85,7 @@ impl Template {
             Template::FromWhere => &[16],
             Template::WhereWasBefore => &[17],
             Template::WhatIsUsedTo => &[2],
+            Template::Orientation => &[19],
             Template::AreThereMore => &[0],
             Template::AreIdentical => &[3],
         }
@@ -117,6 +120,7 @@ fn patterns() -> &'static [(Template, Regex)] {
             t(Template::FromWhere, r"from where do you (.+?)"),
             t(Template::WhereWasBefore, r"where was (?:the )?(.+?) before it was (.+?)"),
             t(Template::WhatIsUsedTo, r"what is used to (.+?)"),
+            t(Template::Orientation, r"what is the orientation of (?:the )?(.+?) when you (.+?)"),
             t(Template::WhatBecome, r"what does (?:the )?(.+?) become"),
             t(Template::WhereAfterStep, r"where is (?:the )?(.+?) after step (\d+)"),
             t(Template::AreThereMore, r"are there more (.+?)"),
@@ -212,6 +216,7 @@ mod tests {
         assert_eq!(p("What is used to beat the egg?").args, ["beat the egg"]);
         assert_eq!(p("Are there more ovens?").template, Template::AreThereMore);
         assert_eq!(p("What does the onion become?").args, ["onion"]);
+        assert_eq!(p("What is the orientation of the knife when you cut the onion?").args, ["knife", "cut the onion"]);
         assert_eq!(p("Where is the onion after step 2?").args, ["onion", "2"]);
         assert_eq!(p("Are the water in step 0 and step 2 identical?").args, ["water", "0", "2"]);
         // Non-ASCII letters whose lower case is longer must not shift the split.
