@@ -205,6 +205,25 @@ pub struct Token {
     pub args: [SrlTag; ARG_COLUMNS],
 }
 
+impl Token {
+    /// A token with only its form (lemma: the form in lower case; every other column empty), for layouts that
+    /// have no lemmas or tags of their own.
+    pub fn plain(form: &str) -> Token {
+        Token {
+            form: form.to_string(),
+            lemma: form.to_lowercase(),
+            upos: "_".into(),
+            entity: EntityTag::Outside,
+            part: None,
+            res: None,
+            hidden: Vec::new(),
+            coref: None,
+            predicate: None,
+            args: Default::default(),
+        }
+    }
+}
+
 /// The cooking-entity types of the ENTITY column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EntityKind {

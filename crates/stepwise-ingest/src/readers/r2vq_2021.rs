@@ -168,26 +168,8 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
         }
     }
     // Tokens.
-    let mut tokens: Vec<Vec<Token>> = sentences
-        .iter()
-        .map(|s| {
-            s.tokens
-                .iter()
-                .map(|(_, _, w)| Token {
-                    form: w.clone(),
-                    lemma: w.to_lowercase(),
-                    upos: "_".into(),
-                    entity: EntityTag::Outside,
-                    part: None,
-                    res: None,
-                    hidden: Vec::new(),
-                    coref: None,
-                    predicate: None,
-                    args: Default::default(),
-                })
-                .collect()
-        })
-        .collect();
+    let mut tokens: Vec<Vec<Token>> =
+        sentences.iter().map(|s| s.tokens.iter().map(|(_, _, w)| Token::plain(w)).collect()).collect();
     let pos = |p: &Placed| TokenPos {
         step: sentences[p.sentence].step,
         sentence: sentences[p.sentence].number,
@@ -360,10 +342,11 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn family(q: &str, _: &str) -> Option<u32> {
+    /// Families of the test questions.
+    pub(crate) fn family(q: &str, _: &str) -> Option<u32> {
         if q.starts_with("What should") {
             Some(1)
         } else if q.starts_with("How many") {

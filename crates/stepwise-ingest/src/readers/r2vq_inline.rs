@@ -268,16 +268,9 @@ fn build_sentence(recipe: &str, step: usize, raw: Vec<Raw>, lexicon: &PropLexico
     let mut tokens: Vec<Token> = raw
         .iter()
         .map(|t| Token {
-            form: t.form.clone(),
-            lemma: t.form.to_lowercase(),
-            upos: "_".into(),
             entity: t.entity.unwrap_or(EntityTag::Outside),
-            part: None,
-            res: None,
             hidden: t.hidden.clone(),
-            coref: None,
-            predicate: None,
-            args: Default::default(),
+            ..Token::plain(&t.form)
         })
         .collect();
     for (i, t) in raw.iter().enumerate() {
@@ -385,15 +378,7 @@ mod tests {
         let (a, q) = (dir.path().join("a.json"), dir.path().join("q.json"));
         std::fs::write(&a, r#"{"r1": ["cut ( entity : B-EVENT ) onions ( participant : cut ) .", "serve ( drop : onions )  ( entity : B-EVENT ) ."]}"#).unwrap();
         std::fs::write(&q, r#"{" r1": {"question": [" What should be served?     the onions", " Is it?     yes", " How many actions does it take to process the onions?     1"]}}"#).unwrap();
-        let family = |q: &str, _: &str| {
-            if q.starts_with("What should") {
-                Some(1)
-            } else if q.starts_with("How many") {
-                Some(0)
-            } else {
-                None
-            }
-        };
+        let family = crate::readers::r2vq_2021::tests::family;
         let (doc, unlabelled) = read_inline_tagged(&a, Some(&q), &family).unwrap();
         assert_eq!(unlabelled, 1);
         let qs = doc.recipes[0].questions();

@@ -34,7 +34,7 @@ pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
     };
     for (k, step) in p.steps.iter().enumerate() {
         let text = step.text.clone().unwrap_or_default();
-        let mut tokens: Vec<Token> = word_tokens(&text).into_iter().map(|(_, _, w)| plain_token(&w)).collect();
+        let mut tokens: Vec<Token> = word_tokens(&text).into_iter().map(|(_, _, w)| Token::plain(&w)).collect();
         let offsets: Vec<(usize, usize)> = word_tokens(&text).into_iter().map(|(s, e, _)| (s, e)).collect();
         let mut metadata = Vec::new();
         if let Some(ann) = &step.annotations {
@@ -75,21 +75,6 @@ pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
         last.blank_lines_after = 2;
     }
     any_event.then(|| R2vqRecipe { id: p.id.clone(), header: Vec::new(), paragraphs })
-}
-
-fn plain_token(form: &str) -> Token {
-    Token {
-        form: form.to_string(),
-        lemma: form.to_lowercase(),
-        upos: "_".into(),
-        entity: EntityTag::Outside,
-        part: None,
-        res: None,
-        hidden: Vec::new(),
-        coref: None,
-        predicate: None,
-        args: Default::default(),
-    }
 }
 
 fn kind_of(label: &str) -> Option<EntityKind> {
