@@ -157,12 +157,11 @@ proptest! {
         let inline = write(td.path(), "inline.json", mutate(INLINE, &edits, &alphabet).as_bytes());
         let qa = write(td.path(), "qa.json", mutate(INLINE_QA, &qa_edits, &alphabet).as_bytes());
         let release = write(td.path(), "r2vq.jsonl", mutate(R2021, &edits, &alphabet).as_bytes());
-        for read in [read_inline_tagged(&inline, Some(&qa), &family), read_r2vq_2021(&release, &family)] {
-            if let Ok((doc, _)) = read {
-                // What reads writes the SemEval layout, which reads back into the same document.
-                let again = parse_r2vq_conllu(Path::new("m.csv"), &doc.to_conllu_string());
-                prop_assert_eq!(again.ok(), Some(doc));
-            }
+        let reads = [read_inline_tagged(&inline, Some(&qa), &family), read_r2vq_2021(&release, &family)];
+        // What reads writes the SemEval layout, which reads back into the same document.
+        for (doc, _) in reads.into_iter().flatten() {
+            let again = parse_r2vq_conllu(Path::new("m.csv"), &doc.to_conllu_string());
+            prop_assert_eq!(again.ok(), Some(doc));
         }
         let _ = read_question_list(&write(td.path(), "q.json", mutate(r#"[{"q_id": "2-3", "question": "where?", "doc_id": " r"}]"#, &edits, &alphabet).as_bytes()));
     }

@@ -299,7 +299,7 @@ impl Context<'_> {
                     .into_iter()
                     .filter(|&e| g.event_mention(e).at.step <= *step)
                     .filter_map(|e| self.habitat_of(e).map(|h| (e, h)))
-                    .last()?;
+                    .next_back()?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
                 Some(h)
             }
