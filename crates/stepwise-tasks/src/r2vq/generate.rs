@@ -327,14 +327,20 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
         if role("Result") {
             push(&mut out, 5, format!("To what extent do you {verb} the {object}?"), cite(e));
         }
-        if role("Instrument") && !has(HiddenRole::Tool) {
-            push(&mut out, 6, format!("How do you {verb} the {object}?"), cite(e));
+        // "How do you ...?" belongs to the first of hidden tool (2), instrument (6), attribute (10), goal (14).
+        let how = [(6, role("Instrument")), (10, role("Attribute")), (14, role("Goal"))];
+        if !has(HiddenRole::Tool)
+            && let Some((family, _)) = how.iter().find(|(_, present)| *present)
+        {
+            push(&mut out, *family, format!("How do you {verb} the {object}?"), cite(e));
         }
         if role("Time") {
             push(&mut out, 7, format!("For how long do you {verb} the {object}?"), cite(e));
         }
         if role("Location") || role("Destination") {
             push(&mut out, 8, format!("Where do you {verb} the {object}?"), cite(e));
+        } else if role("Co-Patient") {
+            push(&mut out, 12, format!("Where do you {verb} the {object}?"), cite(e));
         }
         if role("Extent") || role("Value") {
             push(&mut out, 9, format!("By how much do you {verb} the {object}?"), cite(e));
@@ -344,6 +350,12 @@ fn candidates(ctx: &Context<'_>, seed: u64) -> Vec<Candidate> {
         }
         if role("Purpose") {
             push(&mut out, 15, format!("Why do you {verb} the {object}?"), cite(e));
+        } else if event
+            .roles
+            .iter()
+            .any(|s| matches!(s.role.as_str(), "Result" | "Cause") && s.text.to_lowercase().starts_with("so "))
+        {
+            push(&mut out, 11, format!("Why do you {verb} the {object}?"), cite(e));
         }
         if role("Source") {
             push(&mut out, 16, format!("From where do you {verb} the {object}?"), cite(e));
