@@ -96,8 +96,9 @@ fn bare(s: &str) -> String {
     lower
 }
 
-/// Answer `question` from the recipe's sentences alone; `None` is "no answer".
-pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> {
+/// Answer `question` from the recipe's sentences alone (`step_of[i]`: the 1-based step of sentence `i`); `None`
+/// is "no answer".
+pub fn answer_from_text(sentences: &[String], step_of: &[u32], question: &str) -> Option<String> {
     let ParsedQuestion { template, args } = parse_question(question)?;
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
     let find = |query: &str| retrieve(sentences, query, 0.6);
@@ -169,8 +170,9 @@ pub fn answer_from_text(sentences: &[String], question: &str) -> Option<String> 
             (!words.is_empty()).then(|| format!("the {}", bare(&words.join(" "))))
         }
         Template::WhereAfterStep => {
-            let step: usize = arg(1).parse().ok()?;
-            (0..step.min(sentences.len()))
+            let step: u32 = arg(1).parse().ok()?;
+            let upto = (0..sentences.len()).take_while(|&i| step_of.get(i).is_some_and(|&s| s <= step)).count();
+            (0..upto)
                 .rev()
                 .find_map(|i| phrase_after(&sentences[i], &["in", "into", "on", "onto"], false))
                 .map(|p| bare(&p))
@@ -218,8 +220,9 @@ mod tests {
             ],
             tail in "\\PC{0,30}|[a-z ]{0,30}",
         ) {
-            let _ = answer_from_text(&sentences, &format!("{head}{tail}?"));
-            let _ = answer_from_text(&sentences, &format!("{tail} and {head}, which comes first?"));
+            let steps: Vec<u32> = (1..=sentences.len() as u32).collect();
+            let _ = answer_from_text(&sentences, &steps, &format!("{head}{tail}?"));
+            let _ = answer_from_text(&sentences, &steps[..steps.len() / 2], &format!("{tail} and {head}, which comes first?"));
         }
     }
 
@@ -229,7 +232,7 @@ mod tests {
             ["Cut the onion with a knife.", "Fry the onion in a pan for 5 minutes.", "Serve with rice."]
                 .map(String::from)
                 .to_vec();
-        let a = |q: &str| answer_from_text(&s, q);
+        let a = |q: &str| answer_from_text(&s, &[1, 2, 3], q);
         assert_eq!(a("How do you cut the onion?").as_deref(), Some("by using a knife"));
         assert_eq!(a("For how long do you fry the onion?").as_deref(), Some("for 5 minutes"));
         assert_eq!(a("Where should you fry the onion?").as_deref(), Some("pan"));
@@ -239,6 +242,8 @@ mod tests {
             Some("the second event")
         );
         assert_eq!(a("What do you serve with?").as_deref(), Some("with rice"));
+        assert_eq!(a("Where is the onion after step 2?").as_deref(), Some("pan"));
+        assert_eq!(a("Where is the onion after step 1?"), None, "step 1 names no place");
         assert_eq!(a("Where should you bake the cake?"), None);
         assert_eq!(a("not a question"), None);
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use stepwise_core::Corpus;
 use stepwise_core::Manifest;
-use stepwise_core::output::OutputDir;
+use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::r2vq::R2vqDocument;
 use stepwise_core::r2vq::family_name;
 use stepwise_ingest::readers::r2vq_conllu::{is_r2vq_conllu, read_r2vq_conllu};
@@ -23,7 +23,7 @@ pub struct R2vqGenArgs {
     /// R2VQ: unanswerable distractors per answerable question of a recipe ("N/A" answers, family 18).
     #[arg(long, value_name = "RATE", default_value_t = 0.11, help_heading = "R2VQ")]
     pub distractor_rate: f64,
-    /// R2VQ: the largest share of a family's questions its most frequent answer may have.
+    /// R2VQ: the largest share of a family's questions its most frequent answer may have (0.5 to 1).
     #[arg(long, value_name = "SHARE", default_value_t = 0.5, help_heading = "R2VQ")]
     pub max_answer_share: f64,
     /// R2VQ: at most this many questions per family (seeded sample).
@@ -42,8 +42,12 @@ pub fn run_r2vq(
     if !(0.0..=10.0).contains(&a.distractor_rate) {
         usage_bail!("--distractor-rate must be between 0 and 10 (got {})", a.distractor_rate);
     }
-    if !(a.max_answer_share > 0.0 && a.max_answer_share <= 1.0) {
-        usage_bail!("--max-answer-share must be in (0, 1] (got {})", a.max_answer_share);
+    if !(0.5..=1.0).contains(&a.max_answer_share) {
+        usage_bail!(
+            "--max-answer-share must be between 0.5 and 1 (two-answer families such as event ordering cannot go \
+             lower; got {})",
+            a.max_answer_share
+        );
     }
     // An annotated file in the SemEval layout, or a corpus whose procedures carry span annotation (the world).
     let (doc, skipped) = if is_r2vq_conllu(input) {
@@ -74,11 +78,11 @@ pub fn run_r2vq(
         lines.push_str(&serde_json::to_string(q)?);
         lines.push('\n');
     }
-    std::fs::write(out.path().join("questions.jsonl"), lines)?;
+    write_string_atomic(&out.path().join("questions.jsonl"), &lines)?;
     for split in ["train", "val", "test"] {
         let part = document_with_questions(&doc, &made.questions, split);
         if !part.recipes.is_empty() {
-            std::fs::write(out.path().join(format!("{split}.csv")), part.to_conllu_string())?;
+            write_string_atomic(&out.path().join(format!("{split}.csv")), &part.to_conllu_string())?;
         }
     }
     let mut m = Manifest::new("r2vq-questions").with_seed(seed);

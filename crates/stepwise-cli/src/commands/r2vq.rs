@@ -237,20 +237,25 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
     let mut unparsed = Vec::new();
     // Per family of the question id: questions, answered (non-null), program family == id family.
     let mut per_family: BTreeMap<u32, [usize; 3]> = BTreeMap::new();
-    let sentences: BTreeMap<&str, Vec<String>> = doc
+    // The text baseline's input: each recipe's sentences and their step numbers.
+    let sentences: BTreeMap<&str, (Vec<String>, Vec<u32>)> = doc
         .recipes
         .iter()
         .map(|r| {
-            (
-                r.id.as_str(),
-                r.steps().flat_map(|p| &p.sentences).filter(|s| !s.continues).map(|s| s.text.clone()).collect(),
-            )
+            let (texts, steps) = r
+                .steps()
+                .flat_map(|p| {
+                    p.sentences.iter().filter(|s| !s.continues).map(|s| (s.text.clone(), p.step_number().unwrap_or(0)))
+                })
+                .unzip();
+            (r.id.as_str(), (texts, steps))
         })
         .collect();
     for (recipe, id, question) in &asked {
         let key = question_key(recipe, *id);
         if a.method == AnswerMethod::Text {
-            let answer = answer_from_text(&sentences[recipe.as_str()], question);
+            let (texts, steps) = &sentences[recipe.as_str()];
+            let answer = answer_from_text(texts, steps, question);
             if parse_question(question).is_none() {
                 unparsed.push(format!("{key}: no question template matches: {question:?}"));
                 continue;

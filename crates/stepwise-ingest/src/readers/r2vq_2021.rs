@@ -66,10 +66,10 @@ fn offsets(obj: &Obj<'_>, base: i64) -> Result<Option<(usize, usize)>> {
     if s < 0 {
         return Ok(None); // unwritten (implicit props)
     }
-    if s < base || e < s {
-        return Err(obj.error("offset", format!("[{s}, {e}] is not inside the recipe text (it starts at {base})")));
+    match (s.checked_sub(base), e.checked_sub(s), e.checked_sub(base)) {
+        (Some(rs), Some(_), Some(re)) if rs >= 0 => Ok(Some((rs as usize, re as usize))),
+        _ => Err(obj.error("offset", format!("[{s}, {e}] is not inside the recipe text (it starts at {base})"))),
     }
-    Ok(Some(((s - base) as usize, (e - base) as usize)))
 }
 
 fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe, usize)> {
@@ -84,11 +84,10 @@ fn recipe(obj: &Obj<'_>, line: usize, family_of: FamilyOf) -> Result<(R2vqRecipe
     let (steps, sents) = (ints("steps_offset")?, ints("sents_offset")?);
     let base = *steps.first().ok_or_else(|| obj.error("steps_offset", "is empty"))?;
     let rel = |v: i64, key: &str| -> Result<usize> {
-        let r = v - base;
-        if r < 0 || r as usize > content.len() {
-            return Err(obj.error(key, format!("offset {v} is outside the recipe text")));
+        match v.checked_sub(base) {
+            Some(r) if r >= 0 && r as usize <= content.len() => Ok(r as usize),
+            _ => Err(obj.error(key, format!("offset {v} is outside the recipe text"))),
         }
-        Ok(r as usize)
     };
     let step_starts: Vec<usize> = steps.iter().map(|&v| rel(v, "steps_offset")).collect::<Result<_>>()?;
     let mut sent_starts: Vec<usize> = sents.iter().map(|&v| rel(v, "sents_offset")).collect::<Result<_>>()?;
@@ -410,5 +409,12 @@ pub(crate) mod tests {
         std::fs::write(&p, format!("{bad}\n")).unwrap();
         let e = read_r2vq_2021(&p, &family).unwrap_err().to_string();
         assert!(e.contains(":1") && e.contains("ingredients[0].offset"), "{e}");
+        for extreme in [i64::MIN, i64::MAX] {
+            let mut bad = line.clone();
+            bad["ingredients"][0]["offset"] = serde_json::json!([[extreme, i64::MAX]]);
+            bad["steps_offset"] = serde_json::json!([extreme]);
+            std::fs::write(&p, format!("{bad}\n")).unwrap();
+            assert!(read_r2vq_2021(&p, &family).is_err(), "offsets at {extreme}");
+        }
     }
 }

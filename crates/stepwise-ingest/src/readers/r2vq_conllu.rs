@@ -91,13 +91,13 @@ struct Pending {
     open: bool,
 }
 
-/// Parse text in the SemEval layout read from `path` (named in errors).
 /// Whether `path` is a file in the SemEval layout (it starts with `# newdoc id =`).
 pub fn is_r2vq_conllu(path: &Path) -> bool {
     path.is_file()
         && crate::format::read_head(path, 64).is_ok_and(|h| crate::format::skip_ws(&h).starts_with(b"# newdoc id ="))
 }
 
+/// Parse text in the SemEval layout read from `path` (named in errors).
 pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
     let final_newline = text.ends_with('\n');
     let body = text.strip_suffix('\n').unwrap_or(text);

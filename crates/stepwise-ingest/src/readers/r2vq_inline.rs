@@ -94,6 +94,8 @@ fn attach_questions(doc: &mut R2vqDocument, path: &Path, family_of: FamilyOf) ->
         return Err(Error::field(path, Location::File, "", "must be a JSON object {recipe: {question: [...]}}"));
     };
     let mut unlabelled = 0;
+    // Question numbers per recipe and family (two QA keys may name one recipe: " r-1" and "r-1").
+    let mut next_index: std::collections::BTreeMap<usize, std::collections::BTreeMap<u32, u32>> = Default::default();
     let index: std::collections::HashMap<String, usize> =
         doc.recipes.iter().enumerate().map(|(i, r)| (r.id.clone(), i)).collect();
     for (id, entry) in &qa {
@@ -106,7 +108,7 @@ fn attach_questions(doc: &mut R2vqDocument, path: &Path, family_of: FamilyOf) ->
             .get("question")
             .and_then(Value::as_array)
             .ok_or_else(|| Error::field(path, location.clone(), format!("{}.question", id.trim()), "missing list"))?;
-        let mut next = std::collections::BTreeMap::<u32, u32>::new();
+        let next = next_index.entry(r).or_default();
         for (k, s) in strings.iter().enumerate() {
             let field = format!("{}.question[{k}]", id.trim());
             let s = s.as_str().ok_or_else(|| Error::field(path, location.clone(), &field, "must be a string"))?;

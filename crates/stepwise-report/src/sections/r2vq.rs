@@ -44,8 +44,8 @@ pub fn section(sets: &[R2vqQuestionsInfo]) -> Option<Section> {
     let mut s = Section::new("r2vq", "R2VQ questions");
     s.para(
         "Questions generated from annotation in the R2VQ release's templates, each kept only when the family's \
-         program parses it back and answers it from the event it was made from; distractors (family 18) are \
-         questions of other recipes with no answer here.",
+         program parses it back and answers it uniquely (from the event it was made from, when made from one); \
+         distractors (family 18) are questions of other recipes with no answer here.",
     );
     for q in sets {
         s.para(format!(

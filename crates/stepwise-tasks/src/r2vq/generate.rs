@@ -2,9 +2,9 @@
 //! annotation graph in the release's templates (every entity, prop, event with a hidden argument, result, event
 //! pair and semantic role gives candidates), and each candidate is then *asked*: parsed and answered by the
 //! family programs ([`super::programs`]). A candidate is kept only when it parses back to the family it was
-//! made for, its answer is defined, and the program read the event the question was made from (otherwise the
-//! question is ambiguous in this recipe). Unanswerable distractors (family 18) are questions made from other
-//! recipes that have no answer in this one. The set is deduplicated per recipe, split by recipe, and balanced
+//! made for, its answer is defined and unique (no other event fits the question as well, no second event makes
+//! the named result), and the program read the event the question was made from, when it was made from one.
+//! Unanswerable distractors (family 18) are questions made from other recipes that have no answer in this one. The set is deduplicated per recipe, split by recipe, and balanced
 //! so that no family's most frequent answer exceeds a share of its questions.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,7 +27,8 @@ pub struct R2vqGenConfig {
     /// Distractors per answerable question of a recipe (the SemEval test split has 352 in 3,442: about 0.11).
     pub distractor_rate: f64,
     /// The largest share a family's most frequent answer may have (questions of that answer are dropped, seeded,
-    /// until it holds), so that no family is answerable by its majority answer.
+    /// until it holds), so that no family is answerable by its majority answer; in [0.5, 1] (two-answer families
+    /// cannot go below a half).
     pub max_answer_share: f64,
     /// At most this many questions per family (seeded sample), to balance families; `None`: all.
     pub per_family: Option<usize>,
@@ -68,7 +69,8 @@ pub struct R2vqGenerated {
     pub questions: Vec<GeneratedQuestion>,
     /// Candidates built, per family they were made for.
     pub candidates: BTreeMap<u32, usize>,
-    /// Candidates dropped: the programs answered another family, no answer, or another event (ambiguous).
+    /// Candidates dropped: the programs answered another family, gave no answer, an ambiguous one, or read another
+    /// event.
     pub rejected: BTreeMap<u32, usize>,
     /// Repeated question texts within a recipe.
     pub duplicates: usize,
@@ -93,13 +95,16 @@ pub fn generate_r2vq(doc: &R2vqDocument, cfg: &R2vqGenConfig) -> R2vqGenerated {
     let mut kept: Vec<Vec<GeneratedQuestion>> = Vec::with_capacity(doc.recipes.len());
     let mut pool: Vec<(usize, String)> = Vec::new(); // (recipe, question) for distractors
     for (r, (recipe, graph)) in doc.recipes.iter().zip(&graphs).enumerate() {
-        let ctx = Context { recipe, graph };
+        let ctx = Context::new(recipe, graph);
         let mut seen = BTreeSet::new();
         let mut questions = Vec::new();
         for c in candidates(&ctx, cfg.seed) {
             *out.candidates.entry(c.family).or_default() += 1;
             let ok = answer_question(recipe, graph, &c.question).ok().filter(|a| {
-                a.family == c.family && a.answer.is_some() && c.sources.iter().all(|s| a.evidence.contains(s))
+                a.family == c.family
+                    && a.answer.is_some()
+                    && !a.ambiguous
+                    && c.sources.iter().all(|s| a.evidence.contains(s))
             });
             // A one-word time, location or source span ("then", "in") is a fragment, not an answer to ask for.
             let ok = ok.filter(|a| {
@@ -199,8 +204,13 @@ fn balance(all: &mut Vec<GeneratedQuestion>, cfg: &R2vqGenConfig) {
             let mut rng = rng_for(cfg.seed, &format!("r2vq/balance/{family}"));
             loop {
                 let total: usize = by_answer.values().map(Vec::len).sum();
-                let (top_key, top) =
-                    by_answer.iter().max_by_key(|(k, v)| (v.len(), std::cmp::Reverse(*k))).expect("non-empty");
+                if by_answer.len() < 2 {
+                    break;
+                }
+                let Some((top_key, top)) = by_answer.iter().max_by_key(|(k, v)| (v.len(), std::cmp::Reverse(*k)))
+                else {
+                    break;
+                };
                 if (top.len() as f64) <= cfg.max_answer_share * total as f64 {
                     break;
                 }

@@ -25,7 +25,8 @@ pub const UNANSWERABLE: u32 = 18;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Program {
-    /// Family 0: the events the entity (any mention of its coreference chain) takes part in.
+    /// Family 0: the events that mentions by this name take part in (PART, else the event whose role span holds
+    /// them), and those that have it as a dropped or shadow argument.
     CountEvents { entity: String },
     /// Family 0: the events that use a tool or habitat of this name (mentioned or hidden).
     CountUses { prop: String },
@@ -73,14 +74,18 @@ pub struct Answered {
     pub answer: Option<String>,
     /// What the program read: events and mentions as "step.sentence.token text".
     pub evidence: Vec<String>,
+    /// Another event fit the question as well as the one read (the earliest was taken), or several events made
+    /// the named result: the answer is not unique. Question generation drops such questions.
+    pub ambiguous: bool,
 }
 
 /// Answer a question from a recipe's annotation; `Err` names why the question was not understood (no template).
 pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &str) -> Result<Answered, String> {
     let parsed = parse_question(question).ok_or_else(|| "no question template matches".to_string())?;
-    let ctx = Context { recipe, graph };
+    let ctx = Context::new(recipe, graph);
     for (family, program) in candidates(parsed.template, &parsed.args) {
         let mut evidence = Vec::new();
+        ctx.ambiguous.set(false);
         if let Some(answer) = ctx.run(&program, &mut evidence) {
             return Ok(Answered {
                 template: parsed.template,
@@ -88,10 +93,18 @@ pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &
                 program: Some(program),
                 answer: Some(answer),
                 evidence,
+                ambiguous: ctx.ambiguous.get(),
             });
         }
     }
-    Ok(Answered { template: parsed.template, family: UNANSWERABLE, program: None, answer: None, evidence: vec![] })
+    Ok(Answered {
+        template: parsed.template,
+        family: UNANSWERABLE,
+        program: None,
+        answer: None,
+        evidence: vec![],
+        ambiguous: false,
+    })
 }
 
 /// The programs to try for a template, in order, with their families.
@@ -160,6 +173,14 @@ enum Use {
 pub(crate) struct Context<'a> {
     pub(crate) recipe: &'a R2vqRecipe,
     pub(crate) graph: &'a AnnotationGraph,
+    /// Set when a program had to choose between equally good events (see [`Answered::ambiguous`]).
+    ambiguous: std::cell::Cell<bool>,
+}
+
+impl<'a> Context<'a> {
+    pub(crate) fn new(recipe: &'a R2vqRecipe, graph: &'a AnnotationGraph) -> Self {
+        Context { recipe, graph, ambiguous: std::cell::Cell::new(false) }
+    }
 }
 
 impl Context<'_> {
@@ -331,7 +352,10 @@ impl Context<'_> {
             Program::SameEntity { entity, step_a, step_b } => {
                 // The first mention by that name in each step (the second one when both steps are the same).
                 let in_step = |s: u32| -> Vec<usize> {
-                    self.named_mentions(entity).into_iter().filter(|&m| g.mentions[m].at.step == s + 1).collect()
+                    self.named_mentions(entity)
+                        .into_iter()
+                        .filter(|&m| s.checked_add(1) == Some(g.mentions[m].at.step))
+                        .collect()
                 };
                 let (a, b) = (in_step(*step_a), in_step(*step_b));
                 let (x, y) = if step_a == step_b { (*a.first()?, *a.get(1)?) } else { (*a.first()?, *b.first()?) };
@@ -505,8 +529,6 @@ impl Context<'_> {
         })
     }
 
-    /// The uses of tools and habitats named `name`: (event, entity id) for every hidden Tool/Habitat value and
-    /// every TOOL/HABITAT mention taking part in an event.
     /// The distinct tools or habitats named `name`: their ids, where an unplaced (bare-name) one counts only when
     /// no placed one has its name (an unwritten "pan" is the pan the text names elsewhere).
     fn distinct_props(&self, name: &str) -> BTreeSet<String> {
@@ -515,6 +537,8 @@ impl Context<'_> {
         ids.into_iter().filter(|id| !placed || id.contains('.')).collect()
     }
 
+    /// The uses of tools and habitats named `name`, with the entity id used: every hidden Tool/Habitat value (its
+    /// event), and every mention by that name (the event it is an argument of, else the mention itself).
     fn prop_uses(&self, name: &str) -> Vec<(Use, String)> {
         let g = self.graph;
         let want = content_words(name);
@@ -554,7 +578,7 @@ impl Context<'_> {
     fn producer(&self, name: &str) -> Option<usize> {
         let g = self.graph;
         let want = content_words(name);
-        g.events.iter().enumerate().find_map(|(e, event)| {
+        let mut producers = g.events.iter().enumerate().filter_map(|(e, event)| {
             let hidden = event
                 .hidden
                 .iter()
@@ -566,7 +590,12 @@ impl Context<'_> {
                 .iter()
                 .any(|&m| content_words(&g.mentions[m].text) == want || content_words(&g.mentions[m].lemma) == want);
             (hidden || mentioned).then_some(e)
-        })
+        });
+        let first = producers.next();
+        if producers.next().is_some() {
+            self.ambiguous.set(true);
+        }
+        first
     }
 
     fn events_of_verb(&self, lemmas: &[String]) -> Vec<usize> {
@@ -590,6 +619,7 @@ impl Context<'_> {
     /// verb), preferring `preferred` events, then the most words among the event's own arguments, then the earliest.
     fn best_event(&self, candidates: &[usize], rest: &[String], preferred: impl Fn(usize) -> bool) -> Option<usize> {
         let mut best: Option<(bool, usize, std::cmp::Reverse<usize>)> = None;
+        let mut tied = false;
         for &e in candidates {
             let sentence = self.sentence_words(e);
             let arguments = self.argument_words(e);
@@ -599,9 +629,15 @@ impl Context<'_> {
             }
             let own = rest.iter().filter(|w| contains_word(&arguments, w)).count();
             let key = (preferred(e), own, std::cmp::Reverse(e));
+            // Candidates come in text order: an equal (preferred, own) means an equally good earlier event.
+            tied |= best.is_some_and(|b| (b.0, b.1) == (key.0, key.1));
             if best.is_none_or(|b| key > b) {
+                tied &= best.is_some_and(|b| (b.0, b.1) == (key.0, key.1));
                 best = Some(key);
             }
+        }
+        if tied {
+            self.ambiguous.set(true);
         }
         best.map(|(_, _, std::cmp::Reverse(e))| e)
     }
@@ -979,6 +1015,41 @@ mod tests {
 
     fn recipe() -> R2vqRecipe {
         fixtures::onion("r")
+    }
+
+    #[test]
+    fn a_question_two_events_fit_equally_is_ambiguous_and_not_generated() {
+        let step = |habitat: &'static str| -> (&'static str, &'static [&'static [&'static str]]) {
+            let rows: &'static [&'static [&'static str]] = if habitat == "bowl" {
+                &[
+                    &["Add", "add", "VERB", "B-EVENT", "_", "_", "Habitat=bowl.1.1.1", "_", "ADD", "B-V"],
+                    &["sugar", "sugar", "NOUN", "B-EXPLICITINGREDIENT", "1", "_", "_", "sugar.1.1.2", "_", "B-Patient"],
+                ]
+            } else {
+                &[
+                    &["Add", "add", "VERB", "B-EVENT", "_", "_", "Habitat=pan.2.1.1", "_", "ADD", "B-V"],
+                    &["sugar", "sugar", "NOUN", "B-EXPLICITINGREDIENT", "1", "_", "_", "sugar.1.1.2", "_", "B-Patient"],
+                ]
+            };
+            ("Add sugar", rows)
+        };
+        let r = fixtures::recipe_from("two", &[step("bowl"), step("pan")]);
+        let g = AnnotationGraph::of(&r);
+        let a = answer_question(&r, &g, "Where should you add the sugar?").unwrap();
+        assert_eq!((a.answer.as_deref(), a.ambiguous), (Some("bowl"), true), "two add-sugar events fit equally");
+        let doc = stepwise_core::r2vq::R2vqDocument { recipes: vec![r], final_newline: true };
+        let made = super::super::generate::generate_r2vq(&doc, &Default::default());
+        assert!(
+            made.questions.iter().all(|q| q.question != "Where should you add the sugar?"),
+            "dropped: {:?}",
+            made.questions
+        );
+        let unique = answer_question(
+            &fixtures::onion("o"),
+            &AnnotationGraph::of(&fixtures::onion("o")),
+            "Where should you cut the onion?",
+        );
+        assert!(!unique.unwrap().ambiguous);
     }
 
     #[test]
