@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rand::Rng;
 use rand::seq::SliceRandom;
+use rayon::prelude::*;
 use serde::Serialize;
 use stepwise_core::r2vq::{AnnotationGraph, EntityKind, HiddenRole, R2vqDocument, R2vqRecipe};
 use stepwise_core::rng::rng_for;
@@ -86,90 +87,125 @@ struct Candidate {
     sources: Vec<String>,
 }
 
+/// What one recipe's candidates gave.
+#[derive(Default)]
+struct RecipeCandidates {
+    questions: Vec<GeneratedQuestion>,
+    candidates: BTreeMap<u32, usize>,
+    rejected: BTreeMap<u32, usize>,
+    duplicates: usize,
+}
+
 /// Generate questions for every recipe of `doc`.
 pub fn generate_r2vq(doc: &R2vqDocument, cfg: &R2vqGenConfig) -> R2vqGenerated {
     let mut out = R2vqGenerated::default();
     let splits = assign_splits(doc.recipes.iter().map(|r| (r.id.as_str(), None)), cfg.fractions, cfg.seed);
-    let graphs: Vec<AnnotationGraph> = doc.recipes.iter().map(AnnotationGraph::of).collect();
-    // Kept questions per recipe, before ids: (family, template, question, answer, program, evidence).
-    let mut kept: Vec<Vec<GeneratedQuestion>> = Vec::with_capacity(doc.recipes.len());
-    let mut pool: Vec<(usize, String)> = Vec::new(); // (recipe, question) for distractors
-    for (r, (recipe, graph)) in doc.recipes.iter().zip(&graphs).enumerate() {
-        let ctx = Context::new(recipe, graph);
-        let mut seen = BTreeSet::new();
-        let mut questions = Vec::new();
-        for c in candidates(&ctx, cfg.seed) {
-            *out.candidates.entry(c.family).or_default() += 1;
-            let ok = answer_question(recipe, graph, &c.question).ok().filter(|a| {
-                a.family == c.family
-                    && a.answer.is_some()
-                    && !a.ambiguous
-                    && c.sources.iter().all(|s| a.evidence.contains(s))
-            });
-            // A one-word time, location or source span ("then", "in") is a fragment, not an answer to ask for.
-            let ok = ok.filter(|a| {
-                ![7, 8, 16].contains(&a.family)
-                    || a.answer.as_deref().is_some_and(|s| s.split_whitespace().count() >= 2)
-            });
-            let Some(a) = ok else {
-                *out.rejected.entry(c.family).or_default() += 1;
-                continue;
-            };
-            if !seen.insert(c.question.to_lowercase()) {
-                out.duplicates += 1;
-                continue;
+    let graphs: Vec<AnnotationGraph> = doc.recipes.par_iter().map(AnnotationGraph::of).collect();
+    let split_of = |id: &str| splits.get(id).map_or("train", |s| s.as_str()).to_string();
+    // Each recipe on its own (in parallel; merged in recipe order, so the result does not depend on threads).
+    let per_recipe: Vec<RecipeCandidates> = doc
+        .recipes
+        .par_iter()
+        .zip(&graphs)
+        .map(|(recipe, graph)| {
+            let ctx = Context::new(recipe, graph);
+            let mut made = RecipeCandidates::default();
+            let mut seen = BTreeSet::new();
+            for c in candidates(&ctx, cfg.seed) {
+                *made.candidates.entry(c.family).or_default() += 1;
+                let ok = answer_question(recipe, graph, &c.question).ok().filter(|a| {
+                    a.family == c.family
+                        && a.answer.is_some()
+                        && !a.ambiguous
+                        && c.sources.iter().all(|s| a.evidence.contains(s))
+                });
+                // A one-word time, location or source span ("then", "in") is a fragment, not an answer to ask for.
+                let ok = ok.filter(|a| {
+                    ![7, 8, 16].contains(&a.family)
+                        || a.answer.as_deref().is_some_and(|s| s.split_whitespace().count() >= 2)
+                });
+                let Some(a) = ok else {
+                    *made.rejected.entry(c.family).or_default() += 1;
+                    continue;
+                };
+                if !seen.insert(c.question.to_lowercase()) {
+                    made.duplicates += 1;
+                    continue;
+                }
+                made.questions.push(GeneratedQuestion {
+                    id: String::new(),
+                    recipe: recipe.id.clone(),
+                    split: split_of(&recipe.id),
+                    family: a.family,
+                    index: 0,
+                    template: a.template,
+                    question: c.question,
+                    answer: a.answer,
+                    program: a.program,
+                    evidence: a.evidence,
+                });
             }
-            pool.push((r, c.question.clone()));
-            questions.push(GeneratedQuestion {
-                id: String::new(),
-                recipe: recipe.id.clone(),
-                split: splits.get(&recipe.id).map_or("train", |s| s.as_str()).to_string(),
-                family: a.family,
-                index: 0,
-                template: a.template,
-                question: c.question,
-                answer: a.answer,
-                program: a.program,
-                evidence: a.evidence,
-            });
+            made
+        })
+        .collect();
+    let mut kept: Vec<Vec<GeneratedQuestion>> = Vec::with_capacity(per_recipe.len());
+    for made in per_recipe {
+        for (f, n) in made.candidates {
+            *out.candidates.entry(f).or_default() += n;
         }
-        kept.push(questions);
+        for (f, n) in made.rejected {
+            *out.rejected.entry(f).or_default() += n;
+        }
+        out.duplicates += made.duplicates;
+        kept.push(made.questions);
     }
+    // (recipe, question) of every kept question: the distractors' pool.
+    let pool: Vec<(usize, &str)> =
+        kept.iter().enumerate().flat_map(|(r, qs)| qs.iter().map(move |q| (r, q.question.as_str()))).collect();
     // Distractors: questions of other recipes with no answer here.
-    for (r, (recipe, graph)) in doc.recipes.iter().zip(&graphs).enumerate() {
-        let want = (kept[r].len() as f64 * cfg.distractor_rate).round() as usize;
-        if want == 0 || pool.is_empty() {
-            continue;
-        }
-        let mut rng = rng_for(cfg.seed, &format!("r2vq/distractors/{}", recipe.id));
-        let mut seen: BTreeSet<String> = kept[r].iter().map(|q| q.question.to_lowercase()).collect();
-        let mut added = 0;
-        for _ in 0..want * 20 {
-            if added == want {
-                break;
+    let distractors: Vec<Vec<GeneratedQuestion>> = doc
+        .recipes
+        .par_iter()
+        .zip(&graphs)
+        .enumerate()
+        .map(|(r, (recipe, graph))| {
+            let want = (kept[r].len() as f64 * cfg.distractor_rate).round() as usize;
+            let mut added = Vec::new();
+            if want == 0 || pool.is_empty() {
+                return added;
             }
-            let (from, q) = &pool[rng.random_range(0..pool.len())];
-            if *from == r || !seen.insert(q.to_lowercase()) {
-                continue;
+            let mut rng = rng_for(cfg.seed, &format!("r2vq/distractors/{}", recipe.id));
+            let mut seen: BTreeSet<String> = kept[r].iter().map(|q| q.question.to_lowercase()).collect();
+            for _ in 0..want * 20 {
+                if added.len() == want {
+                    break;
+                }
+                let (from, q) = pool[rng.random_range(0..pool.len())];
+                if from == r || !seen.insert(q.to_lowercase()) {
+                    continue;
+                }
+                let Ok(a) = answer_question(recipe, graph, q) else { continue };
+                if a.answer.is_some() {
+                    continue;
+                }
+                added.push(GeneratedQuestion {
+                    id: String::new(),
+                    recipe: recipe.id.clone(),
+                    split: split_of(&recipe.id),
+                    family: UNANSWERABLE,
+                    index: 0,
+                    template: a.template,
+                    question: q.to_string(),
+                    answer: None,
+                    program: None,
+                    evidence: Vec::new(),
+                });
             }
-            let Ok(a) = answer_question(recipe, graph, q) else { continue };
-            if a.answer.is_some() {
-                continue;
-            }
-            kept[r].push(GeneratedQuestion {
-                id: String::new(),
-                recipe: recipe.id.clone(),
-                split: splits.get(&recipe.id).map_or("train", |s| s.as_str()).to_string(),
-                family: UNANSWERABLE,
-                index: 0,
-                template: a.template,
-                question: q.clone(),
-                answer: None,
-                program: None,
-                evidence: Vec::new(),
-            });
-            added += 1;
-        }
+            added
+        })
+        .collect();
+    for (questions, extra) in kept.iter_mut().zip(distractors) {
+        questions.extend(extra);
     }
     let mut all: Vec<GeneratedQuestion> = kept.into_iter().flatten().collect();
     let before = all.len();
@@ -516,6 +552,10 @@ mod tests {
         let cfg = R2vqGenConfig { distractor_rate: 0.3, ..R2vqGenConfig::default() };
         let made = generate_r2vq(&doc, &cfg);
         assert_eq!(made, generate_r2vq(&doc, &cfg), "deterministic");
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            assert_eq!(pool.install(|| generate_r2vq(&doc, &cfg)), made, "same with {threads} threads");
+        }
         let families: BTreeSet<u32> = made.questions.iter().map(|q| q.family).collect();
         for f in [0, 1, 2, 3, 4, 7, 8, 17, UNANSWERABLE] {
             assert!(families.contains(&f), "family {f} generated: {families:?}");
