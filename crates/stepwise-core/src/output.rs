@@ -29,6 +29,7 @@ impl OutputDir {
         }
         let parent = parent_of(dest);
         fs::create_dir_all(&parent).at(&parent)?;
+        remove_stale_partials(&parent);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
         let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
         if tmp.exists() {
@@ -110,6 +111,69 @@ pub fn write_string_atomic(dest: &Path, content: &str) -> Result<()> {
     write_file_atomic(dest, |w| w.write_all(content.as_bytes()))
 }
 
+/// The process id of a partial output's name (`.NAME.partial-PID`, or `.NAME.partial-PID.old` left by a replace).
+fn partial_owner(file_name: &str) -> Option<u32> {
+    if !file_name.starts_with('.') {
+        return None;
+    }
+    let (_, tail) = file_name.rsplit_once(".partial-")?;
+    let digits = tail.strip_suffix(".old").unwrap_or(tail);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether a process is running, when that can be known (`/proc`); `None` otherwise.
+fn process_alive(pid: u32) -> Option<bool> {
+    let proc_root = Path::new("/proc");
+    proc_root.join("self").exists().then(|| proc_root.join(pid.to_string()).exists())
+}
+
+/// Remove the partial outputs in `dir` whose process is gone (a run killed with `kill -9` cannot clean up after
+/// itself). Only outputs whose owner is known to be dead are touched: a live process's (or one whose liveness
+/// cannot be checked, without `/proc`) is left alone. Says what it removed, on stderr unless quiet; a failure to
+/// remove is reported the same way and does not stop the run.
+pub fn remove_stale_partials(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else { return removed };
+    let mut stale: Vec<(PathBuf, u32)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = partial_owner(&e.file_name().to_string_lossy())?;
+            (pid != std::process::id() && process_alive(pid) == Some(false)).then(|| (e.path(), pid))
+        })
+        .collect();
+    stale.sort();
+    for (path, pid) in stale {
+        let size = tree_size(&path);
+        match remove_any(&path) {
+            Ok(()) => {
+                if !crate::progress::is_quiet() {
+                    eprintln!(
+                        "removed {} ({:.1} MB), left by process {pid}, which is no longer running",
+                        path.display(),
+                        size as f64 / 1e6
+                    );
+                }
+                removed.push(path);
+            }
+            Err(e) if !crate::progress::is_quiet() => eprintln!("could not remove a stale partial output: {e}"),
+            Err(_) => {}
+        }
+    }
+    removed
+}
+
+/// Bytes under `p` (a file or a folder; symbolic links not followed).
+fn tree_size(p: &Path) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(p) else { return 0 };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    fs::read_dir(p).map(|d| d.flatten().map(|e| tree_size(&e.path())).sum()).unwrap_or(0)
+}
+
 fn parent_of(p: &Path) -> PathBuf {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -128,6 +192,37 @@ fn remove_any(p: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partial_outputs_of_dead_processes_are_removed_and_live_ones_kept() {
+        assert_eq!(partial_owner(".corpus.partial-123"), Some(123));
+        assert_eq!(partial_owner(".corpus.partial-123.old"), Some(123));
+        assert_eq!(partial_owner(".a.b.partial-7"), Some(7));
+        assert_eq!(partial_owner("corpus.partial-123"), None, "not hidden");
+        assert_eq!(partial_owner(".corpus.partial-12x"), None);
+        assert_eq!(partial_owner(".corpus.partial-"), None);
+        if process_alive(std::process::id()) != Some(true) {
+            return; // no /proc: nothing is ever removed (tested by the None arm above)
+        }
+        // A process that has exited: its pid names a dead owner (pids are not reused this fast).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let td = tempfile::tempdir().unwrap();
+        let stale = td.path().join(format!(".sweep.partial-{dead}"));
+        fs::create_dir_all(stale.join("deep")).unwrap();
+        fs::write(stale.join("deep/x.bin"), vec![0u8; 1000]).unwrap();
+        let stale_file = td.path().join(format!(".q.jsonl.partial-{dead}"));
+        fs::write(&stale_file, "x").unwrap();
+        let live = td.path().join(format!(".other.partial-{}", std::process::id()));
+        fs::create_dir_all(&live).unwrap();
+        let init = td.path().join(".init.partial-1"); // pid 1 is always running
+        fs::create_dir_all(&init).unwrap();
+        let out = OutputDir::create(&td.path().join("corpus"), false).unwrap();
+        assert!(!stale.exists() && !stale_file.exists(), "dead owner's partial outputs removed");
+        assert!(live.exists() && init.exists(), "a live process's partial output is never touched");
+        out.commit().unwrap();
+    }
 
     #[test]
     fn uncommitted_output_leaves_nothing() {
