@@ -9,7 +9,28 @@
 
 use std::collections::BTreeSet;
 
+use stepwise_core::r2vq::R2vqRecipe;
 use stepwise_tasks::r2vq::questions::{ParsedQuestion, Template, parse_question};
+
+/// What the baseline reads of a recipe: its step sentences and the 1-based step of each.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecipeText {
+    pub sentences: Vec<String>,
+    pub step_of: Vec<u32>,
+}
+
+impl RecipeText {
+    /// The sentences of a recipe's steps (the text only: no annotation column is read).
+    pub fn of(recipe: &R2vqRecipe) -> RecipeText {
+        let (sentences, step_of) = recipe
+            .steps()
+            .flat_map(|p| {
+                p.sentences.iter().filter(|s| !s.continues).map(|s| (s.text.clone(), p.step_number().unwrap_or(0)))
+            })
+            .unzip();
+        RecipeText { sentences, step_of }
+    }
+}
 
 /// Words that carry no content for retrieval.
 const STOPWORDS: &[&str] = &[
@@ -96,9 +117,9 @@ fn bare(s: &str) -> String {
     lower
 }
 
-/// Answer `question` from the recipe's sentences alone (`step_of[i]`: the 1-based step of sentence `i`); `None`
-/// is "no answer".
-pub fn answer_from_text(sentences: &[String], step_of: &[u32], question: &str) -> Option<String> {
+/// Answer `question` from the recipe's text alone; `None` is "no answer".
+pub fn answer_from_text(text: &RecipeText, question: &str) -> Option<String> {
+    let (sentences, step_of) = (text.sentences.as_slice(), text.step_of.as_slice());
     let ParsedQuestion { template, args } = parse_question(question)?;
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
     let find = |query: &str| retrieve(sentences, query, 0.6);
@@ -220,9 +241,10 @@ mod tests {
             ],
             tail in "\\PC{0,30}|[a-z ]{0,30}",
         ) {
-            let steps: Vec<u32> = (1..=sentences.len() as u32).collect();
-            let _ = answer_from_text(&sentences, &steps, &format!("{head}{tail}?"));
-            let _ = answer_from_text(&sentences, &steps[..steps.len() / 2], &format!("{tail} and {head}, which comes first?"));
+            let step_of: Vec<u32> = (1..=sentences.len() as u32).collect();
+            let half = RecipeText { sentences: sentences.clone(), step_of: step_of[..step_of.len() / 2].to_vec() };
+            let _ = answer_from_text(&RecipeText { sentences, step_of }, &format!("{head}{tail}?"));
+            let _ = answer_from_text(&half, &format!("{tail} and {head}, which comes first?"));
         }
     }
 
@@ -232,7 +254,8 @@ mod tests {
             ["Cut the onion with a knife.", "Fry the onion in a pan for 5 minutes.", "Serve with rice."]
                 .map(String::from)
                 .to_vec();
-        let a = |q: &str| answer_from_text(&s, &[1, 2, 3], q);
+        let text = RecipeText { sentences: s, step_of: vec![1, 2, 3] };
+        let a = |q: &str| answer_from_text(&text, q);
         assert_eq!(a("How do you cut the onion?").as_deref(), Some("by using a knife"));
         assert_eq!(a("For how long do you fry the onion?").as_deref(), Some("for 5 minutes"));
         assert_eq!(a("Where should you fry the onion?").as_deref(), Some("pan"));

@@ -14,7 +14,7 @@ use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
-use stepwise_models::r2vq_text::answer_from_text;
+use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::programs::answer_question;
 use stepwise_tasks::r2vq::questions::{family_of_answered, parse_question};
@@ -231,35 +231,27 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
             .flat_map(|r| r.questions().into_iter().map(|q| (r.id.clone(), q.id, q.question)))
             .collect(),
     };
-    let graphs: BTreeMap<&str, AnnotationGraph> =
-        doc.recipes.iter().map(|r| (r.id.as_str(), AnnotationGraph::of(r))).collect();
     let mut lines = String::new();
     let mut unparsed = Vec::new();
     // Per family of the question id: questions, answered (non-null), program family == id family.
     let mut per_family: BTreeMap<u32, [usize; 3]> = BTreeMap::new();
-    // The text baseline's input: each recipe's sentences and their step numbers.
-    let sentences: BTreeMap<&str, (Vec<String>, Vec<u32>)> = doc
-        .recipes
-        .iter()
-        .map(|r| {
-            let (texts, steps) = r
-                .steps()
-                .flat_map(|p| {
-                    p.sentences.iter().filter(|s| !s.continues).map(|s| (s.text.clone(), p.step_number().unwrap_or(0)))
-                })
-                .unzip();
-            (r.id.as_str(), (texts, steps))
-        })
-        .collect();
+    // What each method reads: the annotation graph, or the text alone.
+    let (graphs, texts): (BTreeMap<&str, AnnotationGraph>, BTreeMap<&str, RecipeText>) = match a.method {
+        AnswerMethod::Annotation => {
+            (doc.recipes.iter().map(|r| (r.id.as_str(), AnnotationGraph::of(r))).collect(), BTreeMap::new())
+        }
+        AnswerMethod::Text => {
+            (BTreeMap::new(), doc.recipes.iter().map(|r| (r.id.as_str(), RecipeText::of(r))).collect())
+        }
+    };
     for (recipe, id, question) in &asked {
         let key = question_key(recipe, *id);
         if a.method == AnswerMethod::Text {
-            let (texts, steps) = &sentences[recipe.as_str()];
-            let answer = answer_from_text(texts, steps, question);
             if parse_question(question).is_none() {
                 unparsed.push(format!("{key}: no question template matches: {question:?}"));
                 continue;
             }
+            let answer = answer_from_text(&texts[recipe.as_str()], question);
             let row = per_family.entry(id.family).or_default();
             row[0] += 1;
             row[1] += usize::from(answer.is_some());

@@ -34,8 +34,8 @@ pub fn recipe_of_procedure(p: &Procedure) -> Option<R2vqRecipe> {
     };
     for (k, step) in p.steps.iter().enumerate() {
         let text = step.text.clone().unwrap_or_default();
-        let mut tokens: Vec<Token> = word_tokens(&text).into_iter().map(|(_, _, w)| Token::plain(&w)).collect();
-        let offsets: Vec<(usize, usize)> = word_tokens(&text).into_iter().map(|(s, e, _)| (s, e)).collect();
+        let (offsets, mut tokens): (Vec<(usize, usize)>, Vec<Token>) =
+            word_tokens(&text).into_iter().map(|(s, e, w)| ((s, e), Token::plain(&w))).unzip();
         let mut metadata = Vec::new();
         if let Some(ann) = &step.annotations {
             any_event |= annotate_step(&ann.spans, &ann.links, &offsets, &mut tokens);

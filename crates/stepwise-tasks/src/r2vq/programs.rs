@@ -668,7 +668,7 @@ impl Context<'_> {
         }
         texts.extend(event.hidden.iter().flat_map(|h| &h.values).map(entity_name));
         texts.extend(event.roles.iter().map(|r| r.text.clone()));
-        texts.iter().flat_map(|t| words(t)).collect()
+        texts.iter().flat_map(|t| content_words(t)).collect()
     }
 }
 
@@ -716,7 +716,7 @@ fn normalize_word(w: &str) -> String {
 }
 
 /// Normalised alphanumeric words of a text, stopwords left out.
-fn words(s: &str) -> Vec<String> {
+fn content_words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(normalize_word)
@@ -734,15 +734,11 @@ fn contains_word(words: &BTreeSet<String>, w: &str) -> bool {
         })
 }
 
-fn content_words(s: &str) -> Vec<String> {
-    words(s)
-}
-
 /// The clause's first word (its verb, any inflection) and the content words after it.
 fn split_verb(clause: &str) -> (&str, Vec<String>) {
     let clause = clause.trim();
     let (verb, rest) = clause.split_once(' ').unwrap_or((clause, ""));
-    (verb, words(rest))
+    (verb, content_words(rest))
 }
 
 /// Irregular participles of cooking verbs (questions say "What should be left ...?", "blent", "beaten").
