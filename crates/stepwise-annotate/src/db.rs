@@ -1,0 +1,418 @@
+//! The database: SQLite in the study folder by default (WAL, synchronous writes), or PostgreSQL by URL. One SQL
+//! text serves both (sqlx's `Any` driver, `$n` placeholders); only the migrations differ (identity columns).
+//! Plain `query` calls, no compile-time macros: the schema lives in `migrations/`.
+
+use std::collections::BTreeMap;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Row};
+use stepwise_core::{Error, Result};
+
+use crate::study::{Modality, Study};
+
+/// Which server the URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub pool: AnyPool,
+    pub backend: Backend,
+}
+
+/// A database failure: not the user's input (the server answers 503 and logs it).
+pub fn db_error(e: sqlx::Error) -> Error {
+    Error::runtime(format!("database: {e}"))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRow {
+    pub id: i64,
+    pub label: String,
+    pub invite: String,
+    pub status: String,
+    pub qualification_score: Option<f64>,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AssignmentRow {
+    pub id: i64,
+    pub hit_id: i64,
+    pub hit_seq: i64,
+    pub worker_id: i64,
+    pub task_id: i64,
+    pub position: i64,
+    pub status: String,
+    pub created_ms: i64,
+    pub submitted_ms: Option<i64>,
+    pub answer: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub token: String,
+    pub worker_id: Option<i64>,
+    pub admin: bool,
+    pub csrf: String,
+}
+
+pub const WORKER_QUALIFYING: &str = "qualifying";
+pub const WORKER_ACTIVE: &str = "active";
+pub const WORKER_FAILED: &str = "failed";
+pub const WORKER_CENSORED: &str = "censored";
+pub const OPEN: &str = "open";
+pub const DONE: &str = "done";
+pub const DISCARDED: &str = "discarded";
+
+const ASSIGNMENT_COLUMNS: &str = "a.id, a.hit_id, h.seq, a.worker_id, a.task_id, a.position, a.status, a.created_ms, \
+                                  a.submitted_ms, a.answer";
+
+impl Db {
+    /// Connect (creating the SQLite file if needed) and run the migrations.
+    pub async fn open(url: &str) -> Result<Db> {
+        install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(Error::usage(format!(
+                "--database {}: expected sqlite://FILE or postgres://USER@HOST/DB",
+                redact(url)
+            )));
+        };
+        let options = AnyPoolOptions::new().max_connections(if backend == Backend::Sqlite { 4 } else { 8 });
+        let options = if backend == Backend::Sqlite {
+            options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    // WAL: readers never wait for the writer; FULL: a submission acknowledged is on disk.
+                    for pragma in [
+                        "PRAGMA journal_mode = WAL",
+                        "PRAGMA synchronous = FULL",
+                        "PRAGMA foreign_keys = ON",
+                        "PRAGMA busy_timeout = 10000",
+                    ] {
+                        sqlx::query(pragma).execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+        } else {
+            options
+        };
+        let pool = options
+            .connect(url)
+            .await
+            .map_err(|e| Error::bad_input(format!("--database {}: cannot connect: {e}", redact(url))))?;
+        let migrator = match backend {
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("migrations/postgres"),
+        };
+        migrator.run(&pool).await.map_err(|e| Error::runtime(format!("database migrations: {e}")))?;
+        Ok(Db { pool, backend })
+    }
+
+    /// Load the study's tasks into an empty database, or check that the database holds this study's tasks.
+    pub async fn sync_tasks(&self, study: &Study) -> Result<()> {
+        let rows = sqlx::query("SELECT id, instance, modality, qualification, needed FROM tasks ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if rows.is_empty() {
+            let mut tx = self.pool.begin().await.map_err(db_error)?;
+            for (i, t) in study.tasks.iter().enumerate() {
+                let needed = if t.qualification { 0 } else { study.rules.judgements as i64 };
+                sqlx::query("INSERT INTO tasks (id, instance, modality, qualification, needed) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(i as i64 + 1)
+                    .bind(t.instance as i64)
+                    .bind(t.modality.as_str())
+                    .bind(i64::from(t.qualification))
+                    .bind(needed)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+            }
+            tx.commit().await.map_err(db_error)?;
+            return Ok(());
+        }
+        let same = rows.len() == study.tasks.len()
+            && rows.iter().zip(&study.tasks).enumerate().all(|(i, (r, t))| {
+                r.get::<i64, _>(0) == i as i64 + 1
+                    && r.get::<i64, _>(1) == t.instance as i64
+                    && r.get::<String, _>(2) == t.modality.as_str()
+                    && (r.get::<i64, _>(3) != 0) == t.qualification
+            });
+        if !same {
+            return Err(Error::bad_input(
+                "the database holds another study's tasks: give each study its own database",
+            ));
+        }
+        Ok(())
+    }
+
+    pub async fn create_worker(&self, label: &str, status: &str, now_ms: i64) -> Result<WorkerRow> {
+        let invite = crate::auth::new_token(16);
+        let row = sqlx::query(
+            "INSERT INTO workers (label, invite, status, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
+        )
+        .bind(label)
+        .bind(&invite)
+        .bind(status)
+        .bind(now_ms)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(WorkerRow {
+            id: row.get(0),
+            label: label.to_string(),
+            invite,
+            status: status.to_string(),
+            qualification_score: None,
+            created_ms: now_ms,
+        })
+    }
+
+    pub async fn workers(&self) -> Result<Vec<WorkerRow>> {
+        let rows = sqlx::query(
+            "SELECT id, label, invite, status, qualification_score, created_ms FROM workers ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows.iter().map(worker_row).collect())
+    }
+
+    pub async fn worker(&self, id: i64) -> Result<Option<WorkerRow>> {
+        let row = sqlx::query(
+            "SELECT id, label, invite, status, qualification_score, created_ms FROM workers WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(row.as_ref().map(worker_row))
+    }
+
+    pub async fn worker_by_invite(&self, invite: &str) -> Result<Option<WorkerRow>> {
+        let row = sqlx::query(
+            "SELECT id, label, invite, status, qualification_score, created_ms FROM workers WHERE invite = $1",
+        )
+        .bind(invite)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(row.as_ref().map(worker_row))
+    }
+
+    pub async fn create_session(&self, worker_id: Option<i64>, admin: bool, now_ms: i64) -> Result<SessionRow> {
+        let s = SessionRow { token: crate::auth::new_token(32), worker_id, admin, csrf: crate::auth::new_token(32) };
+        sqlx::query("INSERT INTO sessions (token, worker_id, admin, csrf, created_ms) VALUES ($1, $2, $3, $4, $5)")
+            .bind(&s.token)
+            .bind(worker_id)
+            .bind(i64::from(admin))
+            .bind(&s.csrf)
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(s)
+    }
+
+    pub async fn session(&self, token: &str) -> Result<Option<SessionRow>> {
+        let row = sqlx::query("SELECT token, worker_id, admin, csrf FROM sessions WHERE token = $1")
+            .bind(token)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(row.map(|r| SessionRow {
+            token: r.get(0),
+            worker_id: r.get(1),
+            admin: r.get::<i64, _>(2) != 0,
+            csrf: r.get(3),
+        }))
+    }
+
+    pub async fn delete_session(&self, token: &str) -> Result<()> {
+        sqlx::query("DELETE FROM sessions WHERE token = $1").bind(token).execute(&self.pool).await.map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Every assignment (with its HIT number), in id order; `worker` limits to one person.
+    pub async fn assignments(&self, worker: Option<i64>) -> Result<Vec<AssignmentRow>> {
+        let sql = format!(
+            "SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id {} ORDER BY a.id",
+            if worker.is_some() { "WHERE a.worker_id = $1" } else { "" }
+        );
+        let mut q = sqlx::query(&sql);
+        if let Some(w) = worker {
+            q = q.bind(w);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
+        Ok(rows.iter().map(assignment_row).collect())
+    }
+
+    pub async fn assignment(&self, id: i64) -> Result<Option<AssignmentRow>> {
+        let sql = format!("SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id WHERE a.id = $1");
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&self.pool).await.map_err(db_error)?;
+        Ok(row.as_ref().map(assignment_row))
+    }
+
+    /// Judgements held per task: submitted ones, plus open ones younger than `open_since_ms`.
+    pub async fn task_load(&self, open_since_ms: i64) -> Result<BTreeMap<i64, usize>> {
+        let rows = sqlx::query(
+            "SELECT task_id, COUNT(*) FROM assignments WHERE status = $1 OR (status = $2 AND created_ms >= $3) \
+             GROUP BY task_id",
+        )
+        .bind(DONE)
+        .bind(OPEN)
+        .bind(open_since_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1) as usize)).collect())
+    }
+
+    /// A new HIT for `worker` holding `tasks` in this order; returns the HIT's id.
+    pub async fn create_hit(&self, worker: i64, seq: i64, qualification: bool, tasks: &[i64], now_ms: i64) -> Result<i64> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let hit: i64 = sqlx::query(
+            "INSERT INTO hits (worker_id, seq, qualification, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
+        )
+        .bind(worker)
+        .bind(seq)
+        .bind(i64::from(qualification))
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .get(0);
+        for (position, task) in tasks.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO assignments (hit_id, worker_id, task_id, position, status, created_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(hit)
+            .bind(worker)
+            .bind(task)
+            .bind(position as i64)
+            .bind(OPEN)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(hit)
+    }
+}
+
+/// What a submission did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Stored now.
+    Stored,
+    /// The same answer was already stored (a retried submit): nothing changed.
+    Repeated,
+    /// A different answer was already stored, or the assignment was discarded.
+    Conflict(String),
+}
+
+/// Store `answer` for open assignment `id` inside `tx`. On [`Submitted::Stored`] the caller applies what follows
+/// from it (worker status, censoring) in the same transaction and commits; it answers the request only after the
+/// commit, so an acknowledged submission is stored. Otherwise nothing was written.
+pub async fn store_answer(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: i64,
+    answer: &str,
+    now_ms: i64,
+) -> Result<Submitted> {
+    let updated = sqlx::query(
+        "UPDATE assignments SET status = $1, submitted_ms = $2, answer = $3 WHERE id = $4 AND status = $5",
+    )
+    .bind(DONE)
+    .bind(now_ms)
+    .bind(answer)
+    .bind(id)
+    .bind(OPEN)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?
+    .rows_affected();
+    if updated == 1 {
+        return Ok(Submitted::Stored);
+    }
+    let row = sqlx::query("SELECT status, answer FROM assignments WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    Ok(match row {
+        Some(r) if r.get::<String, _>(0) == DONE && r.get::<Option<String>, _>(1).as_deref() == Some(answer) => {
+            Submitted::Repeated
+        }
+        Some(r) if r.get::<String, _>(0) == DONE => {
+            Submitted::Conflict("this item was already submitted with another answer; answers cannot be changed".into())
+        }
+        Some(_) => Submitted::Conflict("this item was withdrawn from you and is no longer open".into()),
+        None => Submitted::Conflict("no such item".into()),
+    })
+}
+
+fn worker_row(r: &sqlx::any::AnyRow) -> WorkerRow {
+    WorkerRow {
+        id: r.get(0),
+        label: r.get(1),
+        invite: r.get(2),
+        status: r.get(3),
+        qualification_score: r.get(4),
+        created_ms: r.get(5),
+    }
+}
+
+fn assignment_row(r: &sqlx::any::AnyRow) -> AssignmentRow {
+    AssignmentRow {
+        id: r.get(0),
+        hit_id: r.get(1),
+        hit_seq: r.get(2),
+        worker_id: r.get(3),
+        task_id: r.get(4),
+        position: r.get(5),
+        status: r.get(6),
+        created_ms: r.get(7),
+        submitted_ms: r.get(8),
+        answer: r.get(9),
+    }
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Task id → (instance, modality) of a study (ids are index + 1).
+pub fn task_spec(study: &Study, task_id: i64) -> Option<(usize, Modality, bool)> {
+    let i = usize::try_from(task_id.checked_sub(1)?).ok()?;
+    study.tasks.get(i).map(|t| (t.instance, t.modality, t.qualification))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_the_password_only() {
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("sqlite:///tmp/a.sqlite"), "sqlite:///tmp/a.sqlite");
+    }
+}

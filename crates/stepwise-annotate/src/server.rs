@@ -1,0 +1,565 @@
+//! The web server: routes, sessions, CSRF, and the rules that follow a submission (qualification, censoring).
+//!
+//! People: the admin signs in with the study's password; annotators enter by their invite link, which opens a
+//! session for that person only. Every state-changing request is a POST form carrying the session's CSRF token
+//! (the sign-in form: a double-submit cookie). Cookies are HttpOnly and SameSite=Strict; bodies are limited to
+//! 64 KiB; a bad request gets a 4xx page saying what is wrong. Database failures answer 503.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use sqlx::Row;
+use stepwise_core::Error;
+
+use crate::db::{
+    self, AssignmentRow, DISCARDED, DONE, Db, OPEN, SessionRow, Submitted, WORKER_ACTIVE, WORKER_CENSORED,
+    WORKER_FAILED, WORKER_QUALIFYING, WorkerRow, db_error, task_spec,
+};
+use crate::judgements::{self, Answer, Submission};
+use crate::pages;
+use crate::schedule::{self, Seen};
+use crate::study::{Study, StudyKind};
+
+const SESSION_COOKIE: &str = "sw_session";
+const LOGIN_COOKIE: &str = "sw_login";
+/// Largest request body (a submission is a few hundred bytes; 24 alternatives of 20 items stay far below).
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Most invite links made by one request.
+pub const MAX_INVITES: usize = 500;
+
+pub struct AppState {
+    pub db: Db,
+    pub study: Arc<Study>,
+    /// HITs are handed out one at a time so two people never both take an item's last wanted judgement.
+    assign: tokio::sync::Mutex<()>,
+    images: BTreeSet<String>,
+}
+
+impl AppState {
+    pub fn new(db: Db, study: Study) -> Arc<AppState> {
+        let images = study.image_paths().into_iter().map(str::to_string).collect();
+        Arc::new(AppState { db, study: Arc::new(study), assign: tokio::sync::Mutex::new(()), images })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// What a handler answers when it cannot do what was asked.
+#[derive(Debug)]
+pub enum AppError {
+    BadRequest(String),
+    /// Not signed in (or not as the right kind of person).
+    Forbidden(String),
+    NotFound(String),
+    Conflict(String),
+    /// The database (or another resource) failed: not the request's fault.
+    Unavailable(String),
+}
+
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        tracing::error!("{e}");
+        AppError::Unavailable(e.to_string())
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, title, text) = match self {
+            AppError::BadRequest(m) => (StatusCode::BAD_REQUEST, "Bad request", m),
+            AppError::Forbidden(m) => (StatusCode::FORBIDDEN, "Not allowed", m),
+            AppError::NotFound(m) => (StatusCode::NOT_FOUND, "Not found", m),
+            AppError::Conflict(m) => (StatusCode::CONFLICT, "Already answered", m),
+            AppError::Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "The server could not reach its database; nothing was saved. Please try again in a moment.".into(),
+            ),
+        };
+        (status, Html(pages::message(title, &text))).into_response()
+    }
+}
+
+type Answered = Result<Response, AppError>;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/join/{token}", get(join))
+        .route("/work", get(work))
+        .route("/work/{id}", post(submit))
+        .route("/img/{*path}", get(image))
+        .route("/logout", post(logout))
+        .route("/admin", get(dashboard))
+        .route("/admin/login", get(login_form).post(login))
+        .route("/admin/invites", post(invites))
+        .route("/static/app.js", get(|| async { static_file("text/javascript; charset=utf-8", pages::APP_JS) }))
+        .route("/static/app.css", get(|| async { static_file("text/css; charset=utf-8", pages::APP_CSS) }))
+        .fallback(|| async { AppError::NotFound("There is no page here.".into()) })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+async fn security_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'; \
+             form-action 'self'",
+        ),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    r
+}
+
+fn static_file(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "max-age=300")], body).into_response()
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn set_cookie(name: &str, value: &str, path: &str, max_age: Option<u64>) -> String {
+    let age = max_age.map(|a| format!("; Max-Age={a}")).unwrap_or_default();
+    format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict{age}")
+}
+
+fn see_other(to: &str, cookies: &[String]) -> Response {
+    let mut r = Redirect::to(to).into_response();
+    for c in cookies {
+        if let Ok(v) = HeaderValue::from_str(c) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+async fn session(state: &AppState, headers: &HeaderMap) -> Result<Option<SessionRow>, AppError> {
+    match cookie(headers, SESSION_COOKIE) {
+        Some(token) if token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(state.db.session(token).await?)
+        }
+        _ => Ok(None),
+    }
+}
+
+fn check_csrf(s: &SessionRow, form: &HashMap<String, String>) -> Result<(), AppError> {
+    match form.get("csrf") {
+        Some(t) if crate::auth::same_secret(t, &s.csrf) => Ok(()),
+        _ => Err(AppError::Forbidden("This form has expired or did not come from this site; reload the page.".into())),
+    }
+}
+
+async fn annotator(state: &AppState, headers: &HeaderMap) -> Result<(SessionRow, WorkerRow), AppError> {
+    let denied = || AppError::Forbidden("Open the invite link you were given to start.".into());
+    let s = session(state, headers).await?.ok_or_else(denied)?;
+    let id = s.worker_id.ok_or_else(denied)?;
+    let w = state.db.worker(id).await?.ok_or_else(denied)?;
+    Ok((s, w))
+}
+
+async fn admin(state: &AppState, headers: &HeaderMap) -> Result<Option<SessionRow>, AppError> {
+    Ok(session(state, headers).await?.filter(|s| s.admin))
+}
+
+async fn index(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Answered {
+    match session(&state, &headers).await? {
+        Some(s) if s.admin => Ok(Redirect::to("/admin").into_response()),
+        Some(s) if s.worker_id.is_some() => Ok(Redirect::to("/work").into_response()),
+        _ => Ok(Html(pages::message(
+            "stepwise annotate",
+            "Annotators: open the invite link you were given. Admin: sign in at /admin/login.",
+        ))
+        .into_response()),
+    }
+}
+
+async fn join(State(state): State<Arc<AppState>>, Path(token): Path<String>) -> Answered {
+    let bad = || AppError::NotFound("This invite link is not valid (check that it was copied whole).".into());
+    if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let w = state.db.worker_by_invite(&token).await?.ok_or_else(bad)?;
+    let s = state.db.create_session(Some(w.id), false, now_ms()).await?;
+    Ok(see_other("/work", &[set_cookie(SESSION_COOKIE, &s.token, "/", None)]))
+}
+
+async fn work(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Answered {
+    let (s, w) = annotator(&state, &headers).await?;
+    match w.status.as_str() {
+        WORKER_FAILED => {
+            return Ok(Html(pages::message(
+                "Thank you",
+                "Your qualification answers did not reach the study's threshold, so there are no more items for you.",
+            ))
+            .into_response());
+        }
+        WORKER_CENSORED => {
+            return Ok(Html(pages::message(
+                "Thank you",
+                "Your answers fell below the study's accuracy floor, so there are no more items for you.",
+            ))
+            .into_response());
+        }
+        _ => {}
+    }
+    let Some((a, hit)) = current_assignment(&state, &w).await? else {
+        return Ok(Html(pages::message("All done", "There are no more items for you in this study. Thank you!"))
+            .into_response());
+    };
+    let study = &state.study;
+    let Some((instance, modality, qualification)) = task_spec(study, a.task_id) else {
+        return Err(AppError::NotFound("This item is not part of the study.".into()));
+    };
+    let inst = &study.instances[instance];
+    let alternatives = study.rules.kind == StudyKind::Alternatives;
+    let items: Vec<(usize, &stepwise_core::sequencing::SequencingItem)> = if alternatives && !qualification {
+        inst.references[0].iter().map(|&i| (i, &inst.items[i])).collect()
+    } else {
+        inst.items.iter().enumerate().collect()
+    };
+    let html = pages::work_page(&pages::WorkView {
+        assignment: a.id,
+        csrf: &s.csrf,
+        modality,
+        position: hit.iter().position(|x| x.id == a.id).unwrap_or(0),
+        hit_items: hit.len(),
+        hit_seq: a.hit_seq,
+        qualification,
+        items,
+        alternatives: alternatives && !qualification,
+    });
+    Ok(Html(html).into_response())
+}
+
+/// The person's first open item (and its whole HIT), handing out a new HIT when none is open.
+async fn current_assignment(
+    state: &AppState,
+    w: &WorkerRow,
+) -> Result<Option<(AssignmentRow, Vec<AssignmentRow>)>, AppError> {
+    let _one_at_a_time = state.assign.lock().await;
+    let open_of = |mine: &[AssignmentRow]| -> Option<(AssignmentRow, Vec<AssignmentRow>)> {
+        let a = mine.iter().filter(|a| a.status == OPEN).min_by_key(|a| (a.hit_seq, a.position))?.clone();
+        let hit = mine.iter().filter(|x| x.hit_id == a.hit_id).cloned().collect();
+        Some((a, hit))
+    };
+    let mine = state.db.assignments(Some(w.id)).await?;
+    if let Some(found) = open_of(&mine) {
+        return Ok(Some(found));
+    }
+    let study = &state.study;
+    let next_seq = mine.iter().map(|a| a.hit_seq).max().unwrap_or(0) + 1;
+    let now = now_ms();
+    let (tasks, qualification) = match w.status.as_str() {
+        WORKER_QUALIFYING if mine.is_empty() => (schedule::qualification_hit(study), true),
+        WORKER_ACTIVE => {
+            let timeout = study.rules.assignment_timeout_minutes.saturating_mul(60_000) as i64;
+            let load = state.db.task_load(now - timeout).await?;
+            let seen: Vec<Seen> = mine
+                .iter()
+                .filter_map(|a| {
+                    let (instance, modality, q) = task_spec(study, a.task_id)?;
+                    (!q).then_some(Seen { instance, modality, hit_seq: a.hit_seq })
+                })
+                .collect();
+            (schedule::next_hit(study, &load, &seen, next_seq), false)
+        }
+        _ => (Vec::new(), false),
+    };
+    if tasks.is_empty() {
+        return Ok(None);
+    }
+    state.db.create_hit(w.id, next_seq, qualification, &tasks, now).await?;
+    let mine = state.db.assignments(Some(w.id)).await?;
+    Ok(open_of(&mine))
+}
+
+async fn submit(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Answered {
+    let (s, w) = annotator(&state, &headers).await?;
+    check_csrf(&s, &form)?;
+    let study = &state.study;
+    let a = state.db.assignment(id).await?.filter(|a| a.worker_id == w.id);
+    let Some(a) = a else {
+        return Err(AppError::NotFound("No such item among yours.".into()));
+    };
+    let Some((instance, modality, qualification)) = task_spec(study, a.task_id) else {
+        return Err(AppError::NotFound("This item is not part of the study.".into()));
+    };
+    let sub = Submission {
+        order: form.get("order").map(String::as_str),
+        confidence: form.get("confidence").map(String::as_str),
+        helped: form.get("helped").map(String::as_str),
+        alternatives: form.get("alternatives").map(String::as_str),
+    };
+    // Qualification items are always ordered (they have known answers), in either kind of study.
+    let kind = if qualification { StudyKind::Ordering } else { study.rules.kind };
+    let answer = judgements::validate(study, kind, instance, modality, &sub).map_err(AppError::BadRequest)?;
+    let now = now_ms();
+    let mut tx = state.db.pool.begin().await.map_err(db_error)?;
+    match db::store_answer(&mut tx, id, &answer.to_json(), now).await? {
+        Submitted::Stored => {
+            after_submission(&mut tx, study, &w, &a, qualification, now).await?;
+            tx.commit().await.map_err(db_error)?;
+        }
+        Submitted::Repeated => {}
+        Submitted::Conflict(m) => return Err(AppError::Conflict(m)),
+    }
+    Ok(Redirect::to("/work").into_response())
+}
+
+/// What follows from a stored answer, in its transaction: the HIT's completion, the qualification verdict once
+/// every qualification item is answered, and censoring below the accuracy floor (items re-queued).
+async fn after_submission(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    study: &Study,
+    w: &WorkerRow,
+    a: &AssignmentRow,
+    qualification: bool,
+    now: i64,
+) -> Result<(), Error> {
+    sqlx::query(
+        "UPDATE hits SET done_ms = $1 WHERE id = $2 AND NOT EXISTS \
+         (SELECT 1 FROM assignments WHERE hit_id = $2 AND status = $3)",
+    )
+    .bind(now)
+    .bind(a.hit_id)
+    .bind(OPEN)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    let rows = sqlx::query("SELECT task_id, status, answer FROM assignments WHERE worker_id = $1")
+        .bind(w.id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    // (qualification?, status, exact?) per assignment of this person
+    let mine: Vec<(bool, String, Option<bool>)> = rows
+        .iter()
+        .filter_map(|r| {
+            let (instance, _, q) = task_spec(study, r.get::<i64, _>(0))?;
+            let answer: Option<Answer> = r.get::<Option<String>, _>(2).and_then(|t| serde_json::from_str(&t).ok());
+            let exact = answer.and_then(|ans| ans.order).map(|o| study.references(instance).contains(&o));
+            Some((q, r.get::<String, _>(1), exact))
+        })
+        .collect();
+    let share = |v: &[Option<bool>]| v.iter().filter(|e| **e == Some(true)).count() as f64 / v.len().max(1) as f64;
+    if qualification {
+        let quals: Vec<&(bool, String, Option<bool>)> = mine.iter().filter(|m| m.0).collect();
+        if quals.iter().all(|m| m.1 == DONE) && w.status == WORKER_QUALIFYING {
+            let exacts: Vec<Option<bool>> = quals.iter().map(|m| m.2).collect();
+            let score = share(&exacts);
+            let status = if score >= study.rules.qualification_threshold { WORKER_ACTIVE } else { WORKER_FAILED };
+            sqlx::query("UPDATE workers SET status = $1, qualification_score = $2 WHERE id = $3")
+                .bind(status)
+                .bind(score)
+                .bind(w.id)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_error)?;
+        }
+        return Ok(());
+    }
+    if study.rules.kind != StudyKind::Ordering || study.rules.censor_floor <= 0.0 {
+        return Ok(());
+    }
+    let done: Vec<Option<bool>> = mine.iter().filter(|m| !m.0 && m.1 == DONE).map(|m| m.2).collect();
+    if done.len() >= study.rules.censor_min_items.max(1) && share(&done) < study.rules.censor_floor {
+        sqlx::query("UPDATE workers SET status = $1 WHERE id = $2")
+            .bind(WORKER_CENSORED)
+            .bind(w.id)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        // Their study items (answered or not) stop counting: the scheduler re-queues them for others.
+        sqlx::query(
+            "UPDATE assignments SET status = $1 WHERE worker_id = $2 AND status IN ($3, $4) \
+             AND task_id IN (SELECT id FROM tasks WHERE qualification = 0)",
+        )
+        .bind(DISCARDED)
+        .bind(w.id)
+        .bind(OPEN)
+        .bind(DONE)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+async fn image(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(path): Path<String>) -> Answered {
+    if session(&state, &headers).await?.is_none() {
+        return Err(AppError::Forbidden("Sign in to see the study's images.".into()));
+    }
+    let not_found = || AppError::NotFound("No such image in this study.".into());
+    let rel = pages::percent_decode(&path).ok_or_else(not_found)?;
+    // Only paths the study's items name are ever read (no traversal, no other files of the corpus).
+    if !state.images.contains(&rel) {
+        return Err(not_found());
+    }
+    let root: PathBuf = state.study.image_root.clone().ok_or_else(not_found)?;
+    let file = root.join(&rel);
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(file))
+        .await
+        .map_err(|e| AppError::Unavailable(e.to_string()))?
+        .map_err(|_| not_found())?;
+    let ext = rel.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    let content_type = match ext.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        _ => "application/octet-stream",
+    };
+    Ok(([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "private, max-age=3600")], Body::from(bytes))
+        .into_response())
+}
+
+async fn logout(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Answered {
+    if let Some(s) = session(&state, &headers).await? {
+        check_csrf(&s, &form)?;
+        state.db.delete_session(&s.token).await?;
+    }
+    Ok(see_other("/", &[set_cookie(SESSION_COOKIE, "", "/", Some(0))]))
+}
+
+async fn login_form(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Answered {
+    if admin(&state, &headers).await?.is_some() {
+        return Ok(Redirect::to("/admin").into_response());
+    }
+    let token = crate::auth::new_token(16);
+    let mut r = Html(pages::login_page(&token, None)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&set_cookie(LOGIN_COOKIE, &token, "/admin/login", Some(3600))) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    Ok(r)
+}
+
+async fn login(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Answered {
+    let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    match form.get("csrf") {
+        Some(t) if !expected.is_empty() && crate::auth::same_secret(t, expected) => {}
+        _ => return Err(AppError::Forbidden("The sign-in form expired; reload /admin/login.".into())),
+    }
+    let password = form.get("password").cloned().unwrap_or_default();
+    let hash = state.study.admin_password_hash.clone();
+    let ok = tokio::task::spawn_blocking(move || crate::auth::verify_password(&hash, &password))
+        .await
+        .map_err(|e| AppError::Unavailable(e.to_string()))?;
+    if !ok {
+        let mut r = (StatusCode::UNAUTHORIZED, Html(pages::login_page(expected, Some("Wrong password.")))).into_response();
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(r);
+    }
+    let s = state.db.create_session(None, true, now_ms()).await?;
+    Ok(see_other(
+        "/admin",
+        &[set_cookie(SESSION_COOKIE, &s.token, "/", None), set_cookie(LOGIN_COOKIE, "", "/admin/login", Some(0))],
+    ))
+}
+
+async fn dashboard(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Answered {
+    let Some(s) = admin(&state, &headers).await? else {
+        return Ok(Redirect::to("/admin/login").into_response());
+    };
+    let html = crate::dashboard::render(&state.study, &state.db, &s.csrf, None).await?;
+    Ok(Html(html).into_response())
+}
+
+async fn invites(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Answered {
+    let Some(s) = admin(&state, &headers).await? else {
+        return Err(AppError::Forbidden("Only the admin can make invite links.".into()));
+    };
+    check_csrf(&s, &form)?;
+    let count: usize = form
+        .get("count")
+        .and_then(|c| c.trim().parse().ok())
+        .filter(|c| (1..=MAX_INVITES).contains(c))
+        .ok_or_else(|| AppError::BadRequest(format!("count: a number from 1 to {MAX_INVITES}")))?;
+    let prefix = form.get("label").map(|l| l.trim()).filter(|l| !l.is_empty()).unwrap_or("annotator");
+    if prefix.chars().count() > 60 || prefix.chars().any(char::is_control) {
+        return Err(AppError::BadRequest("label: at most 60 printable characters".into()));
+    }
+    let status = if state.study.rules.qualification_items > 0 { WORKER_QUALIFYING } else { WORKER_ACTIVE };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let mut made = Vec::with_capacity(count);
+    let start = state.db.workers().await?.len();
+    for k in 0..count {
+        let w = state.db.create_worker(&format!("{prefix}-{}", start + k + 1), status, now_ms()).await?;
+        made.push((w.label, format!("http://{host}/join/{}", w.invite)));
+    }
+    let html = crate::dashboard::render(&state.study, &state.db, &s.csrf, Some(&made)).await?;
+    Ok(Html(html).into_response())
+}
+
+/// Serve a study until Ctrl-C or SIGTERM. `on_ready` gets the bound address (port 0 picks a free one).
+pub async fn serve(state: Arc<AppState>, bind: SocketAddr, on_ready: impl FnOnce(SocketAddr)) -> Result<(), Error> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| Error::usage(format!("--bind {bind}: cannot listen: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| Error::runtime(e.to_string()))?;
+    on_ready(addr);
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| Error::runtime(format!("server: {e}")))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,460 @@
+//! A study on disk: what is shown, to how many people, under which rules. `stepwise annotate create` writes it;
+//! the server and the exports read it. The database holds only what people did.
+//!
+//! Files of a study folder:
+//! - `study.json`: the rules ([`StudyRules`]), the image root, the admin's password hash, the task list
+//! - `instances.jsonl`: the sequencing instances shown (as `stepwise generate --task sequencing` wrote them)
+//! - `admin-password.txt`: the admin password made at creation (owner-only permissions); delete it once noted
+//! - `annotations.sqlite`: the default database (created by `stepwise annotate serve`)
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use stepwise_core::json::write_canonical;
+use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::rng::rng_for;
+use stepwise_core::sequencing::SequencingInstance;
+use stepwise_core::{Error, IoResultExt, Result};
+
+pub const STUDY_JSON: &str = "study.json";
+pub const STUDY_INSTANCES: &str = "instances.jsonl";
+pub const ADMIN_PASSWORD_FILE: &str = "admin-password.txt";
+pub const SQLITE_FILE: &str = "annotations.sqlite";
+/// Bumped when `study.json` changes incompatibly.
+pub const STUDY_VERSION: u32 = 1;
+
+/// What people are asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StudyKind {
+    /// Put scrambled steps in order (the paper's human performance, §3.2).
+    Ordering,
+    /// See the steps in their authored order and add other orders that would also work (appendix B).
+    Alternatives,
+}
+
+impl StudyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StudyKind::Ordering => "ordering",
+            StudyKind::Alternatives => "alternatives",
+        }
+    }
+}
+
+/// What a step shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    Multimodal,
+    Text,
+    Image,
+}
+
+impl Modality {
+    pub const ALL: [Modality; 3] = [Modality::Multimodal, Modality::Text, Modality::Image];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Multimodal => "multimodal",
+            Modality::Text => "text",
+            Modality::Image => "image",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Modality> {
+        Modality::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    pub fn shows_text(self) -> bool {
+        self != Modality::Image
+    }
+
+    pub fn shows_images(self) -> bool {
+        self != Modality::Text
+    }
+}
+
+/// The study's rules; defaults follow the sequencing paper (§3.2, appendix B).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyRules {
+    pub kind: StudyKind,
+    pub modalities: Vec<Modality>,
+    /// Items per HIT (the paper: 5).
+    pub hit_size: usize,
+    /// Judgements wanted per (instance, modality), each by a different person.
+    pub judgements: usize,
+    /// A person never sees one instance in two modalities within this many HITs; `None`: never.
+    pub modality_gap: Option<u32>,
+    /// Qualification items (known answers) every new person orders first; 0 = no qualification round.
+    pub qualification_items: usize,
+    /// Share of qualification items ordered exactly right (any reference) needed to enter the pool.
+    pub qualification_threshold: f64,
+    /// People whose accuracy (perfect-match ratio over their study items, any reference) falls below this are
+    /// censored and their items re-queued (the paper: 20%); ordering studies only.
+    pub censor_floor: f64,
+    /// Judgements a person gives before the floor applies.
+    pub censor_min_items: usize,
+    /// An open assignment older than this stops holding its item for others (a person who left).
+    pub assignment_timeout_minutes: u64,
+    /// Order of the work queue and of the qualification items.
+    pub seed: u64,
+}
+
+impl Default for StudyRules {
+    fn default() -> Self {
+        StudyRules {
+            kind: StudyKind::Ordering,
+            modalities: vec![Modality::Multimodal, Modality::Text, Modality::Image],
+            hit_size: 5,
+            judgements: 3,
+            modality_gap: None,
+            qualification_items: 0,
+            qualification_threshold: 0.6,
+            censor_floor: 0.2,
+            censor_min_items: 10,
+            assignment_timeout_minutes: 60,
+            seed: 0,
+        }
+    }
+}
+
+/// One unit of work: an instance shown in one modality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// Index into the study's instances.
+    pub instance: usize,
+    pub modality: Modality,
+    pub qualification: bool,
+}
+
+/// A study as stored in `study.json` plus its instances.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Study {
+    pub version: u32,
+    pub rules: StudyRules,
+    /// Where item image paths are resolved from (absolute); `None` when no item has images.
+    pub image_root: Option<PathBuf>,
+    /// Argon2id PHC string of the admin password.
+    pub admin_password_hash: String,
+    /// Tasks in queue order: qualification items first, then study items (seeded shuffle). A task's database id
+    /// is its index + 1.
+    pub tasks: Vec<TaskSpec>,
+    #[serde(skip)]
+    pub instances: Vec<SequencingInstance>,
+}
+
+impl Study {
+    /// Make a study from sequencing instances. `image_root` resolves item image paths (every image must exist
+    /// when a modality shows images). Returns the study and the admin password (made here, shown once).
+    pub fn create(
+        instances: Vec<SequencingInstance>,
+        instances_path: &Path,
+        image_root: Option<&Path>,
+        rules: StudyRules,
+    ) -> Result<(Study, String)> {
+        check_rules(&rules)?;
+        if instances.is_empty() {
+            return Err(Error::Empty { path: instances_path.to_path_buf(), what: "no instances".into() });
+        }
+        if rules.qualification_items >= instances.len() {
+            return Err(Error::usage(format!(
+                "--qualification {} leaves no study items ({} instances)",
+                rules.qualification_items,
+                instances.len()
+            )));
+        }
+        let shows_images = rules.kind == StudyKind::Alternatives || rules.modalities.iter().any(|m| m.shows_images());
+        let mut any_image = false;
+        for (line, inst) in instances.iter().enumerate() {
+            let at = |field: String, message: String| {
+                Error::field(
+                    instances_path,
+                    stepwise_core::Location::Line { line: line + 1, column: None },
+                    field,
+                    message,
+                )
+            };
+            if inst.items.len() < 2 {
+                return Err(at("items".into(), format!("instance {:?} has fewer than two items", inst.id)));
+            }
+            for (i, item) in inst.items.iter().enumerate() {
+                let has_text = item.title.as_deref().is_some_and(|t| !t.trim().is_empty())
+                    || item.text.as_deref().is_some_and(|t| !t.trim().is_empty());
+                if rules.modalities.iter().any(|m| *m == Modality::Text) && !has_text {
+                    return Err(at(
+                        format!("items[{i}]"),
+                        format!("instance {:?}: the text modality needs a title or text on every item", inst.id),
+                    ));
+                }
+                if rules.modalities.iter().any(|m| *m == Modality::Image) && item.images.is_empty() {
+                    return Err(at(
+                        format!("items[{i}].images"),
+                        format!(
+                            "instance {:?}: the image modality needs an image on every item (make the instances \
+                             with `stepwise generate --task sequencing --modality multimodal`)",
+                            inst.id
+                        ),
+                    ));
+                }
+                for (k, img) in item.images.iter().enumerate() {
+                    any_image = true;
+                    if !shows_images {
+                        continue;
+                    }
+                    let Some(root) = image_root else {
+                        return Err(Error::usage(
+                            "the instances have images: name the corpus they come from with --corpus",
+                        ));
+                    };
+                    if !safe_relative(img) {
+                        return Err(at(
+                            format!("items[{i}].images[{k}]"),
+                            format!("{img:?} is not a relative path inside the corpus"),
+                        ));
+                    }
+                    let file = root.join(img);
+                    if !file.is_file() {
+                        return Err(at(
+                            format!("items[{i}].images[{k}]"),
+                            format!("image {} not found", file.display()),
+                        ));
+                    }
+                }
+            }
+            if let Some(r) = inst.references.first() {
+                stepwise_eval::sequence_metrics::check_permutation(r, inst.items.len())
+                    .map_err(|e| at("references[0]".into(), e.to_string()))?;
+            } else {
+                return Err(at("references".into(), format!("instance {:?} has no reference order", inst.id)));
+            }
+        }
+        let mut order: Vec<usize> = (0..instances.len()).collect();
+        order.shuffle(&mut rng_for(rules.seed, "annotate/queue"));
+        let (qualification, study_items) = order.split_at(rules.qualification_items);
+        let mut tasks: Vec<TaskSpec> = qualification
+            .iter()
+            .map(|&instance| TaskSpec { instance, modality: Modality::Multimodal, qualification: true })
+            .collect();
+        let modalities: Vec<Modality> = match rules.kind {
+            StudyKind::Ordering => rules.modalities.clone(),
+            StudyKind::Alternatives => vec![Modality::Multimodal],
+        };
+        // Queue: instance by instance (seeded order), each in every modality, so early HITs cover all modalities.
+        for &instance in study_items {
+            for &modality in &modalities {
+                tasks.push(TaskSpec { instance, modality, qualification: false });
+            }
+        }
+        let password = crate::auth::new_token(12);
+        let admin_password_hash = crate::auth::hash_password(&password)?;
+        let image_root = match image_root {
+            Some(r) if any_image => Some(stepwise_core::paths::absolute_normalized(r)?),
+            _ => None,
+        };
+        Ok((Study { version: STUDY_VERSION, rules, image_root, admin_password_hash, tasks, instances }, password))
+    }
+
+    /// Write `study.json` and `instances.jsonl` into `dir` (normally an `OutputDir` being built).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::runtime(e.to_string()))?;
+        write_string_atomic(&dir.join(STUDY_JSON), &(json + "\n"))?;
+        write_file_atomic(&dir.join(STUDY_INSTANCES), |w| {
+            for inst in &self.instances {
+                let v = serde_json::to_value(inst).map_err(std::io::Error::other)?;
+                write_canonical(w, &v)?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Read a study folder.
+    pub fn read(dir: &Path) -> Result<Study> {
+        let path = dir.join(STUDY_JSON);
+        if !path.is_file() {
+            return Err(Error::bad_input(format!(
+                "{}: not a study folder (no {STUDY_JSON}); make one with `stepwise annotate create`",
+                dir.display()
+            )));
+        }
+        let text = stepwise_core::json::read_text(&path)?;
+        let mut study: Study = serde_json::from_str(&text).map_err(|e| Error::Syntax {
+            path: path.clone(),
+            location: stepwise_core::Location::Line { line: e.line(), column: Some(e.column()) },
+            message: e.to_string(),
+        })?;
+        if study.version != STUDY_VERSION {
+            return Err(Error::bad_input(format!(
+                "{}: study version {} (this stepwise reads version {STUDY_VERSION})",
+                path.display(),
+                study.version
+            )));
+        }
+        check_rules(&study.rules).map_err(|e| Error::bad_input(format!("{}: {e}", path.display())))?;
+        let instances_path = dir.join(STUDY_INSTANCES);
+        study.instances = stepwise_eval::predictions::read_instances(&instances_path)?;
+        for (i, t) in study.tasks.iter().enumerate() {
+            if t.instance >= study.instances.len() {
+                return Err(Error::field(
+                    &path,
+                    stepwise_core::Location::Record(format!("tasks[{i}]")),
+                    "instance",
+                    format!("{} is out of range ({} instances)", t.instance, study.instances.len()),
+                ));
+            }
+        }
+        Ok(study)
+    }
+
+    /// The default database URL of a study folder (SQLite, created on first use).
+    pub fn sqlite_url(dir: &Path) -> Result<String> {
+        let file = stepwise_core::paths::absolute_normalized(&dir.join(SQLITE_FILE))?;
+        Ok(format!("sqlite://{}?mode=rwc", file.display()))
+    }
+
+    /// Instance `i`'s gold orders (item indices).
+    pub fn references(&self, instance: usize) -> &[Vec<usize>] {
+        &self.instances[instance].references
+    }
+
+    /// Every image path the study may serve (nothing else is ever read from the image root).
+    pub fn image_paths(&self) -> BTreeSet<&str> {
+        self.instances.iter().flat_map(|i| i.items.iter()).flat_map(|it| it.images.iter().map(String::as_str)).collect()
+    }
+}
+
+/// Write the admin password next to the study, readable by its owner only.
+pub fn write_admin_password(dir: &Path, password: &str) -> Result<PathBuf> {
+    let path = dir.join(ADMIN_PASSWORD_FILE);
+    let mut f = std::fs::File::create(&path).at(&path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600)).at(&path)?;
+    }
+    writeln!(f, "{password}").at(&path)?;
+    Ok(path)
+}
+
+fn check_rules(r: &StudyRules) -> Result<()> {
+    let bad = |m: String| Err(Error::usage(m));
+    if r.modalities.is_empty() {
+        return bad("--modalities: name at least one of multimodal, text, image".into());
+    }
+    let distinct: BTreeSet<_> = r.modalities.iter().collect();
+    if distinct.len() != r.modalities.len() {
+        return bad("--modalities: a modality is named twice".into());
+    }
+    if !(1..=50).contains(&r.hit_size) {
+        return bad(format!("--hit-size {}: must be between 1 and 50", r.hit_size));
+    }
+    if !(1..=100).contains(&r.judgements) {
+        return bad(format!("--judgements {}: must be between 1 and 100", r.judgements));
+    }
+    for (name, v) in [("--qualification-threshold", r.qualification_threshold), ("--censor-floor", r.censor_floor)] {
+        if !(0.0..=1.0).contains(&v) {
+            return bad(format!("{name} {v}: must be a share between 0 and 1"));
+        }
+    }
+    if r.assignment_timeout_minutes == 0 {
+        return bad("--assignment-timeout: must be at least 1 minute".into());
+    }
+    Ok(())
+}
+
+/// A path that stays inside its root: relative, no `..`, no root or prefix components.
+fn safe_relative(p: &str) -> bool {
+    let path = Path::new(p);
+    !p.is_empty() && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use stepwise_core::sequencing::SequencingItem;
+
+    pub(crate) fn instance(id: &str, n: usize) -> SequencingInstance {
+        SequencingInstance {
+            id: id.into(),
+            procedure: format!("proc-{id}"),
+            split: "test".into(),
+            modality: "text".into(),
+            items: (0..n)
+                .map(|i| SequencingItem { step: i, title: None, text: Some(format!("step {i}")), images: vec![] })
+                .collect(),
+            references: vec![(0..n).rev().collect()],
+        }
+    }
+
+    fn text_rules() -> StudyRules {
+        StudyRules { modalities: vec![Modality::Text], ..StudyRules::default() }
+    }
+
+    #[test]
+    fn queue_holds_every_instance_in_every_modality_after_the_qualification_items() {
+        let inst: Vec<_> = (0..6).map(|i| instance(&format!("i{i}"), 4)).collect();
+        let rules = StudyRules {
+            modalities: vec![Modality::Text, Modality::Multimodal],
+            qualification_items: 2,
+            ..StudyRules::default()
+        };
+        // Multimodal needs images: refused with the item named.
+        let e = Study::create(inst.clone(), Path::new("x.jsonl"), None, rules.clone());
+        assert!(e.is_ok(), "multimodal with text only items is allowed (images shown when present)");
+        let (study, password) = Study::create(inst, Path::new("x.jsonl"), None, rules).unwrap();
+        assert!(password.len() >= 16);
+        assert!(study.tasks[..2].iter().all(|t| t.qualification));
+        assert_eq!(study.tasks.len(), 2 + 4 * 2);
+        let q: BTreeSet<usize> = study.tasks[..2].iter().map(|t| t.instance).collect();
+        assert!(study.tasks[2..].iter().all(|t| !q.contains(&t.instance)), "qualification items are not re-asked");
+        assert!(crate::auth::verify_password(&study.admin_password_hash, &password));
+    }
+
+    #[test]
+    fn bad_instances_and_rules_are_refused_with_the_field() {
+        let mut one = instance("a", 3);
+        one.items[1].text = None;
+        let e = Study::create(vec![one, instance("b", 3)], Path::new("s.jsonl"), None, text_rules()).unwrap_err();
+        assert!(e.to_string().contains("s.jsonl:1") && e.to_string().contains("items[1]"), "{e}");
+        let e = Study::create(
+            vec![instance("a", 3)],
+            Path::new("s.jsonl"),
+            None,
+            StudyRules { modalities: vec![Modality::Image], ..text_rules() },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("items[0].images"), "{e}");
+        let e = Study::create(vec![instance("a", 3)], Path::new("s.jsonl"), None, StudyRules { hit_size: 0, ..text_rules() })
+            .unwrap_err();
+        assert!(e.to_string().contains("--hit-size"), "{e}");
+        let mut img = instance("a", 3);
+        img.items[0].images = vec!["../../etc/passwd".into()];
+        let td = tempfile::tempdir().unwrap();
+        let e = Study::create(vec![img], Path::new("s.jsonl"), Some(td.path()), StudyRules::default()).unwrap_err();
+        assert!(e.to_string().contains("not a relative path"), "{e}");
+    }
+
+    #[test]
+    fn study_round_trips_through_its_folder() {
+        let td = tempfile::tempdir().unwrap();
+        let (study, _) = Study::create(
+            (0..3).map(|i| instance(&format!("i{i}"), 3)).collect(),
+            Path::new("x"),
+            None,
+            text_rules(),
+        )
+        .unwrap();
+        study.write(td.path()).unwrap();
+        let back = Study::read(td.path()).unwrap();
+        assert_eq!(back.tasks, study.tasks);
+        assert_eq!(back.instances, study.instances);
+        assert_eq!(back.rules, study.rules);
+        std::fs::write(td.path().join(STUDY_JSON), "{\"version\": 1,").unwrap();
+        let e = Study::read(td.path()).unwrap_err().to_string();
+        assert!(e.contains("study.json:1"), "{e}");
+    }
+}
