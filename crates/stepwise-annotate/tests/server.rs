@@ -1,0 +1,330 @@
+//! The whole server against a real database: SQLite here (a file in a temp folder), PostgreSQL in
+//! `postgres_flow` when `STEPWISE_TEST_POSTGRES_URL` names a server (`.ci/run` starts one from Debian's
+//! packages). Requests go through the real router (`tower::ServiceExt::oneshot`); the browser test
+//! (`tests/browser/`) drives the same pages over TCP in Chromium.
+
+use std::path::Path;
+
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use stepwise_annotate::db::{DISCARDED, DONE, Db};
+use stepwise_annotate::export::{ExportOptions, export};
+use stepwise_annotate::server::{AppState, router};
+use stepwise_annotate::study::{Modality, Study, StudyKind, StudyRules};
+use stepwise_core::sequencing::{SequencingInstance, SequencingItem};
+use tower::ServiceExt;
+
+fn instances(n: usize, items: usize) -> Vec<SequencingInstance> {
+    (0..n)
+        .map(|i| SequencingInstance {
+            id: format!("inst-{i}"),
+            procedure: format!("proc-{i}"),
+            split: "test".into(),
+            modality: "text".into(),
+            items: (0..items)
+                .map(|k| SequencingItem { step: k, title: None, text: Some(format!("do thing {k} of {i}")), images: vec![] })
+                .collect(),
+            // shuffled: item k is step (k + 1) mod items → gold lists items by step
+            references: vec![(0..items).map(|s| (s + items - 1) % items).collect()],
+        })
+        .collect()
+}
+
+struct Client {
+    app: axum::Router,
+    cookie: String,
+}
+
+struct Reply {
+    status: StatusCode,
+    body: String,
+    location: Option<String>,
+}
+
+impl Client {
+    async fn send(&mut self, method: &str, uri: &str, form: Option<&str>) -> Reply {
+        let mut req = Request::builder().method(method).uri(uri).header(header::HOST, "annotate.test");
+        if !self.cookie.is_empty() {
+            req = req.header(header::COOKIE, &self.cookie);
+        }
+        let body = match form {
+            Some(f) => {
+                req = req.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+                Body::from(f.to_string())
+            }
+            None => Body::empty(),
+        };
+        let resp = self.app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
+        let status = resp.status();
+        let location = resp.headers().get(header::LOCATION).map(|v| v.to_str().unwrap().to_string());
+        let cookies: Vec<String> =
+            resp.headers().get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
+        for c in &cookies {
+            assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict"), "{c}");
+            let kv = c.split(';').next().unwrap();
+            let name = kv.split('=').next().unwrap();
+            let mut kept: Vec<String> =
+                self.cookie.split("; ").filter(|x| !x.is_empty() && !x.starts_with(&format!("{name}="))).map(String::from).collect();
+            if !kv.ends_with('=') {
+                kept.push(kv.to_string());
+            }
+            self.cookie = kept.join("; ");
+        }
+        let body = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        Reply { status, body, location }
+    }
+
+    async fn get(&mut self, uri: &str) -> Reply {
+        self.send("GET", uri, None).await
+    }
+
+    async fn post(&mut self, uri: &str, form: &str) -> Reply {
+        self.send("POST", uri, Some(form)).await
+    }
+}
+
+fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let i = s.find(start)? + start.len();
+    let j = s[i..].find(end)? + i;
+    Some(&s[i..j])
+}
+
+fn csrf(html: &str) -> String {
+    between(html, "name=\"csrf\" value=\"", "\"").unwrap_or_else(|| panic!("no csrf field in {html}")).to_string()
+}
+
+fn assignment(html: &str) -> i64 {
+    between(html, "action=\"/work/", "\"").expect("a work form").parse().unwrap()
+}
+
+async fn gold(db: &Db, study: &Study, id: i64) -> Vec<usize> {
+    let a = db.assignment(id).await.unwrap().unwrap();
+    let (instance, _, _) = stepwise_annotate::db::task_spec(study, a.task_id).unwrap();
+    study.instances[instance].references[0].clone()
+}
+
+fn join(order: &[usize]) -> String {
+    order.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("%2C")
+}
+
+/// Answer the current item of `c`; `right` picks the gold order or its reverse.
+async fn answer(c: &mut Client, db: &Db, study: &Study, right: bool) -> (i64, Reply) {
+    let page = c.get("/work").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let id = assignment(&page.body);
+    let mut order = gold(db, study, id).await;
+    if !right {
+        order.reverse();
+    }
+    let form = format!("csrf={}&order={}&confidence=4&helped=both", csrf(&page.body), join(&order));
+    (id, c.post(&format!("/work/{id}"), &form).await)
+}
+
+async fn new_worker(app: &axum::Router, link: &str) -> Client {
+    let mut c = Client { app: app.clone(), cookie: String::new() };
+    let path = &link[link.find("/join/").unwrap()..];
+    let r = c.get(path).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(r.location.as_deref(), Some("/work"));
+    c
+}
+
+async fn flow(url: &str, dir: &Path) {
+    let rules = StudyRules {
+        kind: StudyKind::Ordering,
+        modalities: vec![Modality::Multimodal, Modality::Text],
+        hit_size: 3,
+        judgements: 2,
+        qualification_items: 1,
+        qualification_threshold: 1.0,
+        censor_floor: 0.5,
+        censor_min_items: 2,
+        ..StudyRules::default()
+    };
+    let (study, password) = Study::create(instances(7, 4), Path::new("inst.jsonl"), None, rules).unwrap();
+    let db = Db::open(url).await.unwrap();
+    db.sync_tasks(&study).await.unwrap();
+    db.sync_tasks(&study).await.unwrap(); // idempotent on restart
+    let state = AppState::new(db.clone(), study.clone());
+    let app = router(state);
+
+    // --- admin: sign-in with the double-submit cookie, dashboard, invites
+    let mut admin = Client { app: app.clone(), cookie: String::new() };
+    assert_eq!(admin.get("/admin").await.location.as_deref(), Some("/admin/login"));
+    let form = admin.get("/admin/login").await;
+    let token = csrf(&form.body);
+    let r = admin.post("/admin/login", &format!("csrf={token}&password=wrong")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = admin.post("/admin/login", &format!("csrf=forged&password={password}")).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = admin.post("/admin/login", &format!("csrf={token}&password={password}")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let dash = admin.get("/admin").await;
+    assert!(dash.body.contains("Study dashboard") && dash.body.contains("No one yet"), "{}", dash.body);
+    let admin_csrf = csrf(&dash.body);
+    assert_eq!(admin.post("/admin/invites", "count=3").await.status, StatusCode::FORBIDDEN);
+    assert_eq!(admin.post("/admin/invites", &format!("csrf={admin_csrf}&count=0")).await.status, StatusCode::BAD_REQUEST);
+    let made = admin.post("/admin/invites", &format!("csrf={admin_csrf}&count=3&label=lab")).await;
+    assert_eq!(made.status, StatusCode::OK);
+    let links: Vec<String> = made
+        .body
+        .match_indices("http://annotate.test/join/")
+        .map(|(i, _)| made.body[i..].split('<').next().unwrap().to_string())
+        .collect();
+    assert_eq!(links.len(), 3, "{}", made.body);
+
+    // --- annotator A: qualification (exactly right), then study HITs
+    let mut a = new_worker(&app, &links[0]).await;
+    let page = a.get("/work").await;
+    assert!(page.body.contains("Qualification 1"), "{}", page.body);
+    let id = assignment(&page.body);
+    let good = join(&gold(&db, &study, id).await);
+    let c = csrf(&page.body);
+    for (form, status, says) in [
+        (format!("order={good}&confidence=4&helped=both"), StatusCode::FORBIDDEN, "expired"),
+        (format!("csrf={c}&order=0%2C0%2C1%2C2&confidence=4&helped=both"), StatusCode::BAD_REQUEST, "twice"),
+        (format!("csrf={c}&order={good}&confidence=7&helped=both"), StatusCode::BAD_REQUEST, "1 to 5"),
+        (format!("csrf={c}&order={good}&confidence=3"), StatusCode::BAD_REQUEST, "which modality helped"),
+    ] {
+        let r = a.post(&format!("/work/{id}"), &form).await;
+        assert_eq!(r.status, status, "{form}: {}", r.body);
+        assert!(r.body.contains(says), "{form}: {}", r.body);
+    }
+    let ok = format!("csrf={c}&order={good}&confidence=5&helped=text");
+    assert_eq!(a.post(&format!("/work/{id}"), &ok).await.status, StatusCode::SEE_OTHER);
+    // A retried submit is acknowledged again and counted once; a changed answer is refused.
+    assert_eq!(a.post(&format!("/work/{id}"), &ok).await.status, StatusCode::SEE_OTHER);
+    let changed = format!("csrf={c}&order={}&confidence=5&helped=text", join(&[0, 1, 2, 3]));
+    assert_eq!(a.post(&format!("/work/{id}"), &changed).await.status, StatusCode::CONFLICT);
+    let w = db.workers().await.unwrap();
+    assert_eq!(w[0].status, "active");
+    assert_eq!(w[0].qualification_score, Some(1.0));
+    // Study HIT: up to 3 items of one modality, progress shown.
+    let page = a.get("/work").await;
+    assert!(page.body.contains("HIT 2 · item 1 of 3"), "{}", page.body);
+    for _ in 0..3 {
+        let (_, r) = answer(&mut a, &db, &study, true).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER);
+    }
+    // Annotators never reach admin routes.
+    assert_eq!(a.get("/admin").await.location.as_deref(), Some("/admin/login"));
+    assert_eq!(a.post("/admin/invites", &format!("csrf={c}&count=5")).await.status, StatusCode::FORBIDDEN);
+
+    // --- annotator B fails the qualification
+    let mut b = new_worker(&app, &links[1]).await;
+    // B cannot answer A's items (with B's own valid form token).
+    let b_csrf = csrf(&b.get("/work").await.body);
+    let a_items = db.assignments(Some(w[0].id)).await.unwrap();
+    let open_a = a_items.iter().find(|x| x.status == "open").map(|x| x.id).unwrap_or(a_items[0].id);
+    let r = b.post(&format!("/work/{open_a}"), &format!("csrf={b_csrf}&order={good}&confidence=3")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let (_, r) = answer(&mut b, &db, &study, false).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let page = b.get("/work").await;
+    assert!(page.body.contains("did not reach"), "{}", page.body);
+
+    // --- annotator C qualifies, then orders wrongly twice: censored, items withdrawn and re-queued
+    let mut cc = new_worker(&app, &links[2]).await;
+    answer(&mut cc, &db, &study, true).await;
+    for _ in 0..2 {
+        let (_, r) = answer(&mut cc, &db, &study, false).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER);
+    }
+    let page = cc.get("/work").await;
+    assert!(page.body.contains("accuracy floor"), "{}", page.body);
+    let c_id = db.workers().await.unwrap()[2].id;
+    let c_items = db.assignments(Some(c_id)).await.unwrap();
+    let (quals, study_items): (Vec<_>, Vec<_>) = c_items.iter().partition(|x| x.hit_seq == 1);
+    assert!(quals.iter().all(|x| x.status == DONE));
+    assert!(!study_items.is_empty() && study_items.iter().all(|x| x.status == DISCARDED), "{study_items:?}");
+
+    // --- request bodies are bounded; unknown pages and bad ids are 4xx
+    let big = format!("csrf={c}&order={}", "1".repeat(70 * 1024));
+    assert_eq!(a.post(&format!("/work/{id}"), &big).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(a.get("/nope").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(a.post("/work/notanumber", &ok).await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(a.get("/join/zz").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(a.get("/img/..%2F..%2Fetc%2Fpasswd").await.status, StatusCode::NOT_FOUND);
+
+    // --- A finishes everything left for them; then "all done"
+    for _ in 0..20 {
+        let page = a.get("/work").await;
+        if page.body.contains("All done") {
+            break;
+        }
+        let (_, r) = answer(&mut a, &db, &study, true).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER);
+    }
+    assert!(a.get("/work").await.body.contains("All done"));
+    // A saw each of the 6 study instances in one modality only (modality gap: never).
+    let mine = db.assignments(Some(w[0].id)).await.unwrap();
+    let study_done: Vec<_> = mine.iter().filter(|x| x.hit_seq > 1 && x.status == DONE).collect();
+    assert_eq!(study_done.len(), 6);
+
+    // --- dashboard and export agree with the database
+    let dash = admin.get("/admin").await;
+    assert!(dash.body.contains("censored") && dash.body.contains("failed"), "{}", dash.body);
+    let workers = db.workers().await.unwrap();
+    let all = db.assignments(None).await.unwrap();
+    let out = dir.join("export");
+    std::fs::create_dir_all(&out).unwrap();
+    let ex = export(&study, &workers, &all, &out, &ExportOptions::default()).unwrap();
+    assert_eq!(ex.judgements, all.iter().filter(|x| x.answer.is_some()).count());
+    let rows: usize = ["multimodal", "text"]
+        .iter()
+        .filter_map(|m| std::fs::read_to_string(out.join(format!("predictions/{m}-1.jsonl"))).ok())
+        .map(|t| t.lines().count())
+        .sum();
+    assert_eq!(rows, 6, "A's six counted study judgements are the first round");
+    let preds = stepwise_eval::predictions::read_order_predictions(&out.join(
+        if out.join("predictions/text-1.jsonl").exists() { "predictions/text-1.jsonl" } else { "predictions/multimodal-1.jsonl" },
+    ))
+    .unwrap();
+    for p in &preds {
+        let inst = study.instances.iter().find(|i| i.id == p.id).unwrap();
+        assert_eq!(p.order, inst.references[0], "A ordered every study item right");
+    }
+    assert!(ex.summary.contains("| lab-1 | active | 100.0% |"), "{}", ex.summary);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_flow() {
+    let td = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+    flow(&url, td.path()).await;
+    // WAL and synchronous writes are on for every connection.
+    let db = Db::open(&url).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: STEPWISE_TEST_POSTGRES_URL (set by .ci/run)"]
+async fn postgres_flow() {
+    let url = std::env::var("STEPWISE_TEST_POSTGRES_URL").expect("STEPWISE_TEST_POSTGRES_URL");
+    // A fresh database per run: the schema is dropped first.
+    let db = Db::open(&url).await.unwrap();
+    for t in ["sessions", "assignments", "hits", "workers", "tasks", "_sqlx_migrations"] {
+        sqlx::query(&format!("DROP TABLE IF EXISTS {t} CASCADE")).execute(&db.pool).await.unwrap();
+    }
+    db.pool.close().await;
+    let td = tempfile::tempdir().unwrap();
+    flow(&url, td.path()).await;
+}
+
+#[tokio::test]
+async fn a_database_of_another_study_is_refused() {
+    let td = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+    let rules = StudyRules { modalities: vec![Modality::Text], ..StudyRules::default() };
+    let (s1, _) = Study::create(instances(3, 3), Path::new("x"), None, rules.clone()).unwrap();
+    let (s2, _) = Study::create(instances(4, 3), Path::new("x"), None, rules).unwrap();
+    let db = Db::open(&url).await.unwrap();
+    db.sync_tasks(&s1).await.unwrap();
+    let e = db.sync_tasks(&s2).await.unwrap_err().to_string();
+    assert!(e.contains("another study"), "{e}");
+    let e = Db::open("mysql://x").await.unwrap_err().to_string();
+    assert!(e.contains("expected sqlite://"), "{e}");
+}
