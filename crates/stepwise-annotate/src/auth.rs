@@ -1,7 +1,7 @@
 //! Secrets: random tokens (invite links, sessions, CSRF) from the OS, admin passwords hashed with Argon2id.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use stepwise_core::{Error, Result};
 
 /// `bytes` random bytes from the operating system as lowercase hex. Tokens are secrets, not seeded: a study's

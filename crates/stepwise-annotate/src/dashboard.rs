@@ -88,7 +88,7 @@ pub async fn render(study: &Study, db: &Db, csrf: &str, new_invites: Option<&[(S
         }
         b.push_str("</table>\n");
     }
-    let _ = write!(b, "<h2>Items still open: <span id=\"open-count\">{}</span></h2>\n", p.open_items.len());
+    let _ = writeln!(b, "<h2>Items still open: <span id=\"open-count\">{}</span></h2>", p.open_items.len());
     if !p.open_items.is_empty() {
         b.push_str("<table id=\"open-items\"><tr><th>instance</th><th>modality</th><th>judgements</th></tr>\n");
         for o in p.open_items.iter().take(OPEN_ITEMS_SHOWN) {

@@ -126,15 +126,17 @@ impl Db {
             let mut tx = self.pool.begin().await.map_err(db_error)?;
             for (i, t) in study.tasks.iter().enumerate() {
                 let needed = if t.qualification { 0 } else { study.rules.judgements as i64 };
-                sqlx::query("INSERT INTO tasks (id, instance, modality, qualification, needed) VALUES ($1, $2, $3, $4, $5)")
-                    .bind(i as i64 + 1)
-                    .bind(t.instance as i64)
-                    .bind(t.modality.as_str())
-                    .bind(i64::from(t.qualification))
-                    .bind(needed)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
+                sqlx::query(
+                    "INSERT INTO tasks (id, instance, modality, qualification, needed) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(i as i64 + 1)
+                .bind(t.instance as i64)
+                .bind(t.modality.as_str())
+                .bind(i64::from(t.qualification))
+                .bind(needed)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
             }
             tx.commit().await.map_err(db_error)?;
             return Ok(());
@@ -147,25 +149,22 @@ impl Db {
                     && (r.get::<i64, _>(3) != 0) == t.qualification
             });
         if !same {
-            return Err(Error::bad_input(
-                "the database holds another study's tasks: give each study its own database",
-            ));
+            return Err(Error::bad_input("the database holds another study's tasks: give each study its own database"));
         }
         Ok(())
     }
 
     pub async fn create_worker(&self, label: &str, status: &str, now_ms: i64) -> Result<WorkerRow> {
         let invite = crate::auth::new_token(16);
-        let row = sqlx::query(
-            "INSERT INTO workers (label, invite, status, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
-        )
-        .bind(label)
-        .bind(&invite)
-        .bind(status)
-        .bind(now_ms)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let row =
+            sqlx::query("INSERT INTO workers (label, invite, status, created_ms) VALUES ($1, $2, $3, $4) RETURNING id")
+                .bind(label)
+                .bind(&invite)
+                .bind(status)
+                .bind(now_ms)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
         Ok(WorkerRow {
             id: row.get(0),
             label: label.to_string(),
@@ -177,23 +176,21 @@ impl Db {
     }
 
     pub async fn workers(&self) -> Result<Vec<WorkerRow>> {
-        let rows = sqlx::query(
-            "SELECT id, label, invite, status, qualification_score, created_ms FROM workers ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let rows =
+            sqlx::query("SELECT id, label, invite, status, qualification_score, created_ms FROM workers ORDER BY id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
         Ok(rows.iter().map(worker_row).collect())
     }
 
     pub async fn worker(&self, id: i64) -> Result<Option<WorkerRow>> {
-        let row = sqlx::query(
-            "SELECT id, label, invite, status, qualification_score, created_ms FROM workers WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let row =
+            sqlx::query("SELECT id, label, invite, status, qualification_score, created_ms FROM workers WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
         Ok(row.as_ref().map(worker_row))
     }
 
@@ -256,7 +253,8 @@ impl Db {
     }
 
     pub async fn assignment(&self, id: i64) -> Result<Option<AssignmentRow>> {
-        let sql = format!("SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id WHERE a.id = $1");
+        let sql =
+            format!("SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id WHERE a.id = $1");
         let row = sqlx::query(&sql).bind(id).fetch_optional(&self.pool).await.map_err(db_error)?;
         Ok(row.as_ref().map(assignment_row))
     }
@@ -277,7 +275,14 @@ impl Db {
     }
 
     /// A new HIT for `worker` holding `tasks` in this order; returns the HIT's id.
-    pub async fn create_hit(&self, worker: i64, seq: i64, qualification: bool, tasks: &[i64], now_ms: i64) -> Result<i64> {
+    pub async fn create_hit(
+        &self,
+        worker: i64,
+        seq: i64,
+        qualification: bool,
+        tasks: &[i64],
+        now_ms: i64,
+    ) -> Result<i64> {
         let mut tx = self.pool.begin().await.map_err(db_error)?;
         let hit: i64 = sqlx::query(
             "INSERT INTO hits (worker_id, seq, qualification, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
@@ -330,18 +335,17 @@ pub async fn store_answer(
     answer: &str,
     now_ms: i64,
 ) -> Result<Submitted> {
-    let updated = sqlx::query(
-        "UPDATE assignments SET status = $1, submitted_ms = $2, answer = $3 WHERE id = $4 AND status = $5",
-    )
-    .bind(DONE)
-    .bind(now_ms)
-    .bind(answer)
-    .bind(id)
-    .bind(OPEN)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?
-    .rows_affected();
+    let updated =
+        sqlx::query("UPDATE assignments SET status = $1, submitted_ms = $2, answer = $3 WHERE id = $4 AND status = $5")
+            .bind(DONE)
+            .bind(now_ms)
+            .bind(answer)
+            .bind(id)
+            .bind(OPEN)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
     if updated == 1 {
         return Ok(Submitted::Stored);
     }

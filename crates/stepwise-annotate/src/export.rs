@@ -1,17 +1,21 @@
 //! `stepwise annotate export`: a study's judgements as files the rest of stepwise reads.
 //!
-//! Ordering studies:
+//! **Ordering studies**
+//!
 //! - `predictions/MODALITY-K.jsonl` (`{"id", "order"}`): each instance's K-th counted judgement in that modality
 //!   (submission order), so every file is one human "system" that `stepwise eval STUDY/instances.jsonl -p FILE`
 //!   scores — the paper's human rows (†), per modality.
 //! - `annotations/MODALITY.jsonl` (`{"id", "annotator", "order"}`): for `stepwise eval … --agreement`.
-//! Alternative-order studies:
+//!
+//! **Alternative-order studies**
+//!
 //! - `alternatives.jsonl` (`{"id", "annotator", "order", "alternatives"}`): for `--agreement` (appendix B.3).
 //! - `references.jsonl` (`{"id": PROCEDURE, "orders": [[step, …], …]}`): per-person agreement (best-matched
 //!   alternative κ, Algorithm 1), people below `--min-agreement` dropped, then a majority vote per instance
 //!   (an order stays when more than half of the remaining people who judged the instance gave it); this is the
 //!   file `stepwise generate --task sequencing --alt-orders` takes as multiple references.
-//! Both: `judgements.jsonl` (every submitted judgement, counted or withdrawn by censoring), `workers.jsonl`
+//!
+//! **Both**: `judgements.jsonl` (every submitted judgement, counted or withdrawn by censoring), `workers.jsonl`
 //! (per-person numbers), `summary.md`, `manifest.json`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,7 +139,8 @@ pub fn export(
                     lines(&format!("annotations/{}.jsonl", m.as_str()), &annotations)?;
                 }
                 let exacts: Vec<bool> = of_m.iter().filter_map(|j| exact(study, j)).collect();
-                let pmr = (!exacts.is_empty()).then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
+                let pmr =
+                    (!exacts.is_empty()).then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
                 let people: BTreeSet<i64> = of_m.iter().map(|j| j.worker).collect();
                 let _ = writeln!(
                     summary,
@@ -148,8 +153,8 @@ pub fn export(
                 );
             }
             summary.push_str(
-                "\nScore a predictions file with `stepwise eval STUDY/instances.jsonl -p OUT/predictions/FILE` \
-                 (all six metrics, multi-reference); agreement with `stepwise eval STUDY/instances.jsonl \
+                "\nScore a predictions file with `stepwise eval STUDY/instances.jsonl -p OUT/predictions/FILE \
+                 --skip-missing` (all six metrics, multi-reference; a round covers only the instances judged); agreement with `stepwise eval STUDY/instances.jsonl \
                  --agreement OUT/annotations/MODALITY.jsonl`.\n",
             );
         }
@@ -177,8 +182,7 @@ pub fn export(
             kept_workers = progress.workers.iter().map(|w| (w.worker, kept.contains(&w.worker))).collect();
             let references = majority_references(study, &counted, &kept);
             let n_orders: usize = references.values().map(Vec::len).sum();
-            let refs: Vec<Value> =
-                references.iter().map(|(p, orders)| json!({"id": p, "orders": orders})).collect();
+            let refs: Vec<Value> = references.iter().map(|(p, orders)| json!({"id": p, "orders": orders})).collect();
             if !refs.is_empty() {
                 lines("references.jsonl", &refs)?;
             }
@@ -236,7 +240,11 @@ pub fn export(
 /// Procedure → orders over its step indices: for each instance, the alternatives that more than half of the kept
 /// people who judged it gave; instances judged by kept people but with no such order contribute the procedure
 /// with no orders (annotated: only the authored order).
-fn majority_references(study: &Study, counted: &[&Judgement], kept: &BTreeSet<i64>) -> BTreeMap<String, Vec<Vec<usize>>> {
+fn majority_references(
+    study: &Study,
+    counted: &[&Judgement],
+    kept: &BTreeSet<i64>,
+) -> BTreeMap<String, Vec<Vec<usize>>> {
     let mut by_instance: BTreeMap<usize, Vec<&Judgement>> = BTreeMap::new();
     for j in counted.iter().filter(|j| kept.contains(&j.worker)) {
         by_instance.entry(j.instance).or_default().push(j);

@@ -200,16 +200,13 @@ pub fn worker_stats(study: &Study, workers: &[WorkerRow], judgements: &[Judgemen
         .map(|w| {
             let mine: Vec<&&Judgement> = counted.iter().filter(|j| j.worker == w.id).collect();
             let exacts: Vec<bool> = mine.iter().filter_map(|j| exact(study, j)).collect();
-            let accuracy = (!exacts.is_empty())
-                .then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
+            let accuracy =
+                (!exacts.is_empty()).then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
             let mut kappas = Vec::new();
             for j in &mine {
                 let others = &by_item[&(j.instance, j.modality)];
-                let values: Vec<f64> = others
-                    .iter()
-                    .filter(|o| o.worker != w.id)
-                    .filter_map(|o| pair_agreement(study, j, o))
-                    .collect();
+                let values: Vec<f64> =
+                    others.iter().filter(|o| o.worker != w.id).filter_map(|o| pair_agreement(study, j, o)).collect();
                 if !values.is_empty() {
                     kappas.push(values.iter().sum::<f64>() / values.len() as f64);
                 }
@@ -266,7 +263,8 @@ mod tests {
         let a = validate(&s, s.rules.kind, 0, Modality::Multimodal, &ok).unwrap();
         assert_eq!(a.order, Some(vec![2, 1, 0]));
         assert_eq!(a.to_json(), r#"{"order":[2,1,0],"confidence":4,"helped":"text"}"#);
-        let text_only = validate(&s, s.rules.kind, 0, Modality::Text, &Submission { helped: None, ..ok.clone() }).unwrap();
+        let text_only =
+            validate(&s, s.rules.kind, 0, Modality::Text, &Submission { helped: None, ..ok.clone() }).unwrap();
         assert_eq!(text_only.helped, None);
         for (bad, says) in [
             (Submission { order: Some("2,2,0"), ..ok.clone() }, "twice"),

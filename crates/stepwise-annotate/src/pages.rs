@@ -94,11 +94,11 @@ fn item_html(out: &mut String, index: usize, item: &SequencingItem, modality: Mo
 pub fn work_page(v: &WorkView<'_>) -> String {
     let mut b = String::new();
     let what = if v.qualification { "Qualification" } else { "HIT" };
-    let _ = write!(
+    let _ = writeln!(
         b,
         "<header class=\"progress\"><span id=\"progress\">{what} {} · item {} of {}</span>\
          <progress value=\"{}\" max=\"{}\"></progress><form method=\"post\" action=\"/logout\" class=\"inline\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"link\">Leave</button></form></header>\n",
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"link\">Leave</button></form></header>",
         v.hit_seq,
         v.position + 1,
         v.hit_items,
@@ -250,7 +250,8 @@ mod tests {
 
     #[test]
     fn work_page_escapes_step_text() {
-        let item = SequencingItem { step: 0, title: None, text: Some("<script>alert(1)</script>".into()), images: vec![] };
+        let item =
+            SequencingItem { step: 0, title: None, text: Some("<script>alert(1)</script>".into()), images: vec![] };
         let html = work_page(&WorkView {
             assignment: 7,
             csrf: "c",

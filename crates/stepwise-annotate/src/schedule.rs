@@ -54,7 +54,8 @@ pub fn next_hit(study: &Study, load: &BTreeMap<i64, usize>, seen: &[Seen], next_
         entry.1.push((id, t.instance));
     }
     // Most wanted modality first; ties in the fixed modality order.
-    let Some((_, (_, candidates))) = by_modality.into_iter().max_by(|(ma, (ra, _)), (mb, (rb, _))| ra.cmp(rb).then(mb.cmp(ma)))
+    let Some((_, (_, candidates))) =
+        by_modality.into_iter().max_by(|(ma, (ra, _)), (mb, (rb, _))| ra.cmp(rb).then(mb.cmp(ma)))
     else {
         return Vec::new();
     };
@@ -84,7 +85,9 @@ mod tests {
 
     fn study(instances: usize, modalities: &[Modality], rules: StudyRules) -> Study {
         let tasks = (0..instances)
-            .flat_map(|instance| modalities.iter().map(move |&modality| TaskSpec { instance, modality, qualification: false }))
+            .flat_map(|instance| {
+                modalities.iter().map(move |&modality| TaskSpec { instance, modality, qualification: false })
+            })
             .collect();
         Study {
             version: 1,
@@ -135,12 +138,11 @@ mod tests {
 
     #[test]
     fn the_gap_lets_an_instance_back_after_enough_hits() {
-        let s = study(1, &[Modality::Text, Modality::Image], StudyRules {
-            hit_size: 1,
-            judgements: 1,
-            modality_gap: Some(2),
-            ..StudyRules::default()
-        });
+        let s = study(
+            1,
+            &[Modality::Text, Modality::Image],
+            StudyRules { hit_size: 1, judgements: 1, modality_gap: Some(2), ..StudyRules::default() },
+        );
         let first = next_hit(&s, &BTreeMap::new(), &[], 1);
         assert_eq!(first.len(), 1);
         let seen = seen_of(&s, &first, 1);
@@ -152,11 +154,11 @@ mod tests {
 
     #[test]
     fn full_items_are_skipped_and_the_most_wanted_modality_goes_first() {
-        let s = study(3, &[Modality::Text, Modality::Image], StudyRules {
-            hit_size: 5,
-            judgements: 2,
-            ..StudyRules::default()
-        });
+        let s = study(
+            3,
+            &[Modality::Text, Modality::Image],
+            StudyRules { hit_size: 5, judgements: 2, ..StudyRules::default() },
+        );
         // Text items (ids 1, 3, 5) all half done, image items untouched: the next HIT is image.
         let load: BTreeMap<i64, usize> = [(1, 1), (3, 1), (5, 1)].into();
         let hit = next_hit(&s, &load, &[], 1);

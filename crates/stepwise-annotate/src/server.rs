@@ -484,7 +484,8 @@ async fn login(
         .await
         .map_err(|e| AppError::Unavailable(e.to_string()))?;
     if !ok {
-        let mut r = (StatusCode::UNAUTHORIZED, Html(pages::login_page(expected, Some("Wrong password.")))).into_response();
+        let mut r =
+            (StatusCode::UNAUTHORIZED, Html(pages::login_page(expected, Some("Wrong password.")))).into_response();
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return Ok(r);
     }

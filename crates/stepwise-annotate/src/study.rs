@@ -5,6 +5,7 @@
 //! - `study.json`: the rules ([`StudyRules`]), the image root, the admin's password hash, the task list
 //! - `instances.jsonl`: the sequencing instances shown (as `stepwise generate --task sequencing` wrote them)
 //! - `admin-password.txt`: the admin password made at creation (owner-only permissions); delete it once noted
+//! - `admin.hash`: its Argon2id hash (owner-only; kept apart so the other files are byte-identical for a seed)
 //! - `annotations.sqlite`: the default database (created by `stepwise annotate serve`)
 
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ use stepwise_core::{Error, IoResultExt, Result};
 pub const STUDY_JSON: &str = "study.json";
 pub const STUDY_INSTANCES: &str = "instances.jsonl";
 pub const ADMIN_PASSWORD_FILE: &str = "admin-password.txt";
+pub const ADMIN_HASH_FILE: &str = "admin.hash";
 pub const SQLITE_FILE: &str = "annotations.sqlite";
 /// Bumped when `study.json` changes incompatibly.
 pub const STUDY_VERSION: u32 = 1;
@@ -138,7 +140,8 @@ pub struct Study {
     pub rules: StudyRules,
     /// Where item image paths are resolved from (absolute); `None` when no item has images.
     pub image_root: Option<PathBuf>,
-    /// Argon2id PHC string of the admin password.
+    /// Argon2id PHC string of the admin password (stored in `admin.hash`).
+    #[serde(skip)]
     pub admin_password_hash: String,
     /// Tasks in queue order: qualification items first, then study items (seeded shuffle). A task's database id
     /// is its index + 1.
@@ -184,13 +187,13 @@ impl Study {
             for (i, item) in inst.items.iter().enumerate() {
                 let has_text = item.title.as_deref().is_some_and(|t| !t.trim().is_empty())
                     || item.text.as_deref().is_some_and(|t| !t.trim().is_empty());
-                if rules.modalities.iter().any(|m| *m == Modality::Text) && !has_text {
+                if rules.modalities.contains(&Modality::Text) && !has_text {
                     return Err(at(
                         format!("items[{i}]"),
                         format!("instance {:?}: the text modality needs a title or text on every item", inst.id),
                     ));
                 }
-                if rules.modalities.iter().any(|m| *m == Modality::Image) && item.images.is_empty() {
+                if rules.modalities.contains(&Modality::Image) && item.images.is_empty() {
                     return Err(at(
                         format!("items[{i}].images"),
                         format!(
@@ -258,8 +261,9 @@ impl Study {
         Ok((Study { version: STUDY_VERSION, rules, image_root, admin_password_hash, tasks, instances }, password))
     }
 
-    /// Write `study.json` and `instances.jsonl` into `dir` (normally an `OutputDir` being built).
+    /// Write `study.json`, `instances.jsonl` and `admin.hash` into `dir` (normally an `OutputDir` being built).
     pub fn write(&self, dir: &Path) -> Result<()> {
+        write_secret(&dir.join(ADMIN_HASH_FILE), &self.admin_password_hash)?;
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::runtime(e.to_string()))?;
         write_string_atomic(&dir.join(STUDY_JSON), &(json + "\n"))?;
         write_file_atomic(&dir.join(STUDY_INSTANCES), |w| {
@@ -295,6 +299,11 @@ impl Study {
             )));
         }
         check_rules(&study.rules).map_err(|e| Error::bad_input(format!("{}: {e}", path.display())))?;
+        let hash_path = dir.join(ADMIN_HASH_FILE);
+        study.admin_password_hash = stepwise_core::json::read_text(&hash_path)?.trim().to_string();
+        if !study.admin_password_hash.starts_with("$argon2") {
+            return Err(Error::bad_input(format!("{}: not an Argon2 password hash", hash_path.display())));
+        }
         let instances_path = dir.join(STUDY_INSTANCES);
         study.instances = stepwise_eval::predictions::read_instances(&instances_path)?;
         for (i, t) in study.tasks.iter().enumerate() {
@@ -330,14 +339,22 @@ impl Study {
 /// Write the admin password next to the study, readable by its owner only.
 pub fn write_admin_password(dir: &Path, password: &str) -> Result<PathBuf> {
     let path = dir.join(ADMIN_PASSWORD_FILE);
-    let mut f = std::fs::File::create(&path).at(&path)?;
+    write_secret(&path, password)?;
+    Ok(path)
+}
+
+/// A one-line file readable by its owner only (permissions set before the secret is written).
+fn write_secret(path: &Path, secret: &str) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600)).at(&path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
     }
-    writeln!(f, "{password}").at(&path)?;
-    Ok(path)
+    let mut f = options.open(path).at(path)?;
+    writeln!(f, "{secret}").at(path)?;
+    f.sync_all().at(path)
 }
 
 fn check_rules(r: &StudyRules) -> Result<()> {
@@ -369,7 +386,8 @@ fn check_rules(r: &StudyRules) -> Result<()> {
 /// A path that stays inside its root: relative, no `..`, no root or prefix components.
 fn safe_relative(p: &str) -> bool {
     let path = Path::new(p);
-    !p.is_empty() && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    !p.is_empty()
+        && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
 }
 
 #[cfg(test)]
@@ -428,8 +446,13 @@ pub(crate) mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("items[0].images"), "{e}");
-        let e = Study::create(vec![instance("a", 3)], Path::new("s.jsonl"), None, StudyRules { hit_size: 0, ..text_rules() })
-            .unwrap_err();
+        let e = Study::create(
+            vec![instance("a", 3)],
+            Path::new("s.jsonl"),
+            None,
+            StudyRules { hit_size: 0, ..text_rules() },
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("--hit-size"), "{e}");
         let mut img = instance("a", 3);
         img.items[0].images = vec!["../../etc/passwd".into()];
@@ -441,13 +464,9 @@ pub(crate) mod tests {
     #[test]
     fn study_round_trips_through_its_folder() {
         let td = tempfile::tempdir().unwrap();
-        let (study, _) = Study::create(
-            (0..3).map(|i| instance(&format!("i{i}"), 3)).collect(),
-            Path::new("x"),
-            None,
-            text_rules(),
-        )
-        .unwrap();
+        let (study, _) =
+            Study::create((0..3).map(|i| instance(&format!("i{i}"), 3)).collect(), Path::new("x"), None, text_rules())
+                .unwrap();
         study.write(td.path()).unwrap();
         let back = Study::read(td.path()).unwrap();
         assert_eq!(back.tasks, study.tasks);

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
@@ -24,7 +23,12 @@ fn instances(n: usize, items: usize) -> Vec<SequencingInstance> {
             split: "test".into(),
             modality: "text".into(),
             items: (0..items)
-                .map(|k| SequencingItem { step: k, title: None, text: Some(format!("do thing {k} of {i}")), images: vec![] })
+                .map(|k| SequencingItem {
+                    step: k,
+                    title: None,
+                    text: Some(format!("do thing {k} of {i}")),
+                    images: vec![],
+                })
                 .collect(),
             // shuffled: item k is step (k + 1) mod items → gold lists items by step
             references: vec![(0..items).map(|s| (s + items - 1) % items).collect()],
@@ -65,8 +69,12 @@ impl Client {
             assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict"), "{c}");
             let kv = c.split(';').next().unwrap();
             let name = kv.split('=').next().unwrap();
-            let mut kept: Vec<String> =
-                self.cookie.split("; ").filter(|x| !x.is_empty() && !x.starts_with(&format!("{name}="))).map(String::from).collect();
+            let mut kept: Vec<String> = self
+                .cookie
+                .split("; ")
+                .filter(|x| !x.is_empty() && !x.starts_with(&format!("{name}=")))
+                .map(String::from)
+                .collect();
             if !kv.ends_with('=') {
                 kept.push(kv.to_string());
             }
@@ -165,7 +173,10 @@ async fn flow(url: &str, dir: &Path) {
     assert!(dash.body.contains("Study dashboard") && dash.body.contains("No one yet"), "{}", dash.body);
     let admin_csrf = csrf(&dash.body);
     assert_eq!(admin.post("/admin/invites", "count=3").await.status, StatusCode::FORBIDDEN);
-    assert_eq!(admin.post("/admin/invites", &format!("csrf={admin_csrf}&count=0")).await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        admin.post("/admin/invites", &format!("csrf={admin_csrf}&count=0")).await.status,
+        StatusCode::BAD_REQUEST
+    );
     let made = admin.post("/admin/invites", &format!("csrf={admin_csrf}&count=3&label=lab")).await;
     assert_eq!(made.status, StatusCode::OK);
     let links: Vec<String> = made
@@ -279,7 +290,11 @@ async fn flow(url: &str, dir: &Path) {
         .sum();
     assert_eq!(rows, 6, "A's six counted study judgements are the first round");
     let preds = stepwise_eval::predictions::read_order_predictions(&out.join(
-        if out.join("predictions/text-1.jsonl").exists() { "predictions/text-1.jsonl" } else { "predictions/multimodal-1.jsonl" },
+        if out.join("predictions/text-1.jsonl").exists() {
+            "predictions/text-1.jsonl"
+        } else {
+            "predictions/multimodal-1.jsonl"
+        },
     ))
     .unwrap();
     for p in &preds {

@@ -65,6 +65,9 @@ enum Command {
     /// R2VQ (SemEval-2022 Task 9) annotation: event-ordering instances.
     #[command(subcommand)]
     R2vq(commands::r2vq::R2vqCommand),
+    /// Human judgements in a web app: ordering studies and alternative orders (create, serve, export).
+    #[command(subcommand)]
+    Annotate(commands::annotate::AnnotateCommand),
     Report(commands::report::Args),
     /// Benchmarks that print their targets and ratios against a reference measured in the same run.
     #[command(subcommand)]
@@ -147,6 +150,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Study(a) => commands::study::run(a),
         Command::SelectGolden(a) => commands::select_golden::run(a),
         Command::R2vq(c) => commands::r2vq::run(c),
+        Command::Annotate(c) => commands::annotate::run(c),
         Command::Report(a) => commands::report::run(a),
         Command::Bench(c) => commands::bench::run(c),
     }

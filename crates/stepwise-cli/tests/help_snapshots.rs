@@ -34,3 +34,10 @@ fn multiple_choice_model_commands_help() {
         insta::assert_snapshot!(cmd, help(&[cmd]));
     }
 }
+
+#[test]
+fn annotation_commands_help() {
+    for cmd in ["create", "serve", "export"] {
+        insta::assert_snapshot!(format!("annotate-{cmd}"), help(&["annotate", cmd]));
+    }
+}

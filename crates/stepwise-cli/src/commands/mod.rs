@@ -1,4 +1,5 @@
 //! One module per command.
+pub mod annotate;
 pub mod audit;
 pub mod baseline;
 pub mod bench;

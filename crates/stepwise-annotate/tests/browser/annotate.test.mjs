@@ -1,0 +1,204 @@
+// End-to-end test of `stepwise annotate` in a real browser (Debian's Chromium via playwright-core):
+// an ordering study (admin sign-in, invite links, qualification, drag and drop AND keyboard ordering, the two
+// follow-up questions, images actually loaded, progress, "all done") and an alternative-orders study (orders
+// added with the keyboard), then the exports scored by `stepwise eval`.
+//
+//   STEPWISE=target/debug/stepwise node annotate.test.mjs        (CHROMIUM defaults to /usr/bin/chromium)
+import { chromium } from "playwright-core";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import assert from "node:assert/strict";
+
+const STEPWISE = process.env.STEPWISE ?? "target/debug/stepwise";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const work = mkdtempSync(join(tmpdir(), "stepwise-browser-"));
+const sw = (...args) => execFileSync(STEPWISE, ["-q", ...args], { cwd: work, stdio: ["ignore", "pipe", "inherit"] }).toString();
+const servers = [];
+
+function serve(study) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(STEPWISE, ["annotate", "serve", "--study", study, "--bind", "127.0.0.1:0"], { cwd: work });
+    servers.push(p);
+    let out = "";
+    p.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) resolve(m[1].replace(/\/$/, ""));
+    });
+    p.stderr.on("data", (d) => process.stderr.write(d));
+    p.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
+  });
+}
+
+function instancesOf(study) {
+  return readFileSync(join(work, study, "instances.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+}
+
+/** The instance a work page shows: the items' texts, in the order shown, equal the instance's items. */
+async function shownInstance(page, instances) {
+  const texts = await page.$$eval("#steps li.step .text", (els) => els.map((e) => e.textContent));
+  const inst = instances.find((i) => i.items.length === texts.length && i.items.every((it, k) => it.text === texts[k]));
+  assert.ok(inst, `no instance shows ${JSON.stringify(texts)}`);
+  return inst;
+}
+
+async function order(page) {
+  return page.$$eval("#steps li.step", (els) => els.map((e) => Number(e.dataset.item)));
+}
+
+/** Arrange the list to `target` (item indices): the first move by mouse drag and drop, the rest by keyboard. */
+async function arrange(page, target) {
+  let usedDrag = false;
+  for (let pos = 0; pos < target.length; pos++) {
+    let cur = await order(page);
+    const from = cur.indexOf(target[pos]);
+    if (from === pos) continue;
+    const li = page.locator(`#steps li.step[data-item="${target[pos]}"]`);
+    if (!usedDrag) {
+      const dest = page.locator("#steps li.step").nth(pos);
+      await li.dragTo(dest, { targetPosition: { x: 30, y: 5 } });
+      usedDrag = true;
+      cur = await order(page);
+      assert.equal(cur.indexOf(target[pos]), pos, `drag and drop moved item ${target[pos]} to ${pos}: ${cur}`);
+      continue;
+    }
+    await li.focus();
+    for (let k = from; k > pos; k--) await page.keyboard.press("Alt+ArrowUp");
+  }
+  assert.deepEqual(await order(page), target);
+  return usedDrag;
+}
+
+async function main() {
+  sw("world", "generate", "-n", "16", "--image-size", "96", "-o", "world");
+  sw("generate", "world", "--task", "sequencing", "--modality", "multimodal", "--seq-steps", "4", "--seq-min-steps", "4", "-o", "seq");
+  sw("annotate", "create", "seq", "-o", "study", "--modalities", "multimodal,text", "--judgements", "1",
+    "--hit-size", "2", "--qualification", "1", "--qualification-threshold", "1");
+  const base = await serve("study");
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    // --- admin signs in and makes two invite links
+    const admin = await (await browser.newContext()).newPage();
+    await admin.goto(`${base}/admin`);
+    assert.match(admin.url(), /\/admin\/login$/);
+    await admin.fill("input[name=password]", "wrong");
+    await admin.click("button[type=submit]");
+    assert.match(await admin.textContent("body"), /Wrong password/);
+    await admin.goto(`${base}/admin/login`);
+    await admin.fill("input[name=password]", readFileSync(join(work, "study", "admin-password.txt"), "utf8").trim());
+    await admin.click("button[type=submit]");
+    await admin.waitForSelector("#invite-form");
+    await admin.fill("#invite-form input[name=count]", "2");
+    await admin.click("#invite-form button[type=submit]");
+    const links = await admin.$$eval("code.invite", (els) => els.map((e) => e.textContent));
+    assert.equal(links.length, 2);
+    const cookies = await admin.context().cookies();
+    assert.ok(cookies.every((c) => c.httpOnly && c.sameSite === "Strict"), JSON.stringify(cookies));
+
+    // --- an annotator: qualification, then every study item (drag and drop + keyboard)
+    const instances = instancesOf("study");
+    const page = await (await browser.newContext({ viewport: { width: 1200, height: 1600 } })).newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    await page.goto(links[0]);
+    assert.match(await page.textContent("#progress"), /Qualification 1 · item 1 of 1/);
+    let drags = 0;
+    let answered = 0;
+    const seen = new Set();
+    for (let guard = 0; guard < 100; guard++) {
+      if (await page.locator("#answer").count() === 0) break;
+      const inst = await shownInstance(page, instances);
+      const multimodal = (await page.locator("input[name=helped]").count()) > 0;
+      if (multimodal) {
+        // Step photos are served and decoded.
+        const ok = await page.$$eval("#steps img", (imgs) => imgs.length > 0 && imgs.every((i) => i.complete && i.naturalWidth > 0));
+        assert.ok(ok, "multimodal items show their photos");
+        await page.check("input[name=helped][value=both]");
+      } else {
+        assert.equal(await page.locator("#steps img").count(), 0, "text items show no photo");
+      }
+      seen.add(`${inst.id}/${multimodal}`);
+      if (await arrange(page, inst.references[0])) drags++;
+      assert.equal(await page.inputValue("#order"), inst.references[0].join(","));
+      await page.check("input[name=confidence][value='4']");
+      await Promise.all([page.waitForLoadState("load"), page.click("#submit")]);
+      await page.waitForURL(/\/work$/);
+      answered++;
+    }
+    assert.match(await page.textContent("h1"), /All done/);
+    assert.ok(drags > 0, "at least one item was ordered by drag and drop");
+    // 1 qualification item + (16 − 1 instances) × 2 modalities, each once: the queue never repeats an instance
+    // for one person, so this person gets each study instance in one modality only.
+    assert.equal(answered, 1 + 15, `answered ${answered}`);
+    assert.deepEqual(errors, []);
+
+    // --- the dashboard shows the progress
+    await admin.goto(`${base}/admin`);
+    const progress = await admin.textContent("#progress-table");
+    assert.match(progress, /multimodal/);
+    assert.match(await admin.textContent("#workers"), /annotator-1\s*active\s*100\.0%\s*15\s*100\.0%/);
+
+    // --- export and score the human orders with stepwise eval
+    sw("annotate", "export", "study", "-o", "results");
+    for (const m of ["multimodal", "text"]) {
+      const f = join(work, "results", "predictions", `${m}-1.jsonl`);
+      if (!existsSync(f)) continue;
+      const report = sw("eval", "study/instances.jsonl", "-p", `results/predictions/${m}-1.jsonl`, "--skip-missing");
+      assert.match(report, /PMR/, report);
+    }
+
+    // --- an alternative-orders study: one alternative added with the keyboard
+    sw("annotate", "create", "seq", "-o", "alt", "--kind", "alternatives", "--judgements", "1", "--hit-size", "1",
+      "--censor-floor", "0");
+    const altBase = await serve("alt");
+    await admin.goto(`${altBase}/admin/login`);
+    await admin.fill("input[name=password]", readFileSync(join(work, "alt", "admin-password.txt"), "utf8").trim());
+    await admin.click("button[type=submit]");
+    await admin.waitForSelector("#invite-form");
+    await admin.click("#invite-form button[type=submit]");
+    const altLink = (await admin.$$eval("code.invite", (els) => els.map((e) => e.textContent)))[0];
+    const alt = await (await browser.newContext()).newPage();
+    alt.on("pageerror", (e) => errors.push(String(e)));
+    await alt.goto(altLink);
+    const altInstances = instancesOf("alt");
+    const texts = await alt.$$eval("#steps li.step .text", (els) => els.map((e) => e.textContent));
+    const inst = altInstances.find((i) => i.references[0].every((item, k) => i.items[item].text === texts[k]));
+    assert.ok(inst, "the authored order is shown");
+    await alt.click("#add-order");
+    assert.match(await alt.textContent("#alt-error"), /original order/);
+    // Swap the last two steps with the keyboard, add it, try adding it twice.
+    const last = inst.references[0][inst.references[0].length - 1];
+    await alt.locator(`#steps li.step[data-item="${last}"]`).focus();
+    await alt.keyboard.press("Alt+ArrowUp");
+    await alt.click("#add-order");
+    await alt.click("#add-order");
+    assert.match(await alt.textContent("#alt-error"), /already added/);
+    assert.equal(await alt.textContent("#alt-count"), "1");
+    const expected = [...inst.references[0]];
+    [expected[expected.length - 2], expected[expected.length - 1]] = [expected[expected.length - 1], expected[expected.length - 2]];
+    assert.deepEqual(JSON.parse(await alt.inputValue("#alternatives")), [expected]);
+    await Promise.all([alt.waitForURL(/\/work$/), alt.click("#submit")]);
+    assert.deepEqual(errors, []);
+    sw("annotate", "export", "alt", "-o", "alt-results");
+    const refs = readFileSync(join(work, "alt-results", "references.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const mine = refs.find((r) => r.id === inst.procedure);
+    assert.deepEqual(mine.orders, [expected.map((item) => inst.items[item].step)]);
+    // The references feed generation as multiple references.
+    sw("generate", "world", "--task", "sequencing", "--modality", "multimodal", "--seq-steps", "4", "--seq-min-steps", "4",
+      "--alt-orders", "alt-results/references.jsonl", "-o", "seq-alt");
+    console.log(`browser test passed: ${answered} items ordered (${drags} with drag and drop), 1 alternative order added`);
+  } finally {
+    await browser.close();
+  }
+}
+
+main()
+  .then(() => { servers.forEach((s) => s.kill("SIGTERM")); rmSync(work, { recursive: true, force: true }); })
+  .catch((e) => { console.error(e); servers.forEach((s) => s.kill("SIGTERM")); console.error(`work folder kept: ${work}`); process.exit(1); });
