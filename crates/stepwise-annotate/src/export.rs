@@ -34,6 +34,7 @@ use crate::judgements::{Judgement, exact};
 use crate::pages::{num, pct};
 use crate::progress::Progress;
 use crate::study::{Modality, Study, StudyKind};
+use crate::tables::{StudyTables, study_tables};
 
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
@@ -70,7 +71,9 @@ pub fn export(
     let progress = Progress::of(study, workers, assignments);
     let label: BTreeMap<i64, &str> = workers.iter().map(|w| (w.id, w.label.as_str())).collect();
     let who = |id: i64| label.get(&id).copied().unwrap_or("?").to_string();
-    let mut files = Vec::new();
+    let mut files = vec!["tables.json".to_string()];
+    let tables = study_tables(study, &progress.judgements, assignments);
+    write_string_atomic(&dir.join("tables.json"), &(stepwise_core::json::to_pretty_sorted(&tables) + "\n"))?;
     let mut lines = |name: &str, rows: &[Value]| -> Result<()> {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
@@ -152,6 +155,7 @@ pub fn export(
                     if round_files.is_empty() { "–".to_string() } else { round_files.join(", ") }
                 );
             }
+            summary.push_str(&tables_markdown(&tables));
             summary.push_str(
                 "\nScore a predictions file with `stepwise eval STUDY/instances.jsonl -p OUT/predictions/FILE \
                  --skip-missing` (all six metrics, multi-reference; a round covers only the instances judged); agreement with `stepwise eval STUDY/instances.jsonl \
@@ -269,6 +273,43 @@ fn majority_references(
         }
     }
     out
+}
+
+/// Agreement, the paper's Tables 8 and 9, and time per HIT, as Markdown.
+fn tables_markdown(t: &StudyTables) -> String {
+    let mut s =
+        String::from("\n| modality | order κ (instances with ≥ 2 judgements) | mean confidence |\n|---|---:|---:|\n");
+    for m in &t.modalities {
+        let _ = writeln!(
+            s,
+            "| {} | {} ({}) | {} |",
+            m.modality.as_str(),
+            num(m.kappa),
+            m.kappa_instances,
+            num(m.mean_confidence)
+        );
+    }
+    if !t.helped.is_empty() {
+        s.push_str("\nWhich modality helped (multimodal items; the paper's Table 8):\n\n| answer | judgements | share | PMR |\n|---|---:|---:|---:|\n");
+        for r in &t.helped {
+            let _ = writeln!(s, "| {} | {} | {} | {} |", r.level, r.count, pct(r.share), pct(r.pmr));
+        }
+    }
+    s.push_str("\nConfidence levels (the paper's Table 9): share of judgements (PMR at that level)\n\n| modality | 1 | 2 | 3 | 4 | 5 |\n|---|---:|---:|---:|---:|---:|\n");
+    for m in &t.modalities {
+        let cells: Vec<String> = m.confidence.iter().map(|r| format!("{} ({})", pct(r.share), pct(r.pmr))).collect();
+        let _ = writeln!(s, "| {} | {} |", m.modality.as_str(), cells.join(" | "));
+    }
+    let h = &t.hits;
+    let _ = writeln!(
+        s,
+        "\nTime per HIT (handed out → last answer), {} completed study HITs: median {} min, mean {} min, 90th percentile {} min.",
+        h.completed,
+        num(h.median_minutes),
+        num(h.mean_minutes),
+        num(h.p90_minutes)
+    );
+    s
 }
 
 fn write_jsonl(path: &Path, rows: &[Value]) -> Result<()> {

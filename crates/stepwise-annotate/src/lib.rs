@@ -9,6 +9,7 @@
 //! - [`schedule`]: which items a person gets next (HITs, modality gap)
 //! - [`judgements`]: the answer format, validation, per-person accuracy and agreement
 //! - [`progress`]: where a study stands (dashboard and exports)
+//! - [`tables`]: the paper's human tables (which modality helped, confidence, κ per modality, time per HIT)
 //! - [`server`]: routes, sessions, CSRF, qualification and censoring — `stepwise annotate serve`
 //! - [`pages`], [`dashboard`]: server-rendered HTML (with `static/app.js` for drag and drop)
 //! - [`export`]: `stepwise annotate export`
@@ -24,5 +25,6 @@ pub mod progress;
 pub mod schedule;
 pub mod server;
 pub mod study;
+pub mod tables;
 
 pub use study::{Modality, Study, StudyKind, StudyRules};

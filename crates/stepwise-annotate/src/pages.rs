@@ -70,7 +70,7 @@ fn item_html(out: &mut String, index: usize, item: &SequencingItem, modality: Mo
     out.push_str("<div class=\"content\">");
     if modality.shows_images() {
         for img in &item.images {
-            let _ = write!(out, "<img src=\"/img/{}\" alt=\"step photo\" loading=\"lazy\">", esc(&url_path(img)));
+            let _ = write!(out, "<img src=\"/img/{}\" alt=\"step photo\">", esc(&url_path(img)));
         }
     }
     if modality.shows_text() {

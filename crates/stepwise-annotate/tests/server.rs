@@ -49,13 +49,17 @@ struct Reply {
 
 impl Client {
     async fn send(&mut self, method: &str, uri: &str, form: Option<&str>) -> Reply {
+        self.send_as(method, uri, form.map(|f| ("application/x-www-form-urlencoded", f))).await
+    }
+
+    async fn send_as(&mut self, method: &str, uri: &str, content: Option<(&str, &str)>) -> Reply {
         let mut req = Request::builder().method(method).uri(uri).header(header::HOST, "annotate.test");
         if !self.cookie.is_empty() {
             req = req.header(header::COOKIE, &self.cookie);
         }
-        let body = match form {
-            Some(f) => {
-                req = req.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        let body = match content {
+            Some((content_type, f)) => {
+                req = req.header(header::CONTENT_TYPE, content_type);
                 Body::from(f.to_string())
             }
             None => Body::empty(),
@@ -251,9 +255,25 @@ async fn flow(url: &str, dir: &Path) {
     assert!(quals.iter().all(|x| x.status == DONE));
     assert!(!study_items.is_empty() && study_items.iter().all(|x| x.status == DISCARDED), "{study_items:?}");
 
-    // --- request bodies are bounded; unknown pages and bad ids are 4xx
+    // --- hostile requests are 4xx and change nothing: another session's form token, a forged session, malformed,
+    // oversized and mistyped bodies
+    let page = a.get("/work").await;
+    let open = assignment(&page.body);
+    let before = db.assignments(None).await.unwrap();
+    let right = join(&gold(&db, &study, open).await);
+    let with_b_token = format!("csrf={b_csrf}&order={right}&confidence=4&helped=both");
+    assert_eq!(a.post(&format!("/work/{open}"), &with_b_token).await.status, StatusCode::FORBIDDEN);
+    let mut forged = Client { app: app.clone(), cookie: format!("sw_session={}", "ab".repeat(32)) };
+    let own = format!("csrf={}&order={right}&confidence=4&helped=both", csrf(&page.body));
+    assert_eq!(forged.post(&format!("/work/{open}"), &own).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(forged.get("/work").await.status, StatusCode::FORBIDDEN);
+    let malformed = a.post(&format!("/work/{open}"), "csrf=%ZZ&order=%").await;
+    assert!(malformed.status.is_client_error(), "{}", malformed.status);
+    let json = a.send_as("POST", &format!("/work/{open}"), Some(("application/json", "{\"order\":[0]}"))).await;
+    assert_eq!(json.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let big = format!("csrf={c}&order={}", "1".repeat(70 * 1024));
-    assert_eq!(a.post(&format!("/work/{id}"), &big).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(a.post(&format!("/work/{open}"), &big).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(db.assignments(None).await.unwrap(), before, "refused requests changed the database");
     assert_eq!(a.get("/nope").await.status, StatusCode::NOT_FOUND);
     assert_eq!(a.post("/work/notanumber", &ok).await.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.get("/join/zz").await.status, StatusCode::NOT_FOUND);

@@ -116,6 +116,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
     let r2vq = all(Kind::R2vqQuestions).into_iter().map(sections::r2vq::read).collect::<Result<Vec<_>>>()?;
     let studies = all(Kind::Study).into_iter().map(sections::study::read).collect::<Result<Vec<_>>>()?;
     let models = all(Kind::Model).into_iter().map(sections::study::read_model).collect::<Result<Vec<_>>>()?;
+    let annotations = all(Kind::Annotation).into_iter().map(sections::annotation::read).collect::<Result<Vec<_>>>()?;
     let pictures = all(Kind::Picture);
 
     let mut headlines = Vec::new();
@@ -145,6 +146,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
     secs.extend(sections::r2vq::section(&r2vq));
     secs.extend(sections::eval::section(ctx, &evals)?);
     secs.extend(sections::study::section(ctx, &studies, &models)?);
+    secs.extend(sections::annotation::section(&annotations));
     if found.artefacts.is_empty() {
         return Err(Error::bad_input(format!(
             "{}: no stepwise outputs found (corpus, feature store, task set, suite, audit, sequencing or eval \

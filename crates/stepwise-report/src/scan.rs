@@ -40,6 +40,8 @@ pub enum Kind {
     Study,
     /// A trained model folder (`stepwise train`).
     Model,
+    /// Human judgements exported by `stepwise annotate export`: its `tables.json`.
+    Annotation,
     /// A PNG picture outside the folders above (e.g. a contact sheet).
     Picture,
 }
@@ -147,6 +149,7 @@ fn manifest_folder(root: &Path, dir: &Path, found: &mut Found) -> Result<bool> {
         "eval" => push(found, root, Kind::Eval, d.join("results.json")),
         "r2vq-questions" => push(found, root, Kind::R2vqQuestions, d),
         "study" => push(found, root, Kind::Study, d.join("study.json")),
+        "annotation-export" => push(found, root, Kind::Annotation, d.join("tables.json")),
         // `stepwise train` writes a trained model with training.json; `models convert` writes pretrained weights
         // under the same kind (the repository's models/ folder, when the run folder is the repository root):
         // nothing to report there, and not a folder to walk.

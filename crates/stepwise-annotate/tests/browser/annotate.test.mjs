@@ -4,9 +4,11 @@
 // added with the keyboard), then the exports scored by `stepwise eval`.
 //
 //   STEPWISE=target/debug/stepwise node annotate.test.mjs        (CHROMIUM defaults to /usr/bin/chromium)
+//
+// Screenshots of the main pages go to $SCREENSHOTS (default: target/browser-screenshots under the current folder).
 import { chromium } from "playwright-core";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import assert from "node:assert/strict";
@@ -16,6 +18,9 @@ const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const work = mkdtempSync(join(tmpdir(), "stepwise-browser-"));
 const sw = (...args) => execFileSync(STEPWISE, ["-q", ...args], { cwd: work, stdio: ["ignore", "pipe", "inherit"] }).toString();
 const servers = [];
+const SHOTS = process.env.SCREENSHOTS ?? join(process.cwd(), "target", "browser-screenshots");
+mkdirSync(SHOTS, { recursive: true });
+const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 function serve(study) {
   return new Promise((resolve, reject) => {
@@ -103,7 +108,7 @@ async function main() {
 
     // --- an annotator: qualification, then every study item (drag and drop + keyboard)
     const instances = instancesOf("study");
-    const page = await (await browser.newContext({ viewport: { width: 1200, height: 1600 } })).newPage();
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 2400 } })).newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
@@ -118,8 +123,14 @@ async function main() {
       const multimodal = (await page.locator("input[name=helped]").count()) > 0;
       if (multimodal) {
         // Step photos are served and decoded.
-        const ok = await page.$$eval("#steps img", (imgs) => imgs.length > 0 && imgs.every((i) => i.complete && i.naturalWidth > 0));
-        assert.ok(ok, "multimodal items show their photos");
+        await page.waitForFunction(() => {
+          const imgs = Array.from(document.querySelectorAll("#steps img"));
+          return imgs.length > 0 && imgs.every((i) => i.complete && i.naturalWidth > 0);
+        }, null, { timeout: 10000 });
+        if (!seen.has("shot")) {
+          seen.add("shot");
+          await shot(page, "ordering-multimodal");
+        }
         await page.check("input[name=helped][value=both]");
       } else {
         assert.equal(await page.locator("#steps img").count(), 0, "text items show no photo");
@@ -144,6 +155,7 @@ async function main() {
     const progress = await admin.textContent("#progress-table");
     assert.match(progress, /multimodal/);
     assert.match(await admin.textContent("#workers"), /annotator-1\s*active\s*100\.0%\s*15\s*100\.0%/);
+    await shot(admin, "dashboard");
 
     // --- export and score the human orders with stepwise eval
     sw("annotate", "export", "study", "-o", "results");
@@ -184,6 +196,7 @@ async function main() {
     const expected = [...inst.references[0]];
     [expected[expected.length - 2], expected[expected.length - 1]] = [expected[expected.length - 1], expected[expected.length - 2]];
     assert.deepEqual(JSON.parse(await alt.inputValue("#alternatives")), [expected]);
+    await shot(alt, "alternatives");
     await Promise.all([alt.waitForURL(/\/work$/), alt.click("#submit")]);
     assert.deepEqual(errors, []);
     sw("annotate", "export", "alt", "-o", "alt-results");

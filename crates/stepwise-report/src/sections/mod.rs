@@ -1,5 +1,6 @@
 //! Building the report's sections from the artefacts of a run folder, one module per kind of output.
 
+pub mod annotation;
 pub mod audit;
 pub mod clean;
 pub mod corpus;

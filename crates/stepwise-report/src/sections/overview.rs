@@ -33,6 +33,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::R2vqQuestions => "R2VQ questions",
         Kind::Study => "model study",
         Kind::Model => "trained model",
+        Kind::Annotation => "human judgements",
         Kind::Picture => "picture",
     }
 }
