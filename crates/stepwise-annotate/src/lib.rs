@@ -14,8 +14,10 @@
 //! - [`pages`], [`dashboard`]: server-rendered HTML (with `static/app.js` for drag and drop)
 //! - [`export`]: `stepwise annotate export`
 //! - [`auth`]: tokens and password hashes
+//! - [`client`], [`simulate`]: simulated annotators over HTTP (`stepwise bench annotate`, the pilot study)
 
 pub mod auth;
+pub mod client;
 pub mod dashboard;
 pub mod db;
 pub mod export;
@@ -24,6 +26,7 @@ pub mod pages;
 pub mod progress;
 pub mod schedule;
 pub mod server;
+pub mod simulate;
 pub mod study;
 pub mod tables;
 

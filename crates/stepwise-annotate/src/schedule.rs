@@ -6,7 +6,7 @@
 //! not had it before, and they have not seen its instance in another modality within the last `modality_gap`
 //! HITs (`None`: ever). One HIT never holds an instance twice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::study::{Modality, Study};
 
@@ -22,18 +22,20 @@ pub struct Seen {
 /// nothing is left for them. `load`: task id → judgements held (submitted or recently opened).
 pub fn next_hit(study: &Study, load: &BTreeMap<i64, usize>, seen: &[Seen], next_seq: i64) -> Vec<i64> {
     let rules = &study.rules;
+    // instance → (modality, HIT number) of every time this person had it
+    let mut history: HashMap<usize, Vec<(Modality, i64)>> = HashMap::with_capacity(seen.len());
+    for s in seen {
+        history.entry(s.instance).or_default().push((s.modality, s.hit_seq));
+    }
     let allowed = |instance: usize, modality: Modality| {
-        seen.iter().all(|s| {
-            if s.instance != instance {
-                return true;
-            }
-            if s.modality == modality {
-                return false;
-            }
-            match rules.modality_gap {
-                None => false,
-                Some(gap) => next_seq - s.hit_seq > i64::from(gap),
-            }
+        history.get(&instance).is_none_or(|had| {
+            had.iter().all(|&(m, seq)| {
+                m != modality
+                    && match rules.modality_gap {
+                        None => false,
+                        Some(gap) => next_seq - seq > i64::from(gap),
+                    }
+            })
         })
     };
     let mut by_modality: BTreeMap<Modality, (usize, Vec<(i64, usize)>)> = BTreeMap::new();

@@ -357,6 +357,10 @@ async fn after_submission(
     .execute(&mut **tx)
     .await
     .map_err(db_error)?;
+    let censoring = study.rules.kind == StudyKind::Ordering && study.rules.censor_floor > 0.0;
+    if !qualification && !censoring {
+        return Ok(());
+    }
     let rows = sqlx::query("SELECT task_id, status, answer FROM assignments WHERE worker_id = $1")
         .bind(w.id)
         .fetch_all(&mut **tx)
@@ -387,9 +391,6 @@ async fn after_submission(
                 .await
                 .map_err(db_error)?;
         }
-        return Ok(());
-    }
-    if study.rules.kind != StudyKind::Ordering || study.rules.censor_floor <= 0.0 {
         return Ok(());
     }
     let done: Vec<Option<bool>> = mine.iter().filter(|m| !m.0 && m.1 == DONE).map(|m| m.2).collect();

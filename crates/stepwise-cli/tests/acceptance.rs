@@ -509,3 +509,189 @@ fn r2vq_programs_against_the_2021_release() {
     assert!(em[0] >= 0.7, "programs on the 2021 annotation: EM {}", em[0]);
     assert!(em[0] > em[1] + 0.2, "the annotation answers far more than the text: {em:?}");
 }
+
+/// Start `stepwise annotate serve` on a free port; returns the child and its address.
+fn serve_study(study: &str) -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stepwise"))
+        .args(["-q", "annotate", "serve", "--study", study, "--bind", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().trim_start_matches("listening on http://").trim_end_matches('/').parse().unwrap();
+    (child, addr)
+}
+
+/// Simulated people work a study through HTTP until none has anything left; returns (person, steps done).
+async fn simulate_people(
+    addr: std::net::SocketAddr,
+    study_dir: &Path,
+    people: &[(&str, stepwise_annotate::simulate::Behaviour)],
+) -> Vec<(String, usize, String)> {
+    use rand::SeedableRng;
+    use stepwise_annotate::client::Client;
+    use stepwise_annotate::simulate::{Step, step};
+    let study = std::sync::Arc::new(stepwise_annotate::Study::read(study_dir).unwrap());
+    let db = stepwise_annotate::db::Db::open(&stepwise_annotate::Study::sqlite_url(study_dir).unwrap()).await.unwrap();
+    let status = if study.rules.qualification_items > 0 { "qualifying" } else { "active" };
+    let mut tasks = Vec::new();
+    for (k, (label, behaviour)) in people.iter().enumerate() {
+        let w = db.create_worker(label, status, 0).await.unwrap();
+        let (db, study, behaviour, label) = (db.clone(), study.clone(), *behaviour, label.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut c = Client::new(addr);
+            assert_eq!(c.get(&format!("/join/{}", w.invite)).await.unwrap().status, 303);
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(k as u64);
+            let mut done = 0;
+            loop {
+                match step(&mut c, &db, &study, &behaviour, &mut rng).await.unwrap() {
+                    Step::Submitted { .. } => done += 1,
+                    Step::Finished(why) => return (label, done, why),
+                }
+            }
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs ../shared/data (run by .ci/run)"]
+fn annotation_pilot_on_real_step_image_procedures() {
+    use stepwise_annotate::simulate::Behaviour;
+    let data = shared_data();
+    let td = tempfile::tempdir().unwrap();
+    let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
+    let corpus = p("corpus");
+    let mut args: Vec<String> = vec!["ingest".into()];
+    for set in ["gnome-recipes", "howtocook", "based-cooking", "ifixit"] {
+        args.push(data.join(format!("procedures/{set}.jsonl")).to_string_lossy().into_owned());
+    }
+    args.extend(["-o".into(), corpus.clone()]);
+    stepwise(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let seq = p("seq");
+    stepwise(&[
+        "generate",
+        &corpus,
+        "--task",
+        "sequencing",
+        "--modality",
+        "multimodal",
+        "--seq-steps",
+        "4",
+        "--seed",
+        "1",
+        "-o",
+        &seq,
+    ]);
+    // Ordering study: every instance in three modalities, 3 judgements each, 2 qualification items.
+    let study = p("study");
+    stepwise(&[
+        "annotate",
+        "create",
+        &seq,
+        "-o",
+        &study,
+        "--judgements",
+        "3",
+        "--qualification",
+        "2",
+        "--qualification-threshold",
+        "0.5",
+        "--censor-min-items",
+        "4",
+        "--seed",
+        "1",
+    ]);
+    let careful = Behaviour { noise: 0.15, alternative_rate: 0.0, careless: false };
+    // Twelve people: each sees an instance in one modality only, so items get several judgements (κ defined).
+    let people = [
+        ("careful-1", careful),
+        ("careful-2", careful),
+        ("careful-3", Behaviour { noise: 0.25, ..careful }),
+        ("careful-4", Behaviour { noise: 0.1, ..careful }),
+        ("careful-5", Behaviour { noise: 0.05, ..careful }),
+        ("careful-6", Behaviour { noise: 0.2, ..careful }),
+        ("careful-7", careful),
+        ("careful-8", Behaviour { noise: 0.1, ..careful }),
+        ("careful-9", Behaviour { noise: 0.3, ..careful }),
+        ("noisy-10", Behaviour { noise: 0.45, ..careful }),
+        ("noisy-11", Behaviour { noise: 0.6, ..careful }),
+        ("careless-12", Behaviour { careless: true, ..careful }),
+    ];
+    let (mut server, addr) = serve_study(&study);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let worked = rt.block_on(simulate_people(addr, Path::new(&study), &people));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    for (who, n, why) in &worked {
+        println!("pilot ordering: {who}: {n} answers, then {why:?}");
+    }
+    let results = p("results");
+    stepwise(&["annotate", "export", &study, "-o", &results]);
+    let summary = std::fs::read_to_string(Path::new(&results).join("summary.md")).unwrap();
+    println!("{summary}");
+    let tables: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&results).join("tables.json")).unwrap()).unwrap();
+    for m in tables["modalities"].as_array().unwrap() {
+        assert!(m["kappa_instances"].as_u64().unwrap() > 0, "no instance with two judgements: {m}");
+    }
+    // Human rows: each modality's first round is scored by stepwise eval.
+    let instances = format!("{study}/instances.jsonl");
+    for m in ["multimodal", "text", "image"] {
+        let preds = format!("{results}/predictions/{m}-1.jsonl");
+        assert!(Path::new(&preds).is_file(), "no human predictions for {m}");
+        let out = Command::new(env!("CARGO_BIN_EXE_stepwise"))
+            .args(["eval", &instances, "-p", &preds, "--skip-missing"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        println!("human {m}, round 1:\n{}", String::from_utf8_lossy(&out.stdout));
+    }
+    let workers = std::fs::read_to_string(Path::new(&results).join("workers.jsonl")).unwrap();
+    let careless = workers.lines().find(|l| l.contains("careless-12")).unwrap();
+    assert!(careless.contains("\"status\":\"censored\"") || careless.contains("\"status\":\"failed\""), "{careless}");
+
+    // Alternative orders: four people, then the majority references feed generation.
+    let alt = p("alt");
+    stepwise(&["annotate", "create", &seq, "-o", &alt, "--kind", "alternatives", "--judgements", "3", "--seed", "1"]);
+    let offer = Behaviour { noise: 0.0, alternative_rate: 0.5, careless: false };
+    let people = [("alt-1", offer), ("alt-2", offer), ("alt-3", offer), ("alt-4", offer)];
+    let (mut server, addr) = serve_study(&alt);
+    let worked = rt.block_on(simulate_people(addr, Path::new(&alt), &people));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(worked.iter().all(|(_, n, _)| *n > 0));
+    let alt_results = p("alt-results");
+    stepwise(&["annotate", "export", &alt, "-o", &alt_results]);
+    println!("{}", std::fs::read_to_string(Path::new(&alt_results).join("summary.md")).unwrap());
+    let refs = format!("{alt_results}/references.jsonl");
+    let seq_multi = p("seq-multi");
+    stepwise(&[
+        "generate",
+        &corpus,
+        "--task",
+        "sequencing",
+        "--modality",
+        "multimodal",
+        "--seq-steps",
+        "4",
+        "--seed",
+        "1",
+        "--alt-orders",
+        &refs,
+        "-o",
+        &seq_multi,
+    ]);
+    let manifest = std::fs::read_to_string(Path::new(&seq_multi).join("manifest.json")).unwrap();
+    println!("generation with the human references: {manifest}");
+    // The report shows the human tables.
+    stepwise(&["report", &td.path().to_string_lossy(), "-o", &p("report.html")]);
+    let md = std::fs::read_to_string(td.path().join("report.md")).unwrap();
+    assert!(md.contains("Human judgements") && md.contains("Table 8"), "report lacks the human section");
+}

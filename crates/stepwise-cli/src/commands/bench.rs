@@ -23,6 +23,8 @@ pub enum BenchCommand {
     /// R2VQ: reading the SemEval test file (target < 1 s), answering it, generating questions for 1,000 recipes
     /// (target < 10 s).
     R2vq(super::bench_r2vq::Args),
+    /// The annotation server: 100 simulated people, 10,000 HITs, kill -9 mid-way; 0 lost or duplicated answers.
+    Annotate(super::bench_annotate::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -36,6 +38,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Train(a) => super::bench_train::run(a),
         BenchCommand::SeqTrain(a) => super::bench_seq_train::run(a),
         BenchCommand::R2vq(a) => super::bench_r2vq::run(a),
+        BenchCommand::Annotate(a) => super::bench_annotate::run(a),
     }
 }
 

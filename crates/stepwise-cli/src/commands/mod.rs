@@ -3,6 +3,7 @@ pub mod annotate;
 pub mod audit;
 pub mod baseline;
 pub mod bench;
+pub mod bench_annotate;
 pub mod bench_encoders;
 pub mod bench_features;
 pub mod bench_ingest;
