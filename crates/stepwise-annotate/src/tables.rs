@@ -216,4 +216,44 @@ mod tests {
         assert_eq!(t.helped[2].pmr, Some(0.0));
         assert_eq!(t.hits.completed, 0);
     }
+
+    #[test]
+    fn hit_times_count_only_finished_study_hits() {
+        let study = Study {
+            version: 1,
+            rules: StudyRules::default(),
+            image_root: None,
+            admin_password_hash: String::new(),
+            tasks: vec![
+                TaskSpec { instance: 0, modality: Modality::Text, qualification: true },
+                TaskSpec { instance: 1, modality: Modality::Text, qualification: false },
+                TaskSpec { instance: 2, modality: Modality::Text, qualification: false },
+            ],
+            instances: vec![],
+        };
+        let row = |id: i64, hit: i64, task: i64, status: &str, created: i64, submitted: Option<i64>| AssignmentRow {
+            id,
+            hit_id: hit,
+            hit_seq: hit,
+            worker_id: 1,
+            task_id: task,
+            position: 0,
+            status: status.into(),
+            created_ms: created,
+            submitted_ms: submitted,
+            answer: None,
+        };
+        let rows = vec![
+            row(1, 1, 1, "done", 0, Some(600_000)),      // qualification HIT: not counted
+            row(2, 2, 2, "done", 60_000, Some(120_000)), // HIT 2: out at 1 min, last answer at 5 → 4 minutes
+            row(3, 2, 3, "done", 60_000, Some(300_000)),
+            row(4, 3, 2, "done", 0, Some(180_000)), // HIT 3: 3 minutes
+            row(5, 4, 3, "open", 0, None),          // unfinished
+        ];
+        let h = hit_times(&study, &rows);
+        assert_eq!(h.completed, 2);
+        assert_eq!(h.median_minutes, Some(3.0));
+        assert_eq!(h.mean_minutes, Some(3.5));
+        assert_eq!(h.p90_minutes, Some(4.0));
+    }
 }
