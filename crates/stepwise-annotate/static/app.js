@@ -51,6 +51,10 @@ function makeSortable(list) {
     list.insertBefore(dragged, after ? over.nextSibling : over);
   });
   list.addEventListener("drop", (e) => e.preventDefault());
+  // A drag the browser abandoned without dragend must not leave a step looking grabbed.
+  list.addEventListener("pointerdown", () => {
+    itemsOf(list).forEach((li) => li.classList.remove("dragging"));
+  });
   list.addEventListener("click", (e) => {
     const btn = e.target.closest("button");
     if (!btn) return;
