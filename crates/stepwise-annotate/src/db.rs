@@ -28,6 +28,14 @@ pub fn db_error(e: sqlx::Error) -> Error {
     Error::runtime(format!("database: {e}"))
 }
 
+/// Column `i` of a row; a type mismatch (a database from another schema) is an error, not a panic.
+pub fn col<'r, T>(r: &'r sqlx::any::AnyRow, i: usize) -> Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
+{
+    r.try_get(i).map_err(db_error)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerRow {
     pub id: i64,
@@ -58,6 +66,7 @@ pub struct SessionRow {
     pub worker_id: Option<i64>,
     pub admin: bool,
     pub csrf: String,
+    pub created_ms: i64,
 }
 
 pub const WORKER_QUALIFYING: &str = "qualifying";
@@ -141,19 +150,20 @@ impl Db {
             tx.commit().await.map_err(db_error)?;
             return Ok(());
         }
-        let same = rows.len() == study.tasks.len()
-            && rows.iter().zip(&study.tasks).enumerate().all(|(i, (r, t))| {
-                r.get::<i64, _>(0) == i as i64 + 1
-                    && r.get::<i64, _>(1) == t.instance as i64
-                    && r.get::<String, _>(2) == t.modality.as_str()
-                    && (r.get::<i64, _>(3) != 0) == t.qualification
-            });
+        let mut same = rows.len() == study.tasks.len();
+        for (i, (r, t)) in rows.iter().zip(&study.tasks).enumerate() {
+            same &= col::<i64>(r, 0)? == i as i64 + 1
+                && col::<i64>(r, 1)? == t.instance as i64
+                && col::<String>(r, 2)? == t.modality.as_str()
+                && (col::<i64>(r, 3)? != 0) == t.qualification;
+        }
         if !same {
             return Err(Error::bad_input("the database holds another study's tasks: give each study its own database"));
         }
         Ok(())
     }
 
+    /// A person with an invite link, labelled exactly `label` (labels are unique).
     pub async fn create_worker(&self, label: &str, status: &str, now_ms: i64) -> Result<WorkerRow> {
         let invite = crate::auth::new_token(16);
         let row =
@@ -166,7 +176,7 @@ impl Db {
                 .await
                 .map_err(db_error)?;
         Ok(WorkerRow {
-            id: row.get(0),
+            id: col(&row, 0)?,
             label: label.to_string(),
             invite,
             status: status.to_string(),
@@ -175,13 +185,37 @@ impl Db {
         })
     }
 
+    /// A person labelled `PREFIX-ID` (unique however many invites are made at once).
+    pub async fn invite_worker(&self, prefix: &str, status: &str, now_ms: i64) -> Result<WorkerRow> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        let invite = crate::auth::new_token(16);
+        let row =
+            sqlx::query("INSERT INTO workers (label, invite, status, created_ms) VALUES ($1, $1, $2, $3) RETURNING id")
+                .bind(&invite)
+                .bind(status)
+                .bind(now_ms)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        let id: i64 = col(&row, 0)?;
+        let label = format!("{prefix}-{id}");
+        sqlx::query("UPDATE workers SET label = $1 WHERE id = $2")
+            .bind(&label)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(WorkerRow { id, label, invite, status: status.to_string(), qualification_score: None, created_ms: now_ms })
+    }
+
     pub async fn workers(&self) -> Result<Vec<WorkerRow>> {
         let rows =
             sqlx::query("SELECT id, label, invite, status, qualification_score, created_ms FROM workers ORDER BY id")
                 .fetch_all(&self.pool)
                 .await
                 .map_err(db_error)?;
-        Ok(rows.iter().map(worker_row).collect())
+        rows.iter().map(worker_row).collect()
     }
 
     pub async fn worker(&self, id: i64) -> Result<Option<WorkerRow>> {
@@ -191,7 +225,7 @@ impl Db {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(db_error)?;
-        Ok(row.as_ref().map(worker_row))
+        row.as_ref().map(worker_row).transpose()
     }
 
     pub async fn worker_by_invite(&self, invite: &str) -> Result<Option<WorkerRow>> {
@@ -202,11 +236,17 @@ impl Db {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        Ok(row.as_ref().map(worker_row))
+        row.as_ref().map(worker_row).transpose()
     }
 
     pub async fn create_session(&self, worker_id: Option<i64>, admin: bool, now_ms: i64) -> Result<SessionRow> {
-        let s = SessionRow { token: crate::auth::new_token(32), worker_id, admin, csrf: crate::auth::new_token(32) };
+        let s = SessionRow {
+            token: crate::auth::new_token(32),
+            worker_id,
+            admin,
+            csrf: crate::auth::new_token(32),
+            created_ms: now_ms,
+        };
         sqlx::query("INSERT INTO sessions (token, worker_id, admin, csrf, created_ms) VALUES ($1, $2, $3, $4, $5)")
             .bind(&s.token)
             .bind(worker_id)
@@ -220,17 +260,21 @@ impl Db {
     }
 
     pub async fn session(&self, token: &str) -> Result<Option<SessionRow>> {
-        let row = sqlx::query("SELECT token, worker_id, admin, csrf FROM sessions WHERE token = $1")
+        let row = sqlx::query("SELECT token, worker_id, admin, csrf, created_ms FROM sessions WHERE token = $1")
             .bind(token)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
-        Ok(row.map(|r| SessionRow {
-            token: r.get(0),
-            worker_id: r.get(1),
-            admin: r.get::<i64, _>(2) != 0,
-            csrf: r.get(3),
-        }))
+        row.map(|r| {
+            Ok(SessionRow {
+                token: col(&r, 0)?,
+                worker_id: col(&r, 1)?,
+                admin: col::<i64>(&r, 2)? != 0,
+                csrf: col(&r, 3)?,
+                created_ms: col(&r, 4)?,
+            })
+        })
+        .transpose()
     }
 
     pub async fn delete_session(&self, token: &str) -> Result<()> {
@@ -249,14 +293,37 @@ impl Db {
             q = q.bind(w);
         }
         let rows = q.fetch_all(&self.pool).await.map_err(db_error)?;
-        Ok(rows.iter().map(assignment_row).collect())
+        rows.iter().map(assignment_row).collect()
     }
 
     pub async fn assignment(&self, id: i64) -> Result<Option<AssignmentRow>> {
         let sql =
             format!("SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id WHERE a.id = $1");
         let row = sqlx::query(&sql).bind(id).fetch_optional(&self.pool).await.map_err(db_error)?;
-        Ok(row.as_ref().map(assignment_row))
+        row.as_ref().map(assignment_row).transpose()
+    }
+
+    /// Submitted judgements of one task.
+    pub async fn done_count(&self, task_id: i64) -> Result<usize> {
+        let r = sqlx::query("SELECT COUNT(*) FROM assignments WHERE task_id = $1 AND status = $2")
+            .bind(task_id)
+            .bind(DONE)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(col::<i64>(&r, 0)? as usize)
+    }
+
+    /// Withdraw an open assignment (its item timed out and others gave every wanted judgement).
+    pub async fn release(&self, id: i64) -> Result<()> {
+        sqlx::query("UPDATE assignments SET status = $1 WHERE id = $2 AND status = $3")
+            .bind(DISCARDED)
+            .bind(id)
+            .bind(OPEN)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     /// Judgements held per task: submitted ones, plus open ones younger than `open_since_ms`.
@@ -271,7 +338,7 @@ impl Db {
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
-        Ok(rows.iter().map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1) as usize)).collect())
+        rows.iter().map(|r| Ok((col::<i64>(r, 0)?, col::<i64>(r, 1)? as usize))).collect()
     }
 
     /// A new HIT for `worker` holding `tasks` in this order; returns the HIT's id.
@@ -293,8 +360,8 @@ impl Db {
         .bind(now_ms)
         .fetch_one(&mut *tx)
         .await
-        .map_err(db_error)?
-        .get(0);
+        .map_err(db_error)
+        .and_then(|r| col(&r, 0))?;
         for (position, task) in tasks.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO assignments (hit_id, worker_id, task_id, position, status, created_ms) \
@@ -354,42 +421,42 @@ pub async fn store_answer(
         .fetch_optional(&mut **tx)
         .await
         .map_err(db_error)?;
-    Ok(match row {
-        Some(r) if r.get::<String, _>(0) == DONE && r.get::<Option<String>, _>(1).as_deref() == Some(answer) => {
-            Submitted::Repeated
-        }
-        Some(r) if r.get::<String, _>(0) == DONE => {
-            Submitted::Conflict("this item was already submitted with another answer; answers cannot be changed".into())
-        }
-        Some(_) => Submitted::Conflict("this item was withdrawn from you and is no longer open".into()),
-        None => Submitted::Conflict("no such item".into()),
+    let Some(r) = row else { return Ok(Submitted::Conflict("no such item".into())) };
+    let (status, stored): (String, Option<String>) = (col(&r, 0)?, col(&r, 1)?);
+    // The same answer again (a retried submit, also after that submit censored its author) changes nothing.
+    Ok(if stored.as_deref() == Some(answer) && (status == DONE || status == DISCARDED) {
+        Submitted::Repeated
+    } else if status == DONE {
+        Submitted::Conflict("this item was already submitted with another answer; answers cannot be changed".into())
+    } else {
+        Submitted::Conflict("this item was withdrawn from you and is no longer open".into())
     })
 }
 
-fn worker_row(r: &sqlx::any::AnyRow) -> WorkerRow {
-    WorkerRow {
-        id: r.get(0),
-        label: r.get(1),
-        invite: r.get(2),
-        status: r.get(3),
-        qualification_score: r.get(4),
-        created_ms: r.get(5),
-    }
+fn worker_row(r: &sqlx::any::AnyRow) -> Result<WorkerRow> {
+    Ok(WorkerRow {
+        id: col(r, 0)?,
+        label: col(r, 1)?,
+        invite: col(r, 2)?,
+        status: col(r, 3)?,
+        qualification_score: col(r, 4)?,
+        created_ms: col(r, 5)?,
+    })
 }
 
-fn assignment_row(r: &sqlx::any::AnyRow) -> AssignmentRow {
-    AssignmentRow {
-        id: r.get(0),
-        hit_id: r.get(1),
-        hit_seq: r.get(2),
-        worker_id: r.get(3),
-        task_id: r.get(4),
-        position: r.get(5),
-        status: r.get(6),
-        created_ms: r.get(7),
-        submitted_ms: r.get(8),
-        answer: r.get(9),
-    }
+fn assignment_row(r: &sqlx::any::AnyRow) -> Result<AssignmentRow> {
+    Ok(AssignmentRow {
+        id: col(r, 0)?,
+        hit_id: col(r, 1)?,
+        hit_seq: col(r, 2)?,
+        worker_id: col(r, 3)?,
+        task_id: col(r, 4)?,
+        position: col(r, 5)?,
+        status: col(r, 6)?,
+        created_ms: col(r, 7)?,
+        submitted_ms: col(r, 8)?,
+        answer: col(r, 9)?,
+    })
 }
 
 /// A database URL without its password, for messages.

@@ -20,13 +20,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use stepwise_core::json::write_canonical;
 use stepwise_core::manifest::Manifest;
-use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Error, Result};
 
 use crate::db::{AssignmentRow, WorkerRow};
@@ -79,7 +77,7 @@ pub fn export(
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        write_jsonl(&path, rows)?;
+        stepwise_core::json::write_jsonl_atomic(&path, rows)?;
         files.push(name.to_string());
         Ok(())
     };
@@ -310,14 +308,4 @@ fn tables_markdown(t: &StudyTables) -> String {
         num(h.p90_minutes)
     );
     s
-}
-
-fn write_jsonl(path: &Path, rows: &[Value]) -> Result<()> {
-    write_file_atomic(path, |w| {
-        for r in rows {
-            write_canonical(w, r)?;
-            w.write_all(b"\n")?;
-        }
-        Ok(())
-    })
 }

@@ -12,20 +12,7 @@ pub const APP_JS: &str = include_str!("../static/app.js");
 pub const APP_CSS: &str = include_str!("../static/app.css");
 
 /// HTML-escape text for element content and quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use stepwise_core::html::escape as esc;
 
 /// A whole page around `body` (already HTML).
 pub fn page(title: &str, body: &str) -> String {
@@ -132,8 +119,10 @@ pub fn work_page(v: &WorkView<'_>) -> String {
              <button type=\"button\" id=\"reset-order\">Back to the original order</button></p>\n\
              <h2>Alternative orders you added: <span id=\"alt-count\">0</span></h2>\n<ol id=\"alt-list\"></ol>\n\
              <p id=\"alt-error\" class=\"error\" role=\"alert\"></p>\n\
-             <input type=\"hidden\" name=\"alternatives\" id=\"alternatives\" value=\"[]\" data-original=\"{}\">\n",
-            original.join(",")
+             <input type=\"hidden\" name=\"alternatives\" id=\"alternatives\" value=\"[]\" data-original=\"{}\" \
+             data-max=\"{}\">\n",
+            original.join(","),
+            crate::judgements::MAX_ALTERNATIVES
         );
     } else {
         let how = match v.modality {
@@ -150,7 +139,9 @@ pub fn work_page(v: &WorkView<'_>) -> String {
         for (i, item) in &v.items {
             item_html(&mut b, *i, item, v.modality, true);
         }
-        b.push_str("</ol>\n<input type=\"hidden\" name=\"order\" id=\"order\" value=\"\">\n");
+        // Filled with the order shown, so a page whose script did not load still submits a well-formed order.
+        let shown: Vec<String> = v.items.iter().map(|(i, _)| i.to_string()).collect();
+        let _ = writeln!(b, "</ol>\n<input type=\"hidden\" name=\"order\" id=\"order\" value=\"{}\">", shown.join(","));
         b.push_str("<fieldset><legend>How confident are you in this order?</legend>");
         for c in 1..=5 {
             let label = match c {
@@ -173,7 +164,10 @@ pub fn work_page(v: &WorkView<'_>) -> String {
             b.push_str("</fieldset>\n");
         }
     }
-    b.push_str("<p><button type=\"submit\" id=\"submit\">Submit</button></p>\n</form>");
+    b.push_str(
+        "<p id=\"announce\" class=\"visually-hidden\" aria-live=\"polite\"></p>\n\
+         <p><button type=\"submit\" id=\"submit\">Submit</button></p>\n</form>",
+    );
     page("Order the steps", &b)
 }
 
@@ -205,7 +199,8 @@ pub fn url_path(p: &str) -> String {
     p.split('/').map(percent_encode).collect::<Vec<_>>().join("/")
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encode everything but unreserved characters (URL path segments, form values).
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -217,35 +212,14 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
-/// Decode `%XX` escapes (the inverse of [`url_path`]); `None` for a malformed escape or non-UTF-8 result.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn escaping_and_url_paths() {
-        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+    fn url_paths_are_percent_encoded() {
         assert_eq!(url_path("images/a b/ç.jpg"), "images/a%20b/%C3%A7.jpg");
-        assert_eq!(percent_decode("images/a%20b/%C3%A7.jpg").as_deref(), Some("images/a b/ç.jpg"));
-        assert_eq!(percent_decode("bad%G1"), None);
-        assert_eq!(percent_decode("cut%2"), None);
+        assert_eq!(percent_encode("1,2&x=y"), "1%2C2%26x%3Dy");
     }
 
     #[test]

@@ -2,8 +2,12 @@
 //!
 //! People: the admin signs in with the study's password; annotators enter by their invite link, which opens a
 //! session for that person only. Every state-changing request is a POST form carrying the session's CSRF token
-//! (the sign-in form: a double-submit cookie). Cookies are HttpOnly and SameSite=Strict; bodies are limited to
-//! 64 KiB; a bad request gets a 4xx page saying what is wrong. Database failures answer 503.
+//! (the sign-in form: a double-submit cookie). Cookies are HttpOnly; the session cookie is SameSite=Lax (an
+//! invite link clicked in a mail or chat is a cross-site navigation: Strict would drop the cookie on its
+//! redirect; every POST carries its CSRF token anyway), the sign-in cookie Strict. Sessions expire (admin 12 h,
+//! annotators 30 days). At most two password checks run at once (Argon2id takes 19 MiB each); more get 429.
+//! Bodies are limited to 64 KiB; a bad request gets a 4xx page saying what is wrong. Database failures answer
+//! 503.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -16,7 +20,6 @@ use axum::extract::{DefaultBodyLimit, Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use sqlx::Row;
 use stepwise_core::Error;
 
 use crate::db::{
@@ -34,19 +37,31 @@ const LOGIN_COOKIE: &str = "sw_login";
 pub const BODY_LIMIT: usize = 64 * 1024;
 /// Most invite links made by one request.
 pub const MAX_INVITES: usize = 500;
+const ADMIN_SESSION_MS: i64 = 12 * 3600 * 1000;
+const ANNOTATOR_SESSION_MS: i64 = 30 * 24 * 3600 * 1000;
 
 pub struct AppState {
     pub db: Db,
     pub study: Arc<Study>,
     /// HITs are handed out one at a time so two people never both take an item's last wanted judgement.
     assign: tokio::sync::Mutex<()>,
+    /// Password checks running at once (each holds 19 MiB for Argon2id).
+    logins: tokio::sync::Semaphore,
+    /// Image paths the study's items name, each a relative path inside the image root (nothing else is served).
     images: BTreeSet<String>,
 }
 
 impl AppState {
     pub fn new(db: Db, study: Study) -> Arc<AppState> {
-        let images = study.image_paths().into_iter().map(str::to_string).collect();
-        Arc::new(AppState { db, study: Arc::new(study), assign: tokio::sync::Mutex::new(()), images })
+        let images =
+            study.image_paths().into_iter().filter(|p| crate::study::safe_relative(p)).map(str::to_string).collect();
+        Arc::new(AppState {
+            db,
+            study: Arc::new(study),
+            assign: tokio::sync::Mutex::new(()),
+            logins: tokio::sync::Semaphore::new(2),
+            images,
+        })
     }
 }
 
@@ -63,6 +78,8 @@ pub enum AppError {
     Forbidden(String),
     NotFound(String),
     Conflict(String),
+    /// Too many password checks at once.
+    Busy,
     /// The database (or another resource) failed: not the request's fault.
     Unavailable(String),
 }
@@ -81,6 +98,11 @@ impl IntoResponse for AppError {
             AppError::Forbidden(m) => (StatusCode::FORBIDDEN, "Not allowed", m),
             AppError::NotFound(m) => (StatusCode::NOT_FOUND, "Not found", m),
             AppError::Conflict(m) => (StatusCode::CONFLICT, "Already answered", m),
+            AppError::Busy => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "Busy",
+                "Too many sign-in attempts at once; wait a moment and try again.".into(),
+            ),
             AppError::Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Try again",
@@ -146,7 +168,8 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 fn set_cookie(name: &str, value: &str, path: &str, max_age: Option<u64>) -> String {
     let age = max_age.map(|a| format!("; Max-Age={a}")).unwrap_or_default();
-    format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict{age}")
+    let same_site = if name == SESSION_COOKIE { "Lax" } else { "Strict" };
+    format!("{name}={value}; Path={path}; HttpOnly; SameSite={same_site}{age}")
 }
 
 fn see_other(to: &str, cookies: &[String]) -> Response {
@@ -162,7 +185,12 @@ fn see_other(to: &str, cookies: &[String]) -> Response {
 async fn session(state: &AppState, headers: &HeaderMap) -> Result<Option<SessionRow>, AppError> {
     match cookie(headers, SESSION_COOKIE) {
         Some(token) if token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            Ok(state.db.session(token).await?)
+            let now = now_ms();
+            Ok(state
+                .db
+                .session(token)
+                .await?
+                .filter(|s| now - s.created_ms < if s.admin { ADMIN_SESSION_MS } else { ANNOTATOR_SESSION_MS }))
         }
         _ => Ok(None),
     }
@@ -262,23 +290,39 @@ async fn current_assignment(
     state: &AppState,
     w: &WorkerRow,
 ) -> Result<Option<(AssignmentRow, Vec<AssignmentRow>)>, AppError> {
-    let _one_at_a_time = state.assign.lock().await;
+    let study = &state.study;
     let open_of = |mine: &[AssignmentRow]| -> Option<(AssignmentRow, Vec<AssignmentRow>)> {
         let a = mine.iter().filter(|a| a.status == OPEN).min_by_key(|a| (a.hit_seq, a.position))?.clone();
         let hit = mine.iter().filter(|x| x.hit_id == a.hit_id).cloned().collect();
         Some((a, hit))
     };
+    let timeout = study.rules.assignment_timeout_minutes.saturating_mul(60_000) as i64;
+    // An item held past the timeout was offered to others; once they gave every wanted judgement, it is
+    // withdrawn from this person instead of collecting one judgement too many.
+    let mut mine = state.db.assignments(Some(w.id)).await?;
+    loop {
+        let Some((a, hit)) = open_of(&mine) else { break };
+        let stale = now_ms() - a.created_ms > timeout;
+        let full = match task_spec(study, a.task_id) {
+            Some((_, _, false)) if stale => state.db.done_count(a.task_id).await? >= study.rules.judgements,
+            _ => false,
+        };
+        if !full {
+            return Ok(Some((a, hit)));
+        }
+        state.db.release(a.id).await?;
+        mine = state.db.assignments(Some(w.id)).await?;
+    }
+    let _one_at_a_time = state.assign.lock().await;
     let mine = state.db.assignments(Some(w.id)).await?;
     if let Some(found) = open_of(&mine) {
         return Ok(Some(found));
     }
-    let study = &state.study;
     let next_seq = mine.iter().map(|a| a.hit_seq).max().unwrap_or(0) + 1;
     let now = now_ms();
     let (tasks, qualification) = match w.status.as_str() {
         WORKER_QUALIFYING if mine.is_empty() => (schedule::qualification_hit(study), true),
         WORKER_ACTIVE => {
-            let timeout = study.rules.assignment_timeout_minutes.saturating_mul(60_000) as i64;
             let load = state.db.task_load(now - timeout).await?;
             let seen: Vec<Seen> = mine
                 .iter()
@@ -326,9 +370,34 @@ async fn submit(
     let answer = judgements::validate(study, kind, instance, modality, &sub).map_err(AppError::BadRequest)?;
     let now = now_ms();
     let mut tx = state.db.pool.begin().await.map_err(db_error)?;
+    // Lock the person's row first: on PostgreSQL two of their submissions then run one after the other, so the
+    // qualification verdict and censoring always see every answer (SQLite has one writer anyway).
+    let status: String = sqlx::query("UPDATE workers SET status = status WHERE id = $1 RETURNING status")
+        .bind(w.id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)
+        .and_then(|r| db::col(&r, 0))?;
+    if !qualification && a.status == OPEN {
+        let done: i64 = sqlx::query("SELECT COUNT(*) FROM assignments WHERE task_id = $1 AND status = $2")
+            .bind(a.task_id)
+            .bind(DONE)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)
+            .and_then(|r| db::col(&r, 0))?;
+        if done as usize >= study.rules.judgements {
+            drop(tx);
+            state.db.release(a.id).await?;
+            return Err(AppError::Conflict(
+                "This item was held too long and others have answered it meanwhile; go on with the next one at /work."
+                    .into(),
+            ));
+        }
+    }
     match db::store_answer(&mut tx, id, &answer.to_json(), now).await? {
         Submitted::Stored => {
-            after_submission(&mut tx, study, &w, &a, qualification, now).await?;
+            after_submission(&mut tx, study, &w, &status, qualification).await?;
             tx.commit().await.map_err(db_error)?;
         }
         Submitted::Repeated => {}
@@ -343,20 +412,9 @@ async fn after_submission(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     study: &Study,
     w: &WorkerRow,
-    a: &AssignmentRow,
+    status: &str,
     qualification: bool,
-    now: i64,
 ) -> Result<(), Error> {
-    sqlx::query(
-        "UPDATE hits SET done_ms = $1 WHERE id = $2 AND NOT EXISTS \
-         (SELECT 1 FROM assignments WHERE hit_id = $2 AND status = $3)",
-    )
-    .bind(now)
-    .bind(a.hit_id)
-    .bind(OPEN)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_error)?;
     let censoring = study.rules.kind == StudyKind::Ordering && study.rules.censor_floor > 0.0;
     if !qualification && !censoring {
         return Ok(());
@@ -370,16 +428,17 @@ async fn after_submission(
     let mine: Vec<(bool, String, Option<bool>)> = rows
         .iter()
         .filter_map(|r| {
-            let (instance, _, q) = task_spec(study, r.get::<i64, _>(0))?;
-            let answer: Option<Answer> = r.get::<Option<String>, _>(2).and_then(|t| serde_json::from_str(&t).ok());
+            let (instance, _, q) = task_spec(study, db::col::<i64>(r, 0).ok()?)?;
+            let answer: Option<Answer> =
+                db::col::<Option<String>>(r, 2).ok()?.and_then(|t| serde_json::from_str(&t).ok());
             let exact = answer.and_then(|ans| ans.order).map(|o| study.references(instance).contains(&o));
-            Some((q, r.get::<String, _>(1), exact))
+            Some((q, db::col::<String>(r, 1).ok()?, exact))
         })
         .collect();
     let share = |v: &[Option<bool>]| v.iter().filter(|e| **e == Some(true)).count() as f64 / v.len().max(1) as f64;
     if qualification {
         let quals: Vec<&(bool, String, Option<bool>)> = mine.iter().filter(|m| m.0).collect();
-        if quals.iter().all(|m| m.1 == DONE) && w.status == WORKER_QUALIFYING {
+        if quals.iter().all(|m| m.1 == DONE) && status == WORKER_QUALIFYING {
             let exacts: Vec<Option<bool>> = quals.iter().map(|m| m.2).collect();
             let score = share(&exacts);
             let status = if score >= study.rules.qualification_threshold { WORKER_ACTIVE } else { WORKER_FAILED };
@@ -422,17 +481,26 @@ async fn image(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(path
         return Err(AppError::Forbidden("Sign in to see the study's images.".into()));
     }
     let not_found = || AppError::NotFound("No such image in this study.".into());
-    let rel = pages::percent_decode(&path).ok_or_else(not_found)?;
-    // Only paths the study's items name are ever read (no traversal, no other files of the corpus).
+    // `path` is already percent-decoded by the router. Only paths the study's items name are read, and only
+    // when they resolve inside the image root (a symlink out of it is refused too).
+    let rel = path;
     if !state.images.contains(&rel) {
         return Err(not_found());
     }
     let root: PathBuf = state.study.image_root.clone().ok_or_else(not_found)?;
     let file = root.join(&rel);
-    let bytes = tokio::task::spawn_blocking(move || std::fs::read(file))
-        .await
-        .map_err(|e| AppError::Unavailable(e.to_string()))?
-        .map_err(|_| not_found())?;
+    let bytes = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
+        let (root, file) = (root.canonicalize()?, file.canonicalize()?);
+        if !file.starts_with(&root) {
+            return Ok(None);
+        }
+        std::fs::read(file).map(Some)
+    })
+    .await
+    .map_err(|e| AppError::Unavailable(e.to_string()))?
+    .ok()
+    .flatten()
+    .ok_or_else(not_found)?;
     let ext = rel.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
     let content_type = match ext.as_str() {
         "jpg" | "jpeg" => "image/jpeg",
@@ -481,10 +549,13 @@ async fn login(
     }
     let password = form.get("password").cloned().unwrap_or_default();
     let hash = state.study.admin_password_hash.clone();
+    let _permit = state.logins.try_acquire().map_err(|_| AppError::Busy)?;
     let ok = tokio::task::spawn_blocking(move || crate::auth::verify_password(&hash, &password))
         .await
         .map_err(|e| AppError::Unavailable(e.to_string()))?;
     if !ok {
+        // Held with the permit: at most a few guesses per second, whatever the number of connections.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let mut r =
             (StatusCode::UNAUTHORIZED, Html(pages::login_page(expected, Some("Wrong password.")))).into_response();
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -526,9 +597,8 @@ async fn invites(
     let status = if state.study.rules.qualification_items > 0 { WORKER_QUALIFYING } else { WORKER_ACTIVE };
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     let mut made = Vec::with_capacity(count);
-    let start = state.db.workers().await?.len();
-    for k in 0..count {
-        let w = state.db.create_worker(&format!("{prefix}-{}", start + k + 1), status, now_ms()).await?;
+    for _ in 0..count {
+        let w = state.db.invite_worker(prefix, status, now_ms()).await?;
         made.push((w.label, format!("http://{host}/join/{}", w.invite)));
     }
     let html = crate::dashboard::render(&state.study, &state.db, &s.csrf, Some(&made)).await?;

@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::client::{Client, Reply, form_value, item_of, work_form};
 use crate::db::{Db, task_spec};
 use crate::judgements::{Answer, HELPED};
+use crate::pages::percent_encode;
 use crate::study::{Modality, Study, StudyKind};
 
 /// How a simulated person answers.
@@ -20,7 +21,8 @@ pub struct Behaviour {
     /// Probability of swapping each adjacent pair of the gold order (0 = always right).
     pub noise: f64,
     /// Alternative-order studies: probability of offering an alternative (a true second reference when the
-    /// instance has one, else the gold order with one adjacent swap).
+    /// instance has one, else the gold order with one adjacent pair swapped: the instance's usual pair with
+    /// probability 0.8, another one otherwise).
     pub alternative_rate: f64,
     /// A careless person orders at random (the censoring floor should catch them).
     pub careless: bool,
@@ -33,19 +35,6 @@ pub enum Step {
     Submitted { assignment: i64, answer: String, hit_done: bool, submit_seconds: f64 },
     /// The page said there is nothing more (all done, not qualified, censored).
     Finished(String),
-}
-
-/// Percent-encode a form value (what a browser sends).
-pub fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Gold with each adjacent pair swapped with probability `noise` (one left-to-right pass).
@@ -90,8 +79,11 @@ pub fn answer_for(
                 let alt = if inst.references.len() > 1 {
                     inst.references[rng.random_range(1..inst.references.len())].clone()
                 } else {
+                    // People mostly agree on which two steps could trade places (one pair per instance), some
+                    // pick another pair: the agreement filter and the vote have something to decide.
                     let mut o = gold.clone();
-                    let k = rng.random_range(1..o.len());
+                    let shared = 1 + instance % (o.len() - 1);
+                    let k = if rng.random_bool(0.8) { shared } else { rng.random_range(1..o.len()) };
                     o.swap(k - 1, k);
                     o
                 };
@@ -104,10 +96,10 @@ pub fn answer_for(
 
 /// The form a browser would post for `answer`.
 pub fn form_of(csrf: &str, answer: &Answer) -> String {
-    let mut f = format!("csrf={}", form_encode(csrf));
+    let mut f = format!("csrf={}", percent_encode(csrf));
     if let Some(o) = &answer.order {
         let s: Vec<String> = o.iter().map(usize::to_string).collect();
-        f.push_str(&format!("&order={}", form_encode(&s.join(","))));
+        f.push_str(&format!("&order={}", percent_encode(&s.join(","))));
     }
     if let Some(c) = answer.confidence {
         f.push_str(&format!("&confidence={c}"));
@@ -116,7 +108,7 @@ pub fn form_of(csrf: &str, answer: &Answer) -> String {
         f.push_str(&format!("&helped={h}"));
     }
     if let Some(a) = &answer.alternatives {
-        f.push_str(&format!("&alternatives={}", form_encode(&serde_json::to_string(a).unwrap_or_default())));
+        f.push_str(&format!("&alternatives={}", percent_encode(&serde_json::to_string(a).unwrap_or_default())));
     }
     f
 }

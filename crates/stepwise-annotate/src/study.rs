@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use stepwise_core::json::write_canonical;
-use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::output::write_string_atomic;
 use stepwise_core::rng::rng_for;
 use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Error, IoResultExt, Result};
@@ -238,9 +237,14 @@ impl Study {
         let mut order: Vec<usize> = (0..instances.len()).collect();
         order.shuffle(&mut rng_for(rules.seed, "annotate/queue"));
         let (qualification, study_items) = order.split_at(rules.qualification_items);
+        // Qualification items are ordered in the study's first modality (a text-only study shows no photos).
+        let qualification_modality = match rules.kind {
+            StudyKind::Ordering => rules.modalities[0],
+            StudyKind::Alternatives => Modality::Multimodal,
+        };
         let mut tasks: Vec<TaskSpec> = qualification
             .iter()
-            .map(|&instance| TaskSpec { instance, modality: Modality::Multimodal, qualification: true })
+            .map(|&instance| TaskSpec { instance, modality: qualification_modality, qualification: true })
             .collect();
         let modalities: Vec<Modality> = match rules.kind {
             StudyKind::Ordering => rules.modalities.clone(),
@@ -266,14 +270,13 @@ impl Study {
         write_secret(&dir.join(ADMIN_HASH_FILE), &self.admin_password_hash)?;
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::runtime(e.to_string()))?;
         write_string_atomic(&dir.join(STUDY_JSON), &(json + "\n"))?;
-        write_file_atomic(&dir.join(STUDY_INSTANCES), |w| {
-            for inst in &self.instances {
-                let v = serde_json::to_value(inst).map_err(std::io::Error::other)?;
-                write_canonical(w, &v)?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })
+        let rows = self
+            .instances
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::runtime(e.to_string()))?;
+        stepwise_core::json::write_jsonl_atomic(&dir.join(STUDY_INSTANCES), &rows)
     }
 
     /// Read a study folder.
@@ -384,7 +387,7 @@ fn check_rules(r: &StudyRules) -> Result<()> {
 }
 
 /// A path that stays inside its root: relative, no `..`, no root or prefix components.
-fn safe_relative(p: &str) -> bool {
+pub(crate) fn safe_relative(p: &str) -> bool {
     let path = Path::new(p);
     !p.is_empty()
         && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))

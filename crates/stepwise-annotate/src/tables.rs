@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use stepwise_eval::agreement::instance_order_kappa;
+use stepwise_eval::bootstrap::quantile_sorted;
 
 use crate::db::AssignmentRow;
 use crate::judgements::{HELPED, Judgement, exact};
@@ -134,8 +135,9 @@ fn hit_times(study: &Study, assignments: &[AssignmentRow]) -> HitTimes {
         let qualification = crate::db::task_spec(study, a.task_id).is_some_and(|t| t.2);
         let e = hits.entry(a.hit_id).or_insert((a.created_ms, 0, true, qualification));
         e.0 = e.0.min(a.created_ms);
+        // Every item answered and counted (a censored person's withdrawn HITs are left out).
         match a.submitted_ms {
-            Some(t) if a.status != crate::db::OPEN => e.1 = e.1.max(t),
+            Some(t) if a.status == crate::db::DONE => e.1 = e.1.max(t),
             _ => e.2 = false,
         }
     }
@@ -145,11 +147,7 @@ fn hit_times(study: &Study, assignments: &[AssignmentRow]) -> HitTimes {
         .map(|(start, end, _, _)| (end - start).max(0) as f64 / 60_000.0)
         .collect();
     minutes.sort_by(f64::total_cmp);
-    let quantile = |q: f64| -> Option<f64> {
-        // Nearest rank.
-        let n = minutes.len();
-        (n > 0).then(|| minutes[((q * n as f64).ceil() as usize).clamp(1, n) - 1])
-    };
+    let quantile = |q: f64| (!minutes.is_empty()).then(|| quantile_sorted(&minutes, q));
     HitTimes {
         completed: minutes.len(),
         median_minutes: quantile(0.5),
@@ -252,8 +250,9 @@ mod tests {
         ];
         let h = hit_times(&study, &rows);
         assert_eq!(h.completed, 2);
-        assert_eq!(h.median_minutes, Some(3.0));
+        // Linear interpolation between order statistics (stepwise_eval::bootstrap::quantile_sorted).
+        assert_eq!(h.median_minutes, Some(3.5));
         assert_eq!(h.mean_minutes, Some(3.5));
-        assert_eq!(h.p90_minutes, Some(4.0));
+        assert!((h.p90_minutes.unwrap() - 3.9).abs() < 1e-12);
     }
 }

@@ -2,6 +2,7 @@
 // No framework, no build: the server renders the page; this only moves list items and fills hidden fields.
 "use strict";
 
+
 function itemsOf(list) {
   return Array.from(list.querySelectorAll("li.step"));
 }
@@ -10,9 +11,11 @@ function currentOrder(list) {
   return itemsOf(list).map((li) => Number(li.dataset.item));
 }
 
+// Screen readers hear the new position in a live region (an aria-label would hide the step's own text).
 function announce(list, li) {
   const pos = itemsOf(list).indexOf(li) + 1;
-  li.setAttribute("aria-label", "step at position " + pos + " of " + itemsOf(list).length);
+  const region = document.getElementById("announce");
+  if (region) region.textContent = "Moved to position " + pos + " of " + itemsOf(list).length + ".";
 }
 
 function move(list, li, delta) {
@@ -81,6 +84,7 @@ function setupOrdering(form, list) {
 function setupAlternatives(form, list) {
   const field = document.getElementById("alternatives");
   const original = field.dataset.original;
+  const MAX_ALTERNATIVES = Number(field.dataset.max); // the server's limit, rendered into the page
   const shown = document.getElementById("alt-list");
   const count = document.getElementById("alt-count");
   const error = document.getElementById("alt-error");
@@ -109,6 +113,7 @@ function setupAlternatives(form, list) {
     error.textContent = "";
     if (order.join(",") === original) { error.textContent = "This is the original order: move some steps first."; return; }
     if (alternatives.some((a) => a.join(",") === order.join(","))) { error.textContent = "You already added this order."; return; }
+    if (alternatives.length >= MAX_ALTERNATIVES) { error.textContent = "At most " + MAX_ALTERNATIVES + " alternative orders per item."; return; }
     alternatives.push(order);
     render();
   });
@@ -126,9 +131,9 @@ document.addEventListener("DOMContentLoaded", () => {
   makeSortable(list);
   if (form.dataset.kind === "alternatives") setupAlternatives(form, list);
   else setupOrdering(form, list);
-  // A double click on Submit must not send twice (the server would ignore the repeat anyway).
-  form.addEventListener("submit", () => {
-    const b = document.getElementById("submit");
-    setTimeout(() => { b.disabled = true; }, 0);
-  });
+  // A double click on Submit must not send twice (the server would ignore the repeat anyway); a page restored
+  // by the Back button after an error gets its button back.
+  const submit = document.getElementById("submit");
+  form.addEventListener("submit", () => { setTimeout(() => { submit.disabled = true; }, 0); });
+  window.addEventListener("pageshow", () => { submit.disabled = false; });
 });

@@ -70,7 +70,9 @@ impl Client {
         let cookies: Vec<String> =
             resp.headers().get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
         for c in &cookies {
-            assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict"), "{c}");
+            // The session cookie is Lax (invite links arrive from other sites), the sign-in cookie Strict.
+            let same_site = if c.starts_with("sw_session=") { "SameSite=Lax" } else { "SameSite=Strict" };
+            assert!(c.contains("HttpOnly") && c.contains(same_site), "{c}");
             let kv = c.split(';').next().unwrap();
             let name = kv.split('=').next().unwrap();
             let mut kept: Vec<String> = self
@@ -362,4 +364,48 @@ async fn a_database_of_another_study_is_refused() {
     assert!(e.contains("another study"), "{e}");
     let e = Db::open("mysql://x").await.unwrap_err().to_string();
     assert!(e.contains("expected sqlite://"), "{e}");
+}
+
+/// An item held past the timeout is offered to someone else; once they answer it, the first holder's copy is
+/// withdrawn (no judgement too many): their page moves on and a late submit is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_items_are_reoffered_and_never_over_judged() {
+    let td = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+    let rules = StudyRules {
+        modalities: vec![Modality::Text],
+        hit_size: 1,
+        judgements: 1,
+        assignment_timeout_minutes: 1,
+        ..StudyRules::default()
+    };
+    let (study, _) = Study::create(instances(2, 3), Path::new("x"), None, rules).unwrap();
+    let db = Db::open(&url).await.unwrap();
+    db.sync_tasks(&study).await.unwrap();
+    let app = router(AppState::new(db.clone(), study.clone()));
+    let x = db.create_worker("x", "active", 0).await.unwrap();
+    let y = db.create_worker("y", "active", 0).await.unwrap();
+    let mut cx = new_worker(&app, &format!("/join/{}", x.invite)).await;
+    let mut cy = new_worker(&app, &format!("/join/{}", y.invite)).await;
+    let page = cx.get("/work").await;
+    let held = assignment(&page.body);
+    let late = format!("csrf={}&order={}&confidence=3", csrf(&page.body), join(&gold(&db, &study, held).await));
+    // X leaves the item open for two minutes.
+    sqlx::query("UPDATE assignments SET created_ms = created_ms - 120000 WHERE id = $1")
+        .bind(held)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let task = db.assignment(held).await.unwrap().unwrap().task_id;
+    // Y is offered the same item (queue order) and answers it.
+    let (answered, r) = answer(&mut cy, &db, &study, true).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(db.assignment(answered).await.unwrap().unwrap().task_id, task);
+    // X's late submit is refused and changes nothing; X's page moves on to the other item.
+    let r = cx.post(&format!("/work/{held}"), &late).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(db.done_count(task).await.unwrap(), 1);
+    assert_eq!(db.assignment(held).await.unwrap().unwrap().status, DISCARDED);
+    let next = cx.get("/work").await;
+    assert_ne!(assignment(&next.body), held);
 }

@@ -156,6 +156,17 @@ pub fn write_canonical<W: Write + ?Sized>(w: &mut W, value: &Value) -> std::io::
     }
 }
 
+/// Write `rows` as canonical JSON lines (sorted keys, one per line), atomically.
+pub fn write_jsonl_atomic<'a>(path: &Path, rows: impl IntoIterator<Item = &'a Value>) -> Result<()> {
+    crate::output::write_file_atomic(path, |w| {
+        for r in rows {
+            write_canonical(w, r)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}
+
 /// [`write_canonical`] into a `String`.
 pub fn to_canonical_string(value: &Value) -> String {
     let mut buf = Vec::new();

@@ -11,12 +11,14 @@
 //! - [`parquet`]: Parquet copies of tables
 //! - [`output`]: atomic output folders and files
 //! - [`paths`]: lexical path arithmetic (absolute, normalised, relative)
+//! - [`html`]: HTML escaping
 //! - [`error`]: the error type and exit codes
 //! - [`rng`], [`hash`], [`progress`]: seeded randomness, content hashes, progress bars
 
 pub mod corpus;
 pub mod error;
 pub mod hash;
+pub mod html;
 pub mod json;
 pub mod manifest;
 pub mod output;

@@ -175,20 +175,7 @@ pub fn text(s: &str) -> String {
 }
 
 /// Escape text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use stepwise_core::html::escape;
 
 /// Standard base64 with padding (RFC 4648), for data URIs.
 pub fn base64(bytes: &[u8]) -> String {

@@ -8,7 +8,7 @@ CREATE TABLE tasks (
 );
 CREATE TABLE workers (
     id INTEGER PRIMARY KEY,
-    label TEXT NOT NULL,
+    label TEXT NOT NULL UNIQUE,
     invite TEXT NOT NULL UNIQUE,     -- the invite link's token
     status TEXT NOT NULL,            -- qualifying | active | failed | censored
     qualification_score REAL,

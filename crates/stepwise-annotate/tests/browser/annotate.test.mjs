@@ -76,6 +76,16 @@ async function arrange(page, target) {
   return usedDrag;
 }
 
+/** Submit and wait for the next page: a work form for another item, or no form at all ("all done"). */
+async function submitAndWait(page) {
+  const before = await page.getAttribute("#answer", "action");
+  await page.click("#submit");
+  await page.waitForFunction((prev) => {
+    const f = document.getElementById("answer");
+    return document.readyState === "complete" && (!f || f.getAttribute("action") !== prev);
+  }, before);
+}
+
 async function main() {
   sw("world", "generate", "-n", "16", "--image-size", "96", "-o", "world");
   sw("generate", "world", "--task", "sequencing", "--modality", "multimodal", "--seq-steps", "4", "--seq-min-steps", "4", "-o", "seq");
@@ -104,7 +114,7 @@ async function main() {
     const links = await admin.$$eval("code.invite", (els) => els.map((e) => e.textContent));
     assert.equal(links.length, 2);
     const cookies = await admin.context().cookies();
-    assert.ok(cookies.every((c) => c.httpOnly && c.sameSite === "Strict"), JSON.stringify(cookies));
+    assert.ok(cookies.every((c) => c.httpOnly && c.sameSite === (c.name === "sw_session" ? "Lax" : "Strict")), JSON.stringify(cookies));
 
     // --- an annotator: qualification, then every study item (drag and drop + keyboard)
     const instances = instancesOf("study");
@@ -139,8 +149,7 @@ async function main() {
       if (await arrange(page, inst.references[0])) drags++;
       assert.equal(await page.inputValue("#order"), inst.references[0].join(","));
       await page.check("input[name=confidence][value='4']");
-      await Promise.all([page.waitForLoadState("load"), page.click("#submit")]);
-      await page.waitForURL(/\/work$/);
+      await submitAndWait(page);
       answered++;
     }
     assert.match(await page.textContent("h1"), /All done/);
@@ -149,6 +158,13 @@ async function main() {
     // for one person, so this person gets each study instance in one modality only.
     assert.equal(answered, 1 + 15, `answered ${answered}`);
     assert.deepEqual(errors, []);
+
+    // --- an invite link clicked on another site (a mail, a chat) still signs the person in
+    const elsewhere = await (await browser.newContext()).newPage();
+    await elsewhere.setContent(`<a id="go" href="${links[1]}">your study</a>`);
+    await elsewhere.click("#go");
+    await elsewhere.waitForSelector("#answer");
+    assert.match(await elsewhere.textContent("#progress"), /Qualification 1/);
 
     // --- the dashboard shows the progress
     await admin.goto(`${base}/admin`);
@@ -197,7 +213,7 @@ async function main() {
     [expected[expected.length - 2], expected[expected.length - 1]] = [expected[expected.length - 1], expected[expected.length - 2]];
     assert.deepEqual(JSON.parse(await alt.inputValue("#alternatives")), [expected]);
     await shot(alt, "alternatives");
-    await Promise.all([alt.waitForURL(/\/work$/), alt.click("#submit")]);
+    await submitAndWait(alt);
     assert.deepEqual(errors, []);
     sw("annotate", "export", "alt", "-o", "alt-results");
     const refs = readFileSync(join(work, "alt-results", "references.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));

@@ -66,6 +66,8 @@ struct Outcome {
     p99_ms: f64,
     restart_seconds: Option<f64>,
     lost: usize,
+    /// Answers acknowledged twice with different contents, items answered twice by one person, items with
+    /// more answers than wanted.
     duplicated: usize,
     stored: usize,
 }
@@ -85,18 +87,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         outcomes.push(run_backend("sqlite", &exe, &url, td.path(), &a)?);
     }
     if let Some(pg) = &a.postgres {
+        // A fresh database on that server, made and dropped on one connection of one runtime.
         let name = format!("stepwise_bench_{}", std::process::id());
-        let admin = Runtime::new()?.block_on(async {
-            let db = sqlx::postgres::PgPool::connect(pg).await?;
+        let rt = Runtime::new()?;
+        let admin = rt.block_on(async {
+            let db = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(pg).await?;
             sqlx::query(&format!("CREATE DATABASE {name}")).execute(&db).await?;
             Ok::<_, sqlx::Error>(db)
         })?;
         let url = replace_database(pg, &name);
         let td = tempfile::tempdir()?;
         let result = run_backend("postgres", &exe, &url, td.path(), &a);
-        Runtime::new()?.block_on(async {
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await;
+        let dropped = rt.block_on(async {
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await
         });
+        if let Err(e) = dropped {
+            crate::cli_util::warn_user(&format!("bench database {name} was not dropped: {e}"));
+        }
         outcomes.push(result?);
     }
     println!(
@@ -227,6 +234,7 @@ fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Arg
             addr: std::sync::RwLock::new(addr),
             hits: AtomicUsize::new(0),
             target: a.hits,
+            finished: std::sync::atomic::AtomicBool::new(false),
             acked: tokio::sync::Mutex::new(Vec::new()),
         });
         let started = Instant::now();
@@ -244,6 +252,9 @@ fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Arg
                 let mut child = child;
                 let Some(at) = kill_at else { return Ok((child, None)) };
                 while shared.hits.load(Ordering::Relaxed) < at {
+                    if shared.finished.load(Ordering::Relaxed) {
+                        return Ok((child, None));
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 let t = Instant::now();
@@ -256,33 +267,60 @@ fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Arg
             })
         };
         let mut latencies = Vec::new();
+        let mut failure = None;
         for t in tasks {
-            latencies.extend(t.await.map_err(|e| anyhow::anyhow!("annotator task: {e}"))??);
+            match t.await {
+                Ok(Ok(l)) => latencies.extend(l),
+                Ok(Err(e)) => failure = Some(e),
+                Err(e) => failure = Some(anyhow::anyhow!("annotator task: {e}")),
+            }
         }
         let seconds = started.elapsed().as_secs_f64();
+        // Every way out stops the killer thread and the server.
+        shared.finished.store(true, Ordering::Relaxed);
         let (mut child, restart_seconds) = killer.await.map_err(|e| anyhow::anyhow!("{e}"))??;
         let _ = child.kill();
         let _ = child.wait();
+        if let Some(e) = failure {
+            return Err(e);
+        }
         // Every acknowledged answer is stored, once.
         let acked = shared.acked.lock().await;
         let mut by_id: BTreeMap<i64, &str> = BTreeMap::new();
+        let mut conflicting = 0;
         for (id, answer) in acked.iter() {
-            by_id.insert(*id, answer);
+            if let Some(previous) = by_id.insert(*id, answer)
+                && previous != answer.as_str()
+            {
+                conflicting += 1;
+            }
         }
         let rows = sqlx::query("SELECT id, status, answer FROM assignments").fetch_all(&db.pool).await?;
-        let stored: BTreeMap<i64, (String, Option<String>)> =
-            rows.iter().map(|r| (r.get::<i64, _>(0), (r.get::<String, _>(1), r.get::<Option<String>, _>(2)))).collect();
+        let stored: BTreeMap<i64, (String, Option<String>)> = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)?, (r.try_get(1)?, r.try_get(2)?))))
+            .collect::<Result<_, sqlx::Error>>()?;
         let lost = by_id
             .iter()
             .filter(|(id, answer)| !matches!(stored.get(id), Some((s, Some(x))) if s == DONE && x.as_str() == **answer))
             .count();
-        let duplicated: i64 = sqlx::query(
+        let twice: i64 = sqlx::query(
             "SELECT COUNT(*) FROM (SELECT worker_id, task_id FROM assignments GROUP BY worker_id, task_id \
              HAVING COUNT(*) > 1) d",
         )
         .fetch_one(&db.pool)
         .await?
-        .get(0);
+        .try_get(0)?;
+        let over: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM (SELECT task_id FROM assignments WHERE status = $1 GROUP BY task_id \
+             HAVING COUNT(*) > $2) d",
+        )
+        .bind(DONE)
+        .bind(judgements as i64)
+        .fetch_one(&db.pool)
+        .await?
+        .try_get(0)?;
+        let duplicated = conflicting + twice as usize + over as usize;
         let done = stored.values().filter(|(s, _)| s == DONE).count();
         latencies.sort_by(f64::total_cmp);
         let q = |p: f64| {
@@ -301,7 +339,7 @@ fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Arg
             p99_ms: q(0.99),
             restart_seconds,
             lost,
-            duplicated: duplicated as usize,
+            duplicated,
             stored: done,
         })
     })
@@ -311,6 +349,8 @@ struct Shared {
     addr: std::sync::RwLock<SocketAddr>,
     hits: AtomicUsize,
     target: usize,
+    /// Set when every simulated person has stopped.
+    finished: std::sync::atomic::AtomicBool,
     acked: tokio::sync::Mutex<Vec<(i64, String)>>,
 }
 

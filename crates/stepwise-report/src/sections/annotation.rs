@@ -68,7 +68,15 @@ pub fn read(a: &Artefact) -> Result<AnnotationInfo> {
                 kappa: m.opt_f64("kappa")?,
                 kappa_instances: m.req_u64("kappa_instances")?,
                 mean_confidence: m.opt_f64("mean_confidence")?,
-                confidence: levels(m.req("confidence")?)?,
+                confidence: {
+                    let rows = levels(m.req("confidence")?)?;
+                    if rows.len() != 5 {
+                        return Err(m
+                            .req("confidence")?
+                            .error(format!("expected the 5 confidence levels, found {}", rows.len())));
+                    }
+                    rows
+                },
             })
         })
         .collect::<Result<Vec<_>>>()?;
