@@ -300,8 +300,7 @@ async fn current_assignment(
     // An item held past the timeout was offered to others; once they gave every wanted judgement, it is
     // withdrawn from this person instead of collecting one judgement too many.
     let mut mine = state.db.assignments(Some(w.id)).await?;
-    loop {
-        let Some((a, hit)) = open_of(&mine) else { break };
+    while let Some((a, hit)) = open_of(&mine) {
         let stale = now_ms() - a.created_ms > timeout;
         let full = match task_spec(study, a.task_id) {
             Some((_, _, false)) if stale => state.db.done_count(a.task_id).await? >= study.rules.judgements,
