@@ -19,6 +19,19 @@ fn shared_data() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
 }
 
+/// The four real step-image procedure sets ingested as one corpus in `dir/corpus`; returns its path.
+fn ingest_real_procedures(dir: &Path) -> String {
+    let data = shared_data();
+    let corpus = dir.join("corpus").to_string_lossy().into_owned();
+    let mut args: Vec<String> = vec!["ingest".into()];
+    for set in ["gnome-recipes", "howtocook", "based-cooking", "ifixit"] {
+        args.push(data.join(format!("procedures/{set}.jsonl")).to_string_lossy().into_owned());
+    }
+    args.extend(["-o".into(), corpus.clone()]);
+    stepwise(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    corpus
+}
+
 fn stepwise(args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_stepwise")).args(args).arg("-q").output().unwrap();
     assert!(out.status.success(), "stepwise {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
@@ -96,16 +109,9 @@ fn model_study_on_real_procedures_with_grocery_distractors() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn seq_study_on_real_step_image_procedures_cross_validated() {
-    let data = shared_data();
     let td = tempfile::tempdir().unwrap();
     let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
-    let corpus = p("corpus");
-    let mut args: Vec<String> = vec!["ingest".into()];
-    for set in ["gnome-recipes", "howtocook", "based-cooking", "ifixit"] {
-        args.push(data.join(format!("procedures/{set}.jsonl")).to_string_lossy().into_owned());
-    }
-    args.extend(["-o".into(), corpus.clone()]);
-    stepwise(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let corpus = ingest_real_procedures(td.path());
     let text = p("text");
     stepwise(&[
         "embed",
@@ -564,16 +570,9 @@ async fn simulate_people(
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn annotation_pilot_on_real_step_image_procedures() {
     use stepwise_annotate::simulate::Behaviour;
-    let data = shared_data();
     let td = tempfile::tempdir().unwrap();
     let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
-    let corpus = p("corpus");
-    let mut args: Vec<String> = vec!["ingest".into()];
-    for set in ["gnome-recipes", "howtocook", "based-cooking", "ifixit"] {
-        args.push(data.join(format!("procedures/{set}.jsonl")).to_string_lossy().into_owned());
-    }
-    args.extend(["-o".into(), corpus.clone()]);
-    stepwise(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let corpus = ingest_real_procedures(td.path());
     let seq = p("seq");
     stepwise(&[
         "generate",

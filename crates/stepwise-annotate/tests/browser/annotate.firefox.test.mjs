@@ -5,36 +5,13 @@
 //
 //   STEPWISE=target/debug/stepwise node annotate.firefox.test.mjs     (FIREFOX defaults to /usr/bin/firefox-esr)
 import puppeteer from "puppeteer-core";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import assert from "node:assert/strict";
+import { SHOTS, scratch } from "./common.mjs";
 
-const STEPWISE = process.env.STEPWISE ?? "target/debug/stepwise";
 const FIREFOX = process.env.FIREFOX ?? "/usr/bin/firefox-esr";
-const work = mkdtempSync(join(tmpdir(), "stepwise-firefox-"));
-const sw = (...args) => execFileSync(STEPWISE, ["-q", ...args], { cwd: work, stdio: ["ignore", "pipe", "inherit"] }).toString();
-const SHOTS = process.env.SCREENSHOTS ?? join(process.cwd(), "target", "browser-screenshots");
-mkdirSync(SHOTS, { recursive: true });
-const servers = [];
-
-function serve(study) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(STEPWISE, ["-q", "annotate", "serve", "--study", study, "--bind", "127.0.0.1:0"], { cwd: work });
-    servers.push(p);
-    let out = "";
-    p.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) resolve(m[1].replace(/\/$/, ""));
-    });
-    p.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
-}
-
-const instancesOf = (study) =>
-  readFileSync(join(work, study, "instances.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+const { work, sw, serve, instancesOf, run } = scratch("stepwise-firefox-");
 const order = (page) => page.$$eval("#steps li.step", (els) => els.map((e) => Number(e.dataset.item)));
 const texts = (page) => page.$$eval("#steps li.step .text", (els) => els.map((e) => e.textContent));
 
@@ -160,6 +137,4 @@ async function main() {
   }
 }
 
-main()
-  .then(() => { servers.forEach((s) => s.kill("SIGTERM")); rmSync(work, { recursive: true, force: true }); })
-  .catch((e) => { console.error(e); servers.forEach((s) => s.kill("SIGTERM")); console.error(`work folder kept: ${work}`); process.exit(1); });
+run(main);

@@ -7,39 +7,14 @@
 //
 // Screenshots of the main pages go to $SCREENSHOTS (default: target/browser-screenshots under the current folder).
 import { chromium } from "playwright-core";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import assert from "node:assert/strict";
+import { SHOTS, scratch } from "./common.mjs";
 
-const STEPWISE = process.env.STEPWISE ?? "target/debug/stepwise";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const work = mkdtempSync(join(tmpdir(), "stepwise-browser-"));
-const sw = (...args) => execFileSync(STEPWISE, ["-q", ...args], { cwd: work, stdio: ["ignore", "pipe", "inherit"] }).toString();
-const servers = [];
-const SHOTS = process.env.SCREENSHOTS ?? join(process.cwd(), "target", "browser-screenshots");
-mkdirSync(SHOTS, { recursive: true });
+const { work, sw, serve, instancesOf, run } = scratch("stepwise-browser-");
 const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-
-function serve(study) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(STEPWISE, ["annotate", "serve", "--study", study, "--bind", "127.0.0.1:0"], { cwd: work });
-    servers.push(p);
-    let out = "";
-    p.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) resolve(m[1].replace(/\/$/, ""));
-    });
-    p.stderr.on("data", (d) => process.stderr.write(d));
-    p.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
-}
-
-function instancesOf(study) {
-  return readFileSync(join(work, study, "instances.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
-}
 
 /** The instance a work page shows: the items' texts, in the order shown, equal the instance's items. */
 async function shownInstance(page, instances) {
@@ -228,6 +203,4 @@ async function main() {
   }
 }
 
-main()
-  .then(() => { servers.forEach((s) => s.kill("SIGTERM")); rmSync(work, { recursive: true, force: true }); })
-  .catch((e) => { console.error(e); servers.forEach((s) => s.kill("SIGTERM")); console.error(`work folder kept: ${work}`); process.exit(1); });
+run(main);
