@@ -303,17 +303,6 @@ impl Db {
         row.as_ref().map(assignment_row).transpose()
     }
 
-    /// Submitted judgements of one task.
-    pub async fn done_count(&self, task_id: i64) -> Result<usize> {
-        let r = sqlx::query("SELECT COUNT(*) FROM assignments WHERE task_id = $1 AND status = $2")
-            .bind(task_id)
-            .bind(DONE)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_error)?;
-        Ok(col::<i64>(&r, 0)? as usize)
-    }
-
     /// Withdraw an open assignment (its item timed out and others gave every wanted judgement).
     pub async fn release(&self, id: i64) -> Result<()> {
         sqlx::query("UPDATE assignments SET status = $1 WHERE id = $2 AND status = $3")
@@ -469,6 +458,20 @@ pub fn redact(url: &str) -> String {
         }
         _ => url.to_string(),
     }
+}
+
+/// Submitted judgements of one task, on the pool or inside a transaction.
+pub async fn done_count<'e, E>(db: E, task_id: i64) -> Result<usize>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let r = sqlx::query("SELECT COUNT(*) FROM assignments WHERE task_id = $1 AND status = $2")
+        .bind(task_id)
+        .bind(DONE)
+        .fetch_one(db)
+        .await
+        .map_err(db_error)?;
+    Ok(col::<i64>(&r, 0)? as usize)
 }
 
 /// Task id → (instance, modality) of a study (ids are index + 1).

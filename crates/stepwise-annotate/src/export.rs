@@ -28,7 +28,7 @@ use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Error, Result};
 
 use crate::db::{AssignmentRow, WorkerRow};
-use crate::judgements::{Judgement, exact};
+use crate::judgements::Judgement;
 use crate::pages::{num, pct};
 use crate::progress::Progress;
 use crate::study::{Modality, Study, StudyKind};
@@ -139,16 +139,15 @@ pub fn export(
                 if !annotations.is_empty() {
                     lines(&format!("annotations/{}.jsonl", m.as_str()), &annotations)?;
                 }
-                let exacts: Vec<bool> = of_m.iter().filter_map(|j| exact(study, j)).collect();
-                let pmr =
-                    (!exacts.is_empty()).then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
-                let people: BTreeSet<i64> = of_m.iter().map(|j| j.worker).collect();
+                // The same counted judgements the tables summarise.
+                let (people, pmr) =
+                    tables.modalities.iter().find(|t| t.modality == m).map_or((0, None), |t| (t.people, t.pmr));
                 let _ = writeln!(
                     summary,
                     "| {} | {} | {} | {} | {} |",
                     m.as_str(),
                     of_m.len(),
-                    people.len(),
+                    people,
                     pct(pmr),
                     if round_files.is_empty() { "–".to_string() } else { round_files.join(", ") }
                 );

@@ -166,8 +166,13 @@ pub fn judgements(study: &Study, assignments: &[AssignmentRow]) -> Vec<Judgement
 
 /// Whether an ordering judgement put the items in a valid order (any reference).
 pub fn exact(study: &Study, j: &Judgement) -> Option<bool> {
-    let order = j.answer.order.as_ref()?;
-    Some(study.references(j.instance).iter().any(|r| r == order))
+    Some(study.is_reference(j.instance, j.answer.order.as_ref()?))
+}
+
+/// Perfect-match ratio of the ordering judgements among `judgements` (`None` when there is none).
+pub fn pmr(study: &Study, judgements: &[&Judgement]) -> Option<f64> {
+    let e: Vec<bool> = judgements.iter().filter_map(|j| exact(study, j)).collect();
+    (!e.is_empty()).then(|| e.iter().filter(|&&x| x).count() as f64 / e.len() as f64)
 }
 
 /// Per-person numbers for the dashboard and the exports.
@@ -198,10 +203,8 @@ pub fn worker_stats(study: &Study, workers: &[WorkerRow], judgements: &[Judgemen
     workers
         .iter()
         .map(|w| {
-            let mine: Vec<&&Judgement> = counted.iter().filter(|j| j.worker == w.id).collect();
-            let exacts: Vec<bool> = mine.iter().filter_map(|j| exact(study, j)).collect();
-            let accuracy =
-                (!exacts.is_empty()).then(|| exacts.iter().filter(|&&e| e).count() as f64 / exacts.len() as f64);
+            let mine: Vec<&Judgement> = counted.iter().copied().filter(|j| j.worker == w.id).collect();
+            let accuracy = pmr(study, &mine);
             let mut kappas = Vec::new();
             for j in &mine {
                 let others = &by_item[&(j.instance, j.modality)];

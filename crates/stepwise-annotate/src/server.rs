@@ -303,7 +303,7 @@ async fn current_assignment(
     while let Some((a, hit)) = open_of(&mine) {
         let stale = now_ms() - a.created_ms > timeout;
         let full = match task_spec(study, a.task_id) {
-            Some((_, _, false)) if stale => state.db.done_count(a.task_id).await? >= study.rules.judgements,
+            Some((_, _, false)) if stale => db::done_count(&state.db.pool, a.task_id).await? >= study.rules.judgements,
             _ => false,
         };
         if !full {
@@ -377,22 +377,13 @@ async fn submit(
         .await
         .map_err(db_error)
         .and_then(|r| db::col(&r, 0))?;
-    if !qualification && a.status == OPEN {
-        let done: i64 = sqlx::query("SELECT COUNT(*) FROM assignments WHERE task_id = $1 AND status = $2")
-            .bind(a.task_id)
-            .bind(DONE)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)
-            .and_then(|r| db::col(&r, 0))?;
-        if done as usize >= study.rules.judgements {
-            drop(tx);
-            state.db.release(a.id).await?;
-            return Err(AppError::Conflict(
-                "This item was held too long and others have answered it meanwhile; go on with the next one at /work."
-                    .into(),
-            ));
-        }
+    if !qualification && a.status == OPEN && db::done_count(&mut *tx, a.task_id).await? >= study.rules.judgements {
+        drop(tx);
+        state.db.release(a.id).await?;
+        return Err(AppError::Conflict(
+            "This item was held too long and others have answered it meanwhile; go on with the next one at /work."
+                .into(),
+        ));
     }
     match db::store_answer(&mut tx, id, &answer.to_json(), now).await? {
         Submitted::Stored => {
@@ -430,7 +421,7 @@ async fn after_submission(
             let (instance, _, q) = task_spec(study, db::col::<i64>(r, 0).ok()?)?;
             let answer: Option<Answer> =
                 db::col::<Option<String>>(r, 2).ok()?.and_then(|t| serde_json::from_str(&t).ok());
-            let exact = answer.and_then(|ans| ans.order).map(|o| study.references(instance).contains(&o));
+            let exact = answer.and_then(|ans| ans.order).map(|o| study.is_reference(instance, &o));
             Some((q, db::col::<String>(r, 1).ok()?, exact))
         })
         .collect();

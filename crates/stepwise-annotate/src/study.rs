@@ -333,6 +333,11 @@ impl Study {
         &self.instances[instance].references
     }
 
+    /// Whether `order` puts instance `i`'s items in a valid order (any of its references).
+    pub fn is_reference(&self, instance: usize, order: &[usize]) -> bool {
+        self.references(instance).iter().any(|r| r == order)
+    }
+
     /// Every image path the study may serve (nothing else is ever read from the image root).
     pub fn image_paths(&self) -> BTreeSet<&str> {
         self.instances.iter().flat_map(|i| i.items.iter()).flat_map(|it| it.images.iter().map(String::as_str)).collect()

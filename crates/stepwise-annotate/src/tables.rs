@@ -12,7 +12,7 @@ use stepwise_eval::agreement::instance_order_kappa;
 use stepwise_eval::bootstrap::quantile_sorted;
 
 use crate::db::AssignmentRow;
-use crate::judgements::{HELPED, Judgement, exact};
+use crate::judgements::{HELPED, Judgement, pmr};
 use crate::study::{Modality, Study};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -117,11 +117,6 @@ fn level_rows(
             }
         })
         .collect()
-}
-
-fn pmr(study: &Study, judgements: &[&Judgement]) -> Option<f64> {
-    let e: Vec<bool> = judgements.iter().filter_map(|j| exact(study, j)).collect();
-    (!e.is_empty()).then(|| e.iter().filter(|&&x| x).count() as f64 / e.len() as f64)
 }
 
 fn mean(v: &[f64]) -> Option<f64> {

@@ -404,7 +404,7 @@ async fn timed_out_items_are_reoffered_and_never_over_judged() {
     // X's late submit is refused and changes nothing; X's page moves on to the other item.
     let r = cx.post(&format!("/work/{held}"), &late).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
-    assert_eq!(db.done_count(task).await.unwrap(), 1);
+    assert_eq!(stepwise_annotate::db::done_count(&db.pool, task).await.unwrap(), 1);
     assert_eq!(db.assignment(held).await.unwrap().unwrap().status, DISCARDED);
     let next = cx.get("/work").await;
     assert_ne!(assignment(&next.body), held);

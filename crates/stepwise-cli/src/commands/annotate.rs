@@ -226,7 +226,8 @@ fn corpus_of(instances: &Path) -> anyhow::Result<Option<Corpus>> {
     Ok(if dir.join(stepwise_core::corpus::PROCEDURES_JSONL).is_file() { Some(Corpus::load(&dir)?) } else { None })
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The annotation commands' runtime (two workers: this machine's cores).
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 

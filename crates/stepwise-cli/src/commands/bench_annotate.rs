@@ -27,6 +27,7 @@ use stepwise_annotate::simulate::{Behaviour, Step, step};
 use stepwise_annotate::study::{Modality, Study, StudyRules};
 use stepwise_core::sequencing::{SequencingInstance, SequencingItem};
 
+use super::annotate::runtime;
 use crate::usage_bail;
 
 /// Load and crash test of `stepwise annotate serve` (SQLite; PostgreSQL with --postgres).
@@ -89,7 +90,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(pg) = &a.postgres {
         // A fresh database on that server, made and dropped on one connection of one runtime.
         let name = format!("stepwise_bench_{}", std::process::id());
-        let rt = Runtime::new()?;
+        let rt = runtime()?;
         let admin = rt.block_on(async {
             let db = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(pg).await?;
             sqlx::query(&format!("CREATE DATABASE {name}")).execute(&db).await?;
@@ -134,15 +135,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("bench annotate: {}", failed.join("; "));
     }
     Ok(())
-}
-
-struct Runtime;
-
-impl Runtime {
-    #[allow(clippy::new_ret_no_self)]
-    fn new() -> std::io::Result<tokio::runtime::Runtime> {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
-    }
 }
 
 /// `postgres://u@h:p/db?x` with the database replaced.
@@ -222,7 +214,7 @@ fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Arg
         a.hit_size
     );
     let (child, addr) = start_server(exe, &study_dir, url, "127.0.0.1:0")?;
-    let rt = Runtime::new()?;
+    let rt = runtime()?;
     let study = Arc::new(study);
     rt.block_on(async {
         let db = Db::open(url).await?;
