@@ -12,6 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
+use std::sync::Mutex;
 use stepwise_kernels::math::{self, softmax_row, softmax_row_backward};
 use stepwise_kernels::{MatRef, gemm, gemm_batched};
 
@@ -138,6 +139,13 @@ fn matmul_no_bwd(a: &Tensor, b: &Tensor) -> CResult<Tensor> {
     walkable(a)?.apply_op2_no_bwd(&walkable(b)?, &MatMul)
 }
 
+/// The gradient for `arg` only when the graph tracks it: candle's backward pass asks every op for the gradients
+/// of all its inputs and accumulates them even for constants (the frozen input features: a GEMM and two
+/// full-size passes per step for nothing).
+fn tracked(arg: &Tensor, grad: impl FnOnce() -> CResult<Tensor>) -> CResult<Option<Tensor>> {
+    if arg.track_op() { grad().map(Some) } else { Ok(None) }
+}
+
 fn gemm_err(e: stepwise_kernels::gemm::GemmError) -> candle_core::Error {
     candle_core::Error::Msg(e.to_string())
 }
@@ -170,9 +178,9 @@ impl CustomOp2 for MatMul {
     }
 
     fn bwd(&self, a: &Tensor, b: &Tensor, _res: &Tensor, grad: &Tensor) -> CResult<(Option<Tensor>, Option<Tensor>)> {
-        let da = matmul_no_bwd(grad, &b.transpose(D::Minus2, D::Minus1)?)?;
-        let db = matmul_no_bwd(&a.transpose(D::Minus2, D::Minus1)?, grad)?;
-        Ok((Some(da), Some(db)))
+        let da = tracked(a, || matmul_no_bwd(grad, &b.transpose(D::Minus2, D::Minus1)?))?;
+        let db = tracked(b, || matmul_no_bwd(&a.transpose(D::Minus2, D::Minus1)?, grad))?;
+        Ok((da, db))
     }
 }
 
@@ -225,14 +233,14 @@ impl CustomOp3 for Linear {
         &self,
         x: &Tensor,
         w: &Tensor,
-        _b: &Tensor,
+        b: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
     ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let dx = matmul_no_bwd(grad, &w.t()?)?;
-        let dw = matmul_no_bwd(&x.t()?, grad)?;
-        let db = grad.contiguous()?.apply_op1_no_bwd(&ColumnSums)?;
-        Ok((Some(dx), Some(dw), Some(db)))
+        let dx = tracked(x, || matmul_no_bwd(grad, &w.t()?))?;
+        let dw = tracked(w, || matmul_no_bwd(&x.t()?, grad))?;
+        let db = tracked(b, || grad.contiguous()?.apply_op1_no_bwd(&ColumnSums))?;
+        Ok((dx, dw, db))
     }
 }
 
@@ -270,11 +278,17 @@ impl CustomOp1 for ColumnSums {
 /// Measured on `stepwise bench seq-train` (L = 550): the composite version spent more time allocating, adding
 /// the mask, copying heads and running softmax over those tensors than in its products.
 pub fn attention(qkv: &Tensor, key_bias: &Tensor, heads: usize) -> CResult<Tensor> {
-    qkv.contiguous()?.apply_op2(&key_bias.contiguous()?, Attention { heads })
+    let keep = qkv.track_op();
+    qkv.contiguous()?.apply_op2(&key_bias.contiguous()?, Attention { heads, keep, probabilities: Mutex::new(None) })
 }
 
 struct Attention {
     heads: usize,
+    /// Keep the forward pass's probabilities for the backward pass (when the graph tracks `qkv`): `S·H·L·L`
+    /// floats (77 MB per layer on `bench seq-train`) buy back the backward's second `q kᵀ` product and softmax.
+    keep: bool,
+    /// `S × H × L × L`, taken (and freed) by the backward pass; the backward recomputes them when absent.
+    probabilities: Mutex<Option<Vec<f32>>>,
 }
 
 /// Shapes of one attention call.
@@ -357,12 +371,21 @@ impl CustomOp2 for Attention {
         }
         // Each sequence's output rows belong to one task group; heads of a sequence run one after another.
         let mut out = vec![0f32; s * l * d];
-        out.par_chunks_mut(l * d).enumerate().try_for_each(|(b, out_b)| {
+        let mut kept = if self.keep { vec![0f32; s * heads * l * l] } else { Vec::new() };
+        let mut kept_parts: Vec<Option<&mut [f32]>> =
+            if self.keep { kept.chunks_mut(heads * l * l).map(Some).collect() } else { (0..s).map(|_| None).collect() };
+        out.par_chunks_mut(l * d).zip(kept_parts.par_iter_mut()).enumerate().try_for_each(|(b, (out_b, kept_b))| {
             ATTN_BUFS.with(|bufs| {
-                let (p, o, _) = &mut *bufs.borrow_mut();
-                p.resize(l * l, 0.0);
+                let (scratch, o, _) = &mut *bufs.borrow_mut();
                 o.resize(l * dh, 0.0);
                 for h in 0..heads {
+                    let p = match kept_b {
+                        Some(kept_b) => &mut kept_b[h * l * l..(h + 1) * l * l],
+                        None => {
+                            scratch.resize(l * l, 0.0);
+                            &mut scratch[..]
+                        }
+                    };
                     dims.probabilities(qkv, bias, b, h, p)?;
                     gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
                     scatter_columns(out_b, o, dh, d, h * dh);
@@ -370,6 +393,9 @@ impl CustomOp2 for Attention {
                 Ok::<(), candle_core::Error>(())
             })
         })?;
+        if self.keep {
+            *self.probabilities.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+        }
         Ok((CpuStorage::F32(out), Shape::from((s, l, d))))
     }
 
@@ -380,9 +406,10 @@ impl CustomOp2 for Attention {
         _res: &Tensor,
         grad: &Tensor,
     ) -> CResult<(Option<Tensor>, Option<Tensor>)> {
+        let probabilities = self.probabilities.lock().unwrap_or_else(|e| e.into_inner()).take();
         let dqkv = qkv.apply_op2_no_bwd(
             &bias.contiguous()?,
-            &AttentionBackward { heads: self.heads, grad: grad.contiguous()? },
+            &AttentionBackward { heads: self.heads, grad: grad.contiguous()?, probabilities },
         )?;
         Ok((Some(dqkv), None))
     }
@@ -392,6 +419,8 @@ impl CustomOp2 for Attention {
 struct AttentionBackward {
     heads: usize,
     grad: Tensor,
+    /// The forward pass's probabilities (`S × H × L × L`), or `None` to recompute them.
+    probabilities: Option<Vec<f32>>,
 }
 
 impl CustomOp2 for AttentionBackward {
@@ -416,15 +445,26 @@ impl CustomOp2 for AttentionBackward {
             return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, 3 * d))));
         }
         let scale = 1.0 / (dh as f32).sqrt();
+        let kept = match &self.probabilities {
+            Some(p) if p.len() == s * heads * l * l => Some(p.as_slice()),
+            Some(_) => candle_core::bail!("{}: kept probabilities do not fit {:?}", self.name(), l1.dims()),
+            None => None,
+        };
         let mut dqkv = vec![0f32; s * l * 3 * d];
         dqkv.par_chunks_mut(l * 3 * d).enumerate().try_for_each(|(b, dqkv_b)| {
             ATTN_BUFS.with(|bufs| {
-                let (p, dp, o) = &mut *bufs.borrow_mut();
-                p.resize(l * l, 0.0);
+                let (scratch, dp, o) = &mut *bufs.borrow_mut();
                 dp.resize(l * l, 0.0);
                 o.resize(l * dh, 0.0);
                 for h in 0..heads {
-                    dims.probabilities(qkv, bias, b, h, p)?;
+                    let p: &[f32] = match kept {
+                        Some(kept) => &kept[(b * heads + h) * l * l..][..l * l],
+                        None => {
+                            scratch.resize(l * l, 0.0);
+                            dims.probabilities(qkv, bias, b, h, scratch)?;
+                            scratch
+                        }
+                    };
                     let dout_h = MatRef { data: &dout[b * l * d + h * dh..], rows: l, cols: dh, rs: d, cs: 1 };
                     let pm = MatRef::row_major(p, l, l);
                     // dVᵀ = dOᵀ · P (the transposed products pack the small dh-row operand as A, not an L × L one)
@@ -794,6 +834,44 @@ mod tests {
             },
             1e-4,
         );
+    }
+
+    #[test]
+    fn attention_backward_gives_the_same_bits_from_kept_and_recomputed_probabilities() {
+        let (s, l, d, heads) = (2, 29, 16, 4);
+        let qkv = Var::from_tensor(&random(&[s, l, 3 * d], "qkv-kept")).unwrap();
+        let bias = Tensor::zeros((s, l), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let y = attention(qkv.as_tensor(), &bias, heads).unwrap();
+        let loss = (&y * &random(y.dims(), "w-kept")).unwrap().sum_all().unwrap();
+        // The first backward pass takes the forward pass's probabilities, the second recomputes them.
+        let first = flat(loss.backward().unwrap().get(qkv.as_tensor()).unwrap());
+        let second = flat(loss.backward().unwrap().get(qkv.as_tensor()).unwrap());
+        assert!(first.iter().any(|v| *v != 0.0));
+        assert_eq!(
+            first.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            second.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn constant_inputs_get_no_gradient_and_parameters_the_same_one() {
+        // A frozen input (a plain tensor) next to a parameter: only the parameter's gradient is made, and it is
+        // the gradient candle's own product gives.
+        let x = random(&[6, 5], "const-x");
+        let w = Var::from_tensor(&random(&[5, 3], "const-w")).unwrap();
+        let b = Var::from_tensor(&random(&[3], "const-b")).unwrap();
+        for y in [linear(&x, w.as_tensor(), Some(b.as_tensor())).unwrap(), matmul(&x, w.as_tensor()).unwrap()] {
+            let grads = (&y * &random(y.dims(), "const-loss")).unwrap().sum_all().unwrap().backward().unwrap();
+            assert!(grads.get(&x).is_none(), "a constant input must not get a gradient");
+            let reference = (x.matmul(w.as_tensor()).unwrap() * &random(y.dims(), "const-loss")).unwrap();
+            let reference = reference.sum_all().unwrap().backward().unwrap();
+            assert_close(
+                &flat(grads.get(w.as_tensor()).unwrap()),
+                &flat(reference.get(w.as_tensor()).unwrap()),
+                1e-5,
+                "dW",
+            );
+        }
     }
 
     #[test]

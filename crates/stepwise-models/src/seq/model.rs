@@ -331,19 +331,24 @@ impl SeqModel {
         // The [CLS] input of a step also carries the mean of its rows' projections, so a step's representation
         // starts from its own content (with a learned [CLS] alone, every step's [CLS] first sees the same
         // mixture of all rows and training sits on a plateau for many epochs); attention then adds context.
+        // The mean is one product per stream with the (constant) row weights mask / count: candle's backward of
+        // a masked sum also differentiates the mask and accumulates full-size zeros for it.
         if parts.len() > 1 {
-            let rows = Tensor::cat(&parts[1..], 2)?; // B × n × (s + p) × D
-            let m = Tensor::cat(&masks[1..], 2)?; // B × n × (s + p)
-            let sum = rows.broadcast_mul(&m.unsqueeze(3)?)?.sum_keepdim(2)?; // B × n × 1 × D
-            let count = m.sum_keepdim(2)?.clamp(1.0, f64::MAX)?.unsqueeze(3)?;
-            parts[0] = (&parts[0] + sum.broadcast_div(&count)?)?;
+            let count = Tensor::cat(&masks[1..], 2)?.sum_keepdim(2)?.clamp(1.0, f64::MAX)?; // B × n × 1
+            for (rows, m) in parts[1..].to_vec().iter().zip(&masks[1..]) {
+                let (_, _, r, _) = rows.dims4()?;
+                let w = m.broadcast_div(&count)?.reshape((b * n, 1, r))?;
+                let mean = crate::ops::matmul(&w, &rows.reshape((b * n, r, d))?)?.reshape((b, n, 1, d))?;
+                parts[0] = (&parts[0] + mean)?;
+            }
         }
         let x = Tensor::cat(&parts, 2)?; // B × n × L × D
         let l = x.dim(2)?;
         let type_ids = Tensor::from_vec(types, l, dev)?;
+        // Position, token-type and step-index embeddings summed at their own small size, then added once.
         let emb = (self.positions.narrow(0, 0, l)? + self.types.index_select(&type_ids, 0)?)?.reshape((1, 1, l, d))?;
-        let steps = self.step_index.narrow(0, 0, n)?.reshape((1, n, 1, d))?;
-        let x = x.broadcast_add(&emb)?.broadcast_add(&steps)?;
+        let emb = emb.broadcast_add(&self.step_index.narrow(0, 0, n)?.reshape((1, n, 1, d))?)?;
+        let x = x.broadcast_add(&emb)?;
         let x = self.norm.forward(&x)?;
         let mask = Tensor::cat(&masks, 2)?.reshape((b, n * l))?;
         let bias = key_bias(&mask)?;
