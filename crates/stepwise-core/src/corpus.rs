@@ -62,6 +62,20 @@ impl Corpus {
         self.image_root.join(rel)
     }
 
+    /// The corpus an output folder was made from: the first input of `dir/manifest.json` (a corpus folder or
+    /// its `procedures.jsonl`, as given on that command line: relative paths are taken from the current folder),
+    /// when it is still there. `None` when there is no manifest, no input, or the input is not a corpus.
+    pub fn named_by_manifest(dir: &Path) -> Result<Option<Corpus>> {
+        if !dir.is_dir() || !dir.join(MANIFEST_FILE).is_file() {
+            return Ok(None);
+        }
+        let m = Manifest::read(dir)?;
+        let Some(input) = m.inputs.first() else { return Ok(None) };
+        let path = PathBuf::from(&input.path);
+        let corpus = if path.is_file() { crate::paths::parent_dir(&path) } else { path };
+        Ok(if corpus.join(PROCEDURES_JSONL).is_file() { Some(Corpus::load(&corpus)?) } else { None })
+    }
+
     /// The task set stored with the corpus, if any.
     pub fn taskset_dir(&self) -> Option<PathBuf> {
         let d = self.dir.join(TASKSET_DIR);

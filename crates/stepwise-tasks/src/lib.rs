@@ -17,10 +17,12 @@
 //! - [`titles`]: step-number removal and content keys
 //! - [`sequencing`]: step-sequencing instances
 //! - [`r2vq`]: tasks from R2VQ annotation (event ordering)
+//! - [`export`]: suites and task sets as Hugging Face datasets, VLMEvalKit TSVs and lmms-eval tasks
 
 pub mod catalog;
 pub mod config;
 pub mod counts;
+pub mod export;
 pub mod generate;
 pub mod ivf;
 pub mod negatives;

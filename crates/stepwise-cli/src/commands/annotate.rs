@@ -183,7 +183,7 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     }
     let image_root = match &args.corpus {
         Some(c) => Some(Corpus::load(c)?.image_root),
-        None => corpus_of(&args.instances)?.map(|c| c.image_root),
+        None => Corpus::named_by_manifest(&args.instances)?.map(|c| c.image_root),
     };
     let (study, password) = Study::create(instances, &file, image_root.as_deref(), rules)?;
     let out = OutputDir::create(&args.output, args.force)?;
@@ -212,18 +212,6 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
         dest.display()
     );
     Ok(())
-}
-
-/// The corpus named by a sequencing folder's manifest (its first input), when it is still there.
-fn corpus_of(instances: &Path) -> anyhow::Result<Option<Corpus>> {
-    if !instances.is_dir() || !instances.join(stepwise_core::manifest::MANIFEST_FILE).is_file() {
-        return Ok(None);
-    }
-    let m = Manifest::read(instances)?;
-    let Some(input) = m.inputs.first() else { return Ok(None) };
-    let path = PathBuf::from(&input.path);
-    let dir = if path.is_file() { stepwise_core::paths::parent_dir(&path) } else { path };
-    Ok(if dir.join(stepwise_core::corpus::PROCEDURES_JSONL).is_file() { Some(Corpus::load(&dir)?) } else { None })
 }
 
 /// The annotation commands' runtime (two workers: this machine's cores).

@@ -17,6 +17,7 @@ pub mod clean;
 pub mod demo;
 pub mod embed;
 pub mod eval;
+pub mod export;
 pub mod generate;
 pub mod generate_r2vq;
 pub mod generate_sequencing;
