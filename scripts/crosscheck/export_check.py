@@ -24,6 +24,7 @@ import ast
 import base64
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -167,37 +168,37 @@ def check_lmms_eval(out, expected, require):
             print(msg, "- check skipped")
         return
     names = sorted(p.stem for p in (out / "tasks" / "stepwise").glob("*.yaml") if p.stem != "stepwise")
-    tm = TaskManager(include_path=str(out / "tasks"))
-    tasks = get_task_dict(["stepwise"], tm)
+    tm = TaskManager(include_path=str(out / "tasks"), include_defaults=False)
     flat = {}
 
-    def walk(d):
+    def leaves(d):
         for k, v in d.items():
             if isinstance(v, dict):
-                walk(v)
+                leaves(v)
             else:
-                flat[getattr(k, "group_name", k) if not isinstance(k, str) else k] = v
-    walk(tasks)
+                flat[k] = v
+    leaves(get_task_dict(["stepwise"], tm))
     if len(flat) != len(names):
         fail(f"lmms-eval: the group loads {len(flat)} tasks, the folder has {len(names)}")
     for name, task in sorted(flat.items()):
-        docs = list(task.test_docs())
-        config = task.config.dataset_name
-        want = expected[config]["test"]
+        docs = task.test_docs()
+        want = expected[task.config.dataset_name]["test"]
         if len(docs) != len(want):
             fail(f"lmms-eval {name}: {len(docs)} test docs, suite has {len(want)}")
             continue
         doc = docs[0]
-        visuals = task.config.doc_to_visual(doc)
-        text = task.config.doc_to_text(doc)
+        visuals = task.doc_to_visual(doc)
+        text = task.doc_to_text(doc)
         right = chr(ord("A") + want[0]["answer"])
         wrong = "A" if right != "A" else "B"
-        scores = (task.config.process_results(doc, [f"The answer is {right}."])["accuracy"],
-                  task.config.process_results(doc, [wrong])["accuracy"])
-        if scores != (1.0, 0.0) or not text.endswith("directly.") or not visuals:
+        scores = [task.process_results(doc, [r])["accuracy"]
+                  for r in (right, f"({right})", f"The answer is {right}.", f"{right}. because", wrong)]
+        if scores != [1.0, 1.0, 1.0, 1.0, 0.0] or not text.endswith("directly.") or not visuals:
             fail(f"lmms-eval {name}: scores {scores}, {len(visuals)} visuals, text ends {text[-20:]!r}")
-    print(f"lmms-eval {lmms_eval.__version__ if hasattr(lmms_eval, '__version__') else ''}: {len(flat)} tasks "
-          "loaded by its TaskManager")
+        if task.doc_to_target(doc) != right:
+            fail(f"lmms-eval {name}: target {task.doc_to_target(doc)!r}, expected {right}")
+    version = getattr(lmms_eval, "__version__", "")
+    print(f"lmms-eval {version}: {len(flat)} tasks loaded by its TaskManager, test docs and scoring checked")
 
 
 def main():
@@ -224,6 +225,8 @@ def main():
             run([sw, "-q", "export", suite, "--to", fmt, "-o", tmp / fmt])
         check_hf(tmp / "hf", expected, corpus_images, tmp / "hf-cache")
         check_vlmevalkit(tmp / "vlmevalkit", expected)
+        # Offline, with a throwaway Hugging Face cache: the task loader reads the exported folder only.
+        os.environ.update(HF_HOME=str(tmp / "hf-home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
         check_lmms_eval(tmp / "lmms-eval", expected, a.require_lmms_eval)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")

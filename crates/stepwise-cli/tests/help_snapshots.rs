@@ -41,3 +41,8 @@ fn annotation_commands_help() {
         insta::assert_snapshot!(format!("annotate-{cmd}"), help(&["annotate", cmd]));
     }
 }
+
+#[test]
+fn export_command_help() {
+    insta::assert_snapshot!("export", help(&["export"]));
+}

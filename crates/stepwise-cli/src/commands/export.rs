@@ -100,13 +100,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.counts.insert("configs".into(), summary.configs.len() as u64);
     m.write(out.path())?;
     let dest = out.commit()?;
-    eprintln!(
-        "export ({}): {} questions in {} configs, {} images embedded → {}",
-        args.to.as_str(),
-        summary.questions(),
-        summary.configs.len(),
-        summary.images,
-        dest.display()
-    );
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!(
+            "export ({}): {} questions in {} configs, {} images embedded → {}",
+            args.to.as_str(),
+            summary.questions(),
+            summary.configs.len(),
+            summary.images,
+            dest.display()
+        );
+    }
     Ok(())
 }

@@ -80,10 +80,10 @@ fn schema() -> Schema {
     let features = json!({
         "qid": string, "recipe_id": string, "task": string, "setting": string, "split": string,
         "question_text": string, "prompt": string,
-        "options": {"feature": string, "_type": "List"},
+        "options": {"feature": string, "_type": "Sequence"},
         "answer": {"dtype": "int64", "_type": "Value"},
         "answer_letter": string,
-        "images": {"feature": {"_type": "Image"}, "_type": "List"},
+        "images": {"feature": {"_type": "Image"}, "_type": "Sequence"},
         "source": string,
     });
     let meta = json!({"info": {"features": features}});

@@ -52,10 +52,18 @@ def doc_to_target(doc):
 
 
 def parse_letter(response, n_options):
-    """The first standalone capital letter among the options' letters, or None."""
+    """The option letter a response gives, or None: a bare letter ("B", "(B)", "B. ..."), else the letter after
+    "answer" ("The answer is B"), else the last standalone option letter (so "A good guess is C" gives C)."""
     allowed = "".join(chr(ord("A") + i) for i in range(n_options))
-    match = re.search(rf"\b([{allowed}])\b", response or "")
-    return match.group(1) if match else None
+    text = (response or "").strip()
+    bare = re.match(rf"^\(?([{allowed}])\)?(?:[.):]|$)", text)
+    if bare:
+        return bare.group(1)
+    after = re.search(rf"answer\W*(?:is\W*)?\(?([{allowed}])\b", text, flags=re.IGNORECASE)
+    if after and after.group(1).isupper():
+        return after.group(1)
+    found = re.findall(rf"\b([{allowed}])\b", text)
+    return found[-1] if found else None
 
 
 def process_results(doc, results):
