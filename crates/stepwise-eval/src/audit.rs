@@ -133,6 +133,22 @@ pub struct OverlapSummary {
     pub later_same_task: Option<Estimate>,
 }
 
+/// The Hasty Student's pick and the per-choice distances of the probe for `q`, or why its items have no vectors.
+fn hasty_and_distances(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<(usize, Vec<f64>), String> {
+    Ok(match &question_vectors(q, task, resolver)? {
+        QVecs::Cloze { question, choices } => (hasty::cloze(question, choices), cloze_distances(question, choices)),
+        QVecs::Coherence { items } => (hasty::coherence(items), coherence_distances(items)),
+        QVecs::Ordering { choices } => (hasty::ordering(choices), ordering_distances(choices)),
+    })
+}
+
+/// The distance probe's input for `q` (its per-choice distances), or why its items have no vectors. AFLite
+/// filters on the same features.
+pub fn probe_question(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<probe::ProbeQuestion, String> {
+    let (_, distances) = hasty_and_distances(q, task, resolver)?;
+    Ok(probe::ProbeQuestion { qid: q.qid.clone(), distances, answer: q.answer })
+}
+
 /// Audit every RecipeQA task present in `ts` (other task names are ignored).
 pub fn audit(ts: &TaskSet, resolver: &dyn ItemResolver, cfg: &AuditConfig) -> AuditReport {
     let prov: Vec<Provenance> = ts.questions.iter().map(provenance).collect();
@@ -201,7 +217,7 @@ fn audit_task(
     let mut incorrect_d = Vec::new();
     let mut extreme = 0usize;
     for (qi, q) in qs.iter().enumerate() {
-        let v = match question_vectors(q, task, resolver) {
+        let (pick, d) = match hasty_and_distances(q, task, resolver) {
             Ok(v) => v,
             Err(m) => {
                 if missing_examples.len() < 5 && !missing_examples.contains(&m) {
@@ -209,11 +225,6 @@ fn audit_task(
                 }
                 continue;
             }
-        };
-        let (pick, d) = match &v {
-            QVecs::Cloze { question, choices } => (hasty::cloze(question, choices), cloze_distances(question, choices)),
-            QVecs::Coherence { items } => (hasty::coherence(items), coherence_distances(items)),
-            QVecs::Ordering { choices } => (hasty::ordering(choices), ordering_distances(choices)),
         };
         hasty_correct.push(f64::from(pick == q.answer));
         vec_clusters.push(proc_ids[qi]);

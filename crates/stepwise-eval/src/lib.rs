@@ -12,8 +12,10 @@
 //! - [`r2vq`]: R2VQ answers scored by exact match and token F1 per question family
 //! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting)
 //! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
+//! - [`aflite`]: adversarial filtering (AFLite) of the questions the distance probe answers from surface features
 
 pub mod accuracy;
+pub mod aflite;
 pub mod agreement;
 pub mod audit;
 pub mod bootstrap;

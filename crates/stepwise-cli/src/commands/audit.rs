@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
+use stepwise_eval::aflite::{self, AfliteConfig};
 use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_eval::audit::{AuditConfig, audit, render, texts_to_encode};
 use stepwise_eval::bootstrap::BootstrapConfig;
@@ -61,6 +62,25 @@ pub struct Args {
     pub bins: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Adversarial filtering (AFLite) on the distance probe's features: also write the task set without the
+    /// questions a linear model answers from them (OUT/aflite/) and the audit after filtering.
+    #[arg(long, requires = "output")]
+    pub aflite: bool,
+    /// AFLite: random train/test splits per round (m).
+    #[arg(long, default_value_t = 64, value_name = "M")]
+    pub aflite_partitions: usize,
+    /// AFLite: predictability at or above which a question may be removed (τ).
+    #[arg(long, default_value_t = 0.75, value_name = "TAU")]
+    pub aflite_threshold: f64,
+    /// AFLite: questions removed per round at most, as a share of the task's questions (k).
+    #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
+    pub aflite_slice: f64,
+    /// AFLite: training share of each split (t).
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    pub aflite_train: f64,
+    /// AFLite: the task never shrinks below this share of its questions.
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    pub aflite_min: f64,
     /// Replace an existing output folder.
     #[arg(long)]
     pub force: bool,
@@ -69,6 +89,20 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.folds < 2 {
         usage_bail!("--folds must be at least 2");
+    }
+    let aflite_cfg = AfliteConfig {
+        partitions: args.aflite_partitions,
+        train_share: args.aflite_train,
+        slice_share: args.aflite_slice,
+        threshold: args.aflite_threshold,
+        min_share: args.aflite_min,
+        seed: args.seed,
+        ..Default::default()
+    };
+    if args.aflite {
+        if let Err(e) = aflite_cfg.check() {
+            usage_bail!("{e}");
+        }
     }
     let out = match &args.output {
         Some(o) => Some(OutputDir::create(o, args.force)?),
@@ -178,13 +212,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_histogram(&h, &out.path().join(format!("{name}.svg")), &out.path().join(format!("{name}.png")))?;
         plots.push((t.task.clone(), format!("{name}.svg")));
     }
-    write_string_atomic(&out.path().join("audit.md"), &render::markdown(&report, &source, &plots))?;
+    let mut markdown = render::markdown(&report, &source, &plots);
+    let mut aflite_counts = Vec::new();
+    if args.aflite {
+        let (kept, filters) =
+            aflite::filter_taskset(&ts, &resolver, &aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
+        let after = audit(&kept, &resolver, &cfg);
+        markdown.push('\n');
+        markdown.push_str(&aflite::markdown_section(&aflite_cfg, &filters, &report, &after));
+        let dir = out.path().join("aflite");
+        if kept.questions.is_empty() {
+            usage_bail!("AFLite removed every question (raise --aflite-min)");
+        }
+        kept.write_json(&dir.join(QUESTIONS_JSON))?;
+        let removed: Vec<serde_json::Value> = filters
+            .iter()
+            .flat_map(|f| {
+                f.result.removed.iter().map(move |r| {
+                    serde_json::json!({"qid": r.qid, "task": f.task, "round": r.round, "predictability": r.predictability})
+                })
+            })
+            .collect();
+        stepwise_core::json::write_jsonl_atomic(&dir.join("removed.jsonl"), &removed)?;
+        let summary = serde_json::json!({"config": aflite_cfg, "tasks": filters, "after": after});
+        write_string_atomic(&dir.join("aflite.json"), &stepwise_core::json::to_pretty_sorted(&summary))?;
+        aflite_counts = filters.iter().map(|f| (f.task.clone(), f.result.removed.len())).collect();
+    }
+    write_string_atomic(&out.path().join("audit.md"), &markdown)?;
     write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
     let mut m = Manifest::new("audit").with_seed(args.seed);
     let file = if args.taskset.is_dir() { args.taskset.join(QUESTIONS_JSON) } else { args.taskset.clone() };
     m.inputs.push(InputHash::of(&file)?);
     m.inputs.extend(features.input_hashes()?);
     m.param("text_encoder", encoder.as_ref().map(|e| e.info().name.clone()));
+    if args.aflite {
+        m.param("aflite", &aflite_cfg);
+        for (task, n) in &aflite_counts {
+            m.count(&format!("{task}.aflite_removed"), *n as u64);
+        }
+    }
     m.count("questions", report.questions as u64);
     for t in &report.tasks {
         m.count(&format!("{}.questions", t.task), t.questions as u64);
@@ -205,6 +271,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 f(t.hasty_student),
                 f(t.distance_probe.as_ref().map(|p| p.accuracy))
             );
+        }
+        for (task, n) in &aflite_counts {
+            eprintln!("AFLite: {n} {task} questions removed (see aflite/removed.jsonl)");
         }
         eprintln!("wrote {}", dest.display());
     }

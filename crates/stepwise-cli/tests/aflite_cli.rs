@@ -1,0 +1,66 @@
+//! `stepwise audit --aflite` end to end on a world task set: the filtered set and the removed list partition the
+//! questions, the report shows the audit before and after, the same bytes come out for 1 and 2 threads, and bad
+//! parameters are usage errors.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use stepwise_core::TaskSet;
+use stepwise_core::output::read_tree;
+
+mod common;
+use common::{bin, run};
+
+fn ok(args: &[&str], dir: &Path) {
+    let (code, _, err) = run(bin().args(args).current_dir(dir));
+    assert_eq!(code, 0, "stepwise {args:?}: {err}");
+}
+
+#[test]
+fn aflite_writes_the_filtered_set_and_the_removed_questions_deterministically() {
+    let td = tempfile::tempdir().unwrap();
+    let d = td.path();
+    ok(&["-q", "world", "generate", "-n", "80", "--seed", "4", "--no-images", "-o", "world"], d);
+    ok(&["-q", "embed", "world", "--encoder", "w2v", "-o", "f-txt"], d);
+    ok(
+        &["-q", "generate", "world", "--features", "f-txt", "--task", "textual_cloze", "--knobs", "0,0,0", "-o", "tc"],
+        d,
+    );
+    let args = ["audit", "tc", "--features", "f-txt", "--aflite", "--aflite-partitions", "16", "--resamples", "50"];
+    ok(&[&["-q", "--threads", "1"], &args[..], &["-o", "a1"]].concat(), d);
+    ok(&[&["-q", "--threads", "2"], &args[..], &["-o", "a2"]].concat(), d);
+    assert_eq!(read_tree(&d.join("a1")).unwrap(), read_tree(&d.join("a2")).unwrap(), "same bytes for any --threads");
+
+    let all = TaskSet::load(&d.join("tc")).unwrap();
+    let kept = TaskSet::load(&d.join("a1/aflite")).unwrap();
+    let removed: Vec<serde_json::Value> = std::fs::read_to_string(d.join("a1/aflite/removed.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let removed_qids: BTreeSet<&str> = removed.iter().map(|r| r["qid"].as_str().unwrap()).collect();
+    let kept_qids: BTreeSet<&str> = kept.questions.iter().map(|q| q.qid.as_str()).collect();
+    assert!(removed_qids.is_disjoint(&kept_qids));
+    assert_eq!(removed_qids.len() + kept_qids.len(), all.questions.len());
+    assert!(kept.questions.len() * 2 >= all.questions.len(), "never below half of the questions");
+    for r in &removed {
+        assert!(r["predictability"].as_f64().unwrap() >= 0.75 && r["round"].as_u64().unwrap() >= 1, "{r}");
+    }
+    let md = std::fs::read_to_string(d.join("a1/audit.md")).unwrap();
+    let section = md.split("## AFLite").nth(1).expect("the AFLite section");
+    let row = section.lines().find(|l| l.starts_with("| textual_cloze | ")).expect("the AFLite row");
+    assert!(row.contains(&format!("| {} |", removed.len())) && row.contains(" → "), "{row}");
+
+    // Bad parameters are usage errors; --aflite needs an output folder.
+    for (bad, msg) in [
+        (&["--aflite-partitions", "0"][..], "AFLite needs at least one partition"),
+        (&["--aflite-train", "1.5"][..], "AFLite train share must be in (0, 1), got 1.5"),
+    ] {
+        let base = ["audit", "tc", "--features", "f-txt", "--aflite", "-o", "bad"];
+        let (code, _, err) = run(bin().args(base).args(bad).current_dir(d));
+        assert_eq!((code, err.contains(msg)), (2, true), "{err}");
+        assert!(!d.join("bad").exists());
+    }
+    let (code, _, err) = run(bin().args(["audit", "tc", "--features", "f-txt", "--aflite"]).current_dir(d));
+    assert_eq!(code, 2, "{err}");
+}
