@@ -27,11 +27,14 @@ pub fn normalize(p: &Path) -> PathBuf {
     for c in p.components() {
         match c {
             Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
+            // `..` cancels a name before it; a leading `..` stays (and stacks); `/..` is `/`.
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
                 }
-            }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
             other => out.push(other.as_os_str()),
         }
     }
@@ -71,6 +74,9 @@ mod tests {
     fn normalize_is_lexical() {
         assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
         assert_eq!(normalize(Path::new("../x/./y")), PathBuf::from("../x/y"));
+        // A corpus folder `real` whose image root climbs above the working folder (found by a relative `-o`).
+        assert_eq!(normalize(Path::new("real/../../../work/img")), PathBuf::from("../../work/img"));
+        assert_eq!(normalize(Path::new("/a/../../b")), PathBuf::from("/b"));
     }
 
     #[test]
