@@ -22,7 +22,7 @@ use stepwise_models::logreg::{LogRegConfig, LogisticRegression};
 
 use crate::audit::probe::choice_features;
 use crate::audit::resolve::ItemResolver;
-use crate::audit::{AuditReport, probe_question};
+use crate::audit::{AuditReport, argmax, probe_question};
 use crate::bootstrap::Estimate;
 
 /// One question: a feature vector per choice and the answer.
@@ -146,8 +146,8 @@ pub fn aflite(items: &[AfliteItem], cfg: &AfliteConfig) -> Result<AfliteResult, 
                 if let Ok(model) = LogisticRegression::fit(&x, &y, &cfg.logreg) {
                     for &p in test {
                         let item = &items[current[p]];
-                        let pick = argmax(item.choices.iter().map(|f| model.decision(f)));
-                        tally[p] = (u32::from(pick == Some(item.answer)), 1);
+                        let scores: Vec<f64> = item.choices.iter().map(|f| model.decision(f)).collect();
+                        tally[p] = (u32::from(argmax(&scores) == item.answer), 1);
                     }
                 }
                 tally
@@ -279,19 +279,10 @@ pub fn markdown_section(
     s
 }
 
-fn argmax(scores: impl Iterator<Item = f64>) -> Option<usize> {
-    let mut best: Option<(usize, f64)> = None;
-    for (i, s) in scores.enumerate() {
-        if best.is_none_or(|b| s > b.1) {
-            best = Some((i, s));
-        }
-    }
-    best.map(|b| b.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::argmin;
 
     /// Half the questions carry a shortcut (the answer is the nearest choice), half carry none.
     fn mixed(n: usize) -> Vec<AfliteItem> {
@@ -322,7 +313,7 @@ mod tests {
             let (mut right, mut n) = (0, 0);
             for i in idx {
                 let d: Vec<f64> = items[i].choices.iter().map(|f| f[0]).collect();
-                right += usize::from(argmax(d.iter().map(|x| -x)) == Some(items[i].answer));
+                right += usize::from(argmin(&d) == items[i].answer);
                 n += 1;
             }
             right as f64 / n as f64

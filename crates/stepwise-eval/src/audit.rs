@@ -468,11 +468,13 @@ fn histogram(correct: &[f64], incorrect: &[f64], bins: usize) -> Histogram {
     Histogram { edges, correct: count(correct), incorrect: count(incorrect) }
 }
 
-fn argmin(xs: &[f64]) -> usize {
+/// Index of the smallest value (ties: the lowest index; 0 for an empty slice).
+pub(crate) fn argmin(xs: &[f64]) -> usize {
     xs.iter().enumerate().fold(0, |b, (i, &x)| if x < xs[b] { i } else { b })
 }
 
-fn argmax(xs: &[f64]) -> usize {
+/// Index of the largest value (ties: the lowest index; 0 for an empty slice).
+pub(crate) fn argmax(xs: &[f64]) -> usize {
     xs.iter().enumerate().fold(0, |b, (i, &x)| if x > xs[b] { i } else { b })
 }
 
