@@ -99,10 +99,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         ..Default::default()
     };
-    if args.aflite {
-        if let Err(e) = aflite_cfg.check() {
-            usage_bail!("{e}");
-        }
+    if let (true, Err(e)) = (args.aflite, aflite_cfg.check()) {
+        usage_bail!("{e}");
     }
     let out = match &args.output {
         Some(o) => Some(OutputDir::create(o, args.force)?),
