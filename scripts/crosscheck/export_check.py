@@ -78,6 +78,7 @@ def card_configs(readme):
 
 def check_hf(out, expected, corpus_images, cache):
     import datasets
+    import pyarrow.parquet as pq
     from PIL import Image
     datasets.disable_progress_bars()
     configs = card_configs(out / "README.md")
@@ -101,31 +102,18 @@ def check_hf(out, expected, corpus_images, cache):
                 if named != set(range(1, len(row["images"]) + 1)):
                     fail(f"hf {config}/{split}[{i}]: placeholders {sorted(named)} vs {len(row['images'])} images")
                     break
-        first = next((ds[s][0] for s in splits if len(ds[s]) and ds[s][0]["images"]), None)
-        if first is not None:
-            img = first["images"][0]
+        # One image per config decodes to a PIL image of its corpus file's size (the path read from the Parquet
+        # file itself, undecoded).
+        split = next((s for s in splits if len(ds[s]) and ds[s][0]["images"]), None)
+        if split is not None:
+            img = ds[split][0]["images"][0]
+            table = pq.read_table(out / "data" / config / f"{split}-00000-of-00001.parquet", columns=["images"])
+            path = table.column("images")[0].as_py()[0]["path"]
             if not isinstance(img, Image.Image):
                 fail(f"hf {config}: images decode to {type(img)}, not PIL images")
-            else:
-                # The corpus file of <image 1> must have the decoded size.
-                ref = Image.open(corpus_images / _first_image_path(json.loads(first["source"])))
-                if ref.size != img.size:
-                    fail(f"hf {config}: decoded image {img.size} vs corpus file {ref.size}")
+            elif Image.open(corpus_images / path).size != img.size:
+                fail(f"hf {config}: decoded image {img.size} vs corpus file {path}")
     print(f"hf: {len(configs)} configs, {rows} rows loaded with datasets {datasets.__version__}")
-
-
-def _first_image_path(question):
-    """The path of `<image 1>`: the first image mentioned in the question as rendered (context, then question,
-    then choices; ordering numbers images by path)."""
-    if question["task"] == "visual_ordering":
-        return sorted({p for c in question["choice_list"] for p in c})[0]
-    for step in question.get("context", []):
-        for p in step.get("images", []):
-            return p
-    for p in question["question"] + [c for c in question["choice_list"] if isinstance(c, str)]:
-        if p != "@placeholder" and "/" in p:
-            return p
-    raise ValueError("no image")
 
 
 def check_vlmevalkit(out, expected):
@@ -149,9 +137,13 @@ def check_vlmevalkit(out, expected):
             if row["qid"] != q["qid"] or row["answer"] != chr(ord("A") + q["answer"]) or len(filled) != len(q["choice_list"]):
                 fail(f"vlmevalkit {f.name}[{i}]: qid/answer/options differ from {q['qid']}")
                 break
-            if i == 0:
-                image = row["image"]
-                blobs = ast.literal_eval(image) if image.startswith("[") else [image]
+            image, names = row["image"], row["image_path"]
+            blobs = ast.literal_eval(image) if image.startswith("[") else ([image] if image else [])
+            paths = ast.literal_eval(names) if names.startswith("[") else ([names] if names else [])
+            if len(blobs) != len(paths) or (len(blobs) > 1) != names.startswith("["):
+                fail(f"vlmevalkit {f.name}[{i}]: {len(blobs)} images but image_path {names[:60]!r}")
+                break
+            if i == 0 and blobs:
                 Image.open(io.BytesIO(base64.b64decode(blobs[0]))).load()
     print(f"vlmevalkit: {len(files)} TSVs, {rows} rows read with pandas {pd.__version__}")
 

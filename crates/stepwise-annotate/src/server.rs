@@ -53,8 +53,12 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(db: Db, study: Study) -> Arc<AppState> {
-        let images =
-            study.image_paths().into_iter().filter(|p| crate::study::safe_relative(p)).map(str::to_string).collect();
+        let images = study
+            .image_paths()
+            .into_iter()
+            .filter(|p| stepwise_core::paths::safe_relative(p))
+            .map(str::to_string)
+            .collect();
         Arc::new(AppState {
             db,
             study: Arc::new(study),

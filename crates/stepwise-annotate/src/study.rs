@@ -212,7 +212,7 @@ impl Study {
                             "the instances have images: name the corpus they come from with --corpus",
                         ));
                     };
-                    if !safe_relative(img) {
+                    if !stepwise_core::paths::safe_relative(img) {
                         return Err(at(
                             format!("items[{i}].images[{k}]"),
                             format!("{img:?} is not a relative path inside the corpus"),
@@ -389,13 +389,6 @@ fn check_rules(r: &StudyRules) -> Result<()> {
         return bad("--assignment-timeout: must be at least 1 minute".into());
     }
     Ok(())
-}
-
-/// A path that stays inside its root: relative, no `..`, no root or prefix components.
-pub(crate) fn safe_relative(p: &str) -> bool {
-    let path = Path::new(p);
-    !p.is_empty()
-        && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
 }
 
 #[cfg(test)]

@@ -108,7 +108,9 @@ fn a_world_suite_exports_three_ways_with_its_questions_and_images_byte_identical
     // One record per test question (index 0..n; quoted prompts span lines).
     assert!(test > 0);
     assert!((0..test).all(|i| tsv.contains(&format!("\n{i}\t"))) && !tsv.contains(&format!("\n{test}\t")), "{tsv}");
-    assert!(tsv.starts_with("index\timage\tquestion\tA\tB\tC\tD\tanswer\tcategory\tl2-category\tsplit\tqid\n"));
+    assert!(
+        tsv.starts_with("index\timage\timage_path\tquestion\tA\tB\tC\tD\tanswer\tcategory\tl2-category\tsplit\tqid\n")
+    );
     let yaml = std::fs::read_to_string(d.join("lmms/tasks/stepwise/recipeqa-visual_ordering.yaml")).unwrap();
     let hf_path = stepwise_core::paths::absolute_normalized(&d.join("lmms/hf")).unwrap();
     assert!(yaml.contains(&format!("dataset_path: \"{}\"", hf_path.display())), "{yaml}");
@@ -144,6 +146,15 @@ fn a_missing_image_names_the_question_and_file_and_nothing_is_written() {
         assert!(!d.join("out").exists(), "{to}: nothing is written");
         assert_eq!(std::fs::read_dir(d).unwrap().count(), 2, "{to}: no partial output left behind");
     }
+    // A task or split that cannot name files and YAML keys is refused with the question.
+    let bad =
+        std::fs::read_to_string(d.join("q.json")).unwrap().replace("\"task\":\"visual_cloze\"", "\"task\":\"../x\"");
+    std::fs::write(d.join("bad.json"), bad).unwrap();
+    let (code, _, err) =
+        run(bin().args(["export", "bad.json", "--corpus", "corpus", "--to", "hf", "-o", "out"]).current_dir(d));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.json: question q1: task \"../x\" cannot name an export"), "{err}");
+    std::fs::remove_file(d.join("bad.json")).unwrap();
     // Without --corpus (a plain JSON file names no corpus) the error says how to name it.
     let (code, _, err) = run(bin().args(["export", "q.json", "--to", "hf", "-o", "out"]).current_dir(d));
     assert_eq!(code, 2);

@@ -64,7 +64,8 @@ impl Corpus {
 
     /// The corpus an output folder was made from: the first input of `dir/manifest.json` (a corpus folder or
     /// its `procedures.jsonl`, as given on that command line: relative paths are taken from the current folder),
-    /// when it is still there. `None` when there is no manifest, no input, or the input is not a corpus.
+    /// when it is still there. `None` when there is no manifest, no input, or the input is not a corpus; an error
+    /// when the file found is not the one the manifest fingerprinted.
     pub fn named_by_manifest(dir: &Path) -> Result<Option<Corpus>> {
         if !dir.is_dir() || !dir.join(MANIFEST_FILE).is_file() {
             return Ok(None);
@@ -73,7 +74,21 @@ impl Corpus {
         let Some(input) = m.inputs.first() else { return Ok(None) };
         let path = PathBuf::from(&input.path);
         let corpus = if path.is_file() { crate::paths::parent_dir(&path) } else { path };
-        Ok(if corpus.join(PROCEDURES_JSONL).is_file() { Some(Corpus::load(&corpus)?) } else { None })
+        let file = corpus.join(PROCEDURES_JSONL);
+        if !file.is_file() {
+            return Ok(None);
+        }
+        // A relative input path read from another folder can name another corpus: the fingerprint decides.
+        let (blake3, bytes) = crate::hash::hash_file(&file)?;
+        if blake3 != input.blake3 || bytes != input.bytes {
+            return Err(Error::bad_input(format!(
+                "{}: the corpus its manifest names ({}) is not the one it was made from (the file changed, or the \
+                 relative path points elsewhere from this folder); name the corpus with --corpus",
+                dir.display(),
+                file.display()
+            )));
+        }
+        Ok(Some(Corpus::load(&corpus)?))
     }
 
     /// The task set stored with the corpus, if any.
@@ -154,6 +169,25 @@ mod tests {
         std::fs::write(&f, "{\"id\":\"a\",\"steps\":[]}\n\n{\"id\":\"a\",\"steps\":[]}\n").unwrap();
         let e = read_procedures_jsonl(&f).unwrap_err().to_string();
         assert!(e.contains("p.jsonl:1") && e.contains("p.jsonl:3"), "{e}");
+    }
+
+    #[test]
+    fn the_corpus_a_manifest_names_must_be_the_one_it_fingerprinted() {
+        let td = tempfile::tempdir().unwrap();
+        let corpus = td.path().join("corpus");
+        std::fs::create_dir_all(&corpus).unwrap();
+        let jsonl = corpus.join(PROCEDURES_JSONL);
+        std::fs::write(&jsonl, "{\"id\":\"a\",\"steps\":[]}\n").unwrap();
+        let out = td.path().join("out");
+        let mut m = Manifest::new("taskset");
+        m.inputs.push(crate::manifest::InputHash::of(&jsonl).unwrap());
+        m.write(&out).unwrap();
+        assert_eq!(Corpus::named_by_manifest(&out).unwrap().unwrap().procedures.len(), 1);
+        // Another corpus at the recorded path (changed since, or a relative path read from elsewhere).
+        std::fs::write(&jsonl, "{\"id\":\"b\",\"steps\":[]}\n").unwrap();
+        let e = Corpus::named_by_manifest(&out).unwrap_err().to_string();
+        assert!(e.contains("is not the one it was made from") && e.contains("--corpus"), "{e}");
+        assert!(Corpus::named_by_manifest(td.path()).unwrap().is_none(), "no manifest: no corpus");
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// A path that stays inside its root: relative, not empty, no `..`, no root or prefix components.
+pub fn safe_relative(p: &str) -> bool {
+    !p.is_empty() && Path::new(p).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
 /// The relative path from folder `base` to `target` (both absolute and normalised), with `/` separators;
 /// `.` when they are the same.
 pub fn relative_path(base: &Path, target: &Path) -> String {

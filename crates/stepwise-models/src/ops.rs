@@ -273,14 +273,26 @@ impl CustomOp1 for ColumnSums {
 /// head `h` at columns `h·dh..(h+1)·dh` of each), `key_bias` `S × L` (added to every query's scores: 0 for real
 /// keys, a large negative number for padding). Returns `S × L × D`: per head `softmax(q kᵀ/√dh + bias) v`.
 ///
-/// One task per (sequence, head) computes its `L × L` scores in a thread-local buffer and never writes them out;
-/// the backward pass recomputes them (as FlashAttention does) instead of keeping `S·H·L·L` probabilities alive.
-/// Measured on `stepwise bench seq-train` (L = 550): the composite version spent more time allocating, adding
-/// the mask, copying heads and running softmax over those tensors than in its products.
+/// One task per sequence computes each head's `L × L` probabilities and its output; when the graph can be
+/// differentiated and the `S·H·L·L` probabilities fit [`KEEP_PROBABILITIES_BYTES`], they are kept for the backward
+/// pass (bench seq-train: −8% per step), otherwise they live in a thread-local buffer and the backward pass
+/// recomputes them (as FlashAttention does). Inference through variables also keeps them (candle has no no-grad
+/// mode), bounded by the same limit and freed with the graph. Measured on `stepwise bench seq-train` (L = 550):
+/// the composite version spent more time allocating, adding the mask, copying heads and running softmax over
+/// those tensors than in its products.
 pub fn attention(qkv: &Tensor, key_bias: &Tensor, heads: usize) -> CResult<Tensor> {
-    let keep = qkv.track_op();
+    // Kept only for a graph that can be differentiated, and only up to a size: long inputs (16 steps of 110 rows:
+    // 0.8 GB per layer at batch 16) recompute instead, and inference through variables never holds much.
+    let probabilities_bytes = match qkv.dims() {
+        &[s, l, _] => s.saturating_mul(heads).saturating_mul(l).saturating_mul(l).saturating_mul(4),
+        _ => usize::MAX,
+    };
+    let keep = qkv.track_op() && probabilities_bytes <= KEEP_PROBABILITIES_BYTES;
     qkv.contiguous()?.apply_op2(&key_bias.contiguous()?, Attention { heads, keep, probabilities: Mutex::new(None) })
 }
+
+/// The largest probability tensor [`attention`] keeps for its backward pass (bench seq-train: 77 MB per layer).
+const KEEP_PROBABILITIES_BYTES: usize = 256 << 20;
 
 struct Attention {
     heads: usize,

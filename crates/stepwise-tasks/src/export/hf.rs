@@ -41,8 +41,8 @@ pub fn write(source: &Source, out: &Path) -> Result<ExportSummary> {
     Ok(summary)
 }
 
-/// The Parquet files alone (the lmms-eval export writes them too, with its own card).
-pub fn write_data(source: &Source, out: &Path, summary: &mut ExportSummary) -> Result<()> {
+/// The Parquet files of every config and split.
+fn write_data(source: &Source, out: &Path, summary: &mut ExportSummary) -> Result<()> {
     let image_root = source.corpus.as_ref().map(|c| c.image_root.as_path());
     for config in &source.configs {
         for (split, questions) in &config.splits {
@@ -189,10 +189,11 @@ pub fn card(source: &Source, summary: &ExportSummary) -> String {
         0..1_000 => "n<1K",
         1_000..10_000 => "1K<n<10K",
         10_000..100_000 => "10K<n<100K",
-        _ => "100K<n<1M",
+        100_000..1_000_000 => "100K<n<1M",
+        _ => "n>1M",
     };
     let mut s = String::from("---\n");
-    let _ = writeln!(s, "pretty_name: \"{}\"", format!("stepwise {} {name}", source.kind).replace('"', "'"));
+    let _ = writeln!(s, "pretty_name: \"{}\"", format!("stepwise {} {name}", source.kind).replace(['"', '\\'], "'"));
     s.push_str("license: other\nlanguage:\n- en\ntask_categories:\n- visual-question-answering\n- multiple-choice\n");
     s.push_str("tags:\n- procedural-comprehension\n- recipeqa\n- stepwise\n");
     let _ = writeln!(s, "size_categories:\n- {size}");
@@ -203,15 +204,19 @@ pub fn card(source: &Source, summary: &ExportSummary) -> String {
     let _ = writeln!(
         s,
         "Multiple-choice questions on step-by-step procedures, exported by stepwise {} from the {} `{}` \
-         ({} questions, {} images embedded, {} configs). Each config is one task{}; its splits are by procedure \
-         (no procedure is in two splits).\n",
+         ({} questions, {} images embedded, {} configs). Each config is one task{}; {}\n",
         env!("CARGO_PKG_VERSION"),
         source.kind,
-        source.path.display(),
+        name,
         total,
         summary.images,
         summary.configs.len(),
         if source.kind == "suite" { " under one setting (`<setting>-<task>`)" } else { "" },
+        if source.manifest.is_some() {
+            "stepwise splits by procedure: no procedure is in two splits."
+        } else {
+            "the splits are the source file's own."
+        },
     );
     if source.kind == "suite" {
         s.push_str(

@@ -24,7 +24,8 @@ pub fn task_name(config: &str) -> String {
 }
 
 /// The utilities the YAMLs call (the prompt layout of [`super::render`]: prompt, lettered options, the answer
-/// instruction; the first standalone capital letter of the response is the answer).
+/// instruction; a response's answer is a bare letter, else the letter after "answer", else its last standalone
+/// option letter).
 pub const UTILS_PY: &str = r#""""lmms-eval utilities of a stepwise export (written by `stepwise export --to lmms-eval`).
 
 The prompt layout is the dataset card's: `prompt` (with <image N> placeholders naming `images` in order), the
@@ -106,6 +107,15 @@ pub fn write(source: &Source, out: &Path, dataset_path: &str) -> Result<ExportSu
         images: hf_summary.images,
         files: hf_summary.files.iter().map(|f| format!("hf/{f}")).collect(),
     };
+    let mut names = std::collections::BTreeMap::new();
+    for config in hf_summary.configs.keys() {
+        if let Some(other) = names.insert(task_name(config), config) {
+            return Err(stepwise_core::Error::bad_input(format!(
+                "configs {other:?} and {config:?} would both be the lmms-eval task {}",
+                task_name(config)
+            )));
+        }
+    }
     let tasks = out.join("tasks").join("stepwise");
     let mut group = String::from("group: stepwise\ntask:\n");
     for (config, splits) in &hf_summary.configs {

@@ -90,7 +90,7 @@ pub fn split_name(split: Option<&str>) -> String {
         Some("val") | Some("dev") | Some("validation") => "validation".into(),
         Some("train") => "train".into(),
         Some("test") | None => "test".into(),
-        Some(other) => other.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(),
+        Some(other) => other.to_string(),
     }
 }
 
@@ -135,7 +135,16 @@ pub fn load_source(path: &Path, corpus: Option<&Path>, keep_splits: Option<&[Str
             ("taskset", vec![(setting.map(str::to_string), path.to_path_buf())])
         }
     };
+    let name_ok = |s: &str, dash: bool| {
+        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || (dash && c == '-'))
+    };
     for (setting, dir) in sets {
+        if let Some(s) = setting.as_deref().filter(|s| !name_ok(s, true)) {
+            return Err(Error::bad_input(format!(
+                "{}: setting {s:?} cannot name an export (letters, digits, _ and - only)",
+                dir.display()
+            )));
+        }
         let ts = match TaskSet::load(&dir) {
             Ok(ts) => ts,
             // A suite's (setting, task) that got no questions (a small corpus) has an empty task set: no config.
@@ -144,7 +153,24 @@ pub fn load_source(path: &Path, corpus: Option<&Path>, keep_splits: Option<&[Str
         };
         let mut by_task: BTreeMap<String, BTreeMap<String, Vec<Question>>> = BTreeMap::new();
         for q in ts.questions {
+            // Names become file names, YAML keys and lmms-eval task names: letters, digits and `_` only.
+            if !name_ok(&q.task, false) {
+                return Err(Error::bad_input(format!(
+                    "{}: question {}: task {:?} cannot name an export (letters, digits and _ only)",
+                    dir.display(),
+                    q.qid,
+                    q.task
+                )));
+            }
             let split = split_name(q.split.as_deref());
+            if !name_ok(&split, false) {
+                return Err(Error::bad_input(format!(
+                    "{}: question {}: split {:?} cannot name an export split (letters, digits and _ only)",
+                    dir.display(),
+                    q.qid,
+                    q.split.as_deref().unwrap_or("")
+                )));
+            }
             if keep_splits.is_some_and(|k| !k.contains(&split)) {
                 continue;
             }
@@ -190,14 +216,14 @@ pub fn prepare(q: &Question, source: &Path, image_root: Option<&Path>) -> Result
                 q.qid
             )));
         };
-        let file = root.join(rel);
-        if Path::new(rel).is_absolute() || rel.split(['/', '\\']).any(|c| c == "..") {
+        if !stepwise_core::paths::safe_relative(rel) {
             return Err(Error::bad_input(format!(
                 "{}: question {}: image {rel:?} is not a relative path inside the corpus",
                 source.display(),
                 q.qid
             )));
         }
+        let file = root.join(rel);
         let bytes = std::fs::read(&file).map_err(|e| {
             Error::bad_input(format!(
                 "{}: question {}: image {rel:?} ({}): {e}",
@@ -236,7 +262,11 @@ impl Chunks<'_> {
     /// own error is kept for [`write_chunked`] to return.
     pub(crate) fn next_chunk(&mut self) -> std::io::Result<Option<Vec<Prepared>>> {
         let Some(chunk) = self.chunks.next() else { return Ok(None) };
-        match chunk.par_iter().map(|q| prepare(q, self.source, self.image_root)).collect::<Result<Vec<_>>>() {
+        // Every question of the chunk is prepared; the first failure in file order is reported (a parallel
+        // `collect::<Result<_>>` would name whichever failed first in time).
+        let prepared: Vec<Result<Prepared>> =
+            chunk.par_iter().map(|q| prepare(q, self.source, self.image_root)).collect();
+        match prepared.into_iter().collect::<Result<Vec<_>>>() {
             Ok(p) => {
                 self.images += p.iter().map(|p| p.images.len()).sum::<usize>();
                 Ok(Some(p))
@@ -291,6 +321,6 @@ mod tests {
         assert_eq!(split_name(Some("val")), "validation");
         assert_eq!(split_name(Some("train")), "train");
         assert_eq!(split_name(None), "test");
-        assert_eq!(split_name(Some("held out")), "held_out");
+        assert_eq!(split_name(Some("held_out")), "held_out");
     }
 }

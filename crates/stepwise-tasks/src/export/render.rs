@@ -23,9 +23,12 @@ pub struct Rendered {
 /// The instruction after the options.
 pub const ANSWER_INSTRUCTION: &str = "Answer with the option's letter from the given choices directly.";
 
-/// The option letter of choice `i` (A, B, ...; choices beyond Z are not written by stepwise's generators).
+/// Options a question may have: one letter each, A to Z.
+pub const MAX_OPTIONS: usize = 26;
+
+/// The option letter of choice `i` (A … Z; [`render`] refuses questions with more than [`MAX_OPTIONS`]).
 pub fn letter(i: usize) -> String {
-    char::from_u32('A' as u32 + i as u32).map_or_else(|| format!("({i})"), |c| c.to_string())
+    char::from_u32('A' as u32 + i.min(MAX_OPTIONS - 1) as u32).map_or_else(String::new, |c| c.to_string())
 }
 
 impl Rendered {
@@ -70,18 +73,17 @@ the option texts; the full text a model reads is `prompt`, a line `Options:`, on
 the line `Answer with the option's letter from the given choices directly.` The context is the recipe's steps \
 as the task gives them (`Step k: title. body <image N>`, in recipe order). Per task:
 
-- **textual_cloze**: the steps' texts and images, then `Step titles in order: 1. … 2. ___ …` with the missing \
-title shown as `___`; options are titles.
+- **textual_cloze**: the steps' texts and images, then `Steps in order: 1. … 2. ___ …` (the question's titles or \
+texts) with the missing one shown as `___`; options are titles or texts.
 - **visual_cloze**: the steps' texts, then `Step images in order: <image 1> ___ <image 2> …`; options are \
 images (`A. <image 5>`).
 - **visual_coherence**: the steps' texts, then `Step images in order: 1. <image 1> 2. <image 2> …` and the \
 question which one does not belong; options are those images.
-- **visual_ordering**: the steps' texts, then the images to order numbered `(1) <image 1> (2) <image 2> …` \
-(numbered by file path, so the numbering says nothing about the order); options are orders of those numbers \
-(`A. 3, 1, 4, 2`).
+- **visual_ordering**: the steps' texts, then the images to order numbered `(1) <image 1> (2) <image 2> …` in \
+an order drawn from a hash of the question id and the image paths (file names such as `r_1_0.jpg` would give the \
+order away if sorted); options are orders of those numbers (`A. 3, 1, 4, 2`).
 
-Any other task name is rendered from its fields as text (images found in `question`/`choice_list` when the task \
-is visual by name).";
+Any other task name is rendered as text from its `question` and `choice_list`, without images.";
 
 /// Render `q`; errors name the field that does not fit the task's layout.
 pub fn render(q: &Question) -> Result<Rendered, String> {
@@ -118,6 +120,12 @@ pub fn render(q: &Question) -> Result<Rendered, String> {
             Choice::Sequence(_) => Err(format!("choice_list[{i}]: a sequence where this task has single items")),
         }
     };
+    if q.choice_list.len() > MAX_OPTIONS {
+        return Err(format!(
+            "choice_list: {} choices, more than the {MAX_OPTIONS} option letters",
+            q.choice_list.len()
+        ));
+    }
     let options = match q.task_kind() {
         Some(Task::TextualCloze) => {
             let titles: Vec<String> = q
@@ -126,7 +134,7 @@ pub fn render(q: &Question) -> Result<Rendered, String> {
                 .enumerate()
                 .map(|(i, t)| format!("{}. {}", i + 1, if t == PLACEHOLDER { "___" } else { t }))
                 .collect();
-            prompt.push_str(&format!("Step titles in order: {}", titles.join(" ")));
+            prompt.push_str(&format!("Steps in order: {}", titles.join(" ")));
             q.choice_list.iter().enumerate().map(|(i, c)| items(c, i)).collect::<Result<Vec<_>, _>>()?
         }
         Some(Task::VisualCloze) => {
@@ -156,7 +164,9 @@ pub fn render(q: &Question) -> Result<Rendered, String> {
                     }
                 }
             }
-            let numbered: Vec<String> = pool.into_iter().collect();
+            // Numbered in a hash order: sorted paths (`r_1_0.jpg`, `r_2_0.jpg`, …) would spell out the answer.
+            let mut numbered: Vec<String> = pool.into_iter().collect();
+            numbered.sort_by_key(|p| stepwise_core::hash::hash64(&[q.qid.as_bytes(), p.as_bytes()]));
             let listed: Vec<String> =
                 numbered.iter().enumerate().map(|(i, p)| format!("({}) {}", i + 1, images.tag(p))).collect();
             if let Some(t) = q.question.first().filter(|t| !t.is_empty() && q.question_text.as_deref() != Some(t)) {
@@ -223,9 +233,25 @@ mod tests {
             "question": ["Choose the correct order"], "question_text": "What is the correct order?",
             "choice_list": [["z.jpg", "a.jpg", "m.jpg"], ["a.jpg", "m.jpg", "z.jpg"]], "answer": 1}));
         let r = render(&q).unwrap();
-        assert_eq!(r.images, ["a.jpg", "m.jpg", "z.jpg"]);
-        assert_eq!(r.options, ["3, 1, 2", "1, 2, 3"]);
+        let mut pool = r.images.clone();
+        pool.sort();
+        assert_eq!(pool, ["a.jpg", "m.jpg", "z.jpg"]);
+        // Each option's numbers name its images in its order.
+        for (option, choice) in r.options.iter().zip(&q.choice_list) {
+            let named: Vec<&str> =
+                option.split(", ").map(|n| r.images[n.parse::<usize>().unwrap() - 1].as_str()).collect();
+            assert_eq!(named, choice.items());
+        }
         assert!(r.prompt.ends_with("Choose the correct order\nImages: (1) <image 1> (2) <image 2> (3) <image 3>"));
+        // Step-ordered file names are not numbered in step order for every question (that would give it away).
+        let in_order = (0..40)
+            .filter(|i| {
+                let q = question(json!({"qid": format!("q{i}"), "recipe_id": "r", "task": "visual_ordering",
+                    "question": ["Order"], "choice_list": [["r_1.jpg", "r_2.jpg", "r_3.jpg", "r_4.jpg"]], "answer": 0}));
+                render(&q).unwrap().options[0] == "1, 2, 3, 4"
+            })
+            .count();
+        assert!(in_order < 10, "{in_order} of 40 questions numbered in step order");
     }
 
     #[test]
@@ -236,7 +262,7 @@ mod tests {
         let r = render(&q).unwrap();
         assert_eq!(
             r.prompt,
-            "Recipe steps:\nStep 1: B1 <image 1>\nStep 2: B2 <image 2>\nStep titles in order: 1. Cut 2. ___"
+            "Recipe steps:\nStep 1: B1 <image 1>\nStep 2: B2 <image 2>\nSteps in order: 1. Cut 2. ___"
         );
         assert_eq!(r.options, ["Fry", "Bake"]);
     }
@@ -246,5 +272,9 @@ mod tests {
         let q = question(json!({"qid": "x", "recipe_id": "r", "task": "visual_cloze", "question": ["@placeholder"],
             "choice_list": ["a.jpg", ["b.jpg"]], "answer": 0}));
         assert_eq!(render(&q).unwrap_err(), "choice_list[1]: a sequence where this task has single items");
+        let many: Vec<String> = (0..27).map(|i| format!("c{i}")).collect();
+        let q = question(json!({"qid": "y", "recipe_id": "r", "task": "textual_cloze", "question": ["@placeholder"],
+            "choice_list": many, "answer": 0}));
+        assert_eq!(render(&q).unwrap_err(), "choice_list: 27 choices, more than the 26 option letters");
     }
 }
