@@ -16,13 +16,18 @@
 use rand::seq::SliceRandom;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::path::Path;
 use stepwise_core::rng::rng_for;
+
+use stepwise_core::output::write_string_atomic;
+use stepwise_core::taskset::QUESTIONS_JSON;
 use stepwise_core::{Task, TaskSet};
-use stepwise_models::logreg::{LogRegConfig, LogisticRegression};
+use stepwise_models::logreg::LogRegConfig;
 
 use crate::audit::probe::choice_features;
+use crate::audit::probe::{fit_on_choices, pick};
 use crate::audit::resolve::ItemResolver;
-use crate::audit::{AuditReport, argmax, probe_question};
+use crate::audit::{AuditReport, probe_question};
 use crate::bootstrap::Estimate;
 
 /// One question: a feature vector per choice and the answer.
@@ -133,22 +138,13 @@ pub fn aflite(items: &[AfliteItem], key: &str, cfg: &AfliteConfig) -> Result<Afl
                 let mut order: Vec<usize> = (0..current.len()).collect();
                 order.shuffle(&mut rng_for(cfg.seed, &format!("aflite/{key}/{round}/{split}")));
                 let (train, test) = order.split_at(t);
-                let mut x = Vec::new();
-                let mut y = Vec::new();
-                for &p in train {
-                    let item = &items[current[p]];
-                    for (c, f) in item.choices.iter().enumerate() {
-                        x.push(f.clone());
-                        y.push(c == item.answer);
-                    }
-                }
+                let train = train.iter().map(|&p| &items[current[p]]);
                 let mut tally = vec![(0u32, 0u32); current.len()];
                 // A degenerate training part (one class only) answers nothing: no evidence either way.
-                if let Ok(model) = LogisticRegression::fit(&x, &y, &cfg.logreg) {
+                if let Ok(model) = fit_on_choices(train.map(|i| (i.choices.as_slice(), i.answer)), &cfg.logreg) {
                     for &p in test {
                         let item = &items[current[p]];
-                        let scores: Vec<f64> = item.choices.iter().map(|f| model.decision(f)).collect();
-                        tally[p] = (u32::from(argmax(&scores) == item.answer), 1);
+                        tally[p] = (u32::from(pick(&model, &item.choices) == item.answer), 1);
                     }
                 }
                 tally
@@ -235,6 +231,30 @@ pub fn filter_taskset(
         extra: ts.extra.clone(),
     };
     Ok((kept, filters))
+}
+
+/// Write AFLite's outputs into `dir`: `questions.json` (the kept questions, a task set), `removed.jsonl` (qid,
+/// task, round, predictability per removed question) and `aflite.json` (configuration, each task's filtering, the
+/// audit of the kept questions).
+pub fn write_outputs(
+    dir: &Path,
+    kept: &TaskSet,
+    filters: &[TaskFilter],
+    after: &AuditReport,
+    cfg: &AfliteConfig,
+) -> stepwise_core::Result<()> {
+    kept.write_json(&dir.join(QUESTIONS_JSON))?;
+    let removed: Vec<serde_json::Value> = filters
+        .iter()
+        .flat_map(|f| {
+            f.result.removed.iter().map(move |r| {
+                serde_json::json!({"qid": r.qid, "task": f.task, "round": r.round, "predictability": r.predictability})
+            })
+        })
+        .collect();
+    stepwise_core::json::write_jsonl_atomic(&dir.join("removed.jsonl"), &removed)?;
+    let summary = serde_json::json!({"config": cfg, "tasks": filters, "after": after});
+    write_string_atomic(&dir.join("aflite.json"), &stepwise_core::json::to_pretty_sorted(&summary))
 }
 
 /// The audit report's AFLite section: per task, questions kept and removed, and the Hasty Student's and the

@@ -474,7 +474,7 @@ pub(crate) fn argmin(xs: &[f64]) -> usize {
 }
 
 /// Index of the largest value (ties: the lowest index; 0 for an empty slice).
-pub(crate) fn argmax(xs: &[f64]) -> usize {
+fn argmax(xs: &[f64]) -> usize {
     xs.iter().enumerate().fold(0, |b, (i, &x)| if x > xs[b] { i } else { b })
 }
 

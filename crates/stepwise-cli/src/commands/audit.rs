@@ -211,30 +211,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         plots.push((t.task.clone(), format!("{name}.svg")));
     }
     let mut markdown = render::markdown(&report, &source, &plots);
-    let mut aflite_counts = Vec::new();
+    let mut aflite_filters: Vec<aflite::TaskFilter> = Vec::new();
     if args.aflite {
         let (kept, filters) =
             aflite::filter_taskset(&ts, &resolver, &aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
         let after = audit(&kept, &resolver, &cfg);
         markdown.push('\n');
         markdown.push_str(&aflite::markdown_section(&aflite_cfg, &filters, &report, &after));
-        let dir = out.path().join("aflite");
         if kept.questions.is_empty() {
             usage_bail!("AFLite removed every question (raise --aflite-min)");
         }
-        kept.write_json(&dir.join(QUESTIONS_JSON))?;
-        let removed: Vec<serde_json::Value> = filters
-            .iter()
-            .flat_map(|f| {
-                f.result.removed.iter().map(move |r| {
-                    serde_json::json!({"qid": r.qid, "task": f.task, "round": r.round, "predictability": r.predictability})
-                })
-            })
-            .collect();
-        stepwise_core::json::write_jsonl_atomic(&dir.join("removed.jsonl"), &removed)?;
-        let summary = serde_json::json!({"config": aflite_cfg, "tasks": filters, "after": after});
-        write_string_atomic(&dir.join("aflite.json"), &stepwise_core::json::to_pretty_sorted(&summary))?;
-        aflite_counts = filters.iter().map(|f| (f.task.clone(), f.result.removed.len())).collect();
+        aflite::write_outputs(&out.path().join("aflite"), &kept, &filters, &after, &aflite_cfg)?;
+        aflite_filters = filters;
     }
     write_string_atomic(&out.path().join("audit.md"), &markdown)?;
     write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
@@ -245,8 +233,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.param("text_encoder", encoder.as_ref().map(|e| e.info().name.clone()));
     if args.aflite {
         m.param("aflite", &aflite_cfg);
-        for (task, n) in &aflite_counts {
-            m.count(&format!("{task}.aflite_removed"), *n as u64);
+        for f in &aflite_filters {
+            m.count(&format!("{}.aflite_removed", f.task), f.result.removed.len() as u64);
         }
     }
     m.count("questions", report.questions as u64);
@@ -270,8 +258,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 f(t.distance_probe.as_ref().map(|p| p.accuracy))
             );
         }
-        for (task, n) in &aflite_counts {
-            eprintln!("AFLite: {n} {task} questions removed (see aflite/removed.jsonl)");
+        for f in &aflite_filters {
+            eprintln!("AFLite: {} {} questions removed (see aflite/removed.jsonl)", f.result.removed.len(), f.task);
         }
         eprintln!("wrote {}", dest.display());
     }

@@ -63,13 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let keep = (!args.split.is_empty()).then_some(args.split.as_slice());
     let mut source = load_source(&args.source, args.corpus.as_deref(), keep)?;
     if keep.is_none() && args.to != Format::Hf {
-        // Evaluation formats: the test split when there is one.
-        if source.configs.iter().any(|c| c.splits.contains_key("test")) {
-            for c in &mut source.configs {
-                c.splits.retain(|s, _| s == "test");
-            }
-            source.configs.retain(|c| !c.is_empty());
-        }
+        source.keep_test_split_if_any();
     }
     let out = OutputDir::create(&args.output, args.force)?;
     let summary = match args.to {

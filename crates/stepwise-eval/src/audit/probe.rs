@@ -34,6 +34,34 @@ pub fn choice_features(distances: &[f64]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The probe's model fitted on whole questions' choices: one row per choice, labelled whether it is the answer.
+pub fn fit_on_choices<'a>(
+    questions: impl IntoIterator<Item = (&'a [Vec<f64>], usize)>,
+    cfg: &LogRegConfig,
+) -> Result<LogisticRegression, String> {
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for (choices, answer) in questions {
+        for (c, row) in choices.iter().enumerate() {
+            x.push(row.clone());
+            y.push(c == answer);
+        }
+    }
+    LogisticRegression::fit(&x, &y, cfg)
+}
+
+/// The choice `model` scores highest (ties: the lowest index).
+pub fn pick(model: &LogisticRegression, choices: &[Vec<f64>]) -> usize {
+    let mut best = (0usize, f64::NEG_INFINITY);
+    for (c, row) in choices.iter().enumerate() {
+        let s = model.decision(row);
+        if s > best.1 {
+            best = (c, s);
+        }
+    }
+    best.0
+}
+
 /// Cross-validated predictions: for each question (input order), whether the probe picked the answer, and its
 /// fold; plus the fitted models (one per fold). `None` when there are fewer questions than folds or fewer than
 /// two folds.
@@ -66,27 +94,11 @@ pub fn cross_validate(
     let mut correct = vec![false; questions.len()];
     let mut models = Vec::with_capacity(folds);
     for f in 0..folds {
-        let mut x = Vec::new();
-        let mut y = Vec::new();
-        for (qi, q) in questions.iter().enumerate() {
-            if fold[qi] != f {
-                for (c, row) in feats[qi].iter().enumerate() {
-                    x.push(row.clone());
-                    y.push(c == q.answer);
-                }
-            }
-        }
-        let model = LogisticRegression::fit(&x, &y, cfg).ok()?;
+        let train = questions.iter().enumerate().filter(|(qi, _)| fold[*qi] != f);
+        let model = fit_on_choices(train.map(|(qi, q)| (feats[qi].as_slice(), q.answer)), cfg).ok()?;
         for (qi, q) in questions.iter().enumerate() {
             if fold[qi] == f {
-                let mut best = (0usize, f64::NEG_INFINITY);
-                for (c, row) in feats[qi].iter().enumerate() {
-                    let s = model.decision(row);
-                    if s > best.1 {
-                        best = (c, s);
-                    }
-                }
-                correct[qi] = best.0 == q.answer;
+                correct[qi] = pick(&model, &feats[qi]) == q.answer;
             }
         }
         models.push(model);

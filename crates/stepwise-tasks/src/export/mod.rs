@@ -195,6 +195,18 @@ pub fn load_source(path: &Path, corpus: Option<&Path>, keep_splits: Option<&[Str
     Ok(Source { path: path.to_path_buf(), kind, configs, manifest, corpus })
 }
 
+impl Source {
+    /// Keep only the test split when the source has one (what the evaluation formats read by default).
+    pub fn keep_test_split_if_any(&mut self) {
+        if self.configs.iter().any(|c| c.splits.contains_key("test")) {
+            for c in &mut self.configs {
+                c.splits.retain(|s, _| s == "test");
+            }
+            self.configs.retain(|c| !c.is_empty());
+        }
+    }
+}
+
 /// A rendered question with its image files read.
 pub struct Prepared {
     pub question: Question,
@@ -232,7 +244,7 @@ pub fn prepare(q: &Question, source: &Path, image_root: Option<&Path>) -> Result
                 file.display()
             ))
         })?;
-        if !(bytes.starts_with(&[0xFF, 0xD8, 0xFF]) || bytes.starts_with(b"\x89PNG\r\n\x1a\n")) {
+        if image_extension(&bytes).is_none() {
             return Err(Error::bad_input(format!(
                 "{}: question {}: image {rel:?} ({}) is neither JPEG nor PNG",
                 source.display(),
@@ -243,6 +255,17 @@ pub fn prepare(q: &Question, source: &Path, image_root: Option<&Path>) -> Result
         images.push((rel.clone(), bytes));
     }
     Ok(Prepared { question: q.clone(), rendered, images })
+}
+
+/// The file extension of a JPEG or PNG file's bytes (by their signature), `None` for anything else.
+pub fn image_extension(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("jpg")
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("png")
+    } else {
+        None
+    }
 }
 
 /// Questions prepared (and images held in memory) at a time.

@@ -17,7 +17,7 @@ use base64::engine::general_purpose::STANDARD;
 use stepwise_core::Result;
 
 use super::render::letter;
-use super::{ExportSummary, Source, write_chunked};
+use super::{ExportSummary, Source, image_extension, write_chunked};
 
 /// The TSV of one config, relative to the export folder.
 pub fn tsv_file(config: &str) -> String {
@@ -51,7 +51,8 @@ pub fn write(source: &Source, out: &Path) -> Result<ExportSummary> {
             while let Some(prepared) = chunks.next_chunk()? {
                 for p in &prepared {
                     let encoded: Vec<String> = p.images.iter().map(|(_, b)| STANDARD.encode(b)).collect();
-                    let ext = |b: &[u8]| if b.starts_with(b"\x89PNG") { "png" } else { "jpg" };
+                    // `prepare` accepted only JPEG and PNG files.
+                    let ext = |b: &[u8]| image_extension(b).unwrap_or("jpg");
                     let (image, image_path) = match encoded.len() {
                         // No image (a text-only question): both cells empty.
                         0 => (String::new(), String::new()),
