@@ -103,8 +103,10 @@ pub fn require_at_least_one(options: &[(&str, usize)]) -> anyhow::Result<()> {
 
 /// The command line recorded in manifests: `stepwise` and the arguments, without options that do not change
 /// results (output path, threads, verbosity, --force), so reruns into another folder give identical manifests.
+/// `--shard I/N` is left out too: the parts of a sharded run record their shard separately, so the merged output
+/// records the command of the single run it equals.
 pub fn canonical_command_line(args: impl Iterator<Item = String>) -> Vec<String> {
-    const DROP_WITH_VALUE: &[&str] = &["-o", "--output", "--threads"];
+    const DROP_WITH_VALUE: &[&str] = &["-o", "--output", "--threads", "--shard"];
     const DROP_FLAG: &[&str] = &["-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--force"];
     let mut out = vec!["stepwise".to_string()];
     let mut skip_next = false;
@@ -134,5 +136,8 @@ mod tests {
         let args = ["target/stepwise", "world", "generate", "-n", "5", "-o", "x", "--threads=2", "--seed", "3", "-q"];
         let c = canonical_command_line(args.iter().map(|s| s.to_string()));
         assert_eq!(c, ["stepwise", "world", "generate", "-n", "5", "--seed", "3"]);
+        let args = ["stepwise", "sweep", "c", "--shard", "1/2", "--seed", "3", "--shard=0/2"];
+        let c = canonical_command_line(args.iter().map(|s| s.to_string()));
+        assert_eq!(c, ["stepwise", "sweep", "c", "--seed", "3"]);
     }
 }

@@ -46,6 +46,9 @@ enum Command {
     #[command(subcommand)]
     World(commands::world::WorldCommand),
     Embed(commands::embed::Args),
+    /// Feature stores: join the part stores of a sharded `stepwise embed` run.
+    #[command(subcommand)]
+    Features(commands::features::FeaturesCommand),
     Neighbors(commands::neighbors::Args),
     /// Pretrained models in the local models folder: list, convert, classify images, encode texts or images.
     #[command(subcommand)]
@@ -138,6 +141,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Embed(a) => commands::embed::run(a),
         Command::Neighbors(a) => commands::neighbors::run(a),
         Command::Models(c) => commands::models::run(c),
+        Command::Features(c) => commands::features::run(c),
         Command::Generate(a) => commands::generate::run(a),
         Command::Sweep(a) => commands::sweep::run(a),
         Command::Audit(a) => commands::audit::run(a),

@@ -11,6 +11,7 @@
 //! - [`parquet`]: Parquet copies of tables
 //! - [`output`]: atomic output folders and files
 //! - [`paths`]: lexical path arithmetic (absolute, normalised, relative)
+//! - [`shard`]: one part of a job split over machines (`--shard I/N`) and the check that parts are complete
 //! - [`html`]: HTML escaping
 //! - [`error`]: the error type and exit codes
 //! - [`rng`], [`hash`], [`progress`]: seeded randomness, content hashes, progress bars
@@ -29,6 +30,7 @@ pub mod progress;
 pub mod r2vq;
 pub mod rng;
 pub mod sequencing;
+pub mod shard;
 pub mod split;
 pub mod taskset;
 

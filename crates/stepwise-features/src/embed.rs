@@ -29,6 +29,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use stepwise_core::manifest::InputHash;
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
+use stepwise_core::shard::Shard;
 use stepwise_core::{Corpus, Error, IoResultExt, Manifest};
 
 use crate::FeatureError;
@@ -39,8 +40,8 @@ use crate::patches::{PATCH_ORDER, PatchMeta, patch_output};
 use crate::registry::{EncoderContext, EncoderKind, find};
 use crate::rows::{ItemRows, RowSlice};
 use crate::store::{
-    FAILURES_FILE, Failure, FeatureStore, IDS_FILE, KEYS_FILE, META_FILE, MODEL_DIR, STORE_FORMAT, StoreMeta,
-    VECTORS_FILE, WORK_DIR, check_same_encoder,
+    FAILURES_FILE, Failure, FeatureStore, IDS_FILE, KEYS_FILE, META_FILE, MODEL_DIR, STORE_FORMAT, ShardMeta,
+    StoreMeta, VECTORS_FILE, WORK_DIR, check_same_encoder,
 };
 use crate::tokens::{TOKEN_DTYPE, TokenMeta};
 use crate::work::{ChunkFailure, ChunkTokens, RUN_FILE, RunConfig, WorkDir};
@@ -74,6 +75,9 @@ pub struct EmbedOptions {
     pub patches: Option<usize>,
     /// Recorded in the store: the caller cut step texts to their first this many sentences (`--max-sentences`).
     pub max_sentences: Option<usize>,
+    /// Embed only this contiguous part of the items (`--shard I/N`); a fitted encoder still fits on all of them, so
+    /// every part has the same model. `stepwise features merge` joins the parts ([`crate::merge`]).
+    pub shard: Option<Shard>,
 }
 
 impl EmbedOptions {
@@ -89,6 +93,7 @@ impl EmbedOptions {
             tokens: None,
             patches: None,
             max_sentences: None,
+            shard: None,
         }
     }
 }
@@ -118,7 +123,7 @@ pub struct EmbedReport {
 
 /// The per-item rows a run stores beside the vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RowKind {
+pub(crate) enum RowKind {
     /// Token vectors with their vocabulary ids, at most this many per item.
     Tokens(usize),
     /// A patch grid of this side per image.
@@ -161,6 +166,20 @@ pub fn embed_items(
     opts: &EmbedOptions,
 ) -> Result<EmbedReport, FeatureError> {
     check_ids(items)?;
+    let all_items = items;
+    let (items, shard) = match opts.shard {
+        None => (all_items, None),
+        Some(shard) => {
+            let mut ids = String::new();
+            for it in all_items {
+                ids.push_str(&it.id);
+                ids.push('\n');
+            }
+            let items_blake3 = blake3::hash(ids.as_bytes()).to_hex().to_string();
+            let meta = ShardMeta { shard, items: all_items.len(), items_blake3 };
+            (&all_items[shard.range(all_items.len())], Some(meta))
+        }
+    };
     let entry = find(&opts.encoder).ok_or_else(|| unknown_encoder(&opts.encoder))?;
     if let Some(it) = items.iter().find(|it| it.content.modality() != entry.modality) {
         return Err(usage(format!(
@@ -278,6 +297,7 @@ pub fn embed_items(
     if pending.is_empty()
         && let Some(s) = &store
         && s.meta().max_sentences == opts.max_sentences
+        && s.meta().shard == shard
         && store_matches(s, items, &keys, &store_failures, &opts.inputs)?
     {
         // Still make sure the encoder has not changed since the store was written.
@@ -287,7 +307,7 @@ pub fn embed_items(
             std::fs::remove_dir_all(&work_path).at(&work_path)?;
         }
         let failed = s.failures()?.len();
-        if s.is_empty() {
+        if s.is_empty() && !(shard.is_some() && items.is_empty()) {
             return Err(all_failed(dir, &s.failures()?));
         }
         return Ok(EmbedReport {
@@ -312,7 +332,7 @@ pub fn embed_items(
     } else {
         Some(work.model_dir())
     };
-    let fit_texts = fitted.then(|| Arc::new(fit_texts(items)));
+    let fit_texts = fitted.then(|| Arc::new(fit_texts(all_items)));
     let encoder = match build(entry.name, opts, state_dir.clone(), fit_texts) {
         Ok(e) => e,
         Err(e) => {
@@ -384,6 +404,7 @@ pub fn embed_items(
         tokens: None,
         patches: None,
         max_sentences: opts.max_sentences,
+        shard: shard.clone(),
     };
     let sources = Sources {
         work: &work,
@@ -397,8 +418,9 @@ pub fn embed_items(
         dim: row_dim(encoder.as_ref(), kind),
         vocab: encoder.vocabulary(),
     });
-    let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref())?;
-    if rows.is_empty() {
+    let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref(), None)?;
+    // A shard may hold nothing (more shards than items): its empty store is a valid part.
+    if rows.is_empty() && !(shard.is_some() && items.is_empty()) {
         // The store is written (its failure list is what the user needs) but is no result: say why.
         return Err(all_failed(dir, &failures));
     }
@@ -747,13 +769,21 @@ struct Sources<'a> {
     store_item_rows: Option<&'a ItemRows>,
 }
 
-impl Sources<'_> {
-    fn vector(&self, key: &str) -> Option<&[f32]> {
+/// Where each row of a new store comes from, by its number and key (`rows[row]` of [`write_store`]).
+pub(crate) trait RowSource {
+    fn vector(&self, row: usize, key: &str) -> Option<&[f32]>;
+    /// The token vectors (patch grid) of the row.
+    fn rows(&self, row: usize, key: &str) -> Option<RowSlice<'_>>;
+    /// The vocabulary ids of the row's tokens.
+    fn token_ids(&self, row: usize, key: &str) -> Option<Vec<i64>>;
+}
+
+impl RowSource for Sources<'_> {
+    fn vector(&self, _row: usize, key: &str) -> Option<&[f32]> {
         self.work.vector(key).or_else(|| self.store.and_then(|s| self.store_rows.get(key).map(|&r| s.row(r))))
     }
 
-    /// The token vectors (patch grid) of `key`.
-    fn rows(&self, key: &str) -> Option<RowSlice<'_>> {
+    fn rows(&self, _row: usize, key: &str) -> Option<RowSlice<'_>> {
         match self.work.token_bytes(key) {
             Some(b) => Some(RowSlice::Bytes(b)),
             None => {
@@ -763,8 +793,7 @@ impl Sources<'_> {
         }
     }
 
-    /// The vocabulary ids of `key`'s tokens.
-    fn token_ids(&self, key: &str) -> Option<Vec<i64>> {
+    fn token_ids(&self, _row: usize, key: &str) -> Option<Vec<i64>> {
         if self.work.token_bytes(key).is_some() {
             return self.work.token_ids(key);
         }
@@ -774,26 +803,28 @@ impl Sources<'_> {
 }
 
 /// What a store holds beside its vectors: token vectors or patch grids.
-struct RowOutput<'a> {
-    kind: RowKind,
+pub(crate) struct RowOutput<'a> {
+    pub(crate) kind: RowKind,
     /// What one row is (recorded in `meta.json`).
-    what: &'a str,
+    pub(crate) what: &'a str,
     /// Width of a row.
-    dim: usize,
+    pub(crate) dim: usize,
     /// Token runs: the vocabulary the ids index.
-    vocab: Option<Vocabulary>,
+    pub(crate) vocab: Option<Vocabulary>,
 }
 
 /// Write the finished store into a temporary folder and swap it in place of `dir` (which removes `.work/`);
-/// with `row_output`, also the token or patch files. Returns the number of token or patch vectors written.
-fn write_store(
+/// with `row_output`, also the token or patch files. The manifest records `command` when given (a merge records
+/// the command of its parts), else this process's command line. Returns the number of token or patch vectors written.
+pub(crate) fn write_store(
     dir: &Path,
     mut meta: StoreMeta,
     rows: &[(&str, &str)],
     failures: &[Failure],
-    src: &Sources<'_>,
+    src: &dyn RowSource,
     row_output: Option<RowOutput<'_>>,
     model_src: Option<&Path>,
+    command: Option<Vec<String>>,
 ) -> Result<Option<usize>, FeatureError> {
     let internal =
         |what: &str, key: &str| FeatureError::Core(Error::runtime(format!("internal error: no {what} for key {key}")));
@@ -803,8 +834,8 @@ fn write_store(
     let mut missing: Option<String> = None;
     write_file_atomic(&vectors_path, |w| {
         crate::npy::write_matrix_header(w, rows.len(), dim)?;
-        for (_, key) in rows {
-            match src.vector(key) {
+        for (row, (_, key)) in rows.iter().enumerate() {
+            match src.vector(row, key) {
                 Some(v) => crate::npy::write_f32s(w, v)?,
                 None => {
                     missing = Some(key.to_string());
@@ -822,14 +853,15 @@ fn write_store(
     if let Some(ro) = row_output {
         let per_row = rows
             .iter()
-            .map(|(_, key)| src.rows(key).ok_or_else(|| internal("token or patch vectors", key)))
+            .enumerate()
+            .map(|(row, (_, key))| src.rows(row, key).ok_or_else(|| internal("token or patch vectors", key)))
             .collect::<Result<Vec<_>, _>>()?;
         match ro.kind {
             RowKind::Tokens(max_tokens) => {
                 let vocab = ro.vocab.ok_or_else(|| internal("vocabulary", &meta.encoder.name))?;
                 let mut ids = Vec::new();
-                for (_, key) in rows {
-                    ids.extend(src.token_ids(key).ok_or_else(|| internal("token ids", key))?);
+                for (row, (_, key)) in rows.iter().enumerate() {
+                    ids.extend(src.token_ids(row, key).ok_or_else(|| internal("token ids", key))?);
                 }
                 let (total, offsets_blake3, ids_blake3) =
                     crate::tokens::write_token_files(out.path(), ro.dim, &per_row, Some(&ids))?;
@@ -882,6 +914,9 @@ fn write_store(
     meta.ids_blake3 = blake3::hash(ids_text.as_bytes()).to_hex().to_string();
     write_string_atomic(&out.path().join(META_FILE), &stepwise_core::json::to_pretty_sorted(&meta))?;
     let mut manifest = Manifest::new("features");
+    if let Some(c) = command {
+        manifest.command = c;
+    }
     if meta.fitted {
         manifest = manifest.with_seed(meta.seed);
     }
@@ -904,6 +939,9 @@ fn write_store(
     }
     if let Some(n) = meta.max_sentences {
         manifest.param("max_sentences", n);
+    }
+    if let Some(s) = &meta.shard {
+        manifest.param("shard", s.shard);
     }
     manifest.write(out.path())?;
     out.commit()?;

@@ -8,6 +8,7 @@
 //! - [`image_source`]: where images come from (files, or any source rendering them on demand)
 //! - [`embed`]: incremental, resumable embedding of items into a feature store
 //! - [`work`]: the resumable state of an unfinished embedding run
+//! - [`merge`]: joining the shard stores of `stepwise embed --shard I/N` into one store
 //! - [`store`]: the on-disk feature store, read through a memory map
 //! - [`tokens`]: per-token vectors of items and their vocabulary ids (`--tokens`), stored beside the pooled vectors
 //! - [`patches`]: grids of patch vectors of image items (`--patches`), stored float16 beside the pooled vectors
@@ -26,6 +27,7 @@ pub mod encoder;
 pub mod image_source;
 pub mod items;
 pub mod knn;
+pub mod merge;
 pub mod npy;
 pub mod patches;
 pub mod pretrained;

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use stepwise_core::manifest::InputHash;
+use stepwise_core::shard::Shard;
 use stepwise_core::{Error, IoResultExt};
 
 use crate::encoder::{Encoder, EncoderInfo, Item};
@@ -73,6 +74,20 @@ pub struct StoreMeta {
     /// Step texts were cut to their first this many sentences before encoding (`--max-sentences`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sentences: Option<usize>,
+    /// The store holds one shard of a larger item list (`stepwise embed --shard I/N`); `stepwise features merge`
+    /// joins the parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardMeta>,
+}
+
+/// Which part of which item list a shard store holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardMeta {
+    pub shard: Shard,
+    /// Items in the whole (unsharded) list.
+    pub items: usize,
+    /// BLAKE3 of the ids of the whole item list, one per line: the parts of one list agree on it.
+    pub items_blake3: String,
 }
 
 /// One item that could not be encoded (a line of `failures.jsonl`).

@@ -25,7 +25,8 @@ use crate::usage_bail;
     stepwise embed corpus/ --encoder w2v --encoder-opt dim=200 --seed 7 -o features/w2v\n  \
     stepwise embed corpus/ --encoder minilm --models models -o features/minilm --strings choices.txt\n  \
     stepwise embed corpus/ --encoder w2v --tokens --max-tokens 48 -o features/w2v-tokens\n  \
-    stepwise embed corpus/ --encoder descriptor --patches --grid 3 -o features/descriptor-patches\n\n\
+    stepwise embed corpus/ --encoder descriptor --patches --grid 3 -o features/descriptor-patches\n  \
+    stepwise embed corpus/ --encoder descriptor --shard 0/2 -o parts/0   (then 1/2; `stepwise features merge`)\n\n\
     The store holds vectors.npy (float32, NumPy-readable), ids, keys, meta.json, failures.jsonl, manifest.json \
     (and model/ for corpus-trained encoders). Item ids: text:{procedure}#{step}, title:{procedure}#{step}, \
     image:{path}, str:{blake3}.\n\
@@ -83,6 +84,11 @@ pub struct Args {
     /// Replace existing features (another encoder or settings, or a fresh fit) instead of extending them.
     #[arg(long)]
     pub force: bool,
+    /// Embed only part I (0-based) of N contiguous parts of the items, into a part store that `stepwise features
+    /// merge` joins with the others (corpus-fitted encoders still fit on the whole corpus, so every part has the
+    /// same model). See scripts/ray/ for running the parts on a cluster.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<stepwise_core::shard::Shard>,
     /// Testing aid: stop after this many new items, as if interrupted (the next run resumes).
     #[arg(long, hide = true)]
     pub stop_after: Option<usize>,
@@ -145,6 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.tokens = args.tokens.then_some(args.max_tokens);
     opts.patches = args.patches.then_some(args.grid);
     opts.max_sentences = args.max_sentences;
+    opts.shard = args.shard;
     let images = image_source(&corpus)?;
     let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
     let out = args.output.display();
@@ -174,6 +181,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(n) = report.patches.filter(|_| !report.interrupted) {
         eprintln!("{out}: {n} patch vectors ({g}x{g} per image) in patches.npy", g = args.grid);
+    }
+    if let Some(shard) = args.shard.filter(|_| !report.interrupted) {
+        eprintln!("{out}: shard {shard} of the items; join all {} parts with `stepwise features merge`", shard.count);
     }
     if report.failed > 0 && !report.interrupted {
         eprintln!(

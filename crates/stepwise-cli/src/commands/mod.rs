@@ -18,6 +18,7 @@ pub mod demo;
 pub mod embed;
 pub mod eval;
 pub mod export;
+pub mod features;
 pub mod generate;
 pub mod generate_r2vq;
 pub mod generate_sequencing;
