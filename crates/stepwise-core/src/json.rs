@@ -321,6 +321,26 @@ impl<'a> Obj<'a> {
 }
 
 /// A short name of a JSON value's type for error messages.
+/// The first field (dotted path, keys in sorted order) where two JSON values differ, `Some("")` when they differ at
+/// the top, `None` when they are equal: for errors that say which setting two outputs disagree on.
+pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut names: Vec<&String> = x.keys().chain(y.keys()).collect();
+            names.sort();
+            names.dedup();
+            names.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(u), Some(v)) => {
+                    first_difference(u, v).map(|d| if d.is_empty() { k.clone() } else { format!("{k}.{d}") })
+                }
+                _ => Some(k.clone()),
+            })
+        }
+        _ if a == b => None,
+        _ => Some(String::new()),
+    }
+}
+
 pub fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -393,5 +413,17 @@ mod tests {
         let step = Obj::new(&steps[0], p, &loc, "steps[0].").unwrap();
         let err = step.req_str_array("images").err().unwrap().to_string();
         assert_eq!(err, "x.jsonl:7: field `steps[0].images[0]`: expected a string, found a number");
+    }
+
+    #[test]
+    fn first_difference_names_the_field() {
+        let a = serde_json::json!({"encoder": {"name": "w2v", "dim": 100}, "seed": 1});
+        assert_eq!(first_difference(&a, &a), None);
+        let seed = serde_json::json!({"encoder": {"name": "w2v", "dim": 100}, "seed": 2});
+        assert_eq!(first_difference(&a, &seed).as_deref(), Some("seed"));
+        let dim = serde_json::json!({"encoder": {"name": "w2v", "dim": 50}, "seed": 1});
+        assert_eq!(first_difference(&a, &dim).as_deref(), Some("encoder.dim"));
+        let missing = serde_json::json!({"encoder": {"name": "w2v", "dim": 100}});
+        assert_eq!(first_difference(&a, &missing).as_deref(), Some("seed"));
     }
 }

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use stepwise_core::Error;
+use stepwise_core::json::first_difference;
 use stepwise_core::output::read_tree;
 use stepwise_core::shard::check_complete;
 
@@ -188,23 +189,6 @@ fn settings(meta: &StoreMeta) -> serde_json::Value {
     serde_json::to_value(&m).unwrap_or_default()
 }
 
-/// The first top-level (or nested, dotted) field where `a` and `b` differ.
-fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> Option<String> {
-    match (a, b) {
-        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
-            let mut names: Vec<&String> = x.keys().chain(y.keys()).collect();
-            names.sort();
-            names.dedup();
-            names.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
-                (Some(u), Some(v)) => first_difference(u, v).map(|d| if d.is_empty() { k.clone() } else { format!("{k}.{d}") }),
-                _ => Some(k.clone()),
-            })
-        }
-        _ if a == b => None,
-        _ => Some(String::new()),
-    }
-}
-
 fn bad(msg: String) -> FeatureError {
     FeatureError::Core(Error::bad_input(msg))
 }
@@ -213,20 +197,3 @@ fn usage(msg: String) -> FeatureError {
     FeatureError::Core(Error::usage(msg))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn first_difference_names_the_field() {
-        let a = json!({"encoder": {"name": "w2v", "dim": 100}, "seed": 1});
-        assert_eq!(first_difference(&a, &a), None);
-        assert_eq!(first_difference(&a, &json!({"encoder": {"name": "w2v", "dim": 100}, "seed": 2})).as_deref(), Some("seed"));
-        assert_eq!(
-            first_difference(&a, &json!({"encoder": {"name": "w2v", "dim": 50}, "seed": 1})).as_deref(),
-            Some("encoder.dim")
-        );
-        assert_eq!(first_difference(&a, &json!({"encoder": {"name": "w2v", "dim": 100}})).as_deref(), Some("seed"));
-    }
-}

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
+use stepwise_core::shard::Shard;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
@@ -71,6 +72,8 @@ pub struct TaskGenerator<'a> {
     splits: Option<&'a BTreeMap<String, Split>>,
     cat: Catalog,
     table: NeighborTable,
+    /// Make only the questions of these procedures (a shard of a sweep); everything else is as in a full run.
+    only: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> TaskGenerator<'a> {
@@ -91,6 +94,7 @@ impl<'a> TaskGenerator<'a> {
             splits,
             cat,
             table: NeighborTable::with_seed(cfg.k, cfg.neighbors, cfg.seed),
+            only: None,
         })
     }
 
@@ -113,13 +117,40 @@ impl<'a> TaskGenerator<'a> {
         Ok(plan(task, mode, self.procedures, &self.cat, &self.cfg))
     }
 
-    /// Compute the neighbours every plan in `plans` will ask for.
+    /// Make only the questions of the procedures of `shard` (a contiguous slice of the corpus; see
+    /// [`stepwise_core::shard`]). Plans, the catalog, the splits and every random stream stay those of the whole
+    /// corpus, so the shards' questions and counts add up to a full run's.
+    pub fn restrict_to(&mut self, shard: Shard) {
+        self.only = Some(shard.range(self.procedures.len()));
+    }
+
+    /// The procedures whose questions this generator makes.
+    fn procedure_range(&self) -> std::ops::Range<usize> {
+        self.only.clone().unwrap_or(0..self.procedures.len())
+    }
+
+    /// Compute the neighbours every plan in `plans` will ask for (in a shard: those of its own procedures, with
+    /// the search method a full run would choose for all of them).
     pub fn prepare(&mut self, plans: &[&Plan]) -> Result<()> {
+        let mine = self.procedure_range();
+        // Each query item with the first procedure asking for it (procedures may share an item, e.g. a title).
+        let mut first_asker: BTreeMap<u32, usize> = BTreeMap::new();
         let mut queries = BTreeSet::new();
         for p in plans {
-            queries.extend(query_items(p, &self.cat));
+            for (proc, item) in query_items(p, &self.cat) {
+                let first = first_asker.entry(item).or_insert(proc);
+                *first = (*first).min(proc);
+                if mine.contains(&proc) {
+                    queries.insert(item);
+                }
+            }
         }
-        self.table.ensure(&self.cat, &queries)
+        let all: BTreeSet<u32> = first_asker.keys().copied().collect();
+        let counted = self
+            .only
+            .as_ref()
+            .map(|_| first_asker.iter().filter(|(_, p)| mine.contains(p)).map(|(&item, _)| item).collect());
+        self.table.ensure_as_part_of(&self.cat, &queries, &all, counted)
     }
 
     /// Query items whose neighbours have been computed.
@@ -211,10 +242,10 @@ impl<'a> TaskGenerator<'a> {
         }
         let base = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
         let mut counts = vec![base; modes.len()];
-        let n = self.procedures.len();
-        let mut start = 0;
-        while start < n {
-            let end = (start + BUILD_CHUNK).min(n);
+        let range = self.procedure_range();
+        let mut start = range.start;
+        while start < range.end {
+            let end = (start + BUILD_CHUNK).min(range.end);
             for (i, groups) in self.build_range(plan, modes, start..end, &mut counts).into_iter().enumerate() {
                 sink(i, groups)?;
             }
@@ -318,13 +349,14 @@ impl<'a> TaskGenerator<'a> {
     }
 }
 
-/// The items whose neighbours a plan's questions need: the answer (cloze), the replaced image (coherence in
-/// RecipeQA mode) or the coherent images (coherence with knobs); none for ordering.
-fn query_items(plan: &Plan, cat: &Catalog) -> Vec<u32> {
+/// The items whose neighbours a plan's questions need, with the index of the procedure asking: the answer
+/// (cloze), the replaced image (coherence in RecipeQA mode) or the coherent images (coherence with knobs); none
+/// for ordering.
+fn query_items(plan: &Plan, cat: &Catalog) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
-    for (entry, pp) in cat.procs.iter().zip(&plan.procs) {
+    for (i, (entry, pp)) in cat.procs.iter().zip(&plan.procs).enumerate() {
         for q in &pp.questions {
-            let item = |pos: usize| entry.eligible[pos].item;
+            let item = |pos: usize| (i, entry.eligible[pos].item);
             match (plan.task, plan.mode) {
                 (Task::TextualCloze | Task::VisualCloze, _) | (Task::VisualCoherence, Mode::RecipeQa) => {
                     out.push(item(q.positions[q.slot]))

@@ -12,6 +12,7 @@
 //!   together and paired (same questions, different negatives)
 //! - [`suite`]: all settings × tasks with train/val/test splits, counts table, on-disk layout and
 //!   [`suite::taskset_dir`] (visual ordering is written once per (k1, k2))
+//! - [`merge`]: joining the parts of a sharded sweep (`--shard I/N`) into the suite a single run writes
 //! - [`taskset_writer`]: task sets streamed to JSON + Parquet as they are generated
 //! - [`counts`]: skip reasons and counts
 //! - [`titles`]: step-number removal and content keys
@@ -25,6 +26,7 @@ pub mod counts;
 pub mod export;
 pub mod generate;
 pub mod ivf;
+pub mod merge;
 pub mod negatives;
 pub mod neighbors;
 pub mod plan;

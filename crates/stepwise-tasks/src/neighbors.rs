@@ -30,6 +30,9 @@ pub struct NeighborTable {
     used: BTreeSet<&'static str>,
     /// HNSW queries that had to fall back to exact search (too many results from their own procedure).
     pub exact_fallbacks: usize,
+    /// In a shard of a sweep: the queries whose fallbacks this table counts (those no earlier shard also asks
+    /// for), so the shards' counts add up to a full run's.
+    counted: Option<BTreeSet<u32>>,
 }
 
 impl NeighborTable {
@@ -48,6 +51,7 @@ impl NeighborTable {
             seed,
             used: BTreeSet::new(),
             exact_fallbacks: 0,
+            counted: None,
         }
     }
 
@@ -82,11 +86,26 @@ impl NeighborTable {
 
     /// Compute the neighbours of the `queries` not computed yet.
     pub fn ensure(&mut self, cat: &Catalog, queries: &BTreeSet<u32>) -> Result<()> {
+        self.ensure_as_part_of(cat, queries, queries, None)
+    }
+
+    /// Compute the neighbours of the `queries` not computed yet, choosing the search method (`auto`) as for all
+    /// of `planned` (a superset: a shard of a sweep searches its own queries the way the whole run would), and
+    /// counting exact fallbacks only of the queries in `counted` (when given).
+    pub fn ensure_as_part_of(
+        &mut self,
+        cat: &Catalog,
+        queries: &BTreeSet<u32>,
+        planned: &BTreeSet<u32>,
+        counted: Option<BTreeSet<u32>>,
+    ) -> Result<()> {
+        self.counted = counted;
         let todo: Vec<u32> = queries.iter().copied().filter(|q| !self.lists.contains_key(q)).collect();
         if todo.is_empty() || cat.is_empty() {
             return Ok(());
         }
-        match self.search.resolve(todo.len(), cat.len()) {
+        let planned_todo = planned.iter().filter(|q| !self.lists.contains_key(q)).count().max(todo.len());
+        match self.search.resolve(planned_todo, cat.len()) {
             NeighborSearch::Hnsw { ef } => self.hnsw(cat, &todo, ef)?,
             NeighborSearch::Ivf { probes } => self.ivf(cat, &todo, probes),
             _ => self.exact(cat, &todo),
@@ -126,7 +145,7 @@ impl NeighborTable {
         }
         pb.finish_and_clear();
         if !fallback.is_empty() {
-            self.exact_fallbacks += fallback.len();
+            self.exact_fallbacks += fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
             self.exact(cat, &fallback);
         }
     }
@@ -217,7 +236,7 @@ impl NeighborTable {
         }
         pb.finish_and_clear();
         if !fallback.is_empty() {
-            self.exact_fallbacks += fallback.len();
+            self.exact_fallbacks += fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
             self.exact(cat, &fallback);
         }
         Ok(())

@@ -21,9 +21,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stepwise_core::manifest::Manifest;
 use stepwise_core::output::write_string_atomic;
+use stepwise_core::shard::Shard;
 use stepwise_core::split::{SplitFractions, assign_splits};
 use stepwise_core::{IoResultExt, Procedure, Question, Result, Split, Task, TaskSet};
 
@@ -40,10 +41,13 @@ pub struct SuiteConfig {
     pub tasks: Vec<Task>,
     pub modes: Vec<Mode>,
     pub split_fractions: SplitFractions,
+    /// Write only the questions of this contiguous part of the procedures (`stepwise sweep --shard I/N`); the
+    /// parts are joined by [`crate::merge::merge_suites`] (`stepwise sweep --merge`).
+    pub shard: Option<Shard>,
 }
 
 /// One (setting, task) row of the counts table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuiteRow {
     pub setting: String,
     pub task: Task,
@@ -105,6 +109,9 @@ pub fn write_suite_tasksets(
     for kind in kinds {
         let tasks: Vec<Task> = cfg.tasks.iter().copied().filter(|&t| cfg.generate.item_kind(t) == kind).collect();
         let mut tg = TaskGenerator::for_kind(kind, procedures, &sources, Some(&splits), &cfg.generate)?;
+        if let Some(shard) = cfg.shard {
+            tg.restrict_to(shard);
+        }
         rows.extend(write_kind_tasksets(dir, &mut tg, &tasks, cfg, base)?);
     }
     rows.sort_by_key(|r| (cfg.tasks.iter().position(|t| *t == r.task), Mode::parse_label(&r.setting)));
@@ -203,6 +210,9 @@ pub fn write_kind_tasksets(
             if !aliases.is_empty() {
                 manifest.param("also_setting", aliases.iter().map(Mode::label).collect::<Vec<_>>());
             }
+            if let Some(shard) = cfg.shard {
+                manifest.param(SHARD_PARAM, shard);
+            }
             writer.close();
             finished.push((writer, manifest));
             let Generated { counts, task, .. } = generated;
@@ -233,16 +243,7 @@ pub fn write_suite_summary(
     rows: &[SuiteRow],
 ) -> Result<()> {
     let splits = procedure_splits(procedures, cfg.split_fractions, cfg.generate.seed);
-    write_string_atomic(&dir.join("counts.json"), &stepwise_core::json::to_pretty_sorted(&rows))?;
-    let mut md = counts_markdown(rows);
-    let warnings = counts_warnings(rows);
-    if !warnings.is_empty() {
-        md += "\n## Warnings\n\n";
-        for w in &warnings {
-            md += &format!("- {w}\n");
-        }
-    }
-    write_string_atomic(&dir.join("counts.md"), &md)?;
+    write_counts(dir, rows)?;
     let mut m = base.clone();
     m.kind = "suite".to_string();
     m.seed = Some(cfg.generate.seed);
@@ -265,18 +266,43 @@ pub fn write_suite_summary(
         "knob settings with the same k1 ask the same questions (qids, question items, answers) and differ only in \
          their negatives; visual ordering has no knob 3 and is written once per (k1, k2)",
     );
-    m.count("questions", rows.iter().filter(|r| r.same_as.is_none()).map(|r| r.counts.questions).sum());
     m.count("procedures", procedures.len() as u64);
     for s in Split::ALL {
         m.count(&format!("procedures.{s}"), splits.values().filter(|x| **x == s).count() as u64);
     }
+    count_rows(&mut m, rows);
+    if let Some(shard) = cfg.shard {
+        m.param(SHARD_PARAM, shard);
+    }
+    m.write(dir)
+}
+
+/// The manifest parameter naming the part of a sharded suite (absent from a whole suite).
+pub const SHARD_PARAM: &str = "shard";
+
+/// `counts.json` and `counts.md` (with the warnings) of `rows`.
+pub(crate) fn write_counts(dir: &Path, rows: &[SuiteRow]) -> Result<()> {
+    write_string_atomic(&dir.join("counts.json"), &stepwise_core::json::to_pretty_sorted(&rows))?;
+    let mut md = counts_markdown(rows);
+    let warnings = counts_warnings(rows);
+    if !warnings.is_empty() {
+        md += "\n## Warnings\n\n";
+        for w in &warnings {
+            md += &format!("- {w}\n");
+        }
+    }
+    write_string_atomic(&dir.join("counts.md"), &md)
+}
+
+/// The suite manifest's counts that come from the rows: questions in total and per (setting, task).
+pub(crate) fn count_rows(m: &mut Manifest, rows: &[SuiteRow]) {
+    m.count("questions", rows.iter().filter(|r| r.same_as.is_none()).map(|r| r.counts.questions).sum());
     for r in rows {
         m.count(&format!("{}/{}.questions", r.setting, r.task), r.counts.questions);
         if r.same_as.is_none() {
             m.count(&format!("{}/{}.questions_widened", r.setting, r.task), r.counts.questions_widened);
         }
     }
-    m.write(dir)
 }
 
 /// The manifest of one generated task set: the base manifest with the setting, the task, the parameters and

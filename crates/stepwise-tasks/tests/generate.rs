@@ -280,6 +280,7 @@ fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search()
             tasks: Task::ALL.to_vec(),
             modes: Mode::suite(),
             split_fractions: Default::default(),
+            shard: None,
         };
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {

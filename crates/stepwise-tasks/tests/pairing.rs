@@ -322,6 +322,7 @@ fn a_suite_writes_ordering_once_and_resolves_every_setting() {
         tasks: vec![Task::VisualCloze, Task::VisualOrdering],
         modes: Mode::suite(),
         split_fractions: Default::default(),
+        shard: None,
     };
     let sources = FeatureSources { features: v, extra_pool: None, allow_missing: false };
     let rows = write_suite(td.path(), procs, sources, &cfg, &Manifest::new("suite")).unwrap();

@@ -143,6 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tasks: Task::ALL.to_vec(),
         modes: Mode::suite(),
         split_fractions: fractions,
+        shard: None,
     };
     reset_peak_rss();
     let t = Instant::now();
