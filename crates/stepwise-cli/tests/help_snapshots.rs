@@ -46,3 +46,10 @@ fn annotation_commands_help() {
 fn export_command_help() {
     insta::assert_snapshot!("export", help(&["export"]));
 }
+
+#[test]
+fn sharded_run_commands_help() {
+    insta::assert_snapshot!("features-merge", help(&["features", "merge"]));
+    insta::assert_snapshot!("sweep", help(&["sweep"]));
+    insta::assert_snapshot!("embed", help(&["embed"]));
+}

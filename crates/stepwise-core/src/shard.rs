@@ -75,7 +75,11 @@ pub fn check_complete(parts: &[Shard], name: impl Fn(usize) -> String) -> Result
     let mut seen: Vec<Option<usize>> = vec![None; n];
     for (i, p) in parts.iter().enumerate() {
         if p.count != n {
-            return Err(format!("{} is shard {p} but {} is shard {first}: parts of different splits", name(i), name(0)));
+            return Err(format!(
+                "{} is shard {p} but {} is shard {first}: parts of different splits",
+                name(i),
+                name(0)
+            ));
         }
         if let Some(j) = seen[p.index] {
             return Err(format!("{} and {} are both shard {p}", name(j), name(i)));

@@ -33,7 +33,10 @@ pub struct MergeReport {
 /// Merge the shard stores `parts` (any order) into a new store at `out` (replaced only with `force`).
 pub fn merge_stores(parts: &[PathBuf], out: &Path, force: bool) -> Result<MergeReport, FeatureError> {
     if out.exists() && !force && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        return Err(usage(format!("{}: output exists; choose another path or pass --force to replace it", out.display())));
+        return Err(usage(format!(
+            "{}: output exists; choose another path or pass --force to replace it",
+            out.display()
+        )));
     }
     let mut stores = Vec::with_capacity(parts.len());
     for p in parts {
@@ -48,7 +51,8 @@ pub fn merge_stores(parts: &[PathBuf], out: &Path, force: bool) -> Result<MergeR
         stores.push(s);
     }
     let shard_of = |s: &FeatureStore| s.meta().shard.as_ref().map(|m| m.shard).expect("checked above");
-    check_complete(&stores.iter().map(shard_of).collect::<Vec<_>>(), |i| parts[i].display().to_string()).map_err(bad)?;
+    check_complete(&stores.iter().map(shard_of).collect::<Vec<_>>(), |i| parts[i].display().to_string())
+        .map_err(bad)?;
     stores.sort_by_key(|s| shard_of(s).index);
 
     // The same split of the same item list, made the same way.
@@ -132,12 +136,9 @@ pub fn merge_stores(parts: &[PathBuf], out: &Path, force: bool) -> Result<MergeR
         ..first.meta().clone()
     };
     let row_output = match (&first.meta().tokens, &first.meta().patches) {
-        (Some(t), _) => Some(RowOutput {
-            kind: RowKind::Tokens(t.max_tokens),
-            what: &t.token,
-            dim: t.dim,
-            vocab: t.vocab.clone(),
-        }),
+        (Some(t), _) => {
+            Some(RowOutput { kind: RowKind::Tokens(t.max_tokens), what: &t.token, dim: t.dim, vocab: t.vocab.clone() })
+        }
         (None, Some(p)) => Some(RowOutput { kind: RowKind::Patches(p.grid), what: &p.patch, dim: p.dim, vocab: None }),
         (None, None) => None,
     };
@@ -196,4 +197,3 @@ fn bad(msg: String) -> FeatureError {
 fn usage(msg: String) -> FeatureError {
     FeatureError::Core(Error::usage(msg))
 }
-

@@ -80,7 +80,10 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
             )));
         }
         let same_rows = p.rows.len() == first.rows.len()
-            && p.rows.iter().zip(&first.rows).all(|(a, b)| a.setting == b.setting && a.task == b.task && a.same_as == b.same_as);
+            && p.rows
+                .iter()
+                .zip(&first.rows)
+                .all(|(a, b)| a.setting == b.setting && a.task == b.task && a.same_as == b.same_as);
         if !same_rows {
             return Err(Error::bad_input(format!(
                 "{} and {}: counts.json lists different (setting, task) rows",
@@ -169,8 +172,9 @@ fn shard_of(dir: &Path, m: &Manifest) -> Result<Shard> {
             dir.display()
         )));
     };
-    serde_json::from_value(v.clone())
-        .map_err(|e| Error::bad_input(format!("{}: manifest.json param `{SHARD_PARAM}`: {e}", dir.join("manifest.json").display())))
+    serde_json::from_value(v.clone()).map_err(|e| {
+        Error::bad_input(format!("{}: manifest.json param `{SHARD_PARAM}`: {e}", dir.join("manifest.json").display()))
+    })
 }
 
 /// What the parts of one sweep share: the suite manifest without its shard and its counts.

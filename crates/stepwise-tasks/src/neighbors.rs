@@ -145,7 +145,8 @@ impl NeighborTable {
         }
         pb.finish_and_clear();
         if !fallback.is_empty() {
-            self.exact_fallbacks += fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
+            self.exact_fallbacks +=
+                fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
             self.exact(cat, &fallback);
         }
     }
@@ -236,7 +237,8 @@ impl NeighborTable {
         }
         pb.finish_and_clear();
         if !fallback.is_empty() {
-            self.exact_fallbacks += fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
+            self.exact_fallbacks +=
+                fallback.iter().filter(|q| self.counted.as_ref().is_none_or(|c| c.contains(q))).count();
             self.exact(cat, &fallback);
         }
         Ok(())

@@ -38,13 +38,7 @@ pub fn run(cmd: FeaturesCommand) -> anyhow::Result<()> {
         FeaturesCommand::Merge(a) => {
             let r = merge_stores(&a.parts, &a.output, a.force).map_err(feature_error)?;
             if !stepwise_core::progress::is_quiet() {
-                eprintln!(
-                    "{}: {} items, {} failures, from {} parts",
-                    a.output.display(),
-                    r.stored,
-                    r.failed,
-                    r.parts
-                );
+                eprintln!("{}: {} items, {} failures, from {} parts", a.output.display(), r.stored, r.failed, r.parts);
             }
             Ok(())
         }

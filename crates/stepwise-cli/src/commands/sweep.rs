@@ -121,8 +121,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rows.extend(write_suite_tasksets(out.path(), &corpus.procedures, sources, &suite, &base)?);
     }
     // One manifest and counts table for every task, whichever store it read.
-    let all =
-        SuiteConfig { generate: cfg.clone(), tasks: tasks.clone(), modes, split_fractions: fractions, shard: args.shard };
+    let all = SuiteConfig {
+        generate: cfg.clone(),
+        tasks: tasks.clone(),
+        modes,
+        split_fractions: fractions,
+        shard: args.shard,
+    };
     rows.sort_by_key(|r| (tasks.iter().position(|t| *t == r.task), Mode::parse_label(&r.setting)));
     write_suite_summary(out.path(), &corpus.procedures, &all, &base, &rows)?;
     let dest = out.commit()?;
