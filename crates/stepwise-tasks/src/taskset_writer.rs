@@ -226,6 +226,8 @@ fn context_json(context: &[ContextStep]) -> String {
 
 /// Rows per Parquet row group (bounds the writer's buffered pages).
 const ROW_GROUP: usize = 16_384;
+/// Rows per batch handed to the Parquet writer (a divisor of [`ROW_GROUP`]).
+const PARQUET_BATCH: usize = 1024;
 
 /// A task-set folder being written. Serialisation runs on the rayon pool; the files are written by a thread of
 /// their own (Parquet encoding and compression are single-threaded), so writing one chunk overlaps generating
@@ -351,7 +353,12 @@ fn write_files(
     parquet_tmp: &Path,
 ) -> Result<()> {
     let perr = |e: parquet::errors::ParquetError| Error::runtime(format!("{}: {e}", parquet_tmp.display()));
+    let aerr = |e: arrow_schema::ArrowError| Error::runtime(format!("{}: {e}", parquet_tmp.display()));
     let mut written = 0u64;
+    // Parquet's page boundaries depend on how rows are cut into batches, so rows go to it in batches of a fixed
+    // size whatever chunks they arrive in: the file depends only on the sequence of questions (a merged sweep
+    // equals a single run).
+    let mut pending: Vec<Row> = Vec::new();
     for rows in rx {
         for r in &rows {
             if written > 0 {
@@ -360,9 +367,15 @@ fn write_files(
             json.write_all(&r.json).at(json_tmp)?;
             written += 1;
         }
-        let batch = batch(&rows).map_err(|e| Error::runtime(format!("{}: {e}", parquet_tmp.display())))?;
-        drop(rows);
-        parquet.write(&batch).map_err(perr)?;
+        pending.extend(rows);
+        while pending.len() >= PARQUET_BATCH {
+            let rest = pending.split_off(PARQUET_BATCH);
+            parquet.write(&batch(&pending).map_err(aerr)?).map_err(perr)?;
+            pending = rest;
+        }
+    }
+    if !pending.is_empty() {
+        parquet.write(&batch(&pending).map_err(aerr)?).map_err(perr)?;
     }
     json.write_all(if written > 0 { b"\n]}\n" } else { b"]}\n" }).at(json_tmp)?;
     let f = json.into_inner().map_err(|e| e.into_error()).at(json_tmp)?;
@@ -491,6 +504,27 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+    }
+
+    #[test]
+    fn the_files_do_not_depend_on_how_questions_are_chunked() {
+        // Enough rows for several Parquet pages: page boundaries used to follow the chunks (a merged sweep's
+        // Parquet differed from a single run's while its JSON was equal).
+        let td = tempfile::tempdir().unwrap();
+        let qs: Vec<Question> = (0..5000).map(q).collect();
+        let write = |name: &str, cuts: &[usize]| {
+            let mut w = TasksetWriter::create(&td.path().join(name)).unwrap();
+            let mut start = 0;
+            for &end in cuts.iter().chain([qs.len()].iter()) {
+                w.append(qs[start..end].to_vec()).unwrap();
+                start = end;
+            }
+            w.finish(&Manifest::new("taskset")).unwrap();
+            stepwise_core::output::read_tree(&td.path().join(name)).unwrap()
+        };
+        let whole = write("whole", &[]);
+        assert_eq!(whole, write("chunked", &[1, 700, 2048, 2049, 4999]));
+        assert_eq!(whole, write("halves", &[2500]));
     }
 
     #[test]
