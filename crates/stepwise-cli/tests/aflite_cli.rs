@@ -65,3 +65,39 @@ fn aflite_writes_the_filtered_set_and_the_removed_questions_deterministically() 
     let (code, _, err) = run(bin().args(["audit", "tc", "--features", "f-txt", "--aflite"]).current_dir(d));
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn a_suite_audit_puts_every_setting_side_by_side_before_and_after_aflite() {
+    let td = tempfile::tempdir().unwrap();
+    let d = td.path();
+    ok(&["-q", "world", "generate", "-n", "60", "--seed", "4", "--no-images", "-o", "world"], d);
+    ok(&["-q", "embed", "world", "--encoder", "w2v", "-o", "f-txt"], d);
+    let settings = "recipeqa,knobs-0-0-0,knobs-1-1-1";
+    ok(
+        &["-q", "sweep", "world", "--features", "f-txt", "--task", "textual_cloze", "--settings", settings, "-o", "s"],
+        d,
+    );
+    let args = ["audit", "s", "--features", "f-txt", "--aflite", "--aflite-partitions", "8", "--resamples", "20"];
+    ok(&[&["-q"], &args[..], &["-o", "a"]].concat(), d);
+    let md = std::fs::read_to_string(d.join("a/audit.md")).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| textual_cloze | ")).collect();
+    assert_eq!(rows.len(), 3, "{md}");
+    for (row, setting) in rows.iter().zip(["recipeqa", "knobs-0-0-0", "knobs-1-1-1"]) {
+        assert!(row.starts_with(&format!("| textual_cloze | {setting} | ")), "{row}");
+        // questions, Hasty, probe, kept, Hasty after, probe after
+        assert_eq!(row.matches('|').count(), 9, "{row}");
+        let all = TaskSet::load(&d.join("s").join(setting).join("textual_cloze")).unwrap();
+        let kept = TaskSet::load(&d.join("a/aflite").join(setting).join("textual_cloze")).unwrap();
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[3], all.questions.len().to_string(), "{row}");
+        assert_eq!(cells[6], kept.questions.len().to_string(), "{row}");
+        assert!(d.join("a").join(setting).join("textual_cloze/audit.md").is_file());
+    }
+    let m = stepwise_core::Manifest::read(&d.join("a/aflite")).unwrap();
+    assert_eq!(m.kind, "suite");
+    assert!(m.params.contains_key("aflite") && m.params.contains_key("generate"), "{m:?}");
+    // Auditing a suite without -o is a usage error.
+    let (code, _, err) = run(bin().args(["audit", "s", "--features", "f-txt"]).current_dir(d));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a suite; auditing one needs -o OUT"), "{err}");
+}

@@ -816,6 +816,7 @@ pub(crate) struct RowOutput<'a> {
 /// Write the finished store into a temporary folder and swap it in place of `dir` (which removes `.work/`);
 /// with `row_output`, also the token or patch files. The manifest records `command` when given (a merge records
 /// the command of its parts), else this process's command line. Returns the number of token or patch vectors written.
+#[allow(clippy::too_many_arguments)] // the parts of one store; a struct would only rename them
 pub(crate) fn write_store(
     dir: &Path,
     mut meta: StoreMeta,

@@ -1,20 +1,21 @@
 //! `stepwise audit TASKSET --features F [-o OUT]`: how much of a task set can be answered without reading — the
 //! Hasty Student, the distance probe with its histogram, question overlap, answer-position and length cues.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_eval::aflite::{self, AfliteConfig};
 use stepwise_eval::audit::resolve::FeatureResolver;
-use stepwise_eval::audit::{AuditConfig, audit, render, texts_to_encode};
+use stepwise_eval::audit::{AuditConfig, AuditReport, audit, render, texts_to_encode};
 use stepwise_eval::bootstrap::BootstrapConfig;
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
 use stepwise_features::{Encoder, Vectors};
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
+use stepwise_tasks::suite::SuiteRow;
 
 use super::generate::{LoadedFeatures, load_pool};
 use super::model_features::concat;
@@ -25,13 +26,21 @@ use crate::usage_bail;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  \
     stepwise audit suite/recipeqa/visual_cloze --features feats/descriptor -o audit-vc\n  \
-    stepwise audit ../shared/data/recipeqa/val-dev.json --text-encoder minilm --models models -o audit-rqa\n\n\
+    stepwise audit ../shared/data/recipeqa/val-dev.json --text-encoder minilm --models models -o audit-rqa\n  \
+    stepwise audit suite/knobs-0-0-0/visual_cloze --features feats/descriptor --aflite -o audit-vc-aflite\n  \
+    stepwise audit suite --features feats/descriptor --features feats/w2v --aflite -o audit-suite\n\n\
     Output (-o): audit.md, audit.json, distances-<task>.svg/.png (correct vs incorrect choice–question \
-    distances), manifest.json; without -o the Markdown is printed. Item vectors come from the question's \
+    distances), manifest.json; without -o the Markdown is printed. With --aflite also aflite/: questions.json \
+    (the task set after adversarial filtering), removed.jsonl (each removed question with its predictability \
+    score and round) and aflite.json, and the audit after filtering in audit.md. A suite gets \
+    OUT/<setting>/<task>/ per task set (no plots), a summary of every setting in OUT/audit.md and, with \
+    --aflite, OUT/aflite/<setting>/<task>/ laid out as a suite (`stepwise study OUT/aflite` trains the models on \
+    the filtered questions). Item vectors come from the question's \
     provenance (stepwise task sets), else image file names (`image:` ids, also by unique file name) and texts \
     (`str:` ids of a text store, or strings encoded now with --text-encoder or the text store's encoder).")]
 pub struct Args {
-    /// A task-set folder (with questions.json) or a RecipeQA-layout JSON file.
+    /// A task-set folder (with questions.json), a RecipeQA-layout JSON file, or a suite (`stepwise sweep`'s
+    /// output: every task set audited, with a summary of all settings side by side; needs -o).
     pub taskset: PathBuf,
     /// Feature store(s): an image store for the visual tasks, a text store for textual cloze.
     #[arg(long, value_name = "DIR")]
@@ -102,87 +111,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let (true, Err(e)) = (args.aflite, aflite_cfg.check()) {
         usage_bail!("{e}");
     }
+    let suite = is_suite(&args.taskset);
+    if suite && args.output.is_none() {
+        usage_bail!(
+            "{}: a suite; auditing one needs -o OUT (a report per task set and a summary)",
+            args.taskset.display()
+        );
+    }
     let out = match &args.output {
         Some(o) => Some(OutputDir::create(o, args.force)?),
         None => None,
     };
-    let ts = TaskSet::load(&args.taskset)?;
-    let mut features = LoadedFeatures::open(&args.features)?;
-    let image_store = features.find("image:");
-    let text_store = if args.text_encoder.is_some() {
-        None
-    } else {
-        features.find("title:").or_else(|| features.find("text:")).or_else(|| features.find("str:"))
-    };
-    for s in [image_store, text_store].into_iter().flatten() {
-        features.load(s)?;
-    }
-    let pool = match &args.distractor_pool {
-        Some(p) => Some(load_pool(p, &features, image_store, &args.models, args.pool_features.as_deref())?),
-        None => None,
-    };
-    let images: Option<Vectors> = match (image_store, pool) {
-        (Some(i), Some(p)) => Some(concat(features.get(i), &p)?),
-        (None, Some(p)) => Some(p),
-        (Some(i), None) => Some(features.get(i).clone()),
-        (None, None) => None,
-    };
-    let texts = text_store.map(|i| features.get(i));
-
-    // Texts without a vector are encoded now (external RecipeQA files: titles are not in any store).
-    let encoder: Option<Box<dyn Encoder>> = match (&args.text_encoder, text_store) {
-        (Some(name), _) => {
-            let ctx = EncoderContext { models_dir: args.models.clone(), seed: args.seed, ..Default::default() };
-            let enc = registry::build_encoder(name, &ctx).map_err(feature_error)?;
-            if enc.info().modality != stepwise_features::Modality::Text {
-                usage_bail!("--text-encoder {name}: not a text encoder");
-            }
-            Some(enc)
-        }
-        (None, Some(i)) => {
-            let ctx = EncoderContext { models_dir: args.models.clone(), ..Default::default() };
-            Some(features.stores[i].1.encoder(&ctx).map_err(feature_error)?)
-        }
-        (None, None) => None,
-    };
-    let encoded = match &encoder {
-        Some(enc) => {
-            let todo: Vec<String> = texts_to_encode(&ts)
-                .into_iter()
-                .filter(|t| texts.is_none_or(|v| v.get(&str_id(t)).is_none()))
-                .collect();
-            let pb = stepwise_core::progress::spinner(&format!("encoding {} texts", todo.len()));
-            let v = encode_strings(enc.as_ref(), &todo).map_err(feature_error)?;
-            pb.finish_and_clear();
-            Some(v)
-        }
-        None => None,
-    };
-    let resolver = FeatureResolver::new(images.as_ref(), texts, encoded.as_ref());
+    let inputs = AuditInputs::load(&args)?;
     let cfg = AuditConfig {
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.seed, ..Default::default() },
         folds: args.folds,
         bins: args.bins.max(1),
         ..Default::default()
     };
+    if suite {
+        let out = out.expect("checked above");
+        return audit_suite(&args, &inputs, &cfg, &aflite_cfg, out);
+    }
+    let ts = TaskSet::load(&args.taskset)?;
+    let encoded = inputs.encode_missing(&ts)?;
+    let resolver = inputs.resolver(encoded.as_ref());
     let mut report = audit(&ts, &resolver, &cfg);
-    // Say which option is missing when a whole kind of vector is.
-    let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze.as_str() && t.with_vectors == 0);
-    if visual && images.is_none() {
-        report.warnings.push(
-            "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS --encoder \
-             descriptor -o feats/descriptor`) for the visual tasks' vector-based measures"
-                .into(),
-        );
-    }
-    let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze.as_str() && t.with_vectors == 0);
-    if textual && texts.is_none() && encoder.is_none() {
-        report.warnings.push(
-            "no text feature store or --text-encoder was given: pass one of them for textual cloze's vector-based \
-             measures"
-                .into(),
-        );
-    }
+    inputs.explain_missing(&mut report);
     for w in &report.warnings {
         crate::cli_util::warn_user(w);
     }
@@ -211,29 +166,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         plots.push((t.task.clone(), format!("{name}.svg")));
     }
     let mut markdown = render::markdown(&report, &source, &plots);
-    let mut aflite_filters: Vec<aflite::TaskFilter> = Vec::new();
-    if args.aflite {
-        let (kept, filters) =
-            aflite::filter_taskset(&ts, &resolver, &aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
-        let after = audit(&kept, &resolver, &cfg);
+    let filtered = if args.aflite {
+        let (section, filtered) = run_aflite(&ts, &resolver, &cfg, &aflite_cfg, &report, &out.path().join("aflite"))?;
         markdown.push('\n');
-        markdown.push_str(&aflite::markdown_section(&aflite_cfg, &filters, &report, &after));
-        if kept.questions.is_empty() {
-            usage_bail!("AFLite removed every question (raise --aflite-min)");
-        }
-        aflite::write_outputs(&out.path().join("aflite"), &kept, &filters, &after, &aflite_cfg)?;
-        aflite_filters = filters;
-    }
+        markdown.push_str(&section);
+        Some(filtered)
+    } else {
+        None
+    };
     write_string_atomic(&out.path().join("audit.md"), &markdown)?;
     write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
     let mut m = Manifest::new("audit").with_seed(args.seed);
     let file = if args.taskset.is_dir() { args.taskset.join(QUESTIONS_JSON) } else { args.taskset.clone() };
     m.inputs.push(InputHash::of(&file)?);
-    m.inputs.extend(features.input_hashes()?);
-    m.param("text_encoder", encoder.as_ref().map(|e| e.info().name.clone()));
-    if args.aflite {
+    m.inputs.extend(inputs.features.input_hashes()?);
+    m.param("text_encoder", inputs.encoder.as_ref().map(|e| e.info().name.clone()));
+    if let Some((filters, _)) = &filtered {
         m.param("aflite", &aflite_cfg);
-        for f in &aflite_filters {
+        for f in filters {
             m.count(&format!("{}.aflite_removed", f.task), f.result.removed.len() as u64);
         }
     }
@@ -246,22 +196,291 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
         for t in &report.tasks {
-            let f = |e: Option<stepwise_eval::bootstrap::Estimate>| {
-                e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
-            };
             eprintln!(
                 "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}",
                 t.task,
                 t.questions,
                 t.with_vectors,
-                f(t.hasty_student),
-                f(t.distance_probe.as_ref().map(|p| p.accuracy))
+                percent(t.hasty_student),
+                percent(t.distance_probe.as_ref().map(|p| p.accuracy))
             );
         }
-        for f in &aflite_filters {
+        for f in filtered.iter().flat_map(|(filters, _)| filters) {
             eprintln!("AFLite: {} {} questions removed (see aflite/removed.jsonl)", f.result.removed.len(), f.task);
         }
         eprintln!("wrote {}", dest.display());
     }
     Ok(())
+}
+
+fn percent(e: Option<stepwise_eval::bootstrap::Estimate>) -> String {
+    e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
+}
+
+/// AFLite on `ts`: the filtered task set and its files in `dir`, the audit after filtering; returns the report's
+/// AFLite section, the filters and the audit after.
+fn run_aflite(
+    ts: &TaskSet,
+    resolver: &FeatureResolver<'_>,
+    cfg: &AuditConfig,
+    aflite_cfg: &AfliteConfig,
+    before: &AuditReport,
+    dir: &Path,
+) -> anyhow::Result<(String, (Vec<aflite::TaskFilter>, AuditReport))> {
+    let (kept, filters) =
+        aflite::filter_taskset(ts, resolver, aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
+    let after = audit(&kept, resolver, cfg);
+    let section = aflite::markdown_section(aflite_cfg, &filters, before, &after);
+    if kept.questions.is_empty() {
+        usage_bail!("AFLite removed every question (raise --aflite-min)");
+    }
+    aflite::write_outputs(dir, &kept, &filters, &after, aflite_cfg)?;
+    Ok((section, (filters, after)))
+}
+
+/// True when `path` is a suite folder (`stepwise sweep`'s output).
+fn is_suite(path: &Path) -> bool {
+    path.join(stepwise_core::manifest::MANIFEST_FILE).is_file() && Manifest::read(path).is_ok_and(|m| m.kind == "suite")
+}
+
+/// The vectors an audit reads: the image store (with the distractor pool), the text store, and an encoder for
+/// texts no store holds.
+struct AuditInputs {
+    features: LoadedFeatures,
+    images: Option<Vectors>,
+    text_store: Option<usize>,
+    encoder: Option<Box<dyn Encoder>>,
+}
+
+impl AuditInputs {
+    fn load(args: &Args) -> anyhow::Result<Self> {
+        let mut features = LoadedFeatures::open(&args.features)?;
+        let image_store = features.find("image:");
+        let text_store = if args.text_encoder.is_some() {
+            None
+        } else {
+            features.find("title:").or_else(|| features.find("text:")).or_else(|| features.find("str:"))
+        };
+        for s in [image_store, text_store].into_iter().flatten() {
+            features.load(s)?;
+        }
+        let pool = match &args.distractor_pool {
+            Some(p) => Some(load_pool(p, &features, image_store, &args.models, args.pool_features.as_deref())?),
+            None => None,
+        };
+        let images: Option<Vectors> = match (image_store, pool) {
+            (Some(i), Some(p)) => Some(concat(features.get(i), &p)?),
+            (None, Some(p)) => Some(p),
+            (Some(i), None) => Some(features.get(i).clone()),
+            (None, None) => None,
+        };
+        // Texts without a vector are encoded per task set (external RecipeQA files: titles are not in any store).
+        let encoder: Option<Box<dyn Encoder>> = match (&args.text_encoder, text_store) {
+            (Some(name), _) => {
+                let ctx = EncoderContext { models_dir: args.models.clone(), seed: args.seed, ..Default::default() };
+                let enc = registry::build_encoder(name, &ctx).map_err(feature_error)?;
+                if enc.info().modality != stepwise_features::Modality::Text {
+                    usage_bail!("--text-encoder {name}: not a text encoder");
+                }
+                Some(enc)
+            }
+            (None, Some(i)) => {
+                let ctx = EncoderContext { models_dir: args.models.clone(), ..Default::default() };
+                Some(features.stores[i].1.encoder(&ctx).map_err(feature_error)?)
+            }
+            (None, None) => None,
+        };
+        Ok(AuditInputs { features, images, text_store, encoder })
+    }
+
+    fn texts(&self) -> Option<&Vectors> {
+        self.text_store.map(|i| self.features.get(i))
+    }
+
+    /// Vectors of the texts of `ts` that no store holds, encoded now.
+    fn encode_missing(&self, ts: &TaskSet) -> anyhow::Result<Option<Vectors>> {
+        let Some(enc) = &self.encoder else { return Ok(None) };
+        let texts = self.texts();
+        let todo: Vec<String> =
+            texts_to_encode(ts).into_iter().filter(|t| texts.is_none_or(|v| v.get(&str_id(t)).is_none())).collect();
+        let pb = stepwise_core::progress::spinner(&format!("encoding {} texts", todo.len()));
+        let v = encode_strings(enc.as_ref(), &todo).map_err(feature_error)?;
+        pb.finish_and_clear();
+        Ok(Some(v))
+    }
+
+    fn resolver<'a>(&'a self, encoded: Option<&'a Vectors>) -> FeatureResolver<'a> {
+        FeatureResolver::new(self.images.as_ref(), self.texts(), encoded)
+    }
+
+    /// Say which option is missing when a whole kind of vector is.
+    fn explain_missing(&self, report: &mut AuditReport) {
+        let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze.as_str() && t.with_vectors == 0);
+        if visual && self.images.is_none() {
+            report.warnings.push(
+                "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS \
+                 --encoder descriptor -o feats/descriptor`) for the visual tasks' vector-based measures"
+                    .into(),
+            );
+        }
+        let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze.as_str() && t.with_vectors == 0);
+        if textual && self.texts().is_none() && self.encoder.is_none() {
+            report.warnings.push(
+                "no text feature store or --text-encoder was given: pass one of them for textual cloze's \
+                 vector-based measures"
+                    .into(),
+            );
+        }
+    }
+}
+
+/// One row of a suite audit's summary.
+#[derive(serde::Serialize)]
+struct SuiteAuditRow {
+    setting: String,
+    task: String,
+    questions: usize,
+    hasty_student: Option<f64>,
+    distance_probe: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aflite: Option<AfliteRow>,
+}
+
+#[derive(serde::Serialize)]
+struct AfliteRow {
+    kept: usize,
+    hasty_student: Option<f64>,
+    distance_probe: Option<f64>,
+}
+
+/// Audit every task set of a suite (and filter each with AFLite): OUT/<setting>/<task>/{audit.md, audit.json},
+/// OUT/aflite/<setting>/<task>/ (the filtered task sets, laid out as a suite) and a summary table of every setting
+/// next to each other in OUT/audit.md.
+fn audit_suite(
+    args: &Args,
+    inputs: &AuditInputs,
+    cfg: &AuditConfig,
+    aflite_cfg: &AfliteConfig,
+    out: OutputDir,
+) -> anyhow::Result<()> {
+    let counts = args.taskset.join("counts.json");
+    let rows: Vec<SuiteRow> = serde_json::from_value(stepwise_core::json::read_json(&counts)?)
+        .map_err(|e| anyhow::Error::new(stepwise_core::Error::bad_input(format!("{}: {e}", counts.display()))))?;
+    let mut summary = Vec::new();
+    let mut m = Manifest::new("audit").with_seed(args.seed);
+    m.inputs.push(InputHash::of(&args.taskset.join(stepwise_core::manifest::MANIFEST_FILE))?);
+    m.inputs.extend(inputs.features.input_hashes()?);
+    for row in rows.iter().filter(|r| r.same_as.is_none() && r.counts.questions > 0) {
+        let rel = Path::new(&row.setting).join(row.task.as_str());
+        let ts = TaskSet::load(&args.taskset.join(&rel))?;
+        let encoded = inputs.encode_missing(&ts)?;
+        let resolver = inputs.resolver(encoded.as_ref());
+        let mut report = audit(&ts, &resolver, cfg);
+        inputs.explain_missing(&mut report);
+        let dir = out.path().join(&rel);
+        std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+        let mut markdown = render::markdown(&report, &args.taskset.join(&rel).display().to_string(), &[]);
+        let task = report.tasks.first();
+        let hasty = task.and_then(|t| t.hasty_student).map(|e| e.value);
+        let probe = task.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value);
+        let aflite = if args.aflite {
+            // OUT/aflite/ is laid out as a suite, so `stepwise study OUT/aflite` trains the models after filtering.
+            let aflite_dir = out.path().join("aflite").join(&rel);
+            let (section, (filters, after)) = run_aflite(&ts, &resolver, cfg, aflite_cfg, &report, &aflite_dir)?;
+            markdown.push('\n');
+            markdown.push_str(&section);
+            let key = format!("{}/{}", row.setting, row.task);
+            m.count(&format!("{key}.aflite_removed"), filters.iter().map(|f| f.result.removed.len() as u64).sum());
+            let t = after.tasks.first();
+            Some(AfliteRow {
+                kept: after.questions,
+                hasty_student: t.and_then(|t| t.hasty_student).map(|e| e.value),
+                distance_probe: t.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value),
+            })
+        } else {
+            None
+        };
+        write_string_atomic(&dir.join("audit.md"), &markdown)?;
+        write_string_atomic(&dir.join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
+        m.count(&format!("{}/{}.questions", row.setting, row.task), report.questions as u64);
+        summary.push(SuiteAuditRow {
+            setting: row.setting.clone(),
+            task: row.task.as_str().to_string(),
+            questions: report.questions,
+            hasty_student: hasty,
+            distance_probe: probe,
+            aflite,
+        });
+    }
+    if summary.is_empty() {
+        usage_bail!("{}: the suite has no questions to audit", args.taskset.display());
+    }
+    if args.aflite {
+        m.param("aflite", aflite_cfg);
+        // The filtered task sets' own suite manifest: the source suite's parameters, this run's command and the
+        // questions kept (what `stepwise study` and `stepwise export` read).
+        let source = Manifest::read(&args.taskset)?;
+        let mut am = Manifest::new("suite").with_seed(source.seed.unwrap_or(args.seed));
+        am.inputs = m.inputs.clone();
+        am.params = source.params;
+        am.param("aflite", aflite_cfg);
+        am.count("questions", summary.iter().filter_map(|r| r.aflite.as_ref()).map(|a| a.kept as u64).sum());
+        for r in &summary {
+            if let Some(a) = &r.aflite {
+                am.count(&format!("{}/{}.questions", r.setting, r.task), a.kept as u64);
+            }
+        }
+        am.write(&out.path().join("aflite"))?;
+    }
+    let md = suite_summary_markdown(&args.taskset.display().to_string(), &summary, args.aflite.then_some(aflite_cfg));
+    write_string_atomic(&out.path().join("audit.md"), &md)?;
+    write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&summary))?;
+    m.write(out.path())?;
+    let dest = out.commit()?;
+    if !stepwise_core::progress::is_quiet() {
+        eprint!("{md}");
+        eprintln!("\nwrote {}", dest.display());
+    }
+    Ok(())
+}
+
+/// The suite audit's table: one row per (setting, task), the settings of a task next to each other.
+fn suite_summary_markdown(source: &str, rows: &[SuiteAuditRow], aflite: Option<&AfliteConfig>) -> String {
+    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}", 100.0 * v));
+    let mut md = format!(
+        "# Suite audit\n\n{source}: how much of each task set the Hasty Student and the distance probe answer without \
+         reading (accuracy, %){}.\n\n",
+        if aflite.is_some() { ", and after adversarial filtering (AFLite) on the probe's features" } else { "" }
+    );
+    if let Some(c) = aflite {
+        md += &format!(
+            "AFLite: m = {} partitions, training share {}, threshold τ = {}, at most {} of the questions removed per \
+             round, never below {} of them. The probe's fall after filtering is partly by construction (AFLite \
+             removes what its linear models answer); the Hasty Student's is the independent measure. Each task set's \
+             audit.md has the details; aflite/<setting>/<task>/ holds the filtered questions and the removed ones \
+             with their scores, laid out as a suite (`stepwise study aflite/` trains the models on what is left).\n\n",
+            c.partitions, c.train_share, c.threshold, c.slice_share, c.min_share
+        );
+        md += "| task | setting | questions | Hasty Student | distance probe | AFLite kept | Hasty after | probe after |\n";
+        md += "|---|---|---:|---:|---:|---:|---:|---:|\n";
+    } else {
+        md += "| task | setting | questions | Hasty Student | distance probe |\n|---|---|---:|---:|---:|\n";
+    }
+    let mut sorted: Vec<&SuiteAuditRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| a.task.cmp(&b.task));
+    for r in sorted {
+        md += &format!(
+            "| {} | {} | {} | {} | {} |",
+            r.task,
+            r.setting,
+            r.questions,
+            pct(r.hasty_student),
+            pct(r.distance_probe)
+        );
+        if let Some(a) = &r.aflite {
+            md += &format!(" {} | {} | {} |", a.kept, pct(a.hasty_student), pct(a.distance_probe));
+        }
+        md.push('\n');
+    }
+    md
 }
