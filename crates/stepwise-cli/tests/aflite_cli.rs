@@ -96,6 +96,15 @@ fn a_suite_audit_puts_every_setting_side_by_side_before_and_after_aflite() {
     let m = stepwise_core::Manifest::read(&d.join("a/aflite")).unwrap();
     assert_eq!(m.kind, "suite");
     assert!(m.params.contains_key("aflite") && m.params.contains_key("generate"), "{m:?}");
+    let counts = std::fs::read_to_string(d.join("a/aflite/counts.md")).unwrap();
+    assert!(counts.contains("skipped: aflite_removed"), "{counts}");
+    // The report reads the task sets' audits and the filtered suite.
+    ok(&["-q", "report", ".", "-o", "report.html"], d);
+    let md = std::fs::read_to_string(d.join("report.md")).unwrap();
+    assert!(md.contains("## Bias audit") && md.contains("skipped: aflite removed"), "{md}");
+    // The sweep and the filtered suite; the summary is not mistaken for a counts table.
+    assert!(md.contains("| `s/counts.json` | knob-sweep suite |") && md.contains("| `a/aflite/counts.json` |"), "{md}");
+    assert!(!md.contains("`a/audit.json`"), "{md}");
     // Auditing a suite without -o is a usage error.
     let (code, _, err) = run(bin().args(["audit", "s", "--features", "f-txt"]).current_dir(d));
     assert_eq!(code, 2, "{err}");

@@ -281,7 +281,7 @@ pub fn write_suite_summary(
 pub const SHARD_PARAM: &str = "shard";
 
 /// `counts.json` and `counts.md` (with the warnings) of `rows`.
-pub(crate) fn write_counts(dir: &Path, rows: &[SuiteRow]) -> Result<()> {
+pub fn write_counts(dir: &Path, rows: &[SuiteRow]) -> Result<()> {
     write_string_atomic(&dir.join("counts.json"), &stepwise_core::json::to_pretty_sorted(&rows))?;
     let mut md = counts_markdown(rows);
     let warnings = counts_warnings(rows);

@@ -181,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.inputs.push(InputHash::of(&file)?);
     m.inputs.extend(inputs.features.input_hashes()?);
     m.param("text_encoder", inputs.encoder.as_ref().map(|e| e.info().name.clone()));
-    if let Some((filters, _)) = &filtered {
+    if let Some(Filtered { filters, .. }) = &filtered {
         m.param("aflite", &aflite_cfg);
         for f in filters {
             m.count(&format!("{}.aflite_removed", f.task), f.result.removed.len() as u64);
@@ -205,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 percent(t.distance_probe.as_ref().map(|p| p.accuracy))
             );
         }
-        for f in filtered.iter().flat_map(|(filters, _)| filters) {
+        for f in filtered.iter().flat_map(|f| &f.filters) {
             eprintln!("AFLite: {} {} questions removed (see aflite/removed.jsonl)", f.result.removed.len(), f.task);
         }
         eprintln!("wrote {}", dest.display());
@@ -217,8 +217,15 @@ fn percent(e: Option<stepwise_eval::bootstrap::Estimate>) -> String {
     e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
 }
 
+/// What AFLite did to one task set.
+struct Filtered {
+    filters: Vec<aflite::TaskFilter>,
+    kept: TaskSet,
+    after: AuditReport,
+}
+
 /// AFLite on `ts`: the filtered task set and its files in `dir`, the audit after filtering; returns the report's
-/// AFLite section, the filters and the audit after.
+/// AFLite section and what was filtered.
 fn run_aflite(
     ts: &TaskSet,
     resolver: &FeatureResolver<'_>,
@@ -226,7 +233,7 @@ fn run_aflite(
     aflite_cfg: &AfliteConfig,
     before: &AuditReport,
     dir: &Path,
-) -> anyhow::Result<(String, (Vec<aflite::TaskFilter>, AuditReport))> {
+) -> anyhow::Result<(String, Filtered)> {
     let (kept, filters) =
         aflite::filter_taskset(ts, resolver, aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
     let after = audit(&kept, resolver, cfg);
@@ -235,7 +242,7 @@ fn run_aflite(
         usage_bail!("AFLite removed every question (raise --aflite-min)");
     }
     aflite::write_outputs(dir, &kept, &filters, &after, aflite_cfg)?;
-    Ok((section, (filters, after)))
+    Ok((section, Filtered { filters, kept, after }))
 }
 
 /// True when `path` is a suite folder (`stepwise sweep`'s output).
@@ -367,7 +374,9 @@ fn audit_suite(
     let rows: Vec<SuiteRow> = serde_json::from_value(stepwise_core::json::read_json(&counts)?)
         .map_err(|e| anyhow::Error::new(stepwise_core::Error::bad_input(format!("{}: {e}", counts.display()))))?;
     let mut summary = Vec::new();
-    let mut m = Manifest::new("audit").with_seed(args.seed);
+    let mut aflite_counts: Vec<((String, Task), stepwise_tasks::Counts)> = Vec::new();
+    // "suite-audit", not "audit": the report reads the task sets' audits below it.
+    let mut m = Manifest::new("suite-audit").with_seed(args.seed);
     m.inputs.push(InputHash::of(&args.taskset.join(stepwise_core::manifest::MANIFEST_FILE))?);
     m.inputs.extend(inputs.features.input_hashes()?);
     for row in rows.iter().filter(|r| r.same_as.is_none() && r.counts.questions > 0) {
@@ -386,11 +395,13 @@ fn audit_suite(
         let aflite = if args.aflite {
             // OUT/aflite/ is laid out as a suite, so `stepwise study OUT/aflite` trains the models after filtering.
             let aflite_dir = out.path().join("aflite").join(&rel);
-            let (section, (filters, after)) = run_aflite(&ts, &resolver, cfg, aflite_cfg, &report, &aflite_dir)?;
+            let (section, f) = run_aflite(&ts, &resolver, cfg, aflite_cfg, &report, &aflite_dir)?;
             markdown.push('\n');
             markdown.push_str(&section);
-            let key = format!("{}/{}", row.setting, row.task);
-            m.count(&format!("{key}.aflite_removed"), filters.iter().map(|f| f.result.removed.len() as u64).sum());
+            let removed: u64 = f.filters.iter().map(|f| f.result.removed.len() as u64).sum();
+            m.count(&format!("{}/{}.aflite_removed", row.setting, row.task), removed);
+            aflite_counts.push(((row.setting.clone(), row.task), counts_after(&row.counts, &f.kept, removed)));
+            let after = f.after;
             let t = after.tasks.first();
             Some(AfliteRow {
                 kept: after.questions,
@@ -402,6 +413,15 @@ fn audit_suite(
         };
         write_string_atomic(&dir.join("audit.md"), &markdown)?;
         write_string_atomic(&dir.join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
+        // Each task set's audit is an audit of its own (what `stepwise report` shows per setting).
+        let mut tm = Manifest::new("audit").with_seed(args.seed);
+        tm.inputs.push(InputHash::of(&args.taskset.join(&rel).join(QUESTIONS_JSON))?);
+        tm.inputs.extend(inputs.features.input_hashes()?);
+        tm.count("questions", report.questions as u64);
+        if args.aflite {
+            tm.param("aflite", aflite_cfg);
+        }
+        tm.write(&dir)?;
         m.count(&format!("{}/{}.questions", row.setting, row.task), report.questions as u64);
         summary.push(SuiteAuditRow {
             setting: row.setting.clone(),
@@ -431,10 +451,22 @@ fn audit_suite(
             }
         }
         am.write(&out.path().join("aflite"))?;
+        // Its counts table: the source suite's, with AFLite's removals as one more reason questions were left out.
+        let find = |setting: &str, task: Task| aflite_counts.iter().find(|(k, _)| k.0 == setting && k.1 == task);
+        let aflite_rows: Vec<SuiteRow> = rows
+            .iter()
+            .map(|r| {
+                let own = find(r.same_as.as_deref().unwrap_or(&r.setting), r.task);
+                SuiteRow { counts: own.map_or_else(|| r.counts.clone(), |(_, c)| c.clone()), ..r.clone() }
+            })
+            .collect();
+        stepwise_tasks::suite::write_counts(&out.path().join("aflite"), &aflite_rows)?;
     }
     let md = suite_summary_markdown(&args.taskset.display().to_string(), &summary, args.aflite.then_some(aflite_cfg));
     write_string_atomic(&out.path().join("audit.md"), &md)?;
-    write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&summary))?;
+    // An object, not a bare list of rows: nothing should mistake it for a suite's counts table.
+    let json = serde_json::json!({"suite": args.taskset.display().to_string(), "rows": summary});
+    write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&json))?;
     m.write(out.path())?;
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
@@ -442,6 +474,23 @@ fn audit_suite(
         eprintln!("\nwrote {}", dest.display());
     }
     Ok(())
+}
+
+/// A task set's counts after AFLite kept `kept` of its questions: questions, splits and procedures used are
+/// those of `kept`, and the removed questions are skipped attempts (`aflite_removed`).
+fn counts_after(before: &stepwise_tasks::Counts, kept: &TaskSet, removed: u64) -> stepwise_tasks::Counts {
+    let mut c = before.clone();
+    c.questions = kept.questions.len() as u64;
+    c.questions_by_split.clear();
+    for q in &kept.questions {
+        *c.questions_by_split.entry(q.split.clone().unwrap_or_else(|| "none".to_string())).or_insert(0) += 1;
+    }
+    c.procedures_used =
+        kept.questions.iter().map(|q| q.recipe_id.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
+    if removed > 0 {
+        *c.questions_skipped.entry("aflite_removed".to_string()).or_insert(0) += removed;
+    }
+    c
 }
 
 /// The suite audit's table: one row per (setting, task), the settings of a task next to each other.
