@@ -87,6 +87,13 @@ def main() -> int:
     ap.add_argument("--measure", action="store_true")
     ap.add_argument("--measure-only", action="store_true", help="skip the kill-and-retry check (timings only)")
     ap.add_argument("--cpus-per-node", type=int, default=1)
+    ap.add_argument("--measure-nodes", default="1,2", help="cluster sizes to time (comma-separated)")
+    ap.add_argument(
+        "--reuse-single",
+        type=float,
+        metavar="SECONDS",
+        help="keep the single-machine outputs of an earlier run with --keep (which took SECONDS) instead of redoing them",
+    )
     ap.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
     a = ap.parse_args()
     stepwise = str(Path(a.stepwise).resolve())
@@ -94,11 +101,13 @@ def main() -> int:
     root = Path(a.keep or tmp.name).resolve()
     root.mkdir(parents=True, exist_ok=True)
     corpus = str(root / "world")
-    t = time.time()
-    sh(stepwise, ["world", "generate", "-n", str(a.procedures), "--seed", "11", "-o", corpus, "--force"], root, 2)
-    print(f"world of {a.procedures} procedures: {time.time() - t:.1f} s")
-
-    single_secs = single_run(stepwise, corpus, root / "single", a.cpus_per_node)
+    if a.reuse_single is not None:
+        single_secs = a.reuse_single
+    else:
+        t = time.time()
+        sh(stepwise, ["world", "generate", "-n", str(a.procedures), "--seed", "11", "-o", corpus, "--force"], root, 2)
+        print(f"world of {a.procedures} procedures: {time.time() - t:.1f} s")
+        single_secs = single_run(stepwise, corpus, root / "single", a.cpus_per_node)
     print(f"single machine (--threads {a.cpus_per_node}): {single_secs:.1f} s")
 
     shutil.rmtree(root / "cluster", ignore_errors=True)
@@ -150,7 +159,7 @@ def report_check(a, root: Path, log: dict) -> None:
 def measure(a, stepwise: str, corpus: str, root: Path, single_secs: float) -> None:
     """Wall time of the pipeline on a 1-node and a 2-node cluster, next to the single-machine run."""
     rows = [("single machine", single_secs)]
-    for n in (1, 2):
+    for n in (int(x) for x in a.measure_nodes.split(",")):
         work = root / f"measure-{n}"
         shutil.rmtree(work, ignore_errors=True)
 
