@@ -38,7 +38,9 @@ def _stepwise(stepwise: str, args: list[str], workdir: str, threads: int, chaos:
     """Run one stepwise command in `workdir`; raise on a non-zero exit (Ray retries it)."""
     cmd = [stepwise, "-q", "--threads", str(threads), *args]
     started = time.time()
-    proc = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent
+    )
     if chaos is not None:
         marker = Path(workdir) / chaos["marker"]
         if not marker.exists():
@@ -63,6 +65,16 @@ def _stepwise(stepwise: str, args: list[str], workdir: str, threads: int, chaos:
         "seconds": time.time() - started,
         "node": ray.get_runtime_context().get_node_id(),
     }
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the Ray worker dies (Linux), so a retry never races an orphaned run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _has_output(path: Path) -> bool:

@@ -144,6 +144,8 @@ fn parts_that_do_not_belong_together_are_refused_and_nothing_is_written() {
     assert!(e.contains("a0 and seed9 were embedded with different settings (meta.json field `"), "{e}");
     let e = fails(&["features", "merge", "whole", "a1", "-o", "out"], d);
     assert!(e.contains("whole: not a shard store"), "{e}");
+    let e = fails(&["sweep", "world", "--features", "a0", "-o", "x"], d);
+    assert!(e.contains("a0: shard 0/2 of a sharded embedding, not a whole store"), "{e}");
     let e = fails(&["embed", "world", "--encoder", "w2v", "--shard", "2/2", "-o", "x"], d);
     assert!(e.contains("I must be smaller than N"), "{e}");
 
@@ -189,6 +191,29 @@ fn a_shard_with_no_items_is_a_valid_empty_part() {
     world(d);
     // More shards than items: part 0 of 100000 holds nothing, and says so without failing.
     ok(&["-q", "embed", "world", "--encoder", "descriptor", "--shard", "0/100000", "-o", "empty"], d);
+    // A run killed after making its work folder but before its run file left only `.work/`: the next run proceeds
+    // (a Ray retry of a killed shard found this and was refused).
+    std::fs::create_dir_all(d.join("early/.work")).unwrap();
+    ok(&["-q", "embed", "world", "--encoder", "descriptor", "--shard", "1/2", "-o", "early"], d);
     let meta = std::fs::read_to_string(d.join("empty/meta.json")).unwrap();
     assert!(meta.contains("\"count\": 0") && meta.contains("\"shard\": \"0/100000\""), "{meta}");
+}
+
+#[test]
+fn a_merged_suite_keeps_task_sets_only_an_alias_setting_asked_for() {
+    // Visual ordering has no knob 3: asking for knobs-1-1-1 alone writes knobs-1-1-0/visual_ordering, which the
+    // counts table lists only as the alias row of knobs-1-1-1.
+    let td = tempfile::tempdir().unwrap();
+    let d = td.path();
+    world(d);
+    ok(&["-q", "embed", "world", "--encoder", "descriptor", "-o", "f"], d);
+    let options = ["--features", "f", "--task", "visual_ordering", "--settings", "recipeqa,knobs-1-1-1"];
+    ok(&[&["-q", "sweep", "world", "-o", "single"][..], &options[..]].concat(), d);
+    assert!(d.join("single/knobs-1-1-0/visual_ordering/questions.json").is_file());
+    for i in 0..2 {
+        let (shard, out) = (format!("{i}/2"), format!("p{i}"));
+        ok(&[&["-q", "sweep", "world", "--shard", &shard, "-o", &out][..], &options[..]].concat(), d);
+    }
+    ok(&["-q", "sweep", "--merge", "p0", "p1", "-o", "merged"], d);
+    assert_same_tree(&d.join("single"), &d.join("merged"));
 }

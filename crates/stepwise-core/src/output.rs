@@ -31,7 +31,7 @@ impl OutputDir {
         fs::create_dir_all(&parent).at(&parent)?;
         remove_stale_partials(&parent);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-        let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
+        let tmp = parent.join(partial_name(&name));
         if tmp.exists() {
             fs::remove_dir_all(&tmp).at(&tmp)?;
         }
@@ -90,7 +90,7 @@ pub fn write_file_atomic(dest: &Path, write: impl FnOnce(&mut FileWriter) -> std
     let parent = parent_of(dest);
     fs::create_dir_all(&parent).at(&parent)?;
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    let tmp = parent.join(partial_name(&name));
     let result = (|| {
         let f = fs::File::create(&tmp)?;
         let mut w = BufWriter::new(f);
@@ -111,17 +111,45 @@ pub fn write_string_atomic(dest: &Path, content: &str) -> Result<()> {
     write_file_atomic(dest, |w| w.write_all(content.as_bytes()))
 }
 
-/// The process id of a partial output's name (`.NAME.partial-PID`, or `.NAME.partial-PID.old` left by a replace).
-fn partial_owner(file_name: &str) -> Option<u32> {
+/// The hidden name this process writes `name` under until it is complete: `.NAME.partial-PID@HOST`. The host
+/// matters when several machines write into one shared folder (the parts of a sharded run on a cluster): only a
+/// process on the same host can tell whether the owner is still running.
+pub fn partial_name(name: &str) -> String {
+    match this_host() {
+        Some(h) => format!(".{name}.partial-{}@{h}", std::process::id()),
+        None => format!(".{name}.partial-{}", std::process::id()),
+    }
+}
+
+/// This machine's host name, reduced to `[A-Za-z0-9_-]` (dots would read as a file extension).
+fn this_host() -> Option<&'static str> {
+    static HOST: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let raw = fs::read_to_string("/proc/sys/kernel/hostname").ok().or_else(|| std::env::var("HOSTNAME").ok())?;
+        let h: String =
+            raw.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        (!h.is_empty()).then_some(h)
+    })
+    .as_deref()
+}
+
+/// The owner of a partial output's name: its process id and, when recorded, its host (`.NAME.partial-PID`,
+/// `.NAME.partial-PID@HOST`, either with `.old` left by a replace).
+fn partial_owner(file_name: &str) -> Option<(u32, Option<&str>)> {
     if !file_name.starts_with('.') {
         return None;
     }
     let (_, tail) = file_name.rsplit_once(".partial-")?;
-    let digits = tail.strip_suffix(".old").unwrap_or(tail);
+    let tail = tail.strip_suffix(".old").unwrap_or(tail);
+    let (digits, host) = match tail.split_once('@') {
+        Some((d, h)) if !h.is_empty() => (d, Some(h)),
+        Some(_) => return None,
+        None => (tail, None),
+    };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    Some((digits.parse().ok()?, host))
 }
 
 /// Whether a process is running, when that can be known (`/proc`); `None` otherwise.
@@ -140,8 +168,11 @@ pub fn remove_stale_partials(dir: &Path) -> Vec<PathBuf> {
     let mut stale: Vec<(PathBuf, u32)> = entries
         .flatten()
         .filter_map(|e| {
-            let pid = partial_owner(&e.file_name().to_string_lossy())?;
-            (pid != std::process::id() && process_alive(pid) == Some(false)).then(|| (e.path(), pid))
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (pid, host) = partial_owner(&name)?;
+            // Another machine's process cannot be checked from here: its output is left alone.
+            let here = host.is_none_or(|h| Some(h) == this_host());
+            (here && pid != std::process::id() && process_alive(pid) == Some(false)).then(|| (e.path(), pid))
         })
         .collect();
     stale.sort();
@@ -195,9 +226,12 @@ mod tests {
 
     #[test]
     fn partial_outputs_of_dead_processes_are_removed_and_live_ones_kept() {
-        assert_eq!(partial_owner(".corpus.partial-123"), Some(123));
-        assert_eq!(partial_owner(".corpus.partial-123.old"), Some(123));
-        assert_eq!(partial_owner(".a.b.partial-7"), Some(7));
+        assert_eq!(partial_owner(".corpus.partial-123"), Some((123, None)));
+        assert_eq!(partial_owner(".corpus.partial-123.old"), Some((123, None)));
+        assert_eq!(partial_owner(".a.b.partial-7"), Some((7, None)));
+        assert_eq!(partial_owner(".a.partial-7@node-2"), Some((7, Some("node-2"))));
+        assert_eq!(partial_owner(".a.partial-7@node-2.old"), Some((7, Some("node-2"))));
+        assert_eq!(partial_owner(".a.partial-7@"), None);
         assert_eq!(partial_owner("corpus.partial-123"), None, "not hidden");
         assert_eq!(partial_owner(".corpus.partial-12x"), None);
         assert_eq!(partial_owner(".corpus.partial-"), None);
@@ -215,12 +249,19 @@ mod tests {
         let stale_file = td.path().join(format!(".q.jsonl.partial-{dead}"));
         fs::write(&stale_file, "x").unwrap();
         let live = td.path().join(format!(".other.partial-{}", std::process::id()));
+        // Dead here, but written on another machine sharing the folder: never touched.
+        let remote = td.path().join(format!(".remote.partial-{dead}@some-other-host"));
+        fs::create_dir_all(&remote).unwrap();
+        let local = td.path().join(partial_name("local").replace(&std::process::id().to_string(), &dead.to_string()));
+        fs::create_dir_all(&local).unwrap();
         fs::create_dir_all(&live).unwrap();
         let init = td.path().join(".init.partial-1"); // pid 1 is always running
         fs::create_dir_all(&init).unwrap();
         let out = OutputDir::create(&td.path().join("corpus"), false).unwrap();
         assert!(!stale.exists() && !stale_file.exists(), "dead owner's partial outputs removed");
         assert!(live.exists() && init.exists(), "a live process's partial output is never touched");
+        assert!(remote.exists(), "another host's partial output is never touched");
+        assert!(!local.exists(), "this host's, named with the host, is removed");
         out.commit().unwrap();
     }
 

@@ -195,7 +195,8 @@ pub fn embed_items(
     let fitted = entry.kind == EncoderKind::Fitted;
     let work_path = dir.join(WORK_DIR);
     if dir.exists() && !opts.force && !dir.join(META_FILE).exists() && !work_path.join(RUN_FILE).exists() {
-        let empty = std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(false);
+        // Empty, or holding only the `.work/` of a run killed before it wrote its run file: nothing to lose.
+        let empty = std::fs::read_dir(dir).map(|d| d.flatten().all(|e| e.file_name() == WORK_DIR)).unwrap_or(false);
         if !empty {
             return Err(usage(format!(
                 "{}: exists and is not a feature store; choose another folder, or pass --force to replace it",
@@ -307,7 +308,9 @@ pub fn embed_items(
             std::fs::remove_dir_all(&work_path).at(&work_path)?;
         }
         let failed = s.failures()?.len();
-        if s.is_empty() && !(shard.is_some() && items.is_empty()) {
+        // A shard may hold no vectors (more shards than items, or only unreadable ones): a valid part, judged
+        // when the parts are merged.
+        if s.is_empty() && shard.is_none() {
             return Err(all_failed(dir, &s.failures()?));
         }
         return Ok(EmbedReport {
@@ -419,8 +422,7 @@ pub fn embed_items(
         vocab: encoder.vocabulary(),
     });
     let total_rows = write_store(dir, meta, &rows, &failures, &sources, row_output, state_dir.as_deref(), None)?;
-    // A shard may hold nothing (more shards than items): its empty store is a valid part.
-    if rows.is_empty() && !(shard.is_some() && items.is_empty()) {
+    if rows.is_empty() && shard.is_none() {
         // The store is written (its failure list is what the user needs) but is no result: say why.
         return Err(all_failed(dir, &failures));
     }

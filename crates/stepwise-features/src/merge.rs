@@ -126,6 +126,15 @@ pub fn merge_stores(parts: &[PathBuf], out: &Path, force: bool) -> Result<MergeR
         .zip(&keys)
         .flat_map(|(s, k)| s.ids().iter().map(String::as_str).zip(k.iter().map(String::as_str)))
         .collect();
+    if rows.is_empty() {
+        let first_failure = failures.first().map_or_else(String::new, |f| format!(" (first: {}: {})", f.id, f.reason));
+        return Err(FeatureError::NoItems(format!(
+            "all {} items of the parts failed to encode, so there is nothing to merge{first_failure}; each part lists \
+             its failures in its {}",
+            failures.len(),
+            crate::store::FAILURES_FILE
+        )));
+    }
     let meta = StoreMeta {
         count: rows.len(),
         failures: failures.len(),
@@ -187,7 +196,7 @@ fn settings(meta: &StoreMeta) -> serde_json::Value {
         t.offsets_blake3 = String::new();
         t.ids_blake3 = None;
     }
-    serde_json::to_value(&m).unwrap_or_default()
+    serde_json::to_value(&m).expect("store metadata serializes")
 }
 
 fn bad(msg: String) -> FeatureError {

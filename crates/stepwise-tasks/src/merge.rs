@@ -18,7 +18,7 @@ use stepwise_core::shard::{Shard, check_complete};
 use stepwise_core::{Error, Result, TaskSet};
 
 use crate::config::Mode;
-use crate::suite::{SHARD_PARAM, SuiteRow, count_rows, write_counts};
+use crate::suite::{SHARD_PARAM, SuiteRow, count_rows, taskset_folders, write_counts};
 use crate::taskset_writer::TasksetWriter;
 
 /// What a merge wrote.
@@ -107,15 +107,12 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
     let out_dir = OutputDir::create(out, force)?;
     let mut tasksets = 0;
     let mut questions = 0;
-    for (r, row) in merged_rows.iter().enumerate() {
-        if row.same_as.is_some() {
-            continue;
-        }
-        let Some(mode) = Mode::parse_label(&row.setting) else {
+    for (setting, _, r) in taskset_folders(&merged_rows) {
+        let row = &merged_rows[r];
+        let Some(mode) = Mode::parse_label(&setting) else {
             return Err(Error::bad_input(format!(
-                "{}: unknown setting {:?}",
-                first.dir.join("counts.json").display(),
-                row.setting
+                "{}: unknown setting {setting:?}",
+                first.dir.join("counts.json").display()
             )));
         };
         let rel = Path::new(&mode.label()).join(row.task.as_str());
@@ -182,5 +179,5 @@ fn without_part(m: &Manifest) -> Value {
     let mut m = m.clone();
     m.params.remove(SHARD_PARAM);
     m.counts.clear();
-    serde_json::to_value(&m).unwrap_or_default()
+    serde_json::to_value(&m).expect("a manifest serializes")
 }

@@ -277,6 +277,23 @@ pub fn write_suite_summary(
     m.write(dir)
 }
 
+/// The task-set folders of a suite's counts rows: each distinct (setting whose folder holds the questions, task),
+/// in row order, with the index of a row carrying its counts. A folder may have only alias rows (visual ordering's
+/// `knobs-K1-K2-0` written for a requested `knobs-K1-K2-1` alone), so aliases are resolved, not skipped.
+pub fn taskset_folders(rows: &[SuiteRow]) -> Vec<(String, Task, usize)> {
+    let mut out: Vec<(String, Task, usize)> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let setting = r.same_as.clone().unwrap_or_else(|| r.setting.clone());
+        match out.iter_mut().find(|(s, t, _)| *s == setting && *t == r.task) {
+            // The folder's own row, when there is one, carries its counts as well as any alias does.
+            Some(f) if r.same_as.is_none() => f.2 = i,
+            Some(_) => {}
+            None => out.push((setting, r.task, i)),
+        }
+    }
+    out
+}
+
 /// The manifest parameter naming the part of a sharded suite (absent from a whole suite).
 pub const SHARD_PARAM: &str = "shard";
 

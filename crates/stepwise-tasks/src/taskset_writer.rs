@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 use stepwise_core::json::write_canonical;
 use stepwise_core::manifest::Manifest;
+use stepwise_core::output::partial_name;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::taskset::{QUESTIONS_JSON, QUESTIONS_PARQUET};
 use stepwise_core::{Choice, Error, IoResultExt, Question, Result};
@@ -246,9 +247,8 @@ impl TasksetWriter {
     /// Start `dir/questions.json` and `dir/questions.parquet` (the folder is created).
     pub fn create(dir: &Path) -> Result<TasksetWriter> {
         std::fs::create_dir_all(dir).at(dir)?;
-        let pid = std::process::id();
-        let json_tmp = dir.join(format!(".{QUESTIONS_JSON}.partial-{pid}"));
-        let parquet_tmp = dir.join(format!(".{QUESTIONS_PARQUET}.partial-{pid}"));
+        let json_tmp = dir.join(partial_name(QUESTIONS_JSON));
+        let parquet_tmp = dir.join(partial_name(QUESTIONS_PARQUET));
         let mut json = BufWriter::with_capacity(1 << 20, File::create(&json_tmp).at(&json_tmp)?);
         json.write_all(b"{\"data\":[\n").at(&json_tmp)?;
         let pf = BufWriter::with_capacity(1 << 20, File::create(&parquet_tmp).at(&parquet_tmp)?);

@@ -15,7 +15,7 @@ use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
 use stepwise_features::{Encoder, Vectors};
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
-use stepwise_tasks::suite::SuiteRow;
+use stepwise_tasks::suite::{SuiteRow, taskset_folders};
 
 use super::generate::{LoadedFeatures, load_pool};
 use super::model_features::concat;
@@ -379,8 +379,23 @@ fn audit_suite(
     let mut m = Manifest::new("suite-audit").with_seed(args.seed);
     m.inputs.push(InputHash::of(&args.taskset.join(stepwise_core::manifest::MANIFEST_FILE))?);
     m.inputs.extend(inputs.features.input_hashes()?);
-    for row in rows.iter().filter(|r| r.same_as.is_none() && r.counts.questions > 0) {
-        let rel = Path::new(&row.setting).join(row.task.as_str());
+    for (setting, task, r) in taskset_folders(&rows) {
+        let counts = &rows[r].counts;
+        let rel = Path::new(&setting).join(task.as_str());
+        if counts.questions == 0 {
+            if args.aflite {
+                // Nothing to filter: the filtered suite keeps the (empty) task set, as the source suite does.
+                let (from, to) = (args.taskset.join(&rel), out.path().join("aflite").join(&rel));
+                std::fs::create_dir_all(&to).map_err(|e| anyhow::anyhow!("{}: {e}", to.display()))?;
+                for f in [QUESTIONS_JSON, stepwise_core::taskset::QUESTIONS_PARQUET] {
+                    if from.join(f).is_file() {
+                        std::fs::copy(from.join(f), to.join(f))
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", from.join(f).display()))?;
+                    }
+                }
+            }
+            continue;
+        }
         let ts = TaskSet::load(&args.taskset.join(&rel))?;
         let encoded = inputs.encode_missing(&ts)?;
         let resolver = inputs.resolver(encoded.as_ref());
@@ -389,9 +404,9 @@ fn audit_suite(
         let dir = out.path().join(&rel);
         std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
         let mut markdown = render::markdown(&report, &args.taskset.join(&rel).display().to_string(), &[]);
-        let task = report.tasks.first();
-        let hasty = task.and_then(|t| t.hasty_student).map(|e| e.value);
-        let probe = task.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value);
+        let audited = report.tasks.first();
+        let hasty = audited.and_then(|t| t.hasty_student).map(|e| e.value);
+        let probe = audited.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value);
         let aflite = if args.aflite {
             // OUT/aflite/ is laid out as a suite, so `stepwise study OUT/aflite` trains the models after filtering.
             let aflite_dir = out.path().join("aflite").join(&rel);
@@ -399,8 +414,8 @@ fn audit_suite(
             markdown.push('\n');
             markdown.push_str(&section);
             let removed: u64 = f.filters.iter().map(|f| f.result.removed.len() as u64).sum();
-            m.count(&format!("{}/{}.aflite_removed", row.setting, row.task), removed);
-            aflite_counts.push(((row.setting.clone(), row.task), counts_after(&row.counts, &f.kept, removed)));
+            m.count(&format!("{setting}/{task}.aflite_removed"), removed);
+            aflite_counts.push(((setting.clone(), task), counts_after(counts, &f.kept, removed)));
             let after = f.after;
             let t = after.tasks.first();
             Some(AfliteRow {
@@ -422,10 +437,10 @@ fn audit_suite(
             tm.param("aflite", aflite_cfg);
         }
         tm.write(&dir)?;
-        m.count(&format!("{}/{}.questions", row.setting, row.task), report.questions as u64);
+        m.count(&format!("{setting}/{task}.questions"), report.questions as u64);
         summary.push(SuiteAuditRow {
-            setting: row.setting.clone(),
-            task: row.task.as_str().to_string(),
+            setting: setting.clone(),
+            task: task.as_str().to_string(),
             questions: report.questions,
             hasty_student: hasty,
             distance_probe: probe,
@@ -441,7 +456,8 @@ fn audit_suite(
         // questions kept (what `stepwise study` and `stepwise export` read).
         let source = Manifest::read(&args.taskset)?;
         let mut am = Manifest::new("suite").with_seed(source.seed.unwrap_or(args.seed));
-        am.inputs = m.inputs.clone();
+        // The source suite's inputs (its corpus first: `stepwise export` finds the corpus through it).
+        am.inputs = source.inputs.clone();
         am.params = source.params;
         am.param("aflite", aflite_cfg);
         am.count("questions", summary.iter().filter_map(|r| r.aflite.as_ref()).map(|a| a.kept as u64).sum());

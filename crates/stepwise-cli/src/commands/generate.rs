@@ -251,6 +251,15 @@ impl LoadedFeatures {
         let mut stores = Vec::new();
         for p in paths {
             let s = FeatureStore::open(p).map_err(feature_error).with_context(|| format!("opening {}", p.display()))?;
+            if let Some(part) = &s.meta().shard {
+                // A part holds a slice of the items: questions and audits made from it would silently miss the rest.
+                return Err(anyhow::Error::new(stepwise_core::Error::usage(format!(
+                    "{}: shard {} of a sharded embedding, not a whole store; join the parts with `stepwise features \
+                     merge` first",
+                    p.display(),
+                    part.shard
+                ))));
+            }
             stores.push((p.clone(), s));
         }
         Ok(LoadedFeatures { stores, loaded: BTreeMap::new() })

@@ -75,6 +75,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 report.parts
             );
         }
+        for w in counts_warnings(&rows) {
+            crate::cli_util::warn_user(&w);
+        }
         return Ok(());
     }
     let Some(corpus_path) = &args.corpus else { usage_bail!("a corpus is needed (or --merge PART...)") };
