@@ -378,7 +378,9 @@ fn audit_suite(
     // "suite-audit", not "audit": the report reads the task sets' audits below it.
     let mut m = Manifest::new("suite-audit").with_seed(args.seed);
     m.inputs.push(InputHash::of(&args.taskset.join(stepwise_core::manifest::MANIFEST_FILE))?);
-    m.inputs.extend(inputs.features.input_hashes()?);
+    // The feature stores are hashed once: every task set's manifest lists the same ones.
+    let feature_hashes = inputs.features.input_hashes()?;
+    m.inputs.extend(feature_hashes.iter().cloned());
     for (setting, task, r) in taskset_folders(&rows) {
         let counts = &rows[r].counts;
         let rel = Path::new(&setting).join(task.as_str());
@@ -431,7 +433,7 @@ fn audit_suite(
         // Each task set's audit is an audit of its own (what `stepwise report` shows per setting).
         let mut tm = Manifest::new("audit").with_seed(args.seed);
         tm.inputs.push(InputHash::of(&args.taskset.join(&rel).join(QUESTIONS_JSON))?);
-        tm.inputs.extend(inputs.features.input_hashes()?);
+        tm.inputs.extend(feature_hashes.iter().cloned());
         tm.count("questions", report.questions as u64);
         if args.aflite {
             tm.param("aflite", aflite_cfg);
