@@ -18,7 +18,7 @@ use stepwise_core::shard::{Shard, check_complete};
 use stepwise_core::{Error, Result, TaskSet};
 
 use crate::config::Mode;
-use crate::suite::{SHARD_PARAM, SuiteRow, count_rows, taskset_folders, write_counts};
+use crate::suite::{SHARD_PARAM, SuiteRow, count_rows, read_counts, taskset_folders, write_counts};
 use crate::taskset_writer::TasksetWriter;
 
 /// What a merge wrote.
@@ -53,9 +53,7 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
             )));
         }
         shards.push(shard_of(dir, &manifest)?);
-        let counts = dir.join("counts.json");
-        let rows: Vec<SuiteRow> = serde_json::from_value(stepwise_core::json::read_json(&counts)?)
-            .map_err(|e| Error::bad_input(format!("{}: not a counts table: {e}", counts.display())))?;
+        let rows = read_counts(dir)?;
         loaded.push(Part { dir: dir.clone(), manifest, rows });
     }
     check_complete(&shards, |i| parts[i].display().to_string()).map_err(Error::bad_input)?;
@@ -119,6 +117,7 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
         let mut writer = TasksetWriter::create(&out_dir.path().join(&rel))?;
         let mut fallbacks = 0u64;
         let mut methods: BTreeSet<String> = BTreeSet::new();
+        let mut first_manifest = None;
         for p in &parts {
             let src = p.dir.join(&rel);
             let m = Manifest::read(&src)?;
@@ -127,6 +126,8 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
                 methods.extend(list.iter().filter_map(|v| v.as_str().map(str::to_string)));
             }
             let expected = p.rows[r].counts.questions;
+            // Part 0's manifest is the merged one's template.
+            first_manifest.get_or_insert(m);
             if expected == 0 {
                 continue;
             }
@@ -140,7 +141,7 @@ pub fn merge_suites(parts: &[PathBuf], out: &Path, force: bool) -> Result<(Suite
             }
             writer.append(ts.questions)?;
         }
-        let mut manifest = Manifest::read(&first.dir.join(&rel))?;
+        let mut manifest = first_manifest.expect("at least one part");
         manifest.params.remove(SHARD_PARAM);
         manifest.counts = row.counts.manifest_entries();
         if manifest.params.contains_key("neighbor_search") {

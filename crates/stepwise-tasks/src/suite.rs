@@ -297,6 +297,13 @@ pub fn taskset_folders(rows: &[SuiteRow]) -> Vec<(String, Task, usize)> {
 /// The manifest parameter naming the part of a sharded suite (absent from a whole suite).
 pub const SHARD_PARAM: &str = "shard";
 
+/// The rows of a suite's `counts.json`.
+pub fn read_counts(dir: &Path) -> Result<Vec<SuiteRow>> {
+    let path = dir.join("counts.json");
+    serde_json::from_value(stepwise_core::json::read_json(&path)?)
+        .map_err(|e| stepwise_core::Error::bad_input(format!("{}: not a counts table: {e}", path.display())))
+}
+
 /// `counts.json` and `counts.md` (with the warnings) of `rows`.
 pub fn write_counts(dir: &Path, rows: &[SuiteRow]) -> Result<()> {
     write_string_atomic(&dir.join("counts.json"), &stepwise_core::json::to_pretty_sorted(&rows))?;

@@ -370,9 +370,7 @@ fn audit_suite(
     aflite_cfg: &AfliteConfig,
     out: OutputDir,
 ) -> anyhow::Result<()> {
-    let counts = args.taskset.join("counts.json");
-    let rows: Vec<SuiteRow> = serde_json::from_value(stepwise_core::json::read_json(&counts)?)
-        .map_err(|e| anyhow::Error::new(stepwise_core::Error::bad_input(format!("{}: {e}", counts.display()))))?;
+    let rows = stepwise_tasks::suite::read_counts(&args.taskset)?;
     let mut summary = Vec::new();
     let mut aflite_counts: Vec<((String, Task), stepwise_tasks::Counts)> = Vec::new();
     // "suite-audit", not "audit": the report reads the task sets' audits below it.
