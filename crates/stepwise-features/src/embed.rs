@@ -1043,7 +1043,7 @@ fn unknown_encoder(name: &str) -> FeatureError {
     usage(format!("unknown encoder `{name}` (available: {})", names.join(", ")))
 }
 
-fn usage(msg: String) -> FeatureError {
+pub(crate) fn usage(msg: String) -> FeatureError {
     FeatureError::Core(Error::usage(msg))
 }
 

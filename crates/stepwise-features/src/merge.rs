@@ -10,14 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use stepwise_core::Error;
 use stepwise_core::json::first_difference;
 use stepwise_core::output::read_tree;
 use stepwise_core::shard::check_complete;
 
 use crate::FeatureError;
-use crate::embed::{RowKind, RowOutput, RowSource, write_store};
-use crate::rows::{ItemRows, RowSlice};
+use crate::embed::{RowKind, RowOutput, RowSource, usage, write_store};
+use crate::rows::{ItemRows, RowSlice, bad};
 use crate::store::{FeatureStore, MODEL_DIR, StoreMeta, read_failures};
 
 /// What a merge wrote.
@@ -197,12 +196,4 @@ fn settings(meta: &StoreMeta) -> serde_json::Value {
         t.ids_blake3 = None;
     }
     serde_json::to_value(&m).expect("store metadata serializes")
-}
-
-fn bad(msg: String) -> FeatureError {
-    FeatureError::Core(Error::bad_input(msg))
-}
-
-fn usage(msg: String) -> FeatureError {
-    FeatureError::Core(Error::usage(msg))
 }
