@@ -11,10 +11,49 @@ use serde_json::Value;
 
 use crate::error::{Error, IoResultExt, Location, Result};
 
-/// Read a whole file as UTF-8 text; invalid UTF-8 is an error with the byte offset and line.
+/// The largest file read whole as text (JSON documents, CoNLL-U): bigger ones are refused before reading, so a
+/// hostile or mistaken input cannot exhaust memory (parsed JSON takes several times its text).
+pub const MAX_TEXT_FILE: u64 = 1 << 30;
+/// The longest JSONL line: one record (a procedure, a prediction) is kilobytes; reading stops past this.
+pub const MAX_JSONL_LINE: usize = 64 << 20;
+
+/// Read a whole file as UTF-8 text; invalid UTF-8 is an error with the byte offset and line. Files over
+/// [`MAX_TEXT_FILE`] are refused.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).at(path)?;
+    read_text_within(path, MAX_TEXT_FILE)
+}
+
+fn read_text_within(path: &Path, max: u64) -> Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).at(path)?;
+    let len = file.metadata().at(path)?.len();
+    if len > max {
+        return Err(Error::bad_input(format!(
+            "{}: {} bytes, more than the {} stepwise reads as one document; split it (JSONL: one record per line)",
+            path.display(),
+            len,
+            human_bytes(max)
+        )));
+    }
+    // `take`: a file that grows while read (a FIFO, /dev/zero) stops at the bound too.
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max + 1).read_to_end(&mut bytes).at(path)?;
+    if bytes.len() as u64 > max {
+        return Err(Error::bad_input(format!(
+            "{}: more than the {} stepwise reads as one document",
+            path.display(),
+            human_bytes(max)
+        )));
+    }
     text_from_bytes(path, bytes)
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// Check that `bytes` read from `path` are UTF-8 (a leading BOM is dropped).
@@ -46,6 +85,7 @@ pub fn read_json(path: &Path) -> Result<Value> {
 }
 
 /// One parsed line of a JSONL file: its 1-based line number and value.
+#[derive(Debug)]
 pub struct JsonlRecord {
     pub line: usize,
     pub value: Value,
@@ -65,28 +105,44 @@ pub fn parse_jsonl(path: &Path, text: &str) -> Result<Vec<JsonlRecord>> {
     Ok(out)
 }
 
-/// Read and parse a JSONL file.
+/// Read and parse a JSONL file (streamed: lines over [`MAX_JSONL_LINE`] are refused).
 pub fn read_jsonl(path: &Path) -> Result<Vec<JsonlRecord>> {
-    let text = read_text(path)?;
-    parse_jsonl(path, &text)
+    let mut out = Vec::new();
+    for_each_jsonl(path, |r| {
+        out.push(r);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Stream the non-blank lines of a JSONL file to `f`, one parsed record at a time, so memory holds one line and
 /// not the whole file (large corpora). Errors as [`read_jsonl`]: invalid UTF-8 names its byte offset and line,
 /// a syntax error `file:line:column`; the first error from `f` stops reading.
-pub fn for_each_jsonl(path: &Path, mut f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
-    use std::io::BufRead;
+pub fn for_each_jsonl(path: &Path, f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
+    for_each_jsonl_within(path, MAX_JSONL_LINE, f)
+}
+
+fn for_each_jsonl_within(path: &Path, max_line: usize, mut f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
+    use std::io::{BufRead, Read};
     let file = std::fs::File::open(path).at(path)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut buf = Vec::new();
     let (mut offset, mut line_no) = (0usize, 0usize);
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).at(path)?;
+        // At most one byte past the bound is read: a 1-GB line costs `max_line` bytes of memory, not a gigabyte.
+        let n = (&mut reader).take(max_line as u64 + 1).read_until(b'\n', &mut buf).at(path)?;
         if n == 0 {
             return Ok(());
         }
         line_no += 1;
+        if n > max_line {
+            return Err(Error::bad_input(format!(
+                "{}:{line_no}: the line is longer than {} (one JSONL record per line; is this JSONL?)",
+                path.display(),
+                human_bytes(max_line as u64)
+            )));
+        }
         let mut line = std::str::from_utf8(&buf).map_err(|e| Error::Utf8 {
             path: path.to_path_buf(),
             offset: offset + e.valid_up_to(),
@@ -363,6 +419,55 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("f.jsonl:2:"), "{msg}");
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_refused_after_reading_only_the_bound() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("long.jsonl");
+        let long = format!("{{\"a\":1}}\n{{\"a\":\"{}\"}}\n", "x".repeat(5000));
+        std::fs::write(&f, long).unwrap();
+        let mut seen = 0;
+        let e = for_each_jsonl_within(&f, 1000, |_| {
+            seen += 1;
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(seen, 1);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:2: the line is longer than 1000 bytes (one JSONL record per line; is this JSONL?)",
+                f.display()
+            )
+        );
+        assert_eq!(e.exit_code(), 2);
+        // At the bound itself (newline included) a line is read.
+        std::fs::write(&f, format!("{{\"a\":\"{}\"}}\n", "x".repeat(1000 - 10))).unwrap();
+        for_each_jsonl_within(&f, 1000, |_| Ok(())).unwrap();
+    }
+
+    #[test]
+    fn a_document_past_the_bound_is_refused_before_reading() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("big.json");
+        std::fs::write(&f, vec![b' '; 3 << 20]).unwrap();
+        let e = read_text_within(&f, 2 << 20).unwrap_err();
+        assert!(e.to_string().contains("more than the 2 MiB stepwise reads as one document"), "{e}");
+        assert_eq!(read_text_within(&f, 3 << 20).unwrap().len(), 3 << 20);
+    }
+
+    #[test]
+    fn deeply_nested_json_is_an_error_not_a_stack_overflow() {
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("deep.json");
+        let depth = 1_000_000;
+        std::fs::write(&f, format!("{}{}", "[".repeat(depth), "]".repeat(depth))).unwrap();
+        let e = read_json(&f).unwrap_err();
+        assert!(e.to_string().contains("recursion limit exceeded") && e.to_string().contains("deep.json:1:"), "{e}");
+        std::fs::write(&f, format!("{}\n", "{\"a\":".repeat(depth))).unwrap();
+        let e = read_jsonl(&f).unwrap_err();
+        assert!(e.to_string().contains("recursion limit exceeded"), "{e}");
     }
 
     #[test]

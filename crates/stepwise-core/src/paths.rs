@@ -63,6 +63,31 @@ pub fn image_root_for(output_dir: &Path, image_root: &Path) -> Result<String> {
     Ok(relative_path(&absolute_normalized(output_dir)?, &absolute_normalized(image_root)?))
 }
 
+/// The folders a recursive walk is inside, by their resolved paths: a symlink that leads back to one of them (a
+/// loop) is detected instead of being followed until the path is too long.
+#[derive(Debug, Default)]
+pub struct WalkAncestors {
+    resolved: Vec<PathBuf>,
+}
+
+impl WalkAncestors {
+    /// Enter `dir`: `Ok(None)` when it is a new folder (call [`WalkAncestors::leave`] after its entries), or
+    /// `Ok(Some(ancestor))` when it resolves to a folder the walk is already inside.
+    pub fn enter(&mut self, dir: &Path) -> Result<Option<PathBuf>> {
+        let resolved = std::fs::canonicalize(dir).at(dir)?;
+        if self.resolved.contains(&resolved) {
+            return Ok(Some(resolved));
+        }
+        self.resolved.push(resolved);
+        Ok(None)
+    }
+
+    /// Leave the folder entered last.
+    pub fn leave(&mut self) {
+        self.resolved.pop();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +113,22 @@ mod tests {
     fn image_root_is_relative_to_the_output() {
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(image_root_for(&cwd.join("run/clean"), &cwd.join("run/corpus")).unwrap(), "../corpus");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_back_to_an_ancestor_is_a_loop() {
+        let td = tempfile::tempdir().unwrap();
+        let a = td.path().join("a");
+        std::fs::create_dir_all(a.join("b")).unwrap();
+        std::os::unix::fs::symlink(&a, a.join("b/loop")).unwrap();
+        let mut w = WalkAncestors::default();
+        assert_eq!(w.enter(&a).unwrap(), None);
+        assert_eq!(w.enter(&a.join("b")).unwrap(), None);
+        assert_eq!(w.enter(&a.join("b/loop")).unwrap(), Some(std::fs::canonicalize(&a).unwrap()));
+        w.leave();
+        w.leave();
+        // A sibling reached twice without a loop is not one.
+        assert_eq!(w.enter(&a.join("b")).unwrap(), None);
     }
 }

@@ -53,15 +53,31 @@ impl ImageSource for FsImageSource {
     }
 }
 
-/// Decode image bytes (format guessed from the content) to RGB8. Never panics: a decoder panic on hostile input
-/// becomes an error.
+/// The largest side of an image stepwise decodes, in pixels (a 16k photo is already far beyond any step image).
+pub const MAX_IMAGE_SIDE: u32 = 16_384;
+/// The most memory one image decode may allocate: a 60-megapixel RGBA photo fits; a decompression bomb (a small
+/// file claiming a huge canvas) is refused from its header, before anything is allocated.
+pub const MAX_IMAGE_ALLOC: u64 = 256 << 20;
+
+/// Decode image bytes (format guessed from the content) to RGB8, within [`MAX_IMAGE_SIDE`] and
+/// [`MAX_IMAGE_ALLOC`]. Never panics: a decoder panic on hostile input becomes an error.
 pub fn decode_image(bytes: &[u8]) -> Result<image::RgbImage, String> {
     let result = std::panic::catch_unwind(|| {
-        image::ImageReader::new(std::io::Cursor::new(bytes))
-            .with_guessed_format()
-            .map_err(|e| e.to_string())?
-            .decode()
-            .map_err(|e| e.to_string())
+        let mut reader =
+            image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format().map_err(|e| e.to_string())?;
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(MAX_IMAGE_SIDE);
+        limits.max_image_height = Some(MAX_IMAGE_SIDE);
+        limits.max_alloc = Some(MAX_IMAGE_ALLOC);
+        reader.limits(limits);
+        reader.decode().map_err(|e| match e {
+            image::ImageError::Limits(l) => format!(
+                "{l} (stepwise decodes images up to {MAX_IMAGE_SIDE} pixels a side and {} MiB: a decompression \
+                 bomb?)",
+                MAX_IMAGE_ALLOC >> 20
+            ),
+            e => e.to_string(),
+        })
     });
     match result {
         Ok(Ok(img)) => {
@@ -101,6 +117,43 @@ mod tests {
         assert!(src.fingerprint("missing.png").is_err());
         assert_eq!(src.fingerprint("ok.png").unwrap(), src.fingerprint("ok.png").unwrap());
         assert_ne!(src.fingerprint("ok.png").unwrap(), src.fingerprint("bad.jpg").unwrap());
+    }
+
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn decompression_bombs_are_refused_from_their_headers() {
+        let img = image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]));
+        // PNG: the IHDR says 60,000 x 60,000 (10.8 GB of RGB); the CRC is fixed so only the limit can refuse it.
+        let mut png = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+        png[16..20].copy_from_slice(&60_000u32.to_be_bytes());
+        png[20..24].copy_from_slice(&60_000u32.to_be_bytes());
+        let crc = crc32(&png[12..29]);
+        png[29..33].copy_from_slice(&crc.to_be_bytes());
+        let e = decode_image(&png).unwrap_err();
+        assert!(e.contains("decompression bomb"), "{e}");
+        // JPEG: the frame header (SOF0) says 65,000 x 65,000.
+        let mut jpg = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut jpg), image::ImageFormat::Jpeg).unwrap();
+        let sof = jpg.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        jpg[sof + 5..sof + 7].copy_from_slice(&65_000u16.to_be_bytes());
+        jpg[sof + 7..sof + 9].copy_from_slice(&65_000u16.to_be_bytes());
+        let e = decode_image(&jpg).unwrap_err();
+        assert!(e.contains("decompression bomb"), "{e}");
+        // Within the limits, the same files decode.
+        let mut ok = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut ok), image::ImageFormat::Png).unwrap();
+        assert_eq!(decode_image(&ok).unwrap(), img);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use stepwise_core::manifest::{MANIFEST_FILE, Manifest};
+use stepwise_core::paths::WalkAncestors;
 use stepwise_core::{Error, IoResultExt, Result};
 
 use crate::read::JsonFile;
@@ -80,7 +81,7 @@ pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<Found> {
         return Err(Error::usage(format!("{}: not a folder", root.display())));
     }
     let mut found = Found::default();
-    walk(root, root, exclude, 0, &mut found)?;
+    walk(root, root, exclude, 0, &mut WalkAncestors::default(), &mut found)?;
     Ok(found)
 }
 
@@ -95,8 +96,19 @@ fn push(found: &mut Found, root: &Path, kind: Kind, path: PathBuf) {
     found.artefacts.push(Artefact { kind, path, rel });
 }
 
-fn walk(root: &Path, dir: &Path, exclude: &[PathBuf], depth: usize, found: &mut Found) -> Result<()> {
+fn walk(
+    root: &Path,
+    dir: &Path,
+    exclude: &[PathBuf],
+    depth: usize,
+    ancestors: &mut WalkAncestors,
+    found: &mut Found,
+) -> Result<()> {
     if dir.join(MANIFEST_FILE).is_file() && manifest_folder(root, dir, found)? {
+        return Ok(());
+    }
+    // A symlink back to a folder being walked would list its outputs again, once per lap.
+    if ancestors.enter(dir)?.is_some() {
         return Ok(());
     }
     let mut entries: Vec<PathBuf> =
@@ -109,7 +121,7 @@ fn walk(root: &Path, dir: &Path, exclude: &[PathBuf], depth: usize, found: &mut 
         }
         if p.is_dir() {
             if depth < MAX_DEPTH {
-                walk(root, &p, exclude, depth + 1, found)?;
+                walk(root, &p, exclude, depth + 1, ancestors, found)?;
             }
             continue;
         }
@@ -124,6 +136,7 @@ fn walk(root: &Path, dir: &Path, exclude: &[PathBuf], depth: usize, found: &mut 
             _ => {}
         }
     }
+    ancestors.leave();
     Ok(())
 }
 
@@ -196,4 +209,24 @@ fn sniff(path: &Path) -> Result<Option<Kind>> {
         None
     };
     Ok(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_back_to_a_walked_folder_are_not_followed() {
+        let td = tempfile::tempdir().unwrap();
+        let plots = td.path().join("plots");
+        std::fs::create_dir_all(&plots).unwrap();
+        std::fs::write(plots.join("a.png"), b"png").unwrap();
+        // Two links back to the root: followed blindly, the walk would visit 2^8 folders and list a.png 255 times.
+        std::os::unix::fs::symlink(td.path(), plots.join("up")).unwrap();
+        std::os::unix::fs::symlink(td.path(), plots.join("up2")).unwrap();
+        let found = scan(td.path(), &[]).unwrap();
+        let rels: Vec<&str> = found.artefacts.iter().map(|a| a.rel.as_str()).collect();
+        assert_eq!(rels, ["plots/a.png"]);
+    }
 }

@@ -438,71 +438,72 @@ pub fn write_safetensors(
     })
 }
 
+/// A hand-assembled legacy checkpoint, `{'w': 2x3 float32 transposed view, 'n': int64 scalar}`: for tests and as
+/// a fuzzing seed.
+pub fn tiny_legacy_checkpoint() -> Vec<u8> {
+    let mut b = Vec::new();
+    // magic, protocol, sys info
+    b.extend_from_slice(&[0x80, 2, 0x8a, 10]);
+    b.extend_from_slice(&LEGACY_MAGIC);
+    b.push(b'.');
+    b.extend_from_slice(&[0x80, 2, b'M', 0xe9, 0x03, b'.']);
+    b.extend_from_slice(&[0x80, 2, b'}', b'(', 0x8c, 13]);
+    b.extend_from_slice(b"little_endian");
+    b.extend_from_slice(&[0x88, b'u', b'.']);
+    // state dict
+    b.extend_from_slice(&[0x80, 2]);
+    b.extend_from_slice(b"ccollections\nOrderedDict\n");
+    b.extend_from_slice(b")R(");
+    for (name, cls, key, numel, offset, size, stride) in [
+        ("w", "FloatStorage", "100", 6u8, 0u8, &[2u8, 3][..], &[1u8, 2][..]),
+        ("n", "LongStorage", "200", 1, 0, &[][..], &[][..]),
+    ] {
+        b.extend_from_slice(&[0x8c, name.len() as u8]);
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(b"ctorch._utils\n_rebuild_tensor_v2\n");
+        b.push(b'(');
+        // persistent id tuple
+        b.push(b'(');
+        b.extend_from_slice(&[0x8c, 7]);
+        b.extend_from_slice(b"storage");
+        b.extend_from_slice(format!("ctorch\n{cls}\n").as_bytes());
+        b.extend_from_slice(&[0x8c, key.len() as u8]);
+        b.extend_from_slice(key.as_bytes());
+        b.extend_from_slice(&[0x8c, 3]);
+        b.extend_from_slice(b"cpu");
+        b.extend_from_slice(&[b'K', numel, b'N', b't', b'Q']);
+        b.extend_from_slice(&[b'K', offset]);
+        b.push(b'(');
+        for d in size {
+            b.extend_from_slice(&[b'K', *d]);
+        }
+        b.push(b't');
+        b.push(b'(');
+        for s in stride {
+            b.extend_from_slice(&[b'K', *s]);
+        }
+        b.push(b't');
+        b.extend_from_slice(&[0x89, b'N', b't', b'R']);
+    }
+    b.extend_from_slice(b"u.");
+    // storage keys, then data
+    b.extend_from_slice(&[0x80, 2, b']', b'(', 0x8c, 3]);
+    b.extend_from_slice(b"100");
+    b.extend_from_slice(&[0x8c, 3]);
+    b.extend_from_slice(b"200");
+    b.extend_from_slice(b"e.");
+    b.extend_from_slice(&6i64.to_le_bytes());
+    for v in [0f32, 1., 2., 3., 4., 5.] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&1i64.to_le_bytes());
+    b.extend_from_slice(&42i64.to_le_bytes());
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Hand-assembled legacy checkpoint: `{'w': 2x3 float32 transposed view, 'n': int64 scalar}`.
-    pub(crate) fn tiny_legacy_checkpoint() -> Vec<u8> {
-        let mut b = Vec::new();
-        // magic, protocol, sys info
-        b.extend_from_slice(&[0x80, 2, 0x8a, 10]);
-        b.extend_from_slice(&LEGACY_MAGIC);
-        b.push(b'.');
-        b.extend_from_slice(&[0x80, 2, b'M', 0xe9, 0x03, b'.']);
-        b.extend_from_slice(&[0x80, 2, b'}', b'(', 0x8c, 13]);
-        b.extend_from_slice(b"little_endian");
-        b.extend_from_slice(&[0x88, b'u', b'.']);
-        // state dict
-        b.extend_from_slice(&[0x80, 2]);
-        b.extend_from_slice(b"ccollections\nOrderedDict\n");
-        b.extend_from_slice(b")R(");
-        for (name, cls, key, numel, offset, size, stride) in [
-            ("w", "FloatStorage", "100", 6u8, 0u8, &[2u8, 3][..], &[1u8, 2][..]),
-            ("n", "LongStorage", "200", 1, 0, &[][..], &[][..]),
-        ] {
-            b.extend_from_slice(&[0x8c, name.len() as u8]);
-            b.extend_from_slice(name.as_bytes());
-            b.extend_from_slice(b"ctorch._utils\n_rebuild_tensor_v2\n");
-            b.push(b'(');
-            // persistent id tuple
-            b.push(b'(');
-            b.extend_from_slice(&[0x8c, 7]);
-            b.extend_from_slice(b"storage");
-            b.extend_from_slice(format!("ctorch\n{cls}\n").as_bytes());
-            b.extend_from_slice(&[0x8c, key.len() as u8]);
-            b.extend_from_slice(key.as_bytes());
-            b.extend_from_slice(&[0x8c, 3]);
-            b.extend_from_slice(b"cpu");
-            b.extend_from_slice(&[b'K', numel, b'N', b't', b'Q']);
-            b.extend_from_slice(&[b'K', offset]);
-            b.push(b'(');
-            for d in size {
-                b.extend_from_slice(&[b'K', *d]);
-            }
-            b.push(b't');
-            b.push(b'(');
-            for s in stride {
-                b.extend_from_slice(&[b'K', *s]);
-            }
-            b.push(b't');
-            b.extend_from_slice(&[0x89, b'N', b't', b'R']);
-        }
-        b.extend_from_slice(b"u.");
-        // storage keys, then data
-        b.extend_from_slice(&[0x80, 2, b']', b'(', 0x8c, 3]);
-        b.extend_from_slice(b"100");
-        b.extend_from_slice(&[0x8c, 3]);
-        b.extend_from_slice(b"200");
-        b.extend_from_slice(b"e.");
-        b.extend_from_slice(&6i64.to_le_bytes());
-        for v in [0f32, 1., 2., 3., 4., 5.] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b.extend_from_slice(&1i64.to_le_bytes());
-        b.extend_from_slice(&42i64.to_le_bytes());
-        b
-    }
 
     #[test]
     fn reads_strided_legacy_tensors() {

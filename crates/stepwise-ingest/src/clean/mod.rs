@@ -513,17 +513,29 @@ pub fn clean_corpus_dir(
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    copy_dir_within(from, to, &mut stepwise_core::paths::WalkAncestors::default())
+}
+
+fn copy_dir_within(from: &Path, to: &Path, ancestors: &mut stepwise_core::paths::WalkAncestors) -> Result<()> {
+    if let Some(ancestor) = ancestors.enter(from)? {
+        return Err(stepwise_core::Error::bad_input(format!(
+            "{}: a symlink loop (it leads back to {}); remove the link",
+            from.display(),
+            ancestor.display()
+        )));
+    }
     std::fs::create_dir_all(to).at(to)?;
     let mut entries: Vec<_> = std::fs::read_dir(from).at(from)?.collect::<std::io::Result<_>>().at(from)?;
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let (src, dst) = (e.path(), to.join(e.file_name()));
         if src.is_dir() {
-            copy_dir(&src, &dst)?;
+            copy_dir_within(&src, &dst, ancestors)?;
         } else {
             std::fs::copy(&src, &dst).at(&src)?;
         }
     }
+    ancestors.leave();
     Ok(())
 }
 

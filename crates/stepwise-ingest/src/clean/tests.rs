@@ -102,6 +102,26 @@ fn identical_for_any_thread_count() {
     assert_eq!(to_pretty_sorted(&ra), to_pretty_sorted(&rb));
 }
 
+#[cfg(unix)]
+#[test]
+fn a_symlink_loop_in_the_corpus_folder_is_refused_and_nothing_is_written() {
+    let td = tempfile::tempdir().unwrap();
+    let input = td.path().join("in");
+    let sub = input.join(TASKSET_DIR).join("parts");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(input.join(TASKSET_DIR).join("questions.json"), "{\"data\":[]}").unwrap();
+    std::os::unix::fs::symlink(input.join(TASKSET_DIR), sub.join("again")).unwrap();
+    let mut m = Manifest::new("corpus");
+    write_corpus_files(&input, &corpus(), &mut m).unwrap();
+    let out = td.path().join("out");
+    let e = clean_corpus_dir(&input, &out, &CleanConfig::default(), CleanResources::default(), false).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("symlink loop") && msg.contains("again") && msg.contains("remove the link"), "{msg}");
+    assert!(!out.exists(), "a refused clean left its output behind");
+    let left: Vec<_> = std::fs::read_dir(td.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
 #[test]
 fn learned_model_splits_like_the_cleaner() {
     let m = learn_word_model(corpus(), &CleanConfig::default(), CleanResources::default());
