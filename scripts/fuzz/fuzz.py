@@ -123,13 +123,14 @@ def real_data_seeds(data, seeds):
 def demo_seeds(stepwise, work, seeds):
     """Files the pipeline itself writes (task sets, predictions, a study definition), from a small demo."""
     demo = work / "demo"
-    print(f"running `stepwise demo -n 12` for seeds ({demo})", flush=True)
-    subprocess.run([stepwise, "demo", "-n", "12", "-o", str(demo), "--force", "-q"], check=True)
-    for qs in sorted(demo.glob("tasks/**/questions.json"))[:2]:
-        write(seeds / "taskset" / f"{qs.parent.name}.json", json_slice(qs, "questions", 3))
-    for preds in sorted(demo.glob("predictions/**/*.jsonl"))[:3]:
+    print(f"running `stepwise demo -n 30` for seeds ({demo})", flush=True)
+    subprocess.run([stepwise, "demo", "-n", "30", "-o", str(demo), "--force", "-q"], check=True,
+                   stdout=subprocess.DEVNULL)
+    for qs in sorted(demo.glob("suite/recipeqa/*/questions.json")):
+        write(seeds / "taskset" / f"{qs.parent.name}.json", json_slice(qs, "data", 2))
+    for preds in sorted(demo.glob("predictions/*.jsonl"))[:3]:
         write(seeds / "choice-predictions" / preds.name, head_lines(preds, 4))
-    for preds in sorted(demo.glob("sequencing-results/**/*predictions*.jsonl"))[:3]:
+    for preds in sorted(demo.glob("sequencing-results/predictions/*.jsonl"))[:2] + sorted(demo.glob("seq-study/predictions/*.jsonl"))[:2]:
         write(seeds / "order-predictions" / preds.name, head_lines(preds, 4))
     for npy in sorted(demo.glob("features/**/*.npy")):
         if npy.stat().st_size < MAX_LEN:
@@ -138,9 +139,9 @@ def demo_seeds(stepwise, work, seeds):
     shutil.rmtree(study, ignore_errors=True)
     seq = sorted(demo.glob("sequencing/**/instances.jsonl"))
     if seq:
-        subprocess.run([stepwise, "annotate", "create", str(seq[0].parent), "-o", str(study), "-q"], check=False)
-        if (study / "study.json").is_file():
-            shutil.copy(study / "study.json", seeds / "study" / "study.json")
+        subprocess.run([stepwise, "annotate", "create", str(seq[0].parent), "--corpus", str(demo / "corpus"),
+                        "-o", str(study), "-q"], check=True)
+        shutil.copy(study / "study.json", seeds / "study" / "study.json")
 
 
 def builtin_seeds(binary, targets, seeds):

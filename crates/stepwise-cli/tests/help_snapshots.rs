@@ -53,3 +53,8 @@ fn sharded_run_commands_help() {
     insta::assert_snapshot!("sweep", help(&["sweep"]));
     insta::assert_snapshot!("embed", help(&["embed"]));
 }
+
+#[test]
+fn reliability_bench_help() {
+    insta::assert_snapshot!("bench-reliability", help(&["bench", "reliability"]));
+}

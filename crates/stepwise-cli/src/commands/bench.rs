@@ -25,6 +25,8 @@ pub enum BenchCommand {
     R2vq(super::bench_r2vq::Args),
     /// The annotation server: 100 simulated people, 10,000 HITs, kill -9 mid-way; 0 lost or duplicated answers.
     Annotate(super::bench_annotate::Args),
+    /// Guarantees in one place: --threads 1 vs 2 byte-identical, kill -9 then re-run, hostile inputs per reader.
+    Reliability(super::bench_reliability::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -39,6 +41,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::SeqTrain(a) => super::bench_seq_train::run(a),
         BenchCommand::R2vq(a) => super::bench_r2vq::run(a),
         BenchCommand::Annotate(a) => super::bench_annotate::run(a),
+        BenchCommand::Reliability(a) => super::bench_reliability::run(a),
     }
 }
 

@@ -58,19 +58,19 @@ pub struct Args {
     pub seed: u64,
 }
 
-struct Outcome {
-    backend: &'static str,
-    seconds: f64,
-    submissions: usize,
-    hits: usize,
-    p50_ms: f64,
-    p99_ms: f64,
-    restart_seconds: Option<f64>,
-    lost: usize,
+pub(crate) struct Outcome {
+    pub(crate) backend: &'static str,
+    pub(crate) seconds: f64,
+    pub(crate) submissions: usize,
+    pub(crate) hits: usize,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) restart_seconds: Option<f64>,
+    pub(crate) lost: usize,
     /// Answers acknowledged twice with different contents, items answered twice by one person, items with
     /// more answers than wanted.
-    duplicated: usize,
-    stored: usize,
+    pub(crate) duplicated: usize,
+    pub(crate) stored: usize,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -186,7 +186,13 @@ fn start_server(exe: &Path, study: &Path, url: &str, bind: &str) -> anyhow::Resu
     Ok((child, addr))
 }
 
-fn run_backend(backend: &'static str, exe: &Path, url: &str, dir: &Path, a: &Args) -> anyhow::Result<Outcome> {
+pub(crate) fn run_backend(
+    backend: &'static str,
+    exe: &Path,
+    url: &str,
+    dir: &Path,
+    a: &Args,
+) -> anyhow::Result<Outcome> {
     let modalities = vec![Modality::Multimodal, Modality::Text];
     let judgements = 3;
     let items = a.hits * a.hit_size;

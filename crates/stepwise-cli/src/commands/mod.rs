@@ -9,6 +9,7 @@ pub mod bench_features;
 pub mod bench_ingest;
 pub mod bench_metrics;
 pub mod bench_r2vq;
+pub mod bench_reliability;
 pub mod bench_seq_train;
 pub mod bench_sweep;
 pub mod bench_train;

@@ -54,7 +54,9 @@ pub struct TrainReport {
     pub best_epoch: usize,
     pub best_val_accuracy: Option<f64>,
     pub curve: Vec<EpochRecord>,
-    /// Epochs that were restored from a checkpoint instead of run.
+    /// Epochs that were restored from a checkpoint instead of run. How the run went, not what it made: not
+    /// written to training.json, so a resumed run's files equal an uninterrupted run's (the CLI prints it).
+    #[serde(skip)]
     pub resumed_from_epoch: usize,
     pub stopped_early: bool,
 }

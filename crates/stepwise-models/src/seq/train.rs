@@ -41,6 +41,9 @@ pub struct SeqTrainReport {
     /// Fine-tuning: the validation loss of the kept epoch.
     pub best_val_loss: Option<f64>,
     pub curve: Vec<CurvePoint>,
+    /// Epochs that were restored from a checkpoint instead of run. How the run went, not what it made: not
+    /// written to training.json, so a resumed run's files equal an uninterrupted run's (the CLI prints it).
+    #[serde(skip)]
     pub resumed_from_epoch: usize,
     pub stopped_early: bool,
 }
