@@ -206,6 +206,16 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> stepwise_core::Result<NpyHeade
         _ => return Err(bad("header has no 'fortran_order'")),
     };
     let shape = dict_value(dict, "shape").and_then(parse_shape).ok_or_else(|| bad("header has no valid 'shape'"))?;
+    // Every size computed from the shape (elements × up to 8 bytes, plus the header) must fit in memory's address
+    // range; a hostile header claiming more would otherwise overflow that arithmetic (and wrap in release builds).
+    let fits = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .and_then(|n| n.checked_mul(8))
+        .is_some_and(|bytes| bytes <= isize::MAX as usize - end);
+    if !fits {
+        return Err(bad(&format!("shape {shape:?} is larger than any array that fits in memory")));
+    }
     Ok(NpyHeader { descr, fortran_order, shape, data_offset: end })
 }
 
@@ -452,6 +462,30 @@ impl MmapF16Matrix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shapes_whose_sizes_overflow_are_refused_not_wrapped() {
+        let td = tempfile::tempdir().unwrap();
+        let p = td.path().join("huge.npy");
+        // 2^61 int64 elements: 2^64 bytes, which wraps to 0 in release arithmetic (an empty vector "read").
+        let mut bytes = header_bytes_for("<i8", &[1 << 61]);
+        bytes.extend_from_slice(&7i64.to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_i64_vector(&p).unwrap_err().to_string();
+        assert!(e.contains("huge.npy") && e.contains("larger than any array that fits in memory"), "{e}");
+        // 2^31 x 2^31 float32: the element count fits, the byte count does not.
+        let mut bytes = header_bytes(&[1 << 31, 1 << 31]);
+        bytes.extend_from_slice(&[0; 16]);
+        std::fs::write(&p, &bytes).unwrap();
+        for e in [read_matrix(&p).unwrap_err(), MmapMatrix::open(&p).unwrap_err()] {
+            assert!(e.to_string().contains("larger than any array"), "{e}");
+        }
+        // 10^12 elements fit the address range: refused by the file's size instead, before any allocation.
+        let mut bytes = header_bytes(&[1_000_000, 1_000_000]);
+        bytes.extend_from_slice(&[0; 16]);
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(read_matrix(&p).unwrap_err().to_string().contains("truncated"));
+    }
 
     #[test]
     fn header_is_aligned_and_parses_back() {
