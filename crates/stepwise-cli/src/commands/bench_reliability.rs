@@ -713,8 +713,9 @@ struct Measured {
     timed_out: bool,
 }
 
-/// Run `stepwise ARGV` with a time limit; its exit code, wall time, peak resident memory (wait4's ru_maxrss)
-/// and stderr.
+/// Run `stepwise ARGV` with a time limit; its exit code, wall time, peak resident memory and stderr. The peak
+/// is the child's VmHWM sampled every 5 ms until it exits (wait4's ru_maxrss would include the pages the child
+/// shared with this process between fork and exec).
 fn run_measured(exe: &Path, argv: &[String], limit: Duration) -> anyhow::Result<Measured> {
     let err_path = std::env::temp_dir().join(format!("stepwise-reliability-{}.stderr", std::process::id()));
     let err_file = std::fs::File::create(&err_path)?;
@@ -722,16 +723,18 @@ fn run_measured(exe: &Path, argv: &[String], limit: Duration) -> anyhow::Result<
     let child = Command::new(exe).args(argv).stdout(Stdio::null()).stderr(err_file).spawn()?;
     let pid = child.id() as libc::pid_t;
     let mut timed_out = false;
-    let (status, rusage) = loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 only writes into the two out-pointers.
-        let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our child, not yet reaped (std's Child is never waited on below).
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut rusage) };
-        if r == pid {
-            break (status, rusage);
+    let mut peak_kib = 0.0f64;
+    let status = loop {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak_kib = peak_kib.max(kib);
         }
-        anyhow::ensure!(r == 0, "wait4: {}", std::io::Error::last_os_error());
+        let mut status = 0;
+        // SAFETY: `pid` is our child, not yet reaped (std's Child is never waited on below).
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break status;
+        }
+        anyhow::ensure!(r == 0, "waitpid: {}", std::io::Error::last_os_error());
         if start.elapsed() > limit && !timed_out {
             timed_out = true;
             // SAFETY: sending a signal to our own unreaped child.
@@ -746,8 +749,14 @@ fn run_measured(exe: &Path, argv: &[String], limit: Duration) -> anyhow::Result<
     Ok(Measured {
         exit: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         seconds,
-        peak_rss_mib: rusage.ru_maxrss as f64 / 1024.0,
+        peak_rss_mib: peak_kib / 1024.0,
         stderr,
         timed_out,
     })
+}
+
+/// The peak resident set of a running process, from /proc (Linux); `None` once it has exited.
+fn vm_hwm_kib(pid: libc::pid_t) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
 }
