@@ -207,11 +207,29 @@ pub fn builtin_seeds(target: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
         }
         "cli-args" => {
             for (name, argv) in [
-                ("embed", "embed\0corpus\0--encoder\0w2v\0-o\0features\0--shard\01/2\0--threads\02"),
-                ("sweep", "sweep\0corpus\0--features\0f\0-o\0suite\0--questions-per-procedure\03\0--seed\07"),
-                ("world", "world\0generate\0-n\050\0-o\0w"),
-                ("audit", "audit\0suite\0--features\0f\0--aflite\0--aflite-threshold\00.75\0-o\0a"),
+                (
+                    "embed",
+                    &["embed", "corpus", "--encoder", "w2v", "-o", "features", "--shard", "1/2", "--threads", "2"][..],
+                ),
+                (
+                    "sweep",
+                    &[
+                        "sweep",
+                        "corpus",
+                        "--features",
+                        "f",
+                        "-o",
+                        "suite",
+                        "--questions-per-procedure",
+                        "3",
+                        "--seed",
+                        "7",
+                    ],
+                ),
+                ("world", &["world", "generate", "-n", "50", "-o", "w"]),
+                ("audit", &["audit", "suite", "--features", "f", "--aflite", "--aflite-threshold", "0.75", "-o", "a"]),
             ] {
+                let argv = argv.join("\0");
                 seeds.push((name.into(), argv.as_bytes().to_vec()));
             }
         }
