@@ -69,6 +69,11 @@ def write(path, data):
     path.write_bytes(data if isinstance(data, bytes) else data.encode())
 
 
+def copy(src, dst):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dst)
+
+
 def head_lines(path, n):
     with open(path, "rb") as f:
         return b"".join(line for _, line in zip(range(n), f))
@@ -98,12 +103,12 @@ def real_data_seeds(data, seeds):
             first = next(q for q in doc["data"] if q["task"] == task)
             write(seeds / "recipeqa" / f"{task}.json", json.dumps({"data": [first]}, ensure_ascii=False))
     if (rqa / "official-examples.json").is_file():
-        shutil.copy(rqa / "official-examples.json", seeds / "recipeqa" / "official-examples.json")
+        copy(rqa / "official-examples.json", seeds / "recipeqa" / "official-examples.json")
     if (rqa / "recipes-dev.json").is_file():
         write(seeds / "recipeqa-recipes" / "two-recipes.json", json_slice(rqa / "recipes-dev.json", "recipes", 2))
     sem = data / "r2vq" / "semeval2022_task9"
     if (sem / "train_sample_1recipe_srpol.csv").is_file():
-        shutil.copy(sem / "train_sample_1recipe_srpol.csv", seeds / "r2vq-conllu" / "train-sample.conllu")
+        copy(sem / "train_sample_1recipe_srpol.csv", seeds / "r2vq-conllu" / "train-sample.conllu")
     if (sem / "test_crl_srl.csv").is_file():
         text = (sem / "test_crl_srl.csv").read_text(encoding="utf-8")
         docs = text.split("# newdoc id")
@@ -111,13 +116,16 @@ def real_data_seeds(data, seeds):
     derived = sem / "hitqmul_derived"
     if (derived / "test_qa.json").is_file():
         write(seeds / "r2vq-questions" / "test-qa.json", json_slice(derived / "test_qa.json", None, 8))
+    release_2021 = data / "r2vq" / "recipe2video_site_2021" / "r2vq.jsonl"
+    if release_2021.is_file():
+        write(seeds / "r2vq-2021" / "first-recipe.jsonl", head_lines(release_2021, 1))
     for name in ("data_train3.json", "entity_train3.json"):
         if (derived / "inline_tagged" / name).is_file():
             write(seeds / "r2vq-inline" / name, json_slice(derived / "inline_tagged" / name, None, 2))
     images = sorted(p for p in (data / "procedures" / "images").rglob("*.jpg") if p.stat().st_size < MAX_LEN)
     images += sorted(p for p in (data / "distractors").rglob("*.jpg") if p.stat().st_size < MAX_LEN)
     for p in images[:6]:
-        shutil.copy(p, seeds / "image" / p.name)
+        copy(p, seeds / "image" / p.name)
 
 
 def demo_seeds(stepwise, work, seeds):
@@ -134,14 +142,14 @@ def demo_seeds(stepwise, work, seeds):
         write(seeds / "order-predictions" / preds.name, head_lines(preds, 4))
     for npy in sorted(demo.glob("features/**/*.npy")):
         if npy.stat().st_size < MAX_LEN:
-            shutil.copy(npy, seeds / "npy" / f"{npy.parent.name}-{npy.name}")
+            copy(npy, seeds / "npy" / f"{npy.parent.name}-{npy.name}")
     study = work / "study"
     shutil.rmtree(study, ignore_errors=True)
     seq = sorted(demo.glob("sequencing/**/instances.jsonl"))
     if seq:
         subprocess.run([stepwise, "annotate", "create", str(seq[0].parent), "--corpus", str(demo / "corpus"),
                         "-o", str(study), "-q"], check=True)
-        shutil.copy(study / "study.json", seeds / "study" / "study.json")
+        copy(study / "study.json", seeds / "study" / "study.json")
 
 
 def builtin_seeds(binary, targets, seeds):
@@ -174,7 +182,8 @@ def run_target(binary, target, seconds, work, seeds):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    shutil.rmtree(Path(os.environ.get("TMPDIR", "/tmp")) / f"stepwise-fuzz-{proc.pid}", ignore_errors=True)
+    for scratch in Path(os.environ.get("TMPDIR", "/tmp")).glob(f"stepwise-fuzz-{proc.pid}-*"):
+        shutil.rmtree(scratch, ignore_errors=True)
     text = log.read_text(errors="replace")
     stats = {k: int(v) for k, v in STAT.findall(text)}
     progress = PROGRESS.findall(text)
@@ -220,6 +229,10 @@ def main():
         targets = wanted
     seeds = args.work / "seeds"
     shutil.rmtree(seeds, ignore_errors=True)
+    # Findings are per run: an earlier run's (kept for inspection) must not fail this one.
+    if (args.work / "artifacts").is_dir():
+        shutil.rmtree(args.work / "artifacts-previous", ignore_errors=True)
+        (args.work / "artifacts").rename(args.work / "artifacts-previous")
     builtin_seeds(binary, targets, seeds)
     real_data_seeds(args.data, seeds)
     if not args.no_demo:

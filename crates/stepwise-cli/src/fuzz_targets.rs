@@ -2,7 +2,7 @@
 //!
 //! One target per input format the CLI reads (corpus formats, task sets, predictions, annotations, R2VQ files,
 //! `.npy` feature arrays, safetensors weights and checkpoints, PyTorch pickles, images, study definitions) and one
-//! for the command line itself. The coverage-guided fuzzer (`fuzz/`, run by `scripts/fuzz.sh`) calls [`run`] per
+//! for the command line itself. The coverage-guided fuzzer (`fuzz/`, run by `scripts/fuzz/fuzz.py`) calls [`run`] per
 //! input; the regression test replays the inputs it found (`fuzz/regressions/`) in `cargo test`.
 //!
 //! What a target checks beyond "no panic, no hang, no unbounded allocation" (the fuzzer's own checks): a refused
@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// The fuzz targets, in the order `scripts/fuzz.sh` runs them.
+/// The fuzz targets, in the order `scripts/fuzz/fuzz.py` runs them.
 pub const TARGETS: &[&str] = &[
     "procedure-jsonl",
     "recipeqa",
@@ -19,6 +19,7 @@ pub const TARGETS: &[&str] = &[
     "r2vq-conllu",
     "r2vq-questions",
     "r2vq-inline",
+    "r2vq-2021",
     "taskset",
     "choice-predictions",
     "order-predictions",
@@ -62,6 +63,11 @@ pub fn run(target: &str, data: &[u8]) -> Result<Verdict, String> {
             let path = scratch.file("txt", data)?;
             let family_of = |_: &str, _: &str| Some(1);
             stepwise_ingest::readers::r2vq_inline::read_inline_tagged(&path, None, &family_of).map(drop).map_err(msg)
+        }
+        "r2vq-2021" => {
+            let path = scratch.file("jsonl", data)?;
+            let family_of = |_: &str, _: &str| Some(1);
+            stepwise_ingest::readers::r2vq_2021::read_r2vq_2021(&path, &family_of).map(drop).map_err(msg)
         }
         "taskset" => {
             let path = scratch.file("json", data)?;
@@ -125,7 +131,8 @@ pub fn run(target: &str, data: &[u8]) -> Result<Verdict, String> {
     Ok(match result {
         Ok(()) => Verdict::Accepted,
         Err(m) => {
-            assert!(m.contains(SCRATCH_STEM), "{target}: the error does not name the file: {m}");
+            let named = scratch.written.borrow().as_ref().is_some_and(|p| m.contains(&p.display().to_string()));
+            assert!(named, "{target}: the error does not name the file: {m}");
             Verdict::Refused(m)
         }
     })
@@ -262,7 +269,7 @@ fn read_npy_every_way(path: &Path) -> Result<(), String> {
     ];
     let refusals: Vec<String> = results.iter().filter_map(|r| r.as_ref().err().map(msg)).collect();
     for m in &refusals {
-        assert!(m.contains(SCRATCH_STEM), "npy: the error does not name the file: {m}");
+        assert!(m.contains(&path.display().to_string()), "npy: the error does not name the file: {m}");
     }
     if refusals.len() < results.len() { Ok(()) } else { Err(refusals.join(" | ")) }
 }
@@ -275,31 +282,35 @@ fn tiny_params() -> Result<stepwise_models::nn::Params, String> {
     Ok(p)
 }
 
-/// The stem every scratch file and folder has: the error check looks for it.
+/// The name of every scratch file (with the format's extension) and folder.
 const SCRATCH_STEM: &str = "fuzz-input";
 
 /// A per-process, per-thread folder the inputs are written to (the readers take paths; tests run in threads).
+/// Remembers the path it wrote last: a refusal must name it.
 struct Scratch {
     dir: PathBuf,
+    written: std::cell::RefCell<Option<PathBuf>>,
 }
 
 impl Scratch {
-    fn process_dir() -> PathBuf {
-        std::env::temp_dir().join(format!("stepwise-fuzz-{}", std::process::id()))
-    }
-
-    fn get() -> Result<Scratch, String> {
+    fn dir() -> PathBuf {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         thread_local!(static THREAD: usize = NEXT.fetch_add(1, Ordering::Relaxed));
-        let dir = Self::process_dir().join(THREAD.with(|t| t.to_string()));
+        let thread = THREAD.with(|t| *t);
+        std::env::temp_dir().join(format!("stepwise-fuzz-{}-{thread}", std::process::id()))
+    }
+
+    fn get() -> Result<Scratch, String> {
+        let dir = Self::dir();
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        Ok(Scratch { dir })
+        Ok(Scratch { dir, written: std::cell::RefCell::new(None) })
     }
 
     fn file(&self, ext: &str, data: &[u8]) -> Result<PathBuf, String> {
         let path = self.dir.join(format!("{SCRATCH_STEM}.{ext}"));
         std::fs::write(&path, data).map_err(|e| format!("{}: {e}", path.display()))?;
+        *self.written.borrow_mut() = Some(path.clone());
         Ok(path)
     }
 
@@ -307,16 +318,13 @@ impl Scratch {
         let dir = self.dir.join(SCRATCH_STEM);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.display()))?;
+        *self.written.borrow_mut() = Some(dir.clone());
         Ok(dir)
     }
 }
 
-/// Remove this thread's scratch folder (the fuzzer's runs are killed by their time budget; the script and the
-/// regression test clean up after them).
+/// Remove this thread's scratch folder (the fuzzer's runs are killed by their time budget: the script removes
+/// theirs, `stepwise-fuzz-<pid>-*` in the temp folder).
 pub fn remove_scratch() {
-    if let Ok(s) = Scratch::get() {
-        let _ = std::fs::remove_dir_all(s.dir);
-    }
-    // The process folder goes with its last thread folder (other threads may still be using theirs).
-    let _ = std::fs::remove_dir(Scratch::process_dir());
+    let _ = std::fs::remove_dir_all(Scratch::dir());
 }

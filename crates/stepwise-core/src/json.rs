@@ -24,31 +24,15 @@ pub fn read_text(path: &Path) -> Result<String> {
 }
 
 fn read_text_within(path: &Path, max: u64) -> Result<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).at(path)?;
-    let len = file.metadata().at(path)?.len();
-    if len > max {
-        return Err(Error::bad_input(format!(
-            "{}: {} bytes, more than the {} stepwise reads as one document; split it (JSONL: one record per line)",
-            path.display(),
-            len,
-            human_bytes(max)
-        )));
-    }
-    // `take`: a file that grows while read (a FIFO, /dev/zero) stops at the bound too.
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.take(max + 1).read_to_end(&mut bytes).at(path)?;
-    if bytes.len() as u64 > max {
-        return Err(Error::bad_input(format!(
-            "{}: more than the {} stepwise reads as one document",
-            path.display(),
-            human_bytes(max)
-        )));
-    }
+    let bytes = crate::paths::read_file_within(
+        path,
+        max,
+        "stepwise reads as one document; split it (JSONL: one record per line)",
+    )?;
     text_from_bytes(path, bytes)
 }
 
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),

@@ -63,6 +63,30 @@ pub fn image_root_for(output_dir: &Path, image_root: &Path) -> Result<String> {
     Ok(relative_path(&absolute_normalized(output_dir)?, &absolute_normalized(image_root)?))
 }
 
+/// Read a whole file of at most `max` bytes; a bigger one is refused before reading (from its size) or while
+/// reading (a FIFO or a device that never ends), with `why` saying what the bound is for.
+pub fn read_file_within(path: &Path, max: u64, why: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).at(path)?;
+    let len = file.metadata().at(path)?.len();
+    let refuse = |size: String| {
+        crate::Error::bad_input(format!(
+            "{}: {size}, more than the {} {why}",
+            path.display(),
+            crate::json::human_bytes(max)
+        ))
+    };
+    if len > max {
+        return Err(refuse(format!("{len} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max + 1).read_to_end(&mut bytes).at(path)?;
+    if bytes.len() as u64 > max {
+        return Err(refuse("still growing".to_string()));
+    }
+    Ok(bytes)
+}
+
 /// The folders a recursive walk is inside, by their resolved paths: a symlink that leads back to one of them (a
 /// loop) is detected instead of being followed until the path is too long.
 #[derive(Debug, Default)]
@@ -130,5 +154,19 @@ mod tests {
         w.leave();
         // A sibling reached twice without a loop is not one.
         assert_eq!(w.enter(&a.join("b")).unwrap(), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_that_never_ends_is_refused_at_the_bound() {
+        let e = read_file_within(Path::new("/dev/zero"), 1 << 20, "for this test").unwrap_err().to_string();
+        assert_eq!(e, "/dev/zero: still growing, more than the 1 MiB for this test");
+        let td = tempfile::tempdir().unwrap();
+        let f = td.path().join("f");
+        std::fs::write(&f, [7u8; 10]).unwrap();
+        assert_eq!(read_file_within(&f, 10, "x").unwrap(), [7u8; 10]);
+        assert!(
+            read_file_within(&f, 9, "x").unwrap_err().to_string().ends_with("f: 10 bytes, more than the 9 bytes x")
+        );
     }
 }

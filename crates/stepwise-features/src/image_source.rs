@@ -42,7 +42,7 @@ impl FsImageSource {
 impl ImageSource for FsImageSource {
     fn load(&self, rel_path: &str) -> Result<image::RgbImage, String> {
         let path = self.path(rel_path);
-        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = read_image_file(&path)?;
         decode_image(&bytes).map_err(|e| format!("cannot decode {}: {e}", path.display()))
     }
 
@@ -58,6 +58,14 @@ pub const MAX_IMAGE_SIDE: u32 = 16_384;
 /// The most memory one image decode may allocate: a 60-megapixel RGBA photo fits; a decompression bomb (a small
 /// file claiming a huge canvas) is refused from its header, before anything is allocated.
 pub const MAX_IMAGE_ALLOC: u64 = 256 << 20;
+
+/// The largest image file read (a link to a device, or a multi-gigabyte file, is refused before decoding).
+pub const MAX_IMAGE_FILE: u64 = 256 << 20;
+
+fn read_image_file(path: &Path) -> Result<Vec<u8>, String> {
+    stepwise_core::paths::read_file_within(path, MAX_IMAGE_FILE, "stepwise reads as one image")
+        .map_err(|e| format!("cannot read {e}"))
+}
 
 /// Decode image bytes (format guessed from the content) to RGB8, within [`MAX_IMAGE_SIDE`] and
 /// [`MAX_IMAGE_ALLOC`]. Never panics: a decoder panic on hostile input becomes an error.
@@ -94,7 +102,7 @@ pub fn decode_image(bytes: &[u8]) -> Result<image::RgbImage, String> {
 
 /// Decode an image file (convenience for tools and tests).
 pub fn load_image_file(path: &Path) -> Result<image::RgbImage, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = read_image_file(path)?;
     decode_image(&bytes).map_err(|e| format!("cannot decode {}: {e}", path.display()))
 }
 

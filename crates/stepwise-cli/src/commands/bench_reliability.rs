@@ -281,19 +281,31 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
         let reference_files = tree_files(&dir.join(&reference))?;
         for k in 0..a.kills {
             let out = format!("kill/{name}");
-            let _ = std::fs::remove_dir_all(dir.join(&out));
-            let at = full.mul_f64(rng.random_range(0.1..0.9));
-            let mut child = Command::new(exe)
-                .args(&argv)
-                .args(["-o", &out])
-                .current_dir(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            std::thread::sleep(at);
-            let finished_first = child.try_wait()?.is_some();
-            let _ = child.kill(); // SIGKILL
-            child.wait()?;
+            // A run that ends before its kill (it can be faster than the reference) tests nothing: the kill is
+            // drawn again, earlier, up to three times.
+            let mut fraction = rng.random_range(0.1..0.9);
+            let (at, finished_first) = loop {
+                let _ = std::fs::remove_dir_all(dir.join(&out));
+                let at = full.mul_f64(fraction);
+                let mut child = Command::new(exe)
+                    .args(&argv)
+                    .args(["-o", &out])
+                    .current_dir(&dir)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()?;
+                std::thread::sleep(at);
+                let _ = child.kill(); // SIGKILL; fails only when the child has already exited
+                // The exit status decides, not a check before the kill (the child may exit in between).
+                let killed = std::os::unix::process::ExitStatusExt::signal(&child.wait()?) == Some(libc::SIGKILL);
+                if killed || fraction < 0.02 {
+                    break (at, !killed);
+                }
+                fraction /= 4.0;
+            };
+            if finished_first {
+                failures.push(format!("{name} kill {k}: every kill came after the run had finished"));
+            }
             let mut left = leftovers(&dir.join("kill"), name)?;
             if dir.join(&out).join(stepwise_features::store::WORK_DIR).is_dir() {
                 left.push(format!("{name}/{} (resumable)", stepwise_features::store::WORK_DIR));
@@ -311,11 +323,20 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
             let rerun_s = start.elapsed().as_secs_f64();
             // What the re-run reported: a resume (train: "resumed after epoch N"; embed: "N reused" inputs) and
             // the stale partial output it removed.
-            let reused =
-                stderr.split(" reused").next().and_then(|h| h.rsplit(' ').next()).and_then(|n| n.parse::<usize>().ok());
+            let reused = stderr
+                .lines()
+                .find(|l| l.contains(" reused, "))
+                .and_then(|l| l.split(" reused").next())
+                .and_then(|h| h.rsplit(' ').next())
+                .and_then(|n| n.parse::<usize>().ok());
+            let resumed = stderr.contains("resumed after epoch") || reused.is_some_and(|n| n > 0);
             let mut said = Vec::new();
-            if stderr.contains("resumed") || reused.is_some_and(|n| n > 0) {
+            if resumed {
                 said.push("resumed".to_string());
+            }
+            // A checkpoint left by the kill must be resumed from, not ignored.
+            if left.iter().any(|l| l.contains(".checkpoint.")) && !resumed {
+                failures.push(format!("{name} kill {k}: the re-run did not resume from the checkpoint the kill left"));
             }
             if stderr.contains("which is no longer running") {
                 said.push("removed the stale partial output".to_string());
@@ -426,27 +447,53 @@ fn leftovers(parent: &Path, name: &str) -> anyhow::Result<Vec<String>> {
 
 fn hostile(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
     let mut failures = Vec::new();
-    println!("\n## Hostile inputs per reader (in process, through the fuzz targets)\n");
+    // The fuzzer's findings, when this binary runs from its source tree (CI does), and a fuzzing corpus if given.
+    let regressions =
+        stepwise_core::paths::normalize(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions"));
+    let regressions = regressions.is_dir().then_some(regressions);
+    if let Some(corpus) = &a.fuzz_corpus
+        && !corpus.is_dir()
+    {
+        usage_bail!(
+            "--fuzz-corpus {}: not a folder (scripts/fuzz/fuzz.py keeps one in target/fuzz/work/corpus)",
+            corpus.display()
+        );
+    }
     println!(
-        "| reader (fuzz target) | inputs | accepted | refused, file named | panicked |\n|---|---:|---:|---:|---:|"
+        "\n## Hostile inputs per reader (in process, through the fuzz targets)\n\nInputs: hand-made hostile files{}{}.\n",
+        regressions.as_ref().map_or(" (no fuzz/regressions: not a source tree)".to_string(), |d| format!(
+            ", the fuzzer's findings in {}",
+            d.display()
+        )),
+        a.fuzz_corpus.as_ref().map_or(String::new(), |d| format!(", the fuzzing corpus in {}", d.display()))
     );
-    let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
-    // The fuzz targets panic on purpose; keep their messages off the table.
-    let hook = std::panic::take_hook();
+    println!(
+        "| reader (fuzz target) | inputs | of them findings + corpus | accepted | refused (naming the file, where there is one) | panicked |\n|---|---:|---:|---:|---:|---:|"
+    );
+    // The fuzz targets panic on purpose; keep their messages off the table (the hook comes back on every way out).
+    type Hook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+    struct QuietPanics(Option<Hook>);
+    impl Drop for QuietPanics {
+        fn drop(&mut self) {
+            if let Some(hook) = self.0.take() {
+                std::panic::set_hook(hook);
+            }
+        }
+    }
+    let quiet = QuietPanics(Some(std::panic::take_hook()));
     std::panic::set_hook(Box::new(|_| {}));
-    let mut total = [0usize; 4];
+    let mut total = [0usize; 5];
+    let mut replayed_corpus = 0;
     for target in fuzz_targets::TARGETS {
         let mut inputs = hostile_inputs(target);
-        for dir in
-            [Some(regressions.join(target)), a.fuzz_corpus.as_ref().map(|d| d.join(target))].into_iter().flatten()
-        {
-            if let Ok(rd) = std::fs::read_dir(&dir) {
-                for e in rd.flatten() {
-                    if e.path().is_file() {
-                        inputs.push(std::fs::read(e.path())?);
-                    }
-                }
-            }
+        let handmade = inputs.len();
+        if let Some(r) = &regressions {
+            inputs.extend(folder_inputs(&r.join(target))?);
+        }
+        if let Some(c) = &a.fuzz_corpus {
+            let found = folder_inputs(&c.join(target))?;
+            replayed_corpus += found.len();
+            inputs.extend(found);
         }
         let (mut accepted, mut refused, mut panicked) = (0, 0, 0);
         for input in &inputs {
@@ -458,20 +505,24 @@ fn hostile(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
             }
         }
         fuzz_targets::remove_scratch();
-        println!("| {target} | {} | {accepted} | {refused} | {panicked} |", inputs.len());
+        let found = inputs.len() - handmade;
+        println!("| {target} | {} | {found} | {accepted} | {refused} | {panicked} |", inputs.len());
         if panicked > 0 {
             failures.push(format!("{target}: {panicked} hostile inputs made the reader panic"));
         }
-        for (t, v) in total.iter_mut().zip([inputs.len(), accepted, refused, panicked]) {
+        for (t, v) in total.iter_mut().zip([inputs.len(), found, accepted, refused, panicked]) {
             *t += v;
         }
     }
-    std::panic::set_hook(hook);
-    println!("| **all** | {} | {} | {} | {} |", total[0], total[1], total[2], total[3]);
+    drop(quiet);
+    println!("| **all** | {} | {} | {} | {} | {} |", total[0], total[1], total[2], total[3], total[4]);
+    if a.fuzz_corpus.is_some() && replayed_corpus == 0 {
+        failures.push("--fuzz-corpus: no inputs in any target's folder".to_string());
+    }
 
     println!("\n## Resource bounds, end to end\n");
     println!(
-        "| case | command | expected | exit | time | peak memory | output | message |\n|---|---|---|---:|---:|---:|---|---|"
+        "| case | command | expected | exit | time | peak memory (bound) | output | message |\n|---|---|---|---:|---:|---:|---|---|"
     );
     let dir = work.join("hostile");
     let _ = std::fs::remove_dir_all(&dir);
@@ -493,36 +544,58 @@ fn hostile(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
             .or_else(|| report.lines().find(|l| l.starts_with("error")))
             .unwrap_or("")
             .to_string();
-        let named = message.contains(&case.names);
+        let explained = message.contains(&case.names) && message.contains(case.says);
+        let rest_done = match (&case.expect, &case.output) {
+            (Expect::ItemSkipped, Some(o)) => {
+                std::fs::read_to_string(o.join("ids")).is_ok_and(|ids| ids.lines().any(|l| l == case.rest_done))
+            }
+            _ => true,
+        };
+        let within = r.peak_rss_mib <= case.max_peak_mib;
         let ok = !r.timed_out
-            && named
+            && explained
+            && within
+            && rest_done
             && match case.expect {
                 Expect::Refused => r.exit == Some(2) && !written,
                 Expect::ItemSkipped => r.exit == Some(0),
             };
         let shown = |t: &str| t.replace(&*dir.to_string_lossy(), "…").replace('|', "\\|");
         println!(
-            "| {} | `stepwise {}` | {} | {} | {:.2} s | {:.0} MiB | {} | {} |",
+            "| {} | `stepwise {}` | {} | {} | {:.2} s | {:.0} MiB ({:.0}) | {} | {} |",
             case.name,
             shown(&case.argv.join(" ")),
             match case.expect {
                 Expect::Refused => "refused: exit 2, nothing written",
-                Expect::ItemSkipped => "the item skipped and listed in failures.jsonl, the rest done",
+                Expect::ItemSkipped => "the item skipped and listed in failures.jsonl, the rest embedded",
             },
             r.exit.map_or("killed".to_string(), |c| c.to_string()),
             r.seconds,
             r.peak_rss_mib,
+            case.max_peak_mib,
             if written { "written" } else { "nothing" },
             shown(&message)
         );
         if !ok {
             failures.push(format!(
-                "{}: exit {:?}, {} named: {named}, output written: {written}, timed out: {}",
-                case.name, r.exit, case.names, r.timed_out
+                "{}: exit {:?}, explained ({} named, \"{}\" said): {explained}, peak {:.0} MiB (bound {:.0}), the \
+                 rest done: {rest_done}, output written: {written}, timed out: {}",
+                case.name, r.exit, case.names, case.says, r.peak_rss_mib, case.max_peak_mib, r.timed_out
             ));
         }
     }
     Ok(failures)
+}
+
+/// The files of a folder, sorted by name (none when it does not exist).
+fn folder_inputs(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(anyhow::Error::new(e).context(dir.display().to_string())),
+    };
+    files.sort();
+    files.iter().filter(|p| p.is_file()).map(|p| std::fs::read(p).with_context(|| p.display().to_string())).collect()
 }
 
 /// Hand-made hostile inputs for a reader: empty, binary noise, truncations of its seeds, wrong types, huge
@@ -542,10 +615,13 @@ fn hostile_inputs(target: &str) -> Vec<Vec<u8>> {
         for cut in [1, seed.len() / 3, seed.len() / 2, seed.len().saturating_sub(1)] {
             out.push(seed[..cut.min(seed.len())].to_vec());
         }
-        // Every digit run replaced by a huge number: sizes, shapes, counts and offsets that claim too much.
-        out.push(replace_numbers(&seed, b"1000000000000"));
-        out.push(replace_numbers(&seed, b"18446744073709551615"));
-        out.push(replace_numbers(&seed, b"-1"));
+        // Text formats: every number replaced by a huge one (sizes, counts, indices that claim too much). Binary
+        // formats would only lose their framing this way; the fuzzer and the resource cases cover them.
+        if std::str::from_utf8(&seed).is_ok() {
+            out.push(replace_numbers(&seed, b"1000000000000"));
+            out.push(replace_numbers(&seed, b"18446744073709551615"));
+            out.push(replace_numbers(&seed, b"-1"));
+        }
     }
     out
 }
@@ -580,8 +656,14 @@ struct ResourceCase {
     argv: Vec<String>,
     /// The output the command would write (checked for absence when refused).
     output: Option<PathBuf>,
-    /// What the message must name (the file, the line, the link).
+    /// What the message must name (the file, the line, the link)...
     names: String,
+    /// ...and say: the bound that refused it, not some other error.
+    says: &'static str,
+    /// Peak resident memory allowed, MiB.
+    max_peak_mib: f64,
+    /// For a skipped item: an id the output must still hold.
+    rest_done: &'static str,
     expect: Expect,
 }
 
@@ -610,6 +692,10 @@ fn resource_cases(exe: &Path, dir: &Path, long_line_mib: u64) -> anyhow::Result<
         argv: vec!["ingest".into(), s(&long), "-o".into(), s(&out("long"))],
         output: Some(out("long")),
         names: "long-line.jsonl:1".into(),
+        says: "the line is longer than 64 MiB",
+        // The 64 MiB line bound, read into a buffer that grows by doubling, plus the program itself.
+        max_peak_mib: 320.0,
+        rest_done: "",
         expect: Expect::Refused,
     });
 
@@ -621,6 +707,9 @@ fn resource_cases(exe: &Path, dir: &Path, long_line_mib: u64) -> anyhow::Result<
         argv: vec!["ingest".into(), s(&deep), "--format".into(), "recipeqa".into(), "-o".into(), s(&out("deep"))],
         output: Some(out("deep")),
         names: "deep.json".into(),
+        says: "recursion limit exceeded",
+        max_peak_mib: 128.0,
+        rest_done: "",
         expect: Expect::Refused,
     });
 
@@ -642,6 +731,9 @@ fn resource_cases(exe: &Path, dir: &Path, long_line_mib: u64) -> anyhow::Result<
         argv: vec!["neighbors".into(), s(&store), "--text".into(), "tea".into()],
         output: None,
         names: "vectors.npy".into(),
+        says: "needs 4000000000128 bytes",
+        max_peak_mib: 128.0,
+        rest_done: "",
         expect: Expect::Refused,
     });
 
@@ -665,6 +757,9 @@ fn resource_cases(exe: &Path, dir: &Path, long_line_mib: u64) -> anyhow::Result<
         argv: vec!["embed".into(), s(&bomb), "--encoder".into(), "descriptor".into(), "-o".into(), s(&out("bomb"))],
         output: Some(out("bomb")),
         names: "bomb.png".into(),
+        says: "decompression bomb",
+        max_peak_mib: 128.0,
+        rest_done: "image:ok.png",
         expect: Expect::ItemSkipped,
     });
 
@@ -682,6 +777,9 @@ fn resource_cases(exe: &Path, dir: &Path, long_line_mib: u64) -> anyhow::Result<
         argv: vec!["clean".into(), s(&looped), "-o".into(), s(&out("loop"))],
         output: Some(out("loop")),
         names: "again".into(),
+        says: "a symlink loop",
+        max_peak_mib: 128.0,
+        rest_done: "",
         expect: Expect::Refused,
     });
     Ok(cases)

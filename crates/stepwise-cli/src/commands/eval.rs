@@ -276,10 +276,15 @@ fn suite_sets(root: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        let resolved = std::fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
         let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
         for entry in entries {
             let path = entry.map_err(|e| Error::io(&dir, e))?.path();
             if !path.is_dir() || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            // A link back to this folder or one above it is a loop: the walk would never end.
+            if std::fs::canonicalize(&path).is_ok_and(|p| resolved.starts_with(p)) {
                 continue;
             }
             if path.join(QUESTIONS_JSON).is_file() {
@@ -610,4 +615,24 @@ fn write_outputs(args: &Args, config: &BootstrapConfig, out: Outcome) -> anyhow:
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_in_a_suite_ends_the_walk_and_a_linked_task_set_still_counts() {
+        let td = tempfile::tempdir().unwrap();
+        let a = td.path().join("recipeqa/visual_cloze");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::write(a.join(QUESTIONS_JSON), "{}").unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up")).unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up2")).unwrap();
+        std::fs::create_dir_all(td.path().join("knobs")).unwrap();
+        std::os::unix::fs::symlink(&a, td.path().join("knobs/visual_cloze")).unwrap();
+        let sets: Vec<String> = suite_sets(td.path()).unwrap().into_iter().map(|(rel, _)| rel).collect();
+        assert_eq!(sets, ["knobs/visual_cloze", "recipeqa/visual_cloze"]);
+    }
 }

@@ -416,13 +416,26 @@ pub fn load_pool(
 }
 
 fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
+    collect_images_within(root, dir, &mut stepwise_core::paths::WalkAncestors::default(), out)
+}
+
+fn collect_images_within(
+    root: &Path,
+    dir: &Path,
+    ancestors: &mut stepwise_core::paths::WalkAncestors,
+    out: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    // A symlink back to a folder being walked would list its images again on every lap (and never end).
+    if ancestors.enter(dir)?.is_some() {
+        return Ok(());
+    }
     let mut entries: Vec<_> =
         std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let p = e.path();
         if p.is_dir() {
-            collect_images(root, &p, out)?;
+            collect_images_within(root, &p, ancestors, out)?;
         } else if matches!(
             p.extension().and_then(|x| x.to_str()).map(str::to_lowercase).as_deref(),
             Some("jpg" | "jpeg" | "png")
@@ -432,6 +445,7 @@ fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Res
             }
         }
     }
+    ancestors.leave();
     Ok(())
 }
 
@@ -591,4 +605,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::cli_util::warn_user(w);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_in_a_distractor_pool_lists_each_image_once() {
+        let td = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(td.path().join("fruit")).unwrap();
+        std::fs::write(td.path().join("fruit/apple.jpg"), b"jpeg").unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/all")).unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/again")).unwrap();
+        let mut found = Vec::new();
+        collect_images(td.path(), td.path(), &mut found).unwrap();
+        assert_eq!(found, ["fruit/apple.jpg"]);
+    }
 }

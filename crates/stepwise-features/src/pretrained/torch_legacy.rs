@@ -333,6 +333,11 @@ fn gather(storage: &[u8], numel: usize, t: &TensorRef) -> Result<Vec<u8>, String
     if max_index >= numel {
         return Err(format!("view reaches element {max_index} of a storage of {numel}"));
     }
+    // A view with more elements than its storage repeats elements (stride 0: an expanded tensor); weights never
+    // are, and a tiny file could otherwise claim a view of 2^62 elements over one stored value.
+    if count > numel {
+        return Err(format!("view of {count} elements over a storage of {numel} (an expanded tensor, not weights)"));
+    }
     let mut out = Vec::with_capacity(count * es);
     let contiguous = {
         let mut expect = 1;
@@ -504,6 +509,20 @@ pub fn tiny_legacy_checkpoint() -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_larger_than_its_storage_is_refused() {
+        // The tiny checkpoint's `w` is a (2, 3) view with strides (1, 2) over 6 floats; give it shape (2^40, 3)
+        // and strides (0, 2): every index stays inside the storage, but the view claims 3 * 2^40 elements.
+        let mut b = tiny_legacy_checkpoint();
+        let at = b.windows(6).position(|w| w == [b'(', b'K', 2, b'K', 3, b't']).unwrap();
+        let mut huge = vec![b'(', b'\x8a', 6, 0, 0, 0, 0, 0, 1, b'K', 3, b't'];
+        b.splice(at..at + 6, huge.drain(..));
+        let at = b.windows(6).position(|w| w == [b'(', b'K', 1, b'K', 2, b't']).unwrap();
+        b[at + 2] = 0;
+        let e = read_legacy_bytes(&b, None).unwrap_err();
+        assert!(e.contains("expanded tensor"), "{e}");
+    }
 
     #[test]
     fn reads_strided_legacy_tensors() {
