@@ -93,16 +93,56 @@ enum Slot {
 
 /// Cap on nesting/stack size, so hostile input cannot exhaust memory through the stack alone.
 const MAX_STACK: usize = 1 << 20;
+/// Cap on the values copied by `DUP` and the memo (`PUT`/`GET`/`MEMOIZE`), in nodes (a string or bytes counts one
+/// node per 64 bytes). Python shares such values; this decoder copies them, so a small pickle that duplicates and
+/// nests repeatedly would grow exponentially (found by the fuzzer: 1 KB → over 2 GB). Real checkpoints copy
+/// small values (storage tuples, globals): thousands of nodes.
+const MAX_COPIED: usize = 1 << 22;
+
+impl PyObj {
+    /// Nodes in this value (strings and bytes: one per 64 bytes), counting stops past `limit`.
+    fn nodes(&self, limit: usize) -> usize {
+        let mut n = 0;
+        let mut todo = vec![self];
+        while let Some(v) = todo.pop() {
+            n += 1;
+            if n > limit {
+                break;
+            }
+            match v {
+                PyObj::Str(s) => n += s.len() / 64,
+                PyObj::Bytes(b) | PyObj::BigInt(b) => n += b.len() / 64,
+                PyObj::Tuple(items) | PyObj::List(items) => todo.extend(items),
+                PyObj::Dict(pairs) => todo.extend(pairs.iter().flat_map(|(k, v)| [k, v])),
+                PyObj::Reduce { callable: a, args: b } | PyObj::Build { obj: a, state: b } => todo.extend([&**a, &**b]),
+                PyObj::PersistentId(a) => todo.push(a),
+                PyObj::None | PyObj::Bool(_) | PyObj::Int(_) | PyObj::Float(_) | PyObj::Global { .. } => {}
+            }
+        }
+        n
+    }
+}
 
 /// Decode one pickle starting at `*pos` in `data`; on success `*pos` is just past its `STOP` opcode.
 pub fn load(data: &[u8], pos: &mut usize) -> Result<PyObj, PickleError> {
     let mut r = Reader { data, pos: *pos };
     let mut stack: Vec<Slot> = Vec::new();
     let mut memo: HashMap<u32, PyObj> = HashMap::new();
+    let mut copied = 0usize;
     loop {
         let at = r.pos;
         let op = r.u8()?;
         let err = |m: String| PickleError { offset: at, message: m };
+        // Every copy is charged before it is made.
+        let mut charge = |v: &PyObj| -> Result<(), PickleError> {
+            copied += v.nodes(MAX_COPIED);
+            if copied > MAX_COPIED {
+                return Err(err(format!(
+                    "the pickle copies more than {MAX_COPIED} values through DUP and its memo (a pickle bomb?)"
+                )));
+            }
+            Ok(())
+        };
         if stack.len() > MAX_STACK {
             return Err(err("stack too deep".into()));
         }
@@ -270,17 +310,22 @@ pub fn load(data: &[u8], pos: &mut usize) -> Result<PyObj, PickleError> {
             }
             b'h' | b'j' => {
                 let idx = if op == b'h' { r.u8()? as u32 } else { r.u32()? };
-                let v = memo.get(&idx).cloned().ok_or_else(|| err(format!("memo entry {idx} is missing")))?;
-                stack.push(Slot::Obj(v));
+                let v = memo.get(&idx).ok_or_else(|| err(format!("memo entry {idx} is missing")))?;
+                charge(v)?;
+                stack.push(Slot::Obj(v.clone()));
             }
             b'q' | b'r' => {
                 let idx = if op == b'q' { r.u8()? as u32 } else { r.u32()? };
-                let v = top_obj(&mut stack).map_err(err)?.clone();
+                let v = top_obj(&mut stack).map_err(err)?;
+                charge(v)?;
+                let v = v.clone();
                 memo.insert(idx, v);
             }
             0x94 => {
                 // MEMOIZE
-                let v = top_obj(&mut stack).map_err(err)?.clone();
+                let v = top_obj(&mut stack).map_err(err)?;
+                charge(v)?;
+                let v = v.clone();
                 let idx = memo.len() as u32;
                 memo.insert(idx, v);
             }
@@ -291,7 +336,9 @@ pub fn load(data: &[u8], pos: &mut usize) -> Result<PyObj, PickleError> {
                 pop_to_mark(&mut stack).map_err(err)?;
             }
             b'2' => {
-                let v = top_obj(&mut stack).map_err(err)?.clone();
+                let v = top_obj(&mut stack).map_err(err)?;
+                charge(v)?;
+                let v = v.clone();
                 stack.push(Slot::Obj(v));
             }
             other => return Err(err(format!("unsupported opcode 0x{other:02x}"))),
@@ -438,6 +485,28 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duplication_bombs_are_refused_within_the_copy_budget() {
+        // Found by the fuzzer: 1,139 bytes of DUP / TUPLE1 / BUILD / EMPTY_DICT that took over 2 GB when every
+        // DUP made a deep copy.
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/regressions/pickle/dup-build-tuple-expansion-oom.pt");
+        let bytes = std::fs::read(path).unwrap();
+        let mut pos = 0;
+        let first = load(&bytes, &mut pos).unwrap();
+        assert_eq!(first, PyObj::BigInt(vec![0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19]));
+        let e = load(&bytes, &mut pos).unwrap_err();
+        assert!(e.message.contains("a pickle bomb?"), "{e}");
+        // The same written by hand: DUP, TUPLE1, BUILD doubles the value each time (64 times: 2^64 nodes).
+        let mut p = vec![0x80, 2, b')'];
+        for _ in 0..64 {
+            p.extend_from_slice(&[b'2', 0x85, b'b']);
+        }
+        p.push(b'.');
+        let e = load(&p, &mut 0).unwrap_err();
+        assert!(e.message.contains("a pickle bomb?"), "{e}");
+    }
 
     #[test]
     fn decodes_protocol2_dict_with_memo_and_long1() {
