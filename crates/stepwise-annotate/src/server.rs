@@ -488,7 +488,8 @@ async fn image(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(path
         if !file.starts_with(&root) {
             return Ok(None);
         }
-        std::fs::read(file).map(Some)
+        // Not a pipe or a device, which would never end: a study only names files.
+        Ok(stepwise_core::paths::read_regular_file(&file).ok())
     })
     .await
     .map_err(|e| AppError::Unavailable(e.to_string()))?

@@ -14,8 +14,9 @@ use crate::error::{Error, IoResultExt, Location, Result};
 /// The largest file read whole as text (JSON documents, CoNLL-U): bigger ones are refused before reading, so a
 /// hostile or mistaken input cannot exhaust memory (parsed JSON takes several times its text).
 pub const MAX_TEXT_FILE: u64 = 1 << 30;
-/// The longest JSONL line: one record (a procedure, a prediction) is kilobytes; reading stops past this.
-pub const MAX_JSONL_LINE: usize = 64 << 20;
+/// The longest line of a line-per-record file (a JSONL record — a procedure, a prediction — or a word-list
+/// entry) is kilobytes; reading stops past this.
+pub const MAX_LINE: usize = 64 << 20;
 
 /// Read a whole file as UTF-8 text; invalid UTF-8 is an error with the byte offset and line. Files over
 /// [`MAX_TEXT_FILE`] are refused.
@@ -89,7 +90,7 @@ pub fn parse_jsonl(path: &Path, text: &str) -> Result<Vec<JsonlRecord>> {
     Ok(out)
 }
 
-/// Read and parse a JSONL file (streamed: lines over [`MAX_JSONL_LINE`] are refused).
+/// Read and parse a JSONL file (streamed: lines over [`MAX_LINE`] are refused).
 pub fn read_jsonl(path: &Path) -> Result<Vec<JsonlRecord>> {
     let mut out = Vec::new();
     for_each_jsonl(path, |r| {
@@ -103,10 +104,29 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<JsonlRecord>> {
 /// not the whole file (large corpora). Errors as [`read_jsonl`]: invalid UTF-8 names its byte offset and line,
 /// a syntax error `file:line:column`; the first error from `f` stops reading.
 pub fn for_each_jsonl(path: &Path, f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
-    for_each_jsonl_within(path, MAX_JSONL_LINE, f)
+    for_each_jsonl_within(path, MAX_LINE, f)
 }
 
 fn for_each_jsonl_within(path: &Path, max_line: usize, mut f: impl FnMut(JsonlRecord) -> Result<()>) -> Result<()> {
+    for_each_line_within(path, max_line, "one JSONL record per line; is this JSONL?", |line_no, line| {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| syntax_error(path, line_no - 1, &e))?;
+        f(JsonlRecord { line: line_no, value })
+    })
+}
+
+/// Stream the lines of a text file to `f` with their 1-based numbers, without the line break (`\n` or `\r\n`)
+/// or a leading BOM. Memory holds one line: a line longer than `max_line` bytes is refused after reading at most
+/// one byte past the bound, the message ending with `hint` (what a line should be); invalid UTF-8 names its byte
+/// offset and line. The first error from `f` stops reading.
+pub fn for_each_line_within(
+    path: &Path,
+    max_line: usize,
+    hint: &str,
+    mut f: impl FnMut(usize, &str) -> Result<()>,
+) -> Result<()> {
     use std::io::{BufRead, Read};
     let file = std::fs::File::open(path).at(path)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
@@ -114,7 +134,6 @@ fn for_each_jsonl_within(path: &Path, max_line: usize, mut f: impl FnMut(JsonlRe
     let (mut offset, mut line_no) = (0usize, 0usize);
     loop {
         buf.clear();
-        // At most one byte past the bound is read: a 1-GB line costs `max_line` bytes of memory, not a gigabyte.
         let n = (&mut reader).take(max_line as u64 + 1).read_until(b'\n', &mut buf).at(path)?;
         if n == 0 {
             return Ok(());
@@ -122,7 +141,7 @@ fn for_each_jsonl_within(path: &Path, max_line: usize, mut f: impl FnMut(JsonlRe
         line_no += 1;
         if n > max_line {
             return Err(Error::bad_input(format!(
-                "{}:{line_no}: the line is longer than {} (one JSONL record per line; is this JSONL?)",
+                "{}:{line_no}: the line is longer than {} ({hint})",
                 path.display(),
                 human_bytes(max_line as u64)
             )));
@@ -137,12 +156,7 @@ fn for_each_jsonl_within(path: &Path, max_line: usize, mut f: impl FnMut(JsonlRe
         }
         offset += n;
         let line = line.strip_suffix('\n').unwrap_or(line);
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(line).map_err(|e| syntax_error(path, line_no - 1, &e))?;
-        f(JsonlRecord { line: line_no, value })?;
+        f(line_no, line.strip_suffix('\r').unwrap_or(line))?;
     }
 }
 

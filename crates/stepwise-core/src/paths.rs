@@ -87,6 +87,28 @@ pub fn read_file_within(path: &Path, max: u64, why: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Read a whole binary file whose format bounds its own size (an `.npy` array, a checkpoint, a list of ids): any
+/// size a regular file has is fine, but a FIFO or a device (a link to `/dev/zero`) is refused before reading, and
+/// a file that grows while it is read is refused instead of being followed.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).at(path)?;
+    let meta = file.metadata().at(path)?;
+    if !meta.is_file() {
+        return Err(crate::Error::bad_input(format!(
+            "{}: not a regular file (a pipe or a device?); stepwise reads this file whole",
+            path.display()
+        )));
+    }
+    let len = meta.len();
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(len + 1).read_to_end(&mut bytes).at(path)?;
+    if bytes.len() as u64 > len {
+        return Err(crate::Error::bad_input(format!("{}: the file grew while it was read", path.display())));
+    }
+    Ok(bytes)
+}
+
 /// The folders a recursive walk is inside, by their resolved paths: a symlink that leads back to one of them (a
 /// loop) is detected instead of being followed until the path is too long.
 #[derive(Debug, Default)]
@@ -168,5 +190,21 @@ mod tests {
         assert!(
             read_file_within(&f, 9, "x").unwrap_err().to_string().ends_with("f: 10 bytes, more than the 9 bytes x")
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_binary_file_must_be_a_regular_file() {
+        let td = tempfile::tempdir().unwrap();
+        let link = td.path().join("vectors.npy");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read_regular_file(&link).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: not a regular file (a pipe or a device?); stepwise reads this file whole", link.display())
+        );
+        let f = td.path().join("f");
+        std::fs::write(&f, [1u8, 2, 3]).unwrap();
+        assert_eq!(read_regular_file(&f).unwrap(), [1, 2, 3]);
     }
 }

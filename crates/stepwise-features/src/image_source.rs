@@ -106,6 +106,27 @@ pub fn load_image_file(path: &Path) -> Result<image::RgbImage, String> {
     decode_image(&bytes).map_err(|e| format!("cannot decode {}: {e}", path.display()))
 }
 
+/// An 8×8 PNG whose header claims `side`×`side` pixels, its checksum fixed so that only a size limit can refuse
+/// it: the decompression bomb of the tests and of `stepwise bench reliability`.
+pub fn png_bomb(side: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]));
+    let mut png = Vec::new();
+    // Encoding 8×8 pixels into memory cannot fail.
+    img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).expect("an 8x8 PNG encodes");
+    png[16..20].copy_from_slice(&side.to_be_bytes());
+    png[20..24].copy_from_slice(&side.to_be_bytes());
+    // CRC-32 (IEEE) of the IHDR chunk's type and data.
+    let mut crc = !0u32;
+    for &b in &png[12..29] {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    png[29..33].copy_from_slice(&(!crc).to_be_bytes());
+    png
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,28 +148,11 @@ mod tests {
         assert_ne!(src.fingerprint("ok.png").unwrap(), src.fingerprint("bad.jpg").unwrap());
     }
 
-    fn crc32(bytes: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for &b in bytes {
-            crc ^= b as u32;
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-            }
-        }
-        !crc
-    }
-
     #[test]
     fn decompression_bombs_are_refused_from_their_headers() {
         let img = image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]));
-        // PNG: the IHDR says 60,000 x 60,000 (10.8 GB of RGB); the CRC is fixed so only the limit can refuse it.
-        let mut png = Vec::new();
-        img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
-        png[16..20].copy_from_slice(&60_000u32.to_be_bytes());
-        png[20..24].copy_from_slice(&60_000u32.to_be_bytes());
-        let crc = crc32(&png[12..29]);
-        png[29..33].copy_from_slice(&crc.to_be_bytes());
-        let e = decode_image(&png).unwrap_err();
+        // PNG: the IHDR says 60,000 x 60,000 (10.8 GB of RGB).
+        let e = decode_image(&png_bomb(60_000)).unwrap_err();
         assert!(e.contains("decompression bomb"), "{e}");
         // JPEG: the frame header (SOF0) says 65,000 x 65,000.
         let mut jpg = Vec::new();

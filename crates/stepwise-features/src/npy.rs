@@ -134,7 +134,7 @@ pub fn write_i64_vector(path: &Path, values: &[i64]) -> stepwise_core::Result<()
 
 /// Read a 1-D little-endian int64 array (`'<i8'`, as `np.save(path, a.astype(np.int64))` writes).
 pub fn read_i64_vector(path: &Path) -> stepwise_core::Result<Vec<i64>> {
-    parse_i64_vector(path, &std::fs::read(path).at(path)?)
+    parse_i64_vector(path, &stepwise_core::paths::read_regular_file(path)?)
 }
 
 /// [`read_i64_vector`] on the bytes of the file at `path` (named in errors).
@@ -268,7 +268,7 @@ fn dtype(path: &Path, descr: &str) -> stepwise_core::Result<Dtype> {
 
 /// Read a 1-D or 2-D float array as a row-major f32 matrix: `((rows, cols), data)`.
 pub fn read_matrix(path: &Path) -> stepwise_core::Result<((usize, usize), Vec<f32>)> {
-    let bytes = std::fs::read(path).at(path)?;
+    let bytes = stepwise_core::paths::read_regular_file(path)?;
     let h = parse_header(path, &bytes)?;
     let (rows, cols) = h.matrix_shape().ok_or_else(|| {
         Error::bad_input(format!("{}: expected a 1-D or 2-D array, found shape {:?}", path.display(), h.shape))

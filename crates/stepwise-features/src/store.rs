@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use stepwise_core::Error;
 use stepwise_core::manifest::InputHash;
 use stepwise_core::shard::Shard;
-use stepwise_core::{Error, IoResultExt};
 
 use crate::encoder::{Encoder, EncoderInfo, Item};
 use crate::npy::MmapMatrix;
@@ -124,7 +124,7 @@ impl FeatureStore {
         }
         let meta = read_meta(&meta_path)?;
         let ids_path = dir.join(IDS_FILE);
-        let ids_bytes = std::fs::read(&ids_path).at(&ids_path)?;
+        let ids_bytes = stepwise_core::paths::read_regular_file(&ids_path)?;
         let ids_hash = blake3::hash(&ids_bytes).to_hex().to_string();
         if ids_hash != meta.ids_blake3 {
             return Err(bad(format!(
@@ -245,7 +245,7 @@ impl FeatureStore {
     /// The content key of each row (same order as [`FeatureStore::ids`]).
     pub fn keys(&self) -> Result<Vec<String>, FeatureError> {
         let p = self.dir.join(KEYS_FILE);
-        let keys = split_lines(&p, std::fs::read(&p).at(&p)?)?;
+        let keys = split_lines(&p, stepwise_core::paths::read_regular_file(&p)?)?;
         if keys.len() != self.len() {
             return Err(bad(format!("{}: {} lines, expected {}", p.display(), keys.len(), self.len())));
         }

@@ -27,7 +27,7 @@ use std::path::Path;
 
 use half::f16;
 use serde::{Deserialize, Serialize};
-use stepwise_core::{Error, IoResultExt};
+use stepwise_core::Error;
 
 use crate::encoder::Vocabulary;
 use crate::rows::{ItemRows, RowSlice, bad, open_rows_file, write_rows_file};
@@ -191,7 +191,7 @@ impl TokenVectors {
 
 /// The bytes of a store file whose BLAKE3 `meta.json` records.
 fn read_checked(path: &Path, blake3: &str, dir: &Path) -> Result<Vec<u8>, FeatureError> {
-    let bytes = std::fs::read(path).at(path)?;
+    let bytes = stepwise_core::paths::read_regular_file(path)?;
     if stepwise_core::hash::hash_bytes(&bytes) != blake3 {
         return Err(bad(format!(
             "{}: does not match {} (files from different runs?); {REDO}",
@@ -221,7 +221,7 @@ pub(crate) fn write_token_files(
     }
     write_rows_file(&dir.join(TOKENS_FILE), &[total, dim], items)?;
     let hash_of = |path: &Path| -> Result<String, FeatureError> {
-        Ok(stepwise_core::hash::hash_bytes(&std::fs::read(path).at(path)?))
+        Ok(stepwise_core::hash::hash_bytes(&stepwise_core::paths::read_regular_file(path)?))
     };
     let off_path = dir.join(TOKEN_OFFSETS_FILE);
     crate::npy::write_i64_vector(&off_path, &offsets)?;

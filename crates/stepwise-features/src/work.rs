@@ -137,7 +137,7 @@ impl WorkDir {
         names.sort();
         for name in names {
             let path = dir.join(&name);
-            let bytes = std::fs::read(&path).at(&path)?;
+            let bytes = stepwise_core::paths::read_regular_file(&path)?;
             let (header, data, token_start) = parse_chunk(&path, &bytes)?;
             drop(bytes);
             if let Some(d) = w.dim

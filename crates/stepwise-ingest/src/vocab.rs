@@ -6,11 +6,10 @@
 //! lowercase token). Line order is kept as a frequency rank (GloVe's vocabulary is sorted by frequency), and a
 //! second field that is the last one and an integer is read as the word's count.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use stepwise_core::{Error, IoResultExt, Result};
+use stepwise_core::{Error, Result};
 
 use crate::counts::FastMap;
 use crate::text::tokenize::{for_each_token, lowercase};
@@ -27,27 +26,12 @@ pub struct Vocabulary {
 impl Vocabulary {
     /// Load a word list (see the module docs). An empty list is an error.
     pub fn load(path: &Path) -> Result<Self> {
-        let file = std::fs::File::open(path).at(path)?;
-        let mut reader = std::io::BufReader::new(file);
         let mut words = Vec::new();
         let mut counts: Option<Vec<u64>> = Some(Vec::new());
-        let (mut line_no, mut offset) = (0usize, 0usize);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            let n = reader.read_until(b'\n', &mut buf).at(path)?;
-            if n == 0 {
-                break;
-            }
-            line_no += 1;
-            let line = std::str::from_utf8(&buf).map_err(|e| Error::Utf8 {
-                path: path.to_path_buf(),
-                offset: offset + e.valid_up_to(),
-                line: line_no,
-            })?;
-            offset += n;
+        let hint = "one word per line, optionally followed by a count or a vector; is this a word list?";
+        stepwise_core::json::for_each_line_within(path, stepwise_core::json::MAX_LINE, hint, |_, line| {
             let mut fields = line.split_whitespace();
-            let Some(word) = fields.next() else { continue };
+            let Some(word) = fields.next() else { return Ok(()) };
             let second = fields.next();
             let count = match (second, fields.next()) {
                 (Some(c), None) => c.parse::<u64>().ok(),
@@ -58,7 +42,8 @@ impl Vocabulary {
                 _ => counts = None,
             }
             words.push(word.to_string());
-        }
+            Ok(())
+        })?;
         if words.is_empty() {
             return Err(Error::Empty { path: path.to_path_buf(), what: "no words".into() });
         }

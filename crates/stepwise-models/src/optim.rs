@@ -169,7 +169,7 @@ pub fn weights_bytes(params: &Params) -> Result<Vec<u8>> {
 
 /// Load weights written by [`weights_bytes`] into `params`; the error names the file.
 pub fn load_weights(params: &Params, path: &Path) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))?;
+    let bytes = stepwise_core::paths::read_regular_file(path)?;
     let map = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
         .map_err(|e| Error::bad_input(format!("{}: not a safetensors file: {e}", path.display())))?;
     let map: BTreeMap<String, Tensor> = map.into_iter().collect();
@@ -219,7 +219,7 @@ pub fn load_checkpoint<S: DeserializeOwned>(
     adam: &mut Adam,
     fingerprint: &str,
 ) -> Result<Option<Restored<S>>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::runtime(format!("{}: {e}", path.display())))?;
+    let bytes = stepwise_core::paths::read_regular_file(path)?;
     let bad = |e: String| {
         Error::bad_input(format!("{}: unreadable checkpoint ({e}); delete it to start over", path.display()))
     };

@@ -270,7 +270,7 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     let encoder = registry::build_encoder(&args.encoder, &ctx).map_err(feature_error)?;
     let dim = encoder.info().dim;
     let (n, data) = if let Some(path) = &args.texts {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::Error::new(stepwise_core::Error::io(path, e)))?;
+        let text = stepwise_core::json::read_text(path)?;
         let lines: Vec<&str> = text.lines().collect();
         let mut data = Vec::with_capacity(lines.len() * dim);
         for chunk in lines.chunks(encoder.batch_size().max(1)) {

@@ -235,13 +235,12 @@ fn write_predictions(path: &Path, preds: &[OrderPrediction]) -> anyhow::Result<(
 }
 
 fn read_predictions(path: &Path) -> anyhow::Result<Vec<OrderPrediction>> {
-    let text = std::fs::read_to_string(path)?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                anyhow::anyhow!("{}:{}: {e} (delete the work folder to start over)", path.display(), i + 1)
+    let records = stepwise_core::json::read_jsonl(path)?;
+    records
+        .into_iter()
+        .map(|r| {
+            serde_json::from_value(r.value).map_err(|e| {
+                anyhow::anyhow!("{}:{}: {e} (delete the work folder to start over)", path.display(), r.line)
             })
         })
         .collect()

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use stepwise_core::{Error, IoResultExt};
+use stepwise_core::Error;
 
 use super::pickle::{self, PyObj};
 use crate::FeatureError;
@@ -116,7 +116,7 @@ const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 
 /// of a top-level dict (e.g. `state_dict`); without it, nested dicts are flattened with dotted names and
 /// non-tensor values are skipped.
 pub fn read_checkpoint(path: &Path, key: Option<&str>) -> Result<Vec<RawTensor>, FeatureError> {
-    let bytes = std::fs::read(path).at(path)?;
+    let bytes = stepwise_core::paths::read_regular_file(path)?;
     if bytes.starts_with(b"PK\x03\x04") {
         return read_zip_checkpoint(path, key);
     }
