@@ -531,8 +531,14 @@ fn copy_dir_within(from: &Path, to: &Path, ancestors: &mut stepwise_core::paths:
         let (src, dst) = (e.path(), to.join(e.file_name()));
         if src.is_dir() {
             copy_dir_within(&src, &dst, ancestors)?;
-        } else {
+        } else if src.is_file() {
             std::fs::copy(&src, &dst).at(&src)?;
+        } else {
+            // A FIFO would block the copy forever, a device never end it; a dangling link has nothing to copy.
+            return Err(stepwise_core::Error::bad_input(format!(
+                "{}: not a regular file or folder (a pipe, a device or a broken link?); remove it",
+                src.display()
+            )));
         }
     }
     ancestors.leave();

@@ -122,6 +122,23 @@ fn a_symlink_loop_in_the_corpus_folder_is_refused_and_nothing_is_written() {
     assert_eq!(left.len(), 1, "{left:?}");
 }
 
+#[cfg(unix)]
+#[test]
+fn a_device_in_the_corpus_folder_is_refused_and_nothing_is_written() {
+    let td = tempfile::tempdir().unwrap();
+    let input = td.path().join("in");
+    std::fs::create_dir_all(input.join(TASKSET_DIR)).unwrap();
+    // Copied with `fs::copy`, a link to /dev/zero would never end.
+    std::os::unix::fs::symlink("/dev/zero", input.join(TASKSET_DIR).join("questions.json")).unwrap();
+    let mut m = Manifest::new("corpus");
+    write_corpus_files(&input, &corpus(), &mut m).unwrap();
+    let out = td.path().join("out");
+    let e = clean_corpus_dir(&input, &out, &CleanConfig::default(), CleanResources::default(), false).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("questions.json: not a regular file or folder"), "{msg}");
+    assert!(!out.exists(), "a refused clean left its output behind");
+}
+
 #[test]
 fn learned_model_splits_like_the_cleaner() {
     let m = learn_word_model(corpus(), &CleanConfig::default(), CleanResources::default());
