@@ -235,7 +235,8 @@ fn write_predictions(path: &Path, preds: &[OrderPrediction]) -> anyhow::Result<(
 }
 
 fn read_predictions(path: &Path) -> anyhow::Result<Vec<OrderPrediction>> {
-    let records = stepwise_core::json::read_jsonl(path)?;
+    let records = stepwise_core::json::read_jsonl(path)
+        .map_err(|e| anyhow::anyhow!("{e} (delete the work folder to start over)"))?;
     records
         .into_iter()
         .map(|r| {
