@@ -3,10 +3,11 @@
 
 MiniLM: the all-MiniLM-L6-v2 BERT graph (scripts/crosscheck/onnx_models.py) on the token ids stepwise wrote
 (--ids, an (N x 48) .npy), batches of 32, attention mask all ones, mean pooling + L2 norm in numpy.
-EfficientNet-Lite0: the ONNX graph built from models/effnet-lite0/model.safetensors on N preprocessed 224x224
-inputs, batches of 16 (network only: preprocessing is not timed).
+EfficientNet-Lite0 / Lite2: the ONNX graph built from models/effnet-lite{0,2}/model.safetensors on N random
+224x224 / 260x260 inputs, batches of 16 (network only: preprocessing is not timed).
 
-Prints one JSON object: {"minilm_sentences_per_s": ..., "effnet_lite0_images_per_s": ..., "threads": ...}.
+Prints one JSON object: {"minilm_sentences_per_s": ..., "effnet_lite0_images_per_s": ...,
+"effnet_lite2_images_per_s": ..., "threads": ..., "onnxruntime": version}.
 pip: numpy onnx onnxruntime safetensors tokenizers
 """
 
@@ -55,18 +56,22 @@ def main():
             pooled = h.mean(1)
             pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
 
-    state = load_file(str(args.models / "effnet-lite0" / "model.safetensors"))
-    effnet = onnx_models.ort_session(onnx_models.effnet_lite_onnx(state, "effnet-lite0", with_logits=False),
-                                     threads=args.threads)
-    x = np.random.default_rng(0).uniform(-1, 1, (args.images, 3, 224, 224)).astype(np.float32)
+    def effnet_rate(variant, side):
+        state = load_file(str(args.models / variant / "model.safetensors"))
+        effnet = onnx_models.ort_session(onnx_models.effnet_lite_onnx(state, variant, with_logits=False),
+                                         threads=args.threads)
+        x = np.random.default_rng(0).uniform(-1, 1, (args.images, 3, side, side)).astype(np.float32)
 
-    def run_effnet():
-        for s in range(0, len(x), 16):
-            effnet.run(None, {"x": x[s:s + 16]})
+        def run():
+            for s in range(0, len(x), 16):
+                effnet.run(None, {"x": x[s:s + 16]})
+
+        return best_rate(run, len(x), args.repeats)
 
     out = {
         "minilm_sentences_per_s": best_rate(run_minilm, len(ids), args.repeats),
-        "effnet_lite0_images_per_s": best_rate(run_effnet, len(x), args.repeats),
+        "effnet_lite0_images_per_s": effnet_rate("effnet-lite0", 224),
+        "effnet_lite2_images_per_s": effnet_rate("effnet-lite2", 260),
         "threads": args.threads,
         "onnxruntime": __import__("onnxruntime").__version__,
     }

@@ -7,8 +7,9 @@ stepwise encodes the same texts with `stepwise models encode minilm`.
 
 Checks (exit 1 on any failure):
 - "This is an example sentence" starts with the published 0.06766, 0.06350, 0.04871 (to 1e-4), in both;
-- every embedding agrees within --tol (max abs difference per coordinate) and has cosine >= 0.9999;
-  texts: English and Chinese step texts of ../shared/data/procedures (short and long, some over 256 tokens).
+- every embedding agrees within --tol (max abs difference per coordinate; default 1e-5) and has cosine >= 0.9999;
+  texts: English and Chinese step texts of ../shared/data/procedures (short and long, some over 256 tokens) and
+  the step texts of the RecipeQA dev recipes (../shared/data/recipeqa/recipes-dev.json, every --recipeqa-every-th).
 
 pip: numpy onnx onnxruntime safetensors tokenizers
 Usage: minilm.py [--stepwise target/release/stepwise] [--models models] [--data ../shared/data] [--n 400]
@@ -44,6 +45,12 @@ def step_texts(data, n):
     return texts[::step][:n]
 
 
+def recipeqa_texts(data, every):
+    doc = json.loads((data / "recipeqa" / "recipes-dev.json").read_text(encoding="utf-8"))
+    texts = [" ".join(s["body"].split()) for r in doc["recipes"] for s in r["steps"] if s.get("body", "").strip()]
+    return texts[::every]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stepwise", default=os.environ.get("STEPWISE", str(ROOT / "target/release/stepwise")))
@@ -51,12 +58,14 @@ def main():
     ap.add_argument("--data", type=Path,
                     default=Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data")))
     ap.add_argument("--n", type=int, default=400)
-    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--recipeqa-every", type=int, default=4)
     args = ap.parse_args()
 
     texts = [EXAMPLE, "A", ""] + step_texts(args.data, args.n)
     # The longest step text too (truncation at 256 word pieces).
     texts.append(max(step_texts(args.data, 10**9), key=len))
+    texts += recipeqa_texts(args.data, args.recipeqa_every)
     tmp = Path(tempfile.mkdtemp(prefix="xcheck-minilm-"))
     (tmp / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     subprocess.run([args.stepwise, "models", "encode", "minilm", "--texts", str(tmp / "texts.txt"),

@@ -417,3 +417,81 @@ fn token_ids_of_a_known_sentence_match_the_vocabularies() {
     assert_eq!(tv.get_ids("text:t/p0#0").unwrap(), &[line("whisk"), 0, line("eggs")]);
     assert_eq!(tv.vocab_size(), Some(400_000));
 }
+
+/// The step bodies of the RecipeQA dev recipes (`recipeqa/recipes-dev.json`), one text per step.
+fn recipeqa_dev_texts() -> Vec<String> {
+    let path = shared_data().join("recipeqa/recipes-dev.json");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let recipes = doc["recipes"].as_array().unwrap_or_else(|| panic!("{}: no `recipes` array", path.display()));
+    let texts: Vec<String> = recipes
+        .iter()
+        .flat_map(|r| r["steps"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["body"].as_str().map(str::to_string))
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    assert!(texts.len() > 1000, "{}: only {} step texts", path.display(), texts.len());
+    texts
+}
+
+/// Issue 17: MiniLM moved from candle-transformers' BERT to stepwise's own kernels; the embeddings must stay
+/// within 1e-5 of candle's (max abs difference per coordinate) on real texts: the RecipeQA dev step texts (some
+/// truncated at 256 word pieces) and a sample of the procedure step texts (English and Chinese).
+#[test]
+#[ignore]
+fn minilm_matches_candle_transformers_bert_on_real_texts() {
+    use candle_core::{DType, Device, Tensor};
+    use candle_transformers::models::bert::{BertModel, Config};
+
+    let dir = models_dir().join("all-minilm-l6-v2");
+    let minilm = MiniLm::from_dir(&dir).unwrap();
+    let cfg: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    // SAFETY: the installed weights are not modified while mapped.
+    let vb = unsafe {
+        candle_nn::VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DType::F32, &Device::Cpu)
+    }
+    .unwrap();
+    let candle = BertModel::load(vb, &cfg).unwrap();
+    let (procedure_texts, _) = procedures();
+    let recipeqa = recipeqa_dev_texts();
+    let mut texts: Vec<&str> = recipeqa.iter().step_by(4).map(String::as_str).collect();
+    texts.extend(procedure_texts.iter().step_by((procedure_texts.len() / 300).max(1)).map(String::as_str));
+    let ids = minilm.tokenize(&texts).unwrap();
+    let ours = minilm.embed_ids(&ids).unwrap();
+    let mut worst = (0f32, 0usize);
+    for (i, seq) in ids.iter().enumerate() {
+        let input = Tensor::new(seq.as_slice(), &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let hidden = candle.forward(&input, &input.zeros_like().unwrap(), None).unwrap();
+        let mut want: Vec<f32> = hidden.mean(1).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let n = norm(&want);
+        want.iter_mut().for_each(|x| *x /= n);
+        let got = &ours[i * 384..(i + 1) * 384];
+        let diff = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        if diff > worst.0 {
+            worst = (diff, i);
+        }
+    }
+    println!(
+        "MiniLM vs candle-transformers on {} real texts ({} RecipeQA dev steps, {} procedure steps): max |diff| {:.2e} \
+         (text {}, {} tokens)",
+        texts.len(),
+        recipeqa.len().div_ceil(4),
+        texts.len() - recipeqa.len().div_ceil(4),
+        worst.0,
+        worst.1,
+        ids[worst.1].len()
+    );
+    assert!(worst.0 < 1e-5, "max abs difference {} on text {}", worst.0, worst.1);
+}
+
+/// The FLOP counts `stepwise bench encoders` prints: the real networks against the PyTorch reproduction's table
+/// (d-li14/efficientnet-lite.pytorch: Lite0 0.385 G, Lite2 0.860 G multiply-adds, with the 1280 × 1000 classifier).
+#[test]
+#[ignore]
+fn effnet_flop_counts_match_the_published_multiply_adds() {
+    for (variant, published) in [(Variant::Lite0, 0.385e9), (Variant::Lite2, 0.860e9)] {
+        let model = EfficientNetLite::from_models_dir(&models_dir(), variant).unwrap();
+        let macs = model.flops_per_image() / 2.0 + 1280.0 * 1000.0;
+        println!("{variant:?}: {:.4} G multiply-adds (published {:.3})", macs / 1e9, published / 1e9);
+        assert!((macs / published - 1.0).abs() < 0.005, "{variant:?}: {macs} vs {published}");
+    }
+}

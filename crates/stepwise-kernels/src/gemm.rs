@@ -171,7 +171,9 @@ pub fn gemm_with(
     }
     let out = OutPtr(c.as_mut_ptr());
     let (_, nr) = isa.tile();
-    let mut bpack = Vec::new();
+    // The packed-B buffer is taken from this thread's cache and put back (a nested call finds it empty and
+    // allocates its own): attention makes thousands of small products, each allocating cost page faults.
+    let mut bpack = BPACK.with(|b| b.take());
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
         for pc in (0..k).step_by(KC) {
@@ -209,6 +211,11 @@ pub fn gemm_with(
             }
         }
     }
+    BPACK.with(|b| {
+        if b.borrow().capacity() < bpack.capacity() {
+            b.replace(bpack);
+        }
+    });
     Ok(())
 }
 
@@ -271,6 +278,8 @@ fn check(isa: Isa, a: &MatRef, b: &MatRef, c_len: usize) -> Result<(), GemmError
 thread_local! {
     /// Packed A block of the current task, reused across calls (no allocation per product).
     static APACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Packed B of the product this thread runs, kept for the next one.
+    static BPACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Clone, Copy)]

@@ -40,7 +40,7 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 /// Whether the AVX-512 code runs: the GEMM's one cached detection ([`crate::gemm::Isa::detect`]).
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn avx512() -> bool {
+pub(crate) fn avx512() -> bool {
     crate::gemm::Isa::detect() == crate::gemm::Isa::Avx512
 }
 
@@ -120,6 +120,29 @@ fn softmax_row_impl(row: &mut [f32], bias: &[f32], scale: f32) {
     exp_shifted(row, max);
     let inv = 1.0 / row_sum(row);
     row.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// `row = (row − mean) / √(var + eps) · gamma + beta` in place (`var` the biased variance, both over the row, summed
+/// in the fixed lane order of [`row_sum`]): a transformer's layer normalisation of one token.
+pub fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    with_avx512!(layer_norm_row_avx512, layer_norm_row_impl(row, gamma, beta, eps))
+}
+
+#[inline(always)]
+fn layer_norm_row_impl(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    let n = row.len().max(1) as f32;
+    let mean = row_sum(row) / n;
+    let mut partial = [0f32; LANES];
+    for chunk in row.chunks_mut(LANES) {
+        for (x, p) in chunk.iter_mut().zip(partial.iter_mut()) {
+            *x -= mean;
+            *p = x.mul_add(*x, *p);
+        }
+    }
+    let inv = 1.0 / (tree_sum(partial) / n + eps).sqrt();
+    for ((x, &g), &b) in row.iter_mut().zip(gamma).zip(beta) {
+        *x = (*x * inv).mul_add(g, b);
+    }
 }
 
 // erf's series below 0.5: 2/√π · (−1)^k / (k! (2k+1)), highest power first.
@@ -218,7 +241,7 @@ pub fn exp_shifted(xs: &mut [f32], shift: f32) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::*;
     use std::arch::x86_64::*;
 
@@ -243,7 +266,7 @@ mod x86 {
 
     /// `e^x` on 16 lanes: the operations of [`exp`] in the same order.
     #[inline(always)]
-    unsafe fn exp_v(x: __m512) -> __m512 {
+    pub(crate) unsafe fn exp_v(x: __m512) -> __m512 {
         unsafe {
             let zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(MIN_X), _CMP_LT_OQ);
             let x = _mm512_min_ps(_mm512_set1_ps(MAX_X), x); // NaN passes through

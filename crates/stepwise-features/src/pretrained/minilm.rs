@@ -1,20 +1,18 @@
-//! all-MiniLM-L6-v2 sentence embeddings (Reimers & Gurevych's sentence-transformers): a 6-layer BERT run by
-//! candle-transformers, mean pooling over the attention mask, L2 normalisation — exactly the sentence-transformers
-//! pipeline (`Transformer` → `Pooling(mean)` → `Normalize`), truncating at 256 word pieces like its
-//! `max_seq_length`.
+//! all-MiniLM-L6-v2 sentence embeddings (Reimers & Gurevych's sentence-transformers): a 6-layer BERT run on
+//! stepwise's own kernels ([`super::bert`]), mean pooling over the tokens, L2 normalisation — exactly the
+//! sentence-transformers pipeline (`Transformer` → `Pooling(mean)` → `Normalize`), truncating at 256 word pieces
+//! like its `max_seq_length`.
 //!
-//! Texts are sorted by token count and batched so padding stays small; the batch a text lands in depends only on
-//! the input, never on threads, so outputs are reproducible.
+//! Texts are sorted by token count and run 32 at a time, packed without padding; the batch a text lands in depends
+//! only on the input, and its values on nothing else, so outputs are byte-identical for any thread count.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::{Bert, BertConfig};
 use super::catalog::{self, MINILM};
-use super::enc_err;
 use crate::FeatureError;
 use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput, Vocabulary, l2_normalize_rows};
 
@@ -23,7 +21,8 @@ pub const NAME: &str = "minilm";
 pub const TOKENS: &str = "a WordPiece token of the text, in order ([CLS], [SEP] and padding excluded; the text \
                           truncated at 256 word pieces as for the pooled vector); vector = its last hidden state \
                           (before mean pooling and L2 normalisation)";
-const CODE_VERSION: &str = "1";
+/// 2: own BERT kernels instead of candle-transformers (vectors within 1e-5 of version 1's, not bit-identical).
+const CODE_VERSION: &str = "2";
 /// sentence-transformers' `max_seq_length` for this model.
 const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
@@ -33,7 +32,7 @@ const BATCH: usize = 32;
 pub type MarkedIds = (Vec<u32>, Vec<bool>);
 
 pub struct MiniLm {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     info: EncoderInfo,
 }
@@ -52,12 +51,9 @@ impl MiniLm {
         };
         let config_path = dir.join("config.json");
         let config_text = std::fs::read_to_string(&config_path).map_err(|e| bad("config.json", e.to_string()))?;
-        let config: Config = serde_json::from_str(&config_text).map_err(|e| bad("config.json", e.to_string()))?;
+        let config: BertConfig = serde_json::from_str(&config_text).map_err(|e| bad("config.json", e.to_string()))?;
         let weights = dir.join("model.safetensors");
-        // SAFETY: the weight file is memory-mapped read-only; model folders are not modified while in use.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }
-            .map_err(|e| bad("model.safetensors", e.to_string()))?;
-        let model = BertModel::load(vb, &config).map_err(|e| bad("model.safetensors", e.to_string()))?;
+        let model = Bert::load(&weights, config)?;
         let mut tokenizer =
             Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| bad("tokenizer.json", e.to_string()))?;
         tokenizer
@@ -69,7 +65,7 @@ impl MiniLm {
             name: NAME.into(),
             version,
             modality: Modality::Text,
-            dim: config.hidden_size,
+            dim: model.config().hidden_size,
             normalization: Normalization::L2,
             preprocessing: format!(
                 "BERT WordPiece (lowercased, tokenizer.json), [CLS] text [SEP], truncated to {MAX_TOKENS} tokens; \
@@ -125,23 +121,31 @@ impl MiniLm {
         // Longest first, ties by position: batches of similar length, chosen by the input alone.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by(|&a, &b| ids[b].len().cmp(&ids[a].len()).then(a.cmp(&b)));
-        for chunk in order.chunks(BATCH) {
+        let chunks: Vec<&[usize]> = order.chunks(BATCH).collect();
+        // Enough batches for every thread: one batch per thread, each product on one core (faster than splitting
+        // products); else the products split. The values are the same either way.
+        let side_by_side = chunks.len() >= rayon::current_num_threads() && chunks.len() > 1;
+        let run = |chunk: &&[usize]| {
             let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let (hidden, mask) = self.hidden_batch(&seqs)?;
-            let pooled = mean_pool(&hidden, &mask)?;
-            for (row, &i) in pooled.chunks(dim).zip(chunk) {
-                out[i * dim..(i + 1) * dim].copy_from_slice(row);
-            }
-            if let Some((special, max_tokens)) = tokens {
-                let e = enc_err("MiniLM hidden states");
-                let (_, len, _) = hidden.dims3().map_err(&e)?;
-                let all = hidden.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)?;
-                for (b, &i) in chunk.iter().enumerate() {
+            self.model.hidden_states(&seqs, !side_by_side)
+        };
+        let hidden: Vec<Vec<f32>> = if side_by_side {
+            chunks.par_iter().map(run).collect::<Result<_, _>>()?
+        } else {
+            chunks.iter().map(run).collect::<Result<_, _>>()?
+        };
+        for (chunk, hidden) in chunks.iter().zip(&hidden) {
+            let mut at = 0;
+            for &i in chunk.iter() {
+                let len = ids[i].len();
+                let states = &hidden[at * dim..(at + len) * dim];
+                at += len;
+                mean_pool(states, dim, &mut out[i * dim..(i + 1) * dim]);
+                if let Some((special, max_tokens)) = tokens {
                     let marks = special.get(i).map(Vec::as_slice).unwrap_or(&[]);
-                    let kept = (0..ids[i].len()).filter(|&p| !marks.get(p).copied().unwrap_or(false)).take(max_tokens);
+                    let kept = (0..len).filter(|&p| !marks.get(p).copied().unwrap_or(false)).take(max_tokens);
                     for p in kept {
-                        let at = (b * len + p) * dim;
-                        per_text[i].extend_from_slice(&all[at..at + dim]);
+                        per_text[i].extend_from_slice(&states[p * dim..(p + 1) * dim]);
                         per_text_ids[i].push(ids[i][p] as i64);
                     }
                 }
@@ -152,42 +156,26 @@ impl MiniLm {
         Ok(TokenOutput { vectors: out, counts, tokens: per_text.concat(), ids: per_text_ids.concat() })
     }
 
-    /// Mean-pooled last hidden states of one padded batch (not normalised).
-    #[cfg(test)]
-    fn forward_batch<'a>(&self, seqs: impl Iterator<Item = &'a [u32]>) -> Result<Vec<f32>, FeatureError> {
-        let seqs: Vec<&[u32]> = seqs.collect();
-        let (hidden, mask) = self.hidden_batch(&seqs)?;
-        mean_pool(&hidden, &mask)
+    /// Floating-point operations of one text of `tokens` word pieces (see [`Bert::flops_per_text`]).
+    pub fn flops_per_text(&self, tokens: usize) -> f64 {
+        self.model.flops_per_text(tokens)
     }
 
-    /// Last hidden states `(n, len, dim)` of one padded batch, and the attention mask `(n, len)`.
-    fn hidden_batch(&self, seqs: &[&[u32]]) -> Result<(Tensor, Tensor), FeatureError> {
-        let n = seqs.len();
-        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let mut input = vec![0u32; n * len];
-        let mut mask = vec![0u32; n * len];
-        for (i, s) in seqs.iter().enumerate() {
-            input[i * len..i * len + s.len()].copy_from_slice(s);
-            mask[i * len..i * len + s.len()].fill(1);
-        }
-        let dev = Device::Cpu;
-        let e = enc_err("MiniLM forward");
-        let input = Tensor::from_vec(input, (n, len), &dev).map_err(&e)?;
-        let mask_t = Tensor::from_vec(mask, (n, len), &dev).map_err(&e)?;
-        let types = input.zeros_like().map_err(&e)?;
-        let hidden = self.model.forward(&input, &types, Some(&mask_t)).map_err(&e)?; // (n, len, dim)
-        Ok((hidden, mask_t))
+    /// Last hidden states of one text, `len × dim` (tests compare against candle-transformers' BERT).
+    pub fn hidden_states(&self, ids: &[u32]) -> Result<Vec<f32>, FeatureError> {
+        self.model.hidden_states(&[ids], false)
     }
 }
 
-/// The mean over the attention mask of the hidden states of a batch, row-major `(n, dim)`.
-fn mean_pool(hidden: &Tensor, mask: &Tensor) -> Result<Vec<f32>, FeatureError> {
-    let e = enc_err("MiniLM forward");
-    let m = mask.to_dtype(DType::F32).map_err(&e)?.unsqueeze(2).map_err(&e)?;
-    let summed = hidden.broadcast_mul(&m).and_then(|t| t.sum(1)).map_err(&e)?;
-    let counts = m.sum(1).and_then(|c| c.clamp(1e-9f32, f32::MAX)).map_err(&e)?;
-    let mean = summed.broadcast_div(&counts).map_err(&e)?;
-    mean.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(e)
+/// `out` = the mean of the rows of `states` (zeros for none), not normalised.
+fn mean_pool(states: &[f32], dim: usize, out: &mut [f32]) {
+    let rows = states.len() / dim.max(1);
+    out.fill(0.0);
+    for row in states.chunks(dim) {
+        out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+    }
+    let count = rows.max(1) as f32;
+    out.iter_mut().for_each(|o| *o /= count);
 }
 
 impl Encoder for MiniLm {
@@ -244,6 +232,7 @@ pub fn build(ctx: &crate::registry::EncoderContext) -> Result<Box<dyn Encoder>, 
 mod tests {
     use super::*;
     use crate::pretrained::testutil::{random_weights, word_level_tokenizer_json};
+    use candle_transformers::models::bert::{BertModel, Config};
 
     /// A 2-layer BERT with random weights in the real layout, and a word-level tokenizer.
     fn tiny_bert_dir(dir: &Path) {
@@ -283,17 +272,55 @@ mod tests {
         assert!(m.encode(&[Item::Image(&image::RgbImage::new(2, 2))]).is_err());
     }
 
+    /// The hidden states of candle-transformers' BERT (what stepwise ran before its own kernels) for one text.
+    fn candle_hidden(dir: &Path, ids: &[u32]) -> Vec<f32> {
+        use candle_core::{DType, Device, Tensor};
+        let cfg: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        let weights = dir.join("model.safetensors");
+        // SAFETY: a test's own temporary file, not modified while mapped.
+        let vb =
+            unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }.unwrap();
+        let model = BertModel::load(vb, &cfg).unwrap();
+        let input = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let types = input.zeros_like().unwrap();
+        model.forward(&input, &types, None).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+    }
+
     #[test]
-    fn mean_pooling_ignores_padding_positions() {
-        // Pool a batch by hand from the hidden states of each text alone; compare with the padded batch.
+    fn hidden_states_match_candle_transformers_bert() {
         let td = tempfile::tempdir().unwrap();
         tiny_bert_dir(td.path());
         let m = MiniLm::from_dir(td.path()).unwrap();
-        let ids = m.tokenize(&["serve", "preheat the oven and serve warm"]).unwrap();
-        let batch = m.forward_batch(ids.iter().map(Vec::as_slice)).unwrap();
-        let first_alone = m.forward_batch(std::iter::once(ids[0].as_slice())).unwrap();
-        let diff = first_alone.iter().zip(&batch[..32]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(diff < 1e-5, "padding leaked into the mean: {diff}");
+        let long = vec!["preheat the oven"; 40].join(" ");
+        let texts = ["serve", "preheat the oven and serve warm", "", long.as_str()];
+        for (text, ids) in texts.iter().zip(m.tokenize(&texts).unwrap()) {
+            let ours = m.hidden_states(&ids).unwrap();
+            let want = candle_hidden(td.path(), &ids);
+            assert_eq!(ours.len(), want.len());
+            let diff = ours.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(diff < 1e-5, "{text:?}: {diff} from candle-transformers' BERT");
+        }
+    }
+
+    #[test]
+    fn embeddings_are_byte_identical_for_any_thread_count() {
+        let td = tempfile::tempdir().unwrap();
+        tiny_bert_dir(td.path());
+        let m = MiniLm::from_dir(td.path()).unwrap();
+        let words = ["whisk", "the", "eggs", "preheat", "oven", "serve", "warm"];
+        let texts: Vec<String> = (0..150)
+            .map(|i| (0..1 + i % 23).map(|j| words[(i * 7 + j * 3) % 7]).collect::<Vec<_>>().join(" "))
+            .collect();
+        let items: Vec<Item> = texts.iter().map(|t| Item::Text(t)).collect();
+        let run = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| m.encode_with_tokens(&items, 8).unwrap())
+        };
+        let (one, two, three) = (run(1), run(2), run(3));
+        assert_eq!(one.vectors, two.vectors);
+        assert_eq!(one.vectors, three.vectors);
+        assert_eq!(one.tokens, two.tokens);
+        assert_eq!(one.tokens, three.tokens);
     }
 
     #[test]
@@ -319,8 +346,7 @@ mod tests {
         let ids = m.tokenize(&texts).unwrap();
         let mut at = 0;
         for (i, count) in out.counts.iter().enumerate() {
-            let (hidden, _) = m.hidden_batch(&[ids[i].as_slice()]).unwrap();
-            let alone = hidden.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let alone = m.hidden_states(&ids[i]).unwrap();
             let want = &alone[32..(1 + count) * 32];
             let got = &out.tokens[at..at + count * 32];
             let diff = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

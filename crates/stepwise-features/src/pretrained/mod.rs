@@ -2,7 +2,8 @@
 //! Nothing here touches the network: a missing model is [`FeatureError::MissingModel`] saying how to install it.
 //!
 //! - [`catalog`]: the model folders, the PyPI packages they come from, and the install hint
-//! - [`minilm`]: all-MiniLM-L6-v2 sentence encoder (candle BERT, mean pooling, L2)
+//! - [`minilm`]: all-MiniLM-L6-v2 sentence encoder (BERT on own kernels, mean pooling, L2)
+//! - [`bert`]: the BERT encoder forward it runs (packed GEMM, no padding)
 //! - [`efficientnet_lite`]: EfficientNet-Lite0/Lite2 ImageNet CNN (pooled 1280-d feature or logits)
 //! - [`glove`]: GloVe 6B 50d averaged word vectors, and the reference vocabulary
 //! - [`clip`]: CLIP ViT-B/32 image and text towers from a user-provided Hugging Face folder
@@ -24,6 +25,7 @@
 //! no real CLIP weights can be obtained in this project's environment. The other models are checked against
 //! independent onnxruntime implementations (`scripts/crosscheck/`).
 
+pub mod bert;
 pub mod catalog;
 pub mod clip;
 pub mod efficientnet_lite;
