@@ -71,7 +71,7 @@ pub fn depthwise_plane(
     let padded = &scratch[..];
     let geometry = Geometry { k, stride, row_len, phase_w, oh, ow };
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
+    if avx512() && k <= x86::MAX_K {
         // SAFETY: AVX-512F checked; `padded` holds `(oh - 1) * stride + k` rows of `row_len`, `out` `oh * ow`.
         return unsafe { x86::rows_avx512(padded, weights, &geometry, bias, (lo, hi), out) };
     }
@@ -115,8 +115,16 @@ mod x86 {
 
     use super::Geometry;
 
-    /// [`super::rows`] with each run of 16 output columns held in a register across all taps (masked at the end
-    /// of a row): one load and one FMA per tap, one store per output vector.
+    /// The largest kernel side of the vector path (its taps live in registers and a stack array).
+    pub const MAX_K: usize = 7;
+
+    /// Output rows computed at once: independent accumulators hide the FMA latency (one accumulator per run of
+    /// 16 outputs made a k²-long dependency chain, and the kernel ran at a tenth of its FMA rate).
+    const R: usize = 4;
+
+    /// [`super::rows`] with runs of 16 output columns of `R` rows held in registers across all taps (masked at the
+    /// end of a row): per tap, one load and one FMA per row; the same operations per lane in the same order as the
+    /// portable code.
     ///
     /// # Safety
     /// AVX-512F available; sizes as in [`super::depthwise_plane`].
@@ -126,33 +134,68 @@ mod x86 {
         weights: &[f32],
         g: &Geometry,
         bias: f32,
+        clamp: (f32, f32),
+        out: &mut [f32],
+    ) {
+        // SAFETY: forwarded contract; each instance is the same code with the kernel side known.
+        unsafe {
+            match g.k {
+                3 => rows_k::<3>(padded, weights, g, bias, clamp, out),
+                5 => rows_k::<5>(padded, weights, g, bias, clamp, out),
+                _ => rows_k::<MAX_K>(padded, weights, g, bias, clamp, out),
+            }
+        }
+    }
+
+    /// [`rows_avx512`] for kernels of side at most `K` (exactly `K` unrolls the taps).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows_k<const K: usize>(
+        padded: &[f32],
+        weights: &[f32],
+        g: &Geometry,
+        bias: f32,
         (lo, hi): (f32, f32),
         out: &mut [f32],
     ) {
         let Geometry { k, stride, row_len, phase_w, oh, ow } = *g;
-        assert!(padded.len() >= ((oh - 1) * stride + k) * row_len && out.len() >= oh * ow && weights.len() >= k * k);
+        assert!(k <= K && padded.len() >= ((oh - 1) * stride + k) * row_len && out.len() >= oh * ow);
+        assert!(weights.len() >= k * k);
         let (lo, hi, b) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_ps(bias));
         let (pp, op) = (padded.as_ptr(), out.as_mut_ptr());
-        // Where tap (ky, kx) starts in a padded row.
-        let offsets: Vec<usize> = (0..k * k).map(|t| (t % k % stride) * phase_w + t % k / stride).collect();
-        for oy in 0..oh {
+        // Where tap (ky, kx) starts in a padded row, and its weight in all lanes.
+        let mut offsets = [[0usize; K]; K];
+        let mut taps = [[_mm512_setzero_ps(); K]; K];
+        for ky in 0..k {
+            for kx in 0..k {
+                offsets[ky][kx] = (kx % stride) * phase_w + kx / stride;
+                taps[ky][kx] = _mm512_set1_ps(weights[ky * k + kx]);
+            }
+        }
+        let mut oy = 0;
+        while oy < oh {
+            let rows = R.min(oh - oy);
             for x0 in (0..ow).step_by(16) {
                 let m: __mmask16 = if ow - x0 >= 16 { 0xffff } else { ((1u32 << (ow - x0)) - 1) as u16 };
-                let mut acc = b;
+                let mut acc = [b; R];
                 for ky in 0..k {
-                    let row = (oy * stride + ky) * row_len + x0;
                     for kx in 0..k {
-                        let t = ky * k + kx;
-                        // SAFETY: tap reads end at offset + ow - 1 < row_len within row `oy * stride + ky`;
-                        // masked lanes are not read.
-                        let x = unsafe { _mm512_maskz_loadu_ps(m, pp.add(row + offsets[t])) };
-                        acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[t]), x, acc);
+                        let (tap, off) = (taps[ky][kx], offsets[ky][kx] + x0);
+                        for (r, a) in acc.iter_mut().enumerate().take(rows) {
+                            let row = ((oy + r) * stride + ky) * row_len;
+                            // SAFETY: tap reads end at offset + ow - 1 < row_len within row `(oy + r) * stride +
+                            // ky` < the padded rows; masked lanes are not read.
+                            let x = unsafe { _mm512_maskz_loadu_ps(m, pp.add(row + off)) };
+                            *a = _mm512_fmadd_ps(tap, x, *a);
+                        }
                     }
                 }
-                let v = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
-                // SAFETY: columns x0.. of row oy, masked to the row's end.
-                unsafe { _mm512_mask_storeu_ps(op.add(oy * ow + x0), m, v) };
+                for (r, a) in acc.iter().enumerate().take(rows) {
+                    let v = _mm512_min_ps(_mm512_max_ps(*a, lo), hi);
+                    // SAFETY: columns x0.. of row oy + r, masked to the row's end.
+                    unsafe { _mm512_mask_storeu_ps(op.add((oy + r) * ow + x0), m, v) };
+                }
             }
+            oy += rows;
         }
     }
 }

@@ -159,15 +159,104 @@ pub fn gemm_with(
     parallel: bool,
 ) -> Result<(), GemmError> {
     check(isa, &a, &b, c.len())?;
-    let (m, n, k) = (a.rows, b.cols, a.cols);
+    gemm_inner(isa, Left::View(a), b, c, accumulate, parallel);
+    Ok(())
+}
+
+/// A left operand packed once into the kernel's panels, for products with the same `A` and many `B`s (an
+/// encoder's weights): packing a 1152 × 192 weight for a 7 × 7 feature map cost as much as the product.
+#[derive(Debug, Clone)]
+pub struct PackedA {
+    isa: Isa,
+    rows: usize,
+    cols: usize,
+    data: Vec<f32>,
+    /// Start of the panels of (inner slice `pc / KC`, row block `i0 / MC`) in `data`.
+    starts: Vec<usize>,
+}
+
+impl PackedA {
+    /// Pack `a` for the best kernel of this CPU.
+    pub fn new(a: MatRef) -> Result<PackedA, GemmError> {
+        let isa = Isa::detect();
+        if !a.in_bounds() {
+            return Err(GemmError("a strided view reaches past its data".into()));
+        }
+        let (m, k) = (a.rows, a.cols);
+        let mut data = Vec::new();
+        let mut starts = Vec::new();
+        let mut buf = Vec::new();
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for i0 in (0..m).step_by(MC) {
+                let mc = MC.min(m - i0);
+                pack_a(isa, &a, i0, mc, pc, kc, &mut buf);
+                starts.push(data.len());
+                data.extend_from_slice(&buf[..mc.div_ceil(isa.tile().0) * kc * isa.tile().0]);
+            }
+        }
+        Ok(PackedA { isa, rows: m, cols: k, data, starts })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn block(&self, pc: usize, i0: usize) -> &[f32] {
+        &self.data[self.starts[pc / KC * self.rows.div_ceil(MC) + i0 / MC]..]
+    }
+}
+
+/// [`gemm`] with a pre-packed left operand: the same values as `gemm` with the matrix it was packed from.
+pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) -> Result<(), GemmError> {
+    if a.isa != Isa::detect() {
+        return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", a.isa, Isa::detect())));
+    }
+    if a.cols != b.rows {
+        return Err(GemmError(format!("A is {}×{}, B is {}×{}", a.rows, a.cols, b.rows, b.cols)));
+    }
+    if c.len() != a.rows * b.cols {
+        return Err(GemmError(format!(
+            "output holds {} values, {}×{} needs {}",
+            c.len(),
+            a.rows,
+            b.cols,
+            a.rows * b.cols
+        )));
+    }
+    if !b.in_bounds() {
+        return Err(GemmError("a strided view reaches past its data".into()));
+    }
+    gemm_inner(a.isa, Left::Packed(a), b, c, accumulate, parallel);
+    Ok(())
+}
+
+/// The left operand of a product: a view packed per task, or packed in advance.
+#[derive(Clone, Copy)]
+enum Left<'a> {
+    View(MatRef<'a>),
+    Packed(&'a PackedA),
+}
+
+/// The product over checked operands.
+fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) {
+    let (m, k) = match a {
+        Left::View(v) => (v.rows, v.cols),
+        Left::Packed(p) => (p.rows, p.cols),
+    };
+    let n = b.cols;
     if m == 0 || n == 0 {
-        return Ok(());
+        return;
     }
     if k == 0 {
         if !accumulate {
             c.fill(0.0);
         }
-        return Ok(());
+        return;
     }
     let out = OutPtr(c.as_mut_ptr());
     let (_, nr) = isa.tile();
@@ -192,16 +281,22 @@ pub fn gemm_with(
                 let (ib, jb) = (t / col_blocks, t % col_blocks);
                 let (i0, mc) = (ib * MC, MC.min(m - ib * MC));
                 let (g0, g1) = (jb * group, nc.min((jb + 1) * group));
-                APACK.with(|buf| {
-                    let mut ap = buf.borrow_mut();
-                    pack_a(isa, &a, i0, mc, pc, kc, &mut ap);
+                let sweep = |ap: &[f32]| {
                     for j0 in (g0..g1).step_by(NT) {
                         let nt = NT.min(g1 - j0);
                         // SAFETY: tasks write disjoint tiles (rows i0..i0+mc, columns jc+g0..jc+g1) of `c`, which
                         // outlives the loop; the packed buffers have the sizes the kernel reads.
-                        unsafe { block(isa, kc, &ap, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
+                        unsafe { block(isa, kc, ap, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
                     }
-                });
+                };
+                match a {
+                    Left::View(a) => APACK.with(|buf| {
+                        let mut ap = buf.borrow_mut();
+                        pack_a(isa, &a, i0, mc, pc, kc, &mut ap);
+                        sweep(&ap);
+                    }),
+                    Left::Packed(p) => sweep(p.block(pc, i0)),
+                }
             };
             let tasks = row_blocks * col_blocks;
             if parallel && tasks > 1 {
@@ -216,7 +311,6 @@ pub fn gemm_with(
             b.replace(bpack);
         }
     });
-    Ok(())
 }
 
 /// `batch` independent products `C_i = A_i·B_i` (`A_i` at `a.data[i * a_batch..]`, likewise B and C, C row-major
@@ -773,6 +867,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn prepacked_products_match_packing_per_call_bit_for_bit() {
+        // Several row blocks and inner slices, a transposed view (as the encoders' weights), accumulation.
+        for &(m, n, k) in &[(130, 70, 600), (7, 49, 16), (200, 3, 300), (1, 1, 1)] {
+            let ad = values(m * k, 7);
+            let bd = values(k * n, 8);
+            let a = MatRef::row_major(&ad, k, m).t();
+            let b = MatRef::row_major(&bd, k, n);
+            let packed = PackedA::new(a).unwrap();
+            assert_eq!((packed.rows(), packed.cols()), (m, k));
+            for (accumulate, parallel) in [(false, false), (true, true)] {
+                let mut want = values(m * n, 9);
+                let mut got = want.clone();
+                gemm(a, b, &mut want, accumulate, parallel).unwrap();
+                gemm_packed(&packed, b, &mut got, accumulate, parallel).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} accumulate {accumulate}");
+            }
+        }
+        let packed = PackedA::new(MatRef::row_major(&[1.0; 6], 2, 3)).unwrap();
+        let err = gemm_packed(&packed, MatRef::row_major(&[1.0; 4], 2, 2), &mut [0.0; 4], false, false).unwrap_err();
+        assert!(err.0.contains("A is 2×3"), "{err}");
     }
 
     #[test]

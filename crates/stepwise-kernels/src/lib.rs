@@ -14,4 +14,4 @@ pub mod gemm;
 pub mod math;
 pub mod peak;
 
-pub use gemm::{MatRef, gemm, gemm_batched};
+pub use gemm::{MatRef, PackedA, gemm, gemm_batched, gemm_packed};

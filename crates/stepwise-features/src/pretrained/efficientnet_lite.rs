@@ -23,7 +23,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use stepwise_kernels::conv::depthwise_plane;
-use stepwise_kernels::gemm::{MatRef, gemm};
+use stepwise_kernels::gemm::{MatRef, PackedA, gemm_packed};
 
 use super::catalog::{self, ModelSpec};
 use super::preprocess::ImagePrep;
@@ -116,8 +116,8 @@ impl Variant {
 struct Pointwise {
     cin: usize,
     cout: usize,
-    /// `w` transposed: `[cin][cout]`.
-    w: Vec<f32>,
+    /// `[cout][cin]`, packed for the GEMM.
+    w: PackedA,
     b: Vec<f32>,
 }
 
@@ -130,10 +130,10 @@ struct Depthwise {
     b: Vec<f32>,
 }
 
-/// The 3x3/2 stem convolution (3 → 32) with folded batch norm; weights as `[cin*3*3][cout]` for im2col.
+/// The 3x3/2 stem convolution (3 → 32) with folded batch norm; weights `[cout][cin*3*3]` (for im2col), packed.
 struct Stem {
     cout: usize,
-    w: Vec<f32>,
+    w: PackedA,
     b: Vec<f32>,
 }
 
@@ -196,7 +196,7 @@ impl EfficientNetLite {
         }
         let stem_c = stem_dims[0];
         let (scale, shift) = w.bn("_bn0", stem_c)?;
-        let stem = Stem { cout: stem_c, w: transposed(&fold_rows(stem_w, &scale), stem_c), b: shift };
+        let stem = Stem { cout: stem_c, w: packed(&fold_rows(stem_w, &scale), stem_c), b: shift };
 
         let layout = variant.block_layout();
         let n_blocks = w.map.keys().filter(|k| k.ends_with("._depthwise_conv.weight")).count();
@@ -237,7 +237,7 @@ impl EfficientNetLite {
                 w.bad("_fc.weight", &format!("expected [classes, {}] and a bias, found {fc_dims:?}", head.cout))
             );
         }
-        let fc = Pointwise { cin: head.cout, cout: fc_dims[0], w: transposed(fc_w, fc_dims[0]), b: fc_b.to_vec() };
+        let fc = Pointwise { cin: head.cout, cout: fc_dims[0], w: packed(fc_w, fc_dims[0]), b: fc_b.to_vec() };
         Ok(EfficientNetLite { variant, stem, blocks, head, fc, version: CODE_VERSION.into() })
     }
 
@@ -331,15 +331,13 @@ impl EfficientNetLite {
     fn forward_map(&self, x: &[f32], s: usize) -> Map {
         let mut m = self.stem_forward(x, s);
         for b in &self.blocks {
-            let input = if b.skip { Some(m.data.clone()) } else { None };
-            if let Some(e) = &b.expand {
-                m = apply_pointwise(e, &m, true);
+            let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true));
+            let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m));
+            let mut out = apply_pointwise(&b.project, &d, false);
+            if b.skip {
+                out.data.iter_mut().zip(&m.data).for_each(|(a, b)| *a += b);
             }
-            m = depthwise(&b.dw, &m);
-            m = apply_pointwise(&b.project, &m, false);
-            if let Some(inp) = input {
-                m.data.iter_mut().zip(&inp).for_each(|(a, b)| *a += b);
-            }
+            m = out;
         }
         apply_pointwise(&self.head, &m, true)
     }
@@ -370,9 +368,8 @@ impl EfficientNetLite {
                 }
             }
         }
-        let pw = Pointwise { cin: 27, cout: self.stem.cout, w: Vec::new(), b: Vec::new() };
         let mut out = vec![0f32; self.stem.cout * oh * ow];
-        gemm_bias(pw.cout, oh * ow, pw.cin, &self.stem.w, &cols, &self.stem.b, &mut out);
+        gemm_bias(&self.stem.w, oh * ow, &cols, &self.stem.b, &mut out);
         relu6(&mut out);
         Map { c: self.stem.cout, h: oh, w: ow, data: out }
     }
@@ -408,26 +405,21 @@ fn apply_pointwise(p: &Pointwise, m: &Map, act: bool) -> Map {
 
 /// `out (cout x hw) = W (cout x cin) · x (cin x hw) + b`.
 fn pointwise(p: &Pointwise, x: &[f32], hw: usize, out: &mut [f32]) {
-    gemm_bias(p.cout, hw, p.cin, &p.w, x, &p.b, out);
+    gemm_bias(&p.w, hw, x, &p.b, out);
 }
 
-/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]` with `lhs` stored transposed (`k x m`, so the
-/// GEMM packs its panels by plain copies instead of transposes), single-threaded (callers parallelise over
-/// images, which keeps results independent of the thread count).
-fn gemm_bias(m: usize, n: usize, k: usize, lhs: &[f32], rhs: &[f32], bias: &[f32], dst: &mut [f32]) {
-    assert!(lhs.len() >= m * k && rhs.len() >= k * n && dst.len() >= m * n && bias.len() >= m);
+/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]` with `lhs` packed at load time (packing a weight
+/// per call cost 8% of the network), single-threaded (callers parallelise over images, which keeps results
+/// independent of the thread count).
+fn gemm_bias(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], dst: &mut [f32]) {
+    let (m, k) = (lhs.rows(), lhs.cols());
+    assert!(rhs.len() >= k * n && dst.len() >= m * n && bias.len() >= m);
     for (row, &b) in dst.chunks_mut(n).zip(bias) {
         row.fill(b);
     }
     // The asserts above make the views valid; a failure would be a bug here, not bad input.
-    gemm(
-        MatRef::row_major(&lhs[..m * k], k, m).t(),
-        MatRef::row_major(&rhs[..k * n], k, n),
-        &mut dst[..m * n],
-        true,
-        false,
-    )
-    .expect("gemm_bias: shapes checked above");
+    gemm_packed(lhs, MatRef::row_major(&rhs[..k * n], k, n), &mut dst[..m * n], true, false)
+        .expect("gemm_bias: shapes checked above");
 }
 
 /// Depthwise kxk convolution with SAME padding, bias and ReLU6.
@@ -444,16 +436,10 @@ fn depthwise(d: &Depthwise, m: &Map) -> Map {
     Map { c: d.c, h: oh, w: ow, data: out }
 }
 
-/// The transpose of a row-major matrix of `rows` rows.
-fn transposed(w: &[f32], rows: usize) -> Vec<f32> {
+/// A row-major matrix of `rows` rows packed for the GEMM kernel.
+fn packed(w: &[f32], rows: usize) -> PackedA {
     let cols = w.len() / rows.max(1);
-    let mut t = vec![0f32; w.len()];
-    for (r, row) in w.chunks(cols).enumerate() {
-        for (c, &v) in row.iter().enumerate() {
-            t[c * rows + r] = v;
-        }
-    }
-    t
+    PackedA::new(MatRef::row_major(&w[..rows * cols], rows, cols)).expect("a row-major view lies inside its data")
 }
 
 /// Multiply row `r` of a row-major matrix by `scale[r]`.
@@ -503,7 +489,7 @@ impl Weights<'_> {
             return Err(self.bad(key, &format!("expected shape [C, {}, 1, 1], found {dims:?}", cin.unwrap_or(0))));
         }
         let (scale, shift) = self.bn(bn, dims[0])?;
-        Ok(Pointwise { cin: dims[1], cout: dims[0], w: transposed(&fold_rows(w, &scale), dims[0]), b: shift })
+        Ok(Pointwise { cin: dims[1], cout: dims[0], w: packed(&fold_rows(w, &scale), dims[0]), b: shift })
     }
 }
 
@@ -733,7 +719,7 @@ mod tests {
         let b: Vec<f32> = (0..k * n).map(|i| (i % 4) as f32 - 1.5).collect();
         let bias: Vec<f32> = (0..m).map(|i| i as f32).collect();
         let mut out = vec![0f32; m * n];
-        gemm_bias(m, n, k, &transposed(&a, m), &b, &bias, &mut out);
+        gemm_bias(&packed(&a, m), n, &b, &bias, &mut out);
         for i in 0..m {
             for j in 0..n {
                 let want = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
