@@ -313,7 +313,7 @@ impl EfficientNetLite {
         let mut out = vec![0f32; n * self.fc.cout];
         for (f, o) in features.chunks(self.fc.cin).zip(out.chunks_mut(self.fc.cout)) {
             // One image: out = W f + b, as a (cout x cin) x (cin x 1) product.
-            pointwise(&self.fc, f, 1, o);
+            o.copy_from_slice(&pointwise(&self.fc, f, 1));
         }
         out
     }
@@ -368,8 +368,7 @@ impl EfficientNetLite {
                 }
             }
         }
-        let mut out = vec![0f32; self.stem.cout * oh * ow];
-        gemm_bias(&self.stem.w, oh * ow, &cols, &self.stem.b, &mut out);
+        let mut out = gemm_bias(&self.stem.w, oh * ow, &cols, &self.stem.b);
         relu6(&mut out);
         Map { c: self.stem.cout, h: oh, w: ow, data: out }
     }
@@ -395,31 +394,33 @@ fn relu6(x: &mut [f32]) {
 fn apply_pointwise(p: &Pointwise, m: &Map, act: bool) -> Map {
     debug_assert_eq!(p.cin, m.c);
     let hw = m.h * m.w;
-    let mut out = vec![0f32; p.cout * hw];
-    pointwise(p, &m.data, hw, &mut out);
+    let mut out = pointwise(p, &m.data, hw);
     if act {
         relu6(&mut out);
     }
     Map { c: p.cout, h: m.h, w: m.w, data: out }
 }
 
-/// `out (cout x hw) = W (cout x cin) · x (cin x hw) + b`.
-fn pointwise(p: &Pointwise, x: &[f32], hw: usize, out: &mut [f32]) {
-    gemm_bias(&p.w, hw, x, &p.b, out);
+/// `W (cout x cin) · x (cin x hw) + b`, row-major `cout x hw`.
+fn pointwise(p: &Pointwise, x: &[f32], hw: usize) -> Vec<f32> {
+    gemm_bias(&p.w, hw, x, &p.b)
 }
 
 /// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]` with `lhs` packed at load time (packing a weight
 /// per call cost 8% of the network), single-threaded (callers parallelise over images, which keeps results
 /// independent of the thread count).
-fn gemm_bias(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], dst: &mut [f32]) {
+fn gemm_bias(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32]) -> Vec<f32> {
     let (m, k) = (lhs.rows(), lhs.cols());
-    assert!(rhs.len() >= k * n && dst.len() >= m * n && bias.len() >= m);
-    for (row, &b) in dst.chunks_mut(n).zip(bias) {
-        row.fill(b);
+    assert!(rhs.len() >= k * n && bias.len() >= m);
+    // Written once with the bias (not zeroed first): the GEMM accumulates onto it.
+    let mut dst = Vec::with_capacity(m * n);
+    for &b in &bias[..m] {
+        dst.resize(dst.len() + n, b);
     }
-    // The asserts above make the views valid; a failure would be a bug here, not bad input.
-    gemm_packed(lhs, MatRef::row_major(&rhs[..k * n], k, n), &mut dst[..m * n], true, false)
+    // The assert above makes the views valid; a failure would be a bug here, not bad input.
+    gemm_packed(lhs, MatRef::row_major(&rhs[..k * n], k, n), &mut dst, true, false)
         .expect("gemm_bias: shapes checked above");
+    dst
 }
 
 /// Depthwise kxk convolution with SAME padding, bias and ReLU6.
@@ -718,8 +719,7 @@ mod tests {
         let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.5 - 3.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 4) as f32 - 1.5).collect();
         let bias: Vec<f32> = (0..m).map(|i| i as f32).collect();
-        let mut out = vec![0f32; m * n];
-        gemm_bias(&packed(&a, m), n, &b, &bias, &mut out);
+        let out = gemm_bias(&packed(&a, m), n, &b, &bias);
         for i in 0..m {
             for j in 0..n {
                 let want = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
