@@ -130,19 +130,10 @@ impl Bert {
         if h == 0 || heads == 0 || h % heads != 0 {
             return Err(bad(format!("hidden_size {h} is not a multiple of num_attention_heads {heads}")));
         }
-        let tensors =
-            candle_core::safetensors::load(weights, &candle_core::Device::Cpu).map_err(|e| bad(e.to_string()))?;
-        let mut map: HashMap<String, (Vec<usize>, Vec<f32>)> = HashMap::new();
-        for (k, t) in tensors {
-            let dims = t.dims().to_vec();
-            let v = t
-                .to_dtype(candle_core::DType::F32)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(|e| bad(format!("tensor `{k}`: {e}")))?;
-            let name = k.strip_prefix("bert.").map(str::to_string).unwrap_or(k);
-            map.insert(name, (dims, v));
-        }
+        let mut map: HashMap<String, (Vec<usize>, Vec<f32>)> = super::load_f32_tensors(weights)?
+            .into_iter()
+            .map(|(k, v)| (k.strip_prefix("bert.").map(str::to_string).unwrap_or(k), v))
+            .collect();
         let (types_dims, types) = map
             .remove("embeddings.token_type_embeddings.weight")
             .ok_or_else(|| bad("tensor `embeddings.token_type_embeddings.weight` missing".into()))?;

@@ -172,18 +172,7 @@ impl EfficientNetLite {
     /// Load from a safetensors file with the PyTorch port's state-dict names (`_conv_stem.weight`,
     /// `_blocks.N._depthwise_conv.weight`, `_bn0.running_mean`, `_fc.weight`...).
     pub fn from_safetensors(path: &Path, variant: Variant) -> Result<Self, FeatureError> {
-        let tensors = candle_core::safetensors::load(path, &candle_core::Device::Cpu)
-            .map_err(|e| FeatureError::Core(stepwise_core::Error::bad_input(format!("{}: {e}", path.display()))))?;
-        let mut w = Weights { path, map: HashMap::new() };
-        for (k, t) in tensors {
-            let dims = t.dims().to_vec();
-            let v = t
-                .to_dtype(candle_core::DType::F32)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(|e| w.bad(&k, &e.to_string()))?;
-            w.map.insert(k, (dims, v));
-        }
+        let w = Weights { path, map: super::load_f32_tensors(path)? };
         let mut model = Self::from_weights(&w, variant)?;
         model.version = super::weights_version(CODE_VERSION, &[path])?;
         Ok(model)

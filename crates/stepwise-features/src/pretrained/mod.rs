@@ -44,6 +44,26 @@ pub(crate) fn enc_err(what: &str) -> impl Fn(candle_core::Error) -> FeatureError
     move |e| FeatureError::Encoder(format!("{what}: {e}"))
 }
 
+/// Every tensor of a safetensors file as (shape, f32 values), by name; errors name the file (and the tensor).
+pub(crate) fn load_f32_tensors(
+    path: &std::path::Path,
+) -> Result<std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>, FeatureError> {
+    let bad = |msg: String| FeatureError::Core(stepwise_core::Error::bad_input(format!("{}: {msg}", path.display())));
+    let tensors = candle_core::safetensors::load(path, &candle_core::Device::Cpu).map_err(|e| bad(e.to_string()))?;
+    tensors
+        .into_iter()
+        .map(|(k, t)| {
+            let dims = t.dims().to_vec();
+            let v = t
+                .to_dtype(candle_core::DType::F32)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(|e| bad(format!("tensor `{k}`: {e}")))?;
+            Ok((k, (dims, v)))
+        })
+        .collect()
+}
+
 /// A version string that changes with the code (`code`) and with the weights: `code+<12 hex of BLAKE3>` over
 /// the given files' contents.
 pub(crate) fn weights_version(code: &str, files: &[&std::path::Path]) -> Result<String, FeatureError> {
