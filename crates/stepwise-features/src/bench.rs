@@ -18,7 +18,7 @@ use crate::ann::{AnnIndex, AnnParams, recall_at_k};
 use crate::embed::{EmbedOptions, EmbedReport, embed_items};
 use crate::image_source::ImageSource;
 use crate::items::ItemSpec;
-use crate::knn::{KnnOptions, Metric, Neighbor, knn};
+use crate::knn::{KnnOptions, Metric, Neighbor, Screening, TileConfig, knn, knn_with};
 
 /// Rows generated per RNG stream (so generation parallelises and stays deterministic).
 const GEN_BLOCK: usize = 1024;
@@ -82,13 +82,20 @@ impl KnnData {
     }
 }
 
-/// Time exact search on `data`, best of `repeat` runs: (seconds, results).
-pub fn time_exact(data: &KnnData, k: usize, metric: Metric, repeat: usize) -> (f64, Vec<Vec<Neighbor>>) {
+/// Time exact search on `data` with the given screening, best of `repeat` runs: (seconds, results).
+pub fn time_exact(
+    data: &KnnData,
+    k: usize,
+    metric: Metric,
+    repeat: usize,
+    screening: Screening,
+) -> (f64, Vec<Vec<Neighbor>>) {
     let mut best = f64::INFINITY;
     let mut results = Vec::new();
+    let tiles = TileConfig { screening, ..TileConfig::default() };
     for _ in 0..repeat.max(1) {
         let t = Instant::now();
-        results = knn(&data.base, &data.queries, data.dim, KnnOptions { k, metric }, None);
+        results = knn_with(&data.base, &data.queries, data.dim, KnnOptions { k, metric }, None, &tiles);
         best = best.min(t.elapsed().as_secs_f64());
     }
     (best, results)
@@ -232,7 +239,7 @@ mod tests {
     #[test]
     fn agreement_of_identical_results_is_one() {
         let data = KnnData::generate(500, 5, 8, 1);
-        let (_, r) = time_exact(&data, 3, Metric::InnerProduct, 1);
+        let (_, r) = time_exact(&data, 3, Metric::InnerProduct, 1, Screening::Auto);
         let reference: Vec<Vec<i64>> = r.iter().map(|v| v.iter().map(|n| n.index as i64).collect()).collect();
         assert_eq!(agreement(&r, &reference), 1.0);
     }

@@ -1,9 +1,9 @@
 //! Exact k-NN equals brute force: all metrics, filters, k larger than the base, ties, many tile shapes, and
-//! identical results for any thread count.
+//! identical results for any thread count; with bfloat16 screening, identical bit for bit to the f32 search.
 
 use proptest::prelude::*;
 use stepwise_features::knn::{
-    Filter, KnnOptions, Metric, Neighbor, TileConfig, distance, knn, knn_brute_force, knn_with,
+    Filter, KnnOptions, Metric, Neighbor, Screening, TileConfig, distance, knn, knn_brute_force, knn_with,
 };
 
 const METRICS: [Metric; 3] = [Metric::Cosine, Metric::InnerProduct, Metric::L2];
@@ -15,7 +15,11 @@ fn int_matrix(rows: usize, dim: usize) -> impl Strategy<Value = Vec<f32>> {
 }
 
 fn tiles() -> impl Strategy<Value = TileConfig> {
-    (1usize..40, 1usize..3000).prop_map(|(base_tile, budget)| TileConfig { base_tile, tile_budget_bytes: budget })
+    (1usize..40, 1usize..3000, any::<bool>()).prop_map(|(base_tile, budget, screen)| TileConfig {
+        base_tile,
+        tile_budget_bytes: budget,
+        screening: if screen { Screening::On } else { Screening::Off },
+    })
 }
 
 fn indices(r: &[Neighbor]) -> Vec<usize> {
@@ -122,24 +126,26 @@ fn results_do_not_depend_on_thread_count() {
     let (dim, nb, nq) = (16, 3000, 37);
     let base: Vec<f32> = (0..nb * dim).map(|i| ((i * 7919) % 1009) as f32 / 1009.0 - 0.5).collect();
     let queries: Vec<f32> = (0..nq * dim).map(|i| ((i * 104729) % 997) as f32 / 997.0 - 0.5).collect();
-    let tiles = TileConfig { base_tile: 256, tile_budget_bytes: 64 * 256 * 4 };
-    for metric in METRICS {
-        let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| knn_with(&base, &queries, dim, KnnOptions { k: 7, metric }, None, &tiles))
-        };
-        let one = run(1);
-        for t in [2, 3, 8] {
-            let other = run(t);
-            // Bitwise equal distances, same order.
-            for (a, b) in one.iter().zip(&other) {
-                assert_eq!(a.len(), b.len());
-                for (x, y) in a.iter().zip(b) {
-                    assert_eq!(
-                        (x.index, x.distance.to_bits()),
-                        (y.index, y.distance.to_bits()),
-                        "{metric:?} threads={t}"
-                    );
+    for screening in [Screening::Off, Screening::On] {
+        let tiles = TileConfig { base_tile: 256, tile_budget_bytes: 64 * 256 * 4, screening };
+        for metric in METRICS {
+            let run = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| knn_with(&base, &queries, dim, KnnOptions { k: 7, metric }, None, &tiles))
+            };
+            let one = run(1);
+            for t in [2, 3, 8] {
+                let other = run(t);
+                // Bitwise equal distances, same order.
+                for (a, b) in one.iter().zip(&other) {
+                    assert_eq!(a.len(), b.len());
+                    for (x, y) in a.iter().zip(b) {
+                        assert_eq!(
+                            (x.index, x.distance.to_bits()),
+                            (y.index, y.distance.to_bits()),
+                            "{metric:?} threads={t} {screening:?}"
+                        );
+                    }
                 }
             }
         }
@@ -173,4 +179,64 @@ fn k_larger_than_base_returns_everything_kept_sorted() {
     let r = knn(&base, &[0.0, 0.0], 2, KnnOptions { k: 10, metric: Metric::L2 }, Some(&keep));
     assert_eq!(indices(&r[0]), [0, 3, 1]);
     assert_eq!(r[0].iter().map(|n| n.distance).collect::<Vec<_>>(), [0.0, 0.0, 5.0]);
+}
+
+/// Rows that stress the screening bound: clusters of near-duplicates (many candidates within the bfloat16
+/// error of the k-th), exact duplicates (ties broken by index), rows that differ only beyond bfloat16's 8 bits,
+/// zero rows, wide magnitudes, and a few NaN / infinite values.
+fn hard_rows(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    let mut next = move || {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    };
+    let centres: Vec<f32> = (0..8 * dim).map(|_| next()).collect();
+    let mut m = Vec::with_capacity(n * dim);
+    for i in 0..n {
+        let c = &centres[(i % 8) * dim..][..dim];
+        let scale = [1.0f32, 1e-3, 1e3, 1.0, 1.0][i % 5];
+        for &x in c.iter() {
+            let v = match i % 7 {
+                0 => x,                         // exact duplicate of its centre
+                1 => x * (1.0 + 1e-3 * next()), // within bfloat16's rounding
+                2 => 0.0,                       // zero row
+                _ => x + 0.05 * next(),
+            };
+            m.push(v * scale);
+        }
+    }
+    m
+}
+
+#[test]
+fn screened_search_is_the_f32_search_bit_for_bit() {
+    let dim = 40;
+    let base = hard_rows(3000, dim, 1);
+    let mut queries = hard_rows(150, dim, 2);
+    queries.extend_from_slice(&base[..5 * dim]); // queries equal to base rows
+    let mut base_bad = base.clone();
+    base_bad[17 * dim + 3] = f32::NAN;
+    base_bad[29 * dim] = f32::INFINITY;
+    base_bad[31 * dim + 1] = f32::MAX; // rounds to infinity in bfloat16
+    let keep = |q: usize, j: usize| (q * 7 + j) % 11 != 0;
+    let filter: Filter<'_> = &keep;
+    for base in [&base, &base_bad] {
+        for metric in METRICS {
+            for k in [1, 10, 200] {
+                for filter in [None, Some(filter)] {
+                    let opts = KnnOptions { k, metric };
+                    let run = |screening| {
+                        let tiles = TileConfig { screening, ..TileConfig::default() };
+                        knn_with(base, &queries, dim, opts, filter, &tiles)
+                    };
+                    let (plain, screened) = (run(Screening::Off), run(Screening::On));
+                    for (qi, (a, b)) in plain.iter().zip(&screened).enumerate() {
+                        let bits =
+                            |r: &[Neighbor]| r.iter().map(|n| (n.index, n.distance.to_bits())).collect::<Vec<_>>();
+                        assert_eq!(bits(a), bits(b), "{metric:?} k={k} filtered={} query {qi}", filter.is_some());
+                    }
+                }
+            }
+        }
+    }
 }

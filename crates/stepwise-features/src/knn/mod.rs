@@ -4,19 +4,27 @@
 //! (cosine: 1 − cos; inner product: −⟨q, x⟩; L2: Euclidean distance), results are sorted by (distance, index),
 //! and a filter can exclude candidates per query (e.g. "not from the same procedure").
 //!
-//! How: queries × base are cut into tiles; each tile's scores come from one matrix multiply (the `gemm` crate,
-//! the kernel candle uses), are turned into distances in place and scanned against each query's current k-th
-//! distance, so only the few candidates that beat it reach a bounded max-heap — never a full sort. Tiles run
+//! How: queries × base are cut into tiles; each tile's scores come from one matrix multiply (stepwise-kernels'
+//! GEMM, which sums every score in a fixed order), are turned into distances in place and scanned against each
+//! query's current k-th distance, so only the few candidates that beat it reach a bounded max-heap — never a
+//! full sort. Tiles run
 //! in parallel (rayon) and memory stays within one score tile per worker ([`TileConfig`]). Tile shapes depend
 //! on the data sizes only, never on the thread count, so results are identical for any `--threads`.
 //! Cosine uses the vectors' norms instead of normalised copies (no second copy of the base); L2 uses
 //! ‖q‖² + ‖x‖² − 2⟨q, x⟩.
+//!
+//! On CPUs whose AVX-512 BF16 products outrun f32 FMAs, large searches first screen in bfloat16 and re-rank the
+//! candidates a proven error bound cannot rule out with the same f32 kernel ([`screen`]): the results are
+//! identical, bit for bit, to the f32 search, so the choice (made by measuring both rates) never shows in outputs.
+
+mod screen;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use stepwise_kernels::MatRef;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -67,20 +75,47 @@ pub struct KnnOptions {
 /// Keeps candidate `j` for query `q` when it returns true.
 pub type Filter<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
 
-/// Tile sizes of the exact search. Results do not depend on them beyond float rounding of the scores (a score
-/// is computed by the same kernel call for any thread count, so results are reproducible for a given config).
+/// Tile sizes of the exact search, and whether it screens in bfloat16. Results do not depend on any of them: every
+/// score is summed by the same kernel in the same order whatever the tile it falls in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TileConfig {
     /// Base rows per tile.
     pub base_tile: usize,
     /// Bytes of one score tile (query rows × base rows × 4): the memory each worker needs beyond the inputs.
     pub tile_budget_bytes: usize,
+    pub screening: Screening,
+}
+
+/// Whether the exact search screens candidates in bfloat16 before its f32 re-ranking ([`screen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Screening {
+    /// When the CPU runs bfloat16 products faster than f32 ones ([`stepwise_kernels::bf16::pays_off`]) and the
+    /// search is large enough to repay converting the base.
+    #[default]
+    Auto,
+    /// Never (the f32 search alone).
+    Off,
+    /// Always; on CPUs without AVX-512 BF16 with a portable kernel (slow: for tests).
+    On,
 }
 
 impl Default for TileConfig {
     fn default() -> Self {
         // Measured on 300k x 512 (2 cores): larger query tiles pack the base fewer times (~5% faster than 4 MiB).
-        TileConfig { base_tile: 2048, tile_budget_bytes: 16 << 20 }
+        TileConfig { base_tile: 2048, tile_budget_bytes: 16 << 20, screening: Screening::Auto }
+    }
+}
+
+impl Screening {
+    /// Auto's threshold: below about 10⁹ multiply-adds converting the base costs more than screening saves.
+    fn applies(self, nq: usize, nb: usize, dim: usize) -> bool {
+        match self {
+            Screening::Off => false,
+            Screening::On => true,
+            Screening::Auto => {
+                nq >= 64 && dim >= 32 && (nq * nb).saturating_mul(dim) >= 1 << 30 && stepwise_kernels::bf16::pays_off()
+            }
+        }
     }
 }
 
@@ -153,7 +188,12 @@ pub fn knn_with(
     }
     let base_norms = Norms::of(base, dim, opts.metric);
     let query_norms = Norms::of(queries, dim, opts.metric);
-    let bt = tiles.base_tile.clamp(1, nb);
+    let screened = tiles.screening.applies(nq, nb, dim).then(|| screen::Screen::new(base, nb, dim));
+    let bt = match screened {
+        // The screening kernel's tiles start on whole panels of base rows.
+        Some(_) => tiles.base_tile.next_multiple_of(stepwise_kernels::bf16::NR).clamp(1, nb),
+        None => tiles.base_tile.clamp(1, nb),
+    };
     let qt = tiles.query_tile(nq, bt);
     let n_qt = nq.div_ceil(qt);
     let n_bt = nb.div_ceil(bt);
@@ -167,8 +207,19 @@ pub fn knn_with(
         .filter(|&(_, a, b)| a < b)
         .collect();
     let search = Search { base, queries, dim, nb, nq, bt, qt, opts, filter, base_norms, query_norms };
-    let partial: Vec<(usize, Vec<Vec<Neighbor>>)> =
-        units.par_iter().map(|&(q, b0, b1)| (q, search.unit(q, b0 * bt, (b1 * bt).min(nb)))).collect();
+    let partial: Vec<(usize, Vec<Vec<Neighbor>>)> = units
+        .par_iter()
+        .map(|&(q, b0, b1)| {
+            let (start, end) = (b0 * bt, (b1 * bt).min(nb));
+            (
+                q,
+                match &screened {
+                    Some(s) => s.unit(&search, q, start, end),
+                    None => search.unit(q, start, end),
+                },
+            )
+        })
+        .collect();
     let mut out: Vec<Vec<Neighbor>> = vec![Vec::new(); nq];
     for (q, lists) in partial {
         for (r, list) in lists.into_iter().enumerate() {
@@ -237,7 +288,6 @@ struct Search<'a> {
 impl Search<'_> {
     /// Query tile `q` against base rows `b_start..b_end` (whole base tiles): each query's top k, sorted.
     fn unit(&self, q: usize, b_start: usize, b_end: usize) -> Vec<Vec<Neighbor>> {
-        let dim = self.dim;
         let q0 = q * self.qt;
         let q1 = (q0 + self.qt).min(self.nq);
         let rows = q1 - q0;
@@ -247,33 +297,9 @@ impl Search<'_> {
         while j0 < b_end {
             let j1 = (j0 + self.bt).min(b_end);
             let cols = j1 - j0;
-            // scores[r][c] = ⟨query q0 + r, base j0 + c⟩.
-            // SAFETY: lhs is rows×dim row-major inside `queries`, rhs is the transpose of cols×dim row-major
-            // rows inside `base` (row stride 1, column stride dim), dst is rows×cols row-major inside `scores`
-            // (cols ≤ bt); all ranges were checked against the slice lengths above.
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    cols,
-                    dim,
-                    scores.as_mut_ptr(),
-                    1,
-                    cols as isize,
-                    false,
-                    self.queries[q0 * dim..q1 * dim].as_ptr(),
-                    1,
-                    dim as isize,
-                    self.base[j0 * dim..j1 * dim].as_ptr(),
-                    dim as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+            // scores[r][c] = ⟨query q0 + r, base j0 + c⟩, each summed in the kernel's fixed order (the screened
+            // search re-ranks its candidates with the same kernel and gets the same bits).
+            self.scores(q0, q1, j0, j1, &mut scores[..rows * cols]);
             for (r, top) in tops.iter_mut().enumerate() {
                 let row = &mut scores[r * cols..(r + 1) * cols];
                 self.to_distances(row, q0 + r, j0, j1);
@@ -286,6 +312,15 @@ impl Search<'_> {
         }
         debug_assert!(b_end <= self.nb);
         tops.into_iter().enumerate().map(|(r, top)| self.finish(q0 + r, top)).collect()
+    }
+
+    /// `out[r * (j1 − j0) + c] = ⟨query q0 + r, base row j0 + c⟩`.
+    fn scores(&self, q0: usize, q1: usize, j0: usize, j1: usize, out: &mut [f32]) {
+        let dim = self.dim;
+        let a = MatRef::row_major(&self.queries[q0 * dim..q1 * dim], q1 - q0, dim);
+        let b = MatRef::row_major(&self.base[j0 * dim..j1 * dim], j1 - j0, dim).t();
+        // Shapes and bounds hold by construction (slices cut to the views above); an error would be our bug.
+        stepwise_kernels::gemm(a, b, out, false, false).expect("knn: tile shapes match their slices");
     }
 
     /// The final distances of one query's winners. L2 is recomputed directly as √Σ(q−x)²: the expansion
@@ -313,21 +348,26 @@ impl Search<'_> {
     /// Turn dot products into the ranking key in place: the distance itself, except squared for L2 (the final
     /// L2 distances are recomputed in [`Search::finish`]).
     fn to_distances(&self, row: &mut [f32], qi: usize, j0: usize, j1: usize) {
+        let nq = self.query_norms.get(qi);
+        // One loop per metric (each vectorises); `key` is the single formula.
         match self.opts.metric {
-            Metric::InnerProduct => row.iter_mut().for_each(|v| *v = -*v),
-            Metric::Cosine => {
-                let iq = self.query_norms.get(qi);
-                for (v, &ix) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
-                    *v = clamp_rounding(1.0 - *v * iq * ix);
-                }
-            }
-            Metric::L2 => {
-                let sq = self.query_norms.get(qi);
-                for (v, &sx) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
-                    *v = clamp_rounding(sq + sx - 2.0 * *v);
+            Metric::InnerProduct => row.iter_mut().for_each(|v| *v = key(Metric::InnerProduct, *v, 0.0, 0.0)),
+            m => {
+                for (v, &nx) in row.iter_mut().zip(self.base_norms.slice(j0, j1)) {
+                    *v = key(m, *v, nq, nx);
                 }
             }
         }
+    }
+}
+
+/// The ranking key of score `s` = ⟨q, x⟩ given the metric's norms of q and x (1/‖·‖ for cosine, ‖·‖² for L2).
+#[inline(always)]
+fn key(metric: Metric, s: f32, nq: f32, nx: f32) -> f32 {
+    match metric {
+        Metric::InnerProduct => -s,
+        Metric::Cosine => clamp_rounding(1.0 - s * nq * nx),
+        Metric::L2 => clamp_rounding(nq + nx - 2.0 * s),
     }
 }
 
@@ -426,9 +466,14 @@ pub fn cmp_neighbor(a: &Neighbor, b: &Neighbor) -> std::cmp::Ordering {
     cmp_distance(a.distance, b.distance).then(a.index.cmp(&b.index))
 }
 
-/// A total order on distances: IEEE order where it is defined (so −0 ties with +0), NaN after everything.
+/// A total order on distances: IEEE order where it is defined (so −0 ties with +0), NaN of either sign after
+/// everything (`total_cmp` alone would put a negative NaN first).
 fn cmp_distance(a: f32, b: f32) -> Ordering {
-    if a == b { Ordering::Equal } else { a.total_cmp(&b) }
+    match (a.is_nan(), b.is_nan()) {
+        (false, false) if a == b => Ordering::Equal,
+        (false, false) => a.total_cmp(&b),
+        (a_nan, b_nan) => a_nan.cmp(&b_nan),
+    }
 }
 
 /// Brute-force reference: every distance by [`distance`], fully sorted. For tests and cross-checks only.
