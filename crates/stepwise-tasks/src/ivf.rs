@@ -143,6 +143,11 @@ impl Ivf {
         self.probes
     }
 
+    /// The rows of each list (each row in the list of its nearest centroid), increasing.
+    pub fn members(&self) -> &[Vec<u32>] {
+        &self.members
+    }
+
     /// The `k` nearest rows of each query row (rows of the same `data`) among the rows of its probed lists that
     /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
     pub fn search(

@@ -6,6 +6,7 @@
 //! - [`plan`]: procedure filters and question positions (RecipeQA mode, knob 1)
 //! - [`neighbors`]: nearest neighbours among other procedures' items
 //! - [`ivf`]: inverted-file (k-means) neighbour search for large catalogs
+//! - [`range`]: exact range search (every item within a distance) over the k-means lists, for knob 2's widening
 //! - [`negatives`]: distractor rules (adaptive neighbourhood, knobs 2 and 3, wrong orderings)
 //! - [`questions`]: one question of each task in the RecipeQA layout, with provenance
 //! - [`generate`]: one task in one or more modes, in parallel and deterministic; knob settings sharing k1 built
@@ -32,6 +33,7 @@ pub mod neighbors;
 pub mod plan;
 pub mod questions;
 pub mod r2vq;
+pub mod range;
 pub mod sequencing;
 pub mod suite;
 pub mod taskset_writer;

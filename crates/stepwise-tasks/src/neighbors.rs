@@ -11,6 +11,7 @@ use stepwise_features::knn::{KnnOptions, knn};
 use crate::catalog::{Catalog, OwnerIndex};
 use crate::config::NeighborSearch;
 use crate::ivf::{Ivf, IvfParams};
+use crate::range::RangeIndex;
 
 /// Queries per k-NN call: bounds the memory of one batch's results.
 const BATCH: usize = 4096;
@@ -25,6 +26,8 @@ pub struct NeighborTable {
     index: Option<AnnIndex>,
     /// The IVF lists, trained on first use (seeded by `seed`).
     ivf: Option<Ivf>,
+    /// The range-search index (knob 2's widening), built on first use from the IVF lists.
+    ranges: std::sync::OnceLock<RangeIndex>,
     seed: u64,
     /// How the neighbours were found (`exact`, `hnsw`), for manifests.
     used: BTreeSet<&'static str>,
@@ -48,6 +51,7 @@ impl NeighborTable {
             lists: HashMap::new(),
             index: None,
             ivf: None,
+            ranges: std::sync::OnceLock::new(),
             seed,
             used: BTreeSet::new(),
             exact_fallbacks: 0,
@@ -111,6 +115,22 @@ impl NeighborTable {
             _ => self.exact(cat, &todo),
         }
         Ok(())
+    }
+
+    /// The exact range-search index of `cat` ([`crate::range`]): over this table's IVF lists when it has them,
+    /// else over k-means lists trained here (same seed), once; safe to ask from many threads.
+    pub fn ranges(&self, cat: &Catalog) -> &RangeIndex {
+        self.ranges.get_or_init(|| {
+            let members = match &self.ivf {
+                Some(ivf) => ivf.members().to_vec(),
+                None => {
+                    let (metric, _) = Self::search_metric(cat);
+                    let params = IvfParams { probes: 1, ..Default::default() };
+                    Ivf::build(&cat.data, cat.dim, metric, &params, self.seed).members().to_vec()
+                }
+            };
+            RangeIndex::new(cat, members)
+        })
     }
 
     /// IVF search ([`crate::ivf`]): k-means lists trained once per catalog (seeded by `seed`), each query scans

@@ -412,24 +412,10 @@ impl Maker<'_> {
 
     /// The widened search: every catalog item that a question measured from `queries` may use (not sharing a
     /// procedure with the query it is measured from, not a duplicate), at its smallest exact distance to one of
-    /// them, kept when that distance is at most `bound`; sorted by (distance, item). One pass over the catalog.
+    /// them, kept when that distance is at most `bound`; sorted by (distance, item). An exact range search
+    /// ([`crate::range`]): the full scan's result without scanning the catalog.
     fn widen(&self, queries: &[u32], bound: f32) -> Vec<Cand> {
-        let cat = self.cat;
-        let eps = self.cfg.duplicate_epsilon as f32;
-        let mut out = Vec::new();
-        for x in 0..cat.len() as u32 {
-            let mut best = f32::INFINITY;
-            for &q in queries {
-                if x != q && !cat.share_owner(q, x) {
-                    best = best.min(cat.distance(q, x));
-                }
-            }
-            if best > eps && best <= bound {
-                out.push(Cand { item: x, dist: best });
-            }
-        }
-        out.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
-        out
+        self.table.ranges(self.cat).within(self.cat, queries, self.cfg.duplicate_epsilon as f32, bound)
     }
 
     /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.
