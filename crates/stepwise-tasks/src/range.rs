@@ -19,6 +19,9 @@
 //! is the full scan's, item for item and bit for bit. The basis only decides how much is skipped, never what is
 //! found.
 
+// `!(bound > threshold)` on purpose throughout: a NaN bound must keep its row, never drop it.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use stepwise_features::Metric;
 use stepwise_kernels::MatRef;
 

@@ -18,6 +18,9 @@
 //! is the plain search's, bit for bit. Rows or queries with NaN or infinite values have NaN bounds and are always
 //! kept, so they fall back to exact scoring (per pair), never to a guess.
 
+// `!(bound > threshold)` on purpose throughout: a NaN bound must keep its row, never drop it.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use stepwise_kernels::MatRef;
 use stepwise_kernels::bf16::{self, Bf16Rows};
 
