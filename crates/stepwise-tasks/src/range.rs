@@ -37,17 +37,14 @@ const ROUNDS: usize = 6;
 
 /// The catalog's items in projected coordinates, grouped by list, with the bounds of [`RangeIndex::within`].
 pub struct RangeIndex {
-    dim: usize,
     /// Projected dimensions (min(PROJ, dim)).
     p: usize,
-    /// Orthonormal basis, `p × dim` row-major.
-    basis: Vec<f32>,
     /// Items in list order, and where each list starts in it (`lists + 1` entries).
     order: Vec<u32>,
     starts: Vec<usize>,
-    /// Projected coordinates of `order[i]` at `proj[i * p..]`.
+    /// Projected coordinates of item `x` at `proj[x * p..]` (queries are items too).
     proj: Vec<f32>,
-    /// ‖x‖ of `order[i]`.
+    /// ‖x‖ of item `x`.
     norms: Vec<f64>,
     /// Per list: projected centroid (`p` values, f64), projected radius, largest ‖x‖.
     centres: Vec<f64>,
@@ -58,73 +55,65 @@ pub struct RangeIndex {
 impl RangeIndex {
     /// Index `cat` over the lists `members` (a partition of its items, e.g. k-means lists).
     pub fn new(cat: &Catalog, members: Vec<Vec<u32>>) -> RangeIndex {
-        let dim = cat.dim;
-        let n = cat.len();
+        let (dim, n) = (cat.dim, cat.len());
         let p = PROJ.min(dim);
         let basis = principal_basis(cat, p);
         let order: Vec<u32> = members.iter().flatten().copied().collect();
+        debug_assert_eq!(order.len(), n);
         let mut starts = Vec::with_capacity(members.len() + 1);
         starts.push(0);
         for list in &members {
             starts.push(starts.last().copied().unwrap_or(0) + list.len());
         }
-        // Rows in list order, projected in one product.
-        let mut rows = Vec::with_capacity(order.len() * dim);
-        for &x in &order {
-            rows.extend_from_slice(cat.row(x));
-        }
-        let mut proj = vec![0f32; order.len() * p];
-        if !order.is_empty() && p > 0 {
-            let a = MatRef::row_major(&rows, order.len(), dim);
+        // Every item projected in one product, straight from the catalog's rows.
+        let mut proj = vec![0f32; n * p];
+        if n > 0 && p > 0 {
+            let a = MatRef::row_major(&cat.data, n, dim);
             let b = MatRef::row_major(&basis, p, dim).t();
             stepwise_kernels::gemm(a, b, &mut proj, false, true).expect("range: projection shapes match");
         }
-        drop(rows);
         let norms: Vec<f64> =
-            order.iter().map(|&x| cat.row(x).iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt()).collect();
+            cat.data.chunks(dim.max(1)).map(|r| r.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt()).collect();
         let lists = members.len();
         let mut centres = vec![0f64; lists * p];
         let mut radii = vec![0f64; lists];
         let mut max_norms = vec![0f64; lists];
-        for c in 0..lists {
-            let (a, b) = (starts[c], starts[c + 1]);
+        for (c, list) in members.iter().enumerate() {
             let centre = &mut centres[c * p..(c + 1) * p];
-            for i in a..b {
-                for (m, &v) in centre.iter_mut().zip(&proj[i * p..(i + 1) * p]) {
+            for &x in list {
+                let x = x as usize;
+                for (m, &v) in centre.iter_mut().zip(&proj[x * p..(x + 1) * p]) {
                     *m += v as f64;
                 }
-                max_norms[c] = max_norms[c].max(norms[i]);
+                max_norms[c] = max_norms[c].max(norms[x]);
             }
-            let count = (b - a).max(1) as f64;
+            let count = list.len().max(1) as f64;
             centre.iter_mut().for_each(|m| *m /= count);
-            for i in a..b {
-                let d = proj[i * p..(i + 1) * p].iter().zip(centre.iter()).map(|(&v, &m)| (v as f64 - m).powi(2));
+            for &x in list {
+                let x = x as usize;
+                let d = proj[x * p..(x + 1) * p].iter().zip(centre.iter()).map(|(&v, &m)| (v as f64 - m).powi(2));
                 radii[c] = radii[c].max(d.sum::<f64>().sqrt());
             }
         }
-        debug_assert_eq!(order.len(), n);
-        RangeIndex { dim, p, basis, order, starts, proj, norms, centres, radii, max_norms }
+        RangeIndex { p, order, starts, proj, norms, centres, radii, max_norms }
     }
 
     /// Every item `x` of `cat` whose smallest distance to a query `q` it may be measured from (`x ≠ q`, no shared
     /// procedure) lies in `(above, bound]`, at that distance, sorted by (distance, item): exactly what a scan of
     /// the whole catalog computes.
     pub fn within(&self, cat: &Catalog, queries: &[u32], above: f32, bound: f32) -> Vec<Cand> {
-        let (dim, p) = (self.dim, self.p);
+        let p = self.p;
         let u = f64::powi(2.0, -24);
         // Relative rounding of an f32 distance of `dim` terms (module docs), and of a projected coordinate.
-        let rel = (dim as f64 + 4.0) * u;
+        let rel = (cat.dim as f64 + 4.0) * u;
         let coord_err = (p as f64).sqrt() * rel;
         let qs: Vec<Query> = queries
             .iter()
-            .map(|&q| {
-                let row = cat.row(q);
-                let mut coords = vec![0f32; p];
-                let a = MatRef::row_major(row, 1, dim);
-                let b = MatRef::row_major(&self.basis, p, dim).t();
-                stepwise_kernels::gemm(a, b, &mut coords, false, false).expect("range: projection shapes match");
-                let norm = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
-                Query { item: q, row, coords, norm }
+            .map(|&q| Query {
+                item: q,
+                row: cat.row(q),
+                coords: &self.proj[q as usize * p..(q as usize + 1) * p],
+                norm: self.norms[q as usize],
             })
             .collect();
         let bound64 = bound as f64;
@@ -156,13 +145,12 @@ impl RangeIndex {
             if !reachable {
                 continue;
             }
-            for i in a..b {
-                let x = self.order[i];
-                let (coords, nx) = (&self.proj[i * p..(i + 1) * p], self.norms[i]);
+            for &x in &self.order[a..b] {
+                let (coords, nx) = (&self.proj[x as usize * p..(x as usize + 1) * p], self.norms[x as usize]);
                 let row = cat.row(x);
                 let mut best = f32::INFINITY;
                 for q in &qs {
-                    if x == q.item || beyond(projected_distance(&q.coords, coords), q.norm, nx) {
+                    if x == q.item || beyond(projected_distance(q.coords, coords), q.norm, nx) {
                         continue;
                     }
                     // The vectorised full bound next: the catalog's own (sequential, exact) distance only when it
@@ -186,7 +174,7 @@ impl RangeIndex {
 struct Query<'a> {
     item: u32,
     row: &'a [f32],
-    coords: Vec<f32>,
+    coords: &'a [f32],
     norm: f64,
 }
 

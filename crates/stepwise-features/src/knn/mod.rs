@@ -7,9 +7,9 @@
 //! How: queries × base are cut into tiles; each tile's scores come from one matrix multiply (stepwise-kernels'
 //! GEMM, which sums every score in a fixed order), are turned into distances in place and scanned against each
 //! query's current k-th distance, so only the few candidates that beat it reach a bounded max-heap — never a
-//! full sort. Tiles run
-//! in parallel (rayon) and memory stays within one score tile per worker ([`TileConfig`]). Tile shapes depend
-//! on the data sizes only, never on the thread count, so results are identical for any `--threads`.
+//! full sort. Tiles run in parallel (rayon) and memory stays within one score tile per worker ([`TileConfig`]).
+//! Tile shapes depend on the data sizes only, never on the thread count, so results are identical for any
+//! `--threads`.
 //! Cosine uses the vectors' norms instead of normalised copies (no second copy of the base); L2 uses
 //! ‖q‖² + ‖x‖² − 2⟨q, x⟩.
 //!
