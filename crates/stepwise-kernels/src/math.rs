@@ -105,18 +105,25 @@ pub fn softmax_row(row: &mut [f32], bias: &[f32], scale: f32) {
 
 #[inline(always)]
 fn softmax_row_impl(row: &mut [f32], bias: &[f32], scale: f32) {
-    let mut max = f32::NEG_INFINITY;
+    // The maximum in LANES partial maxima: one `max` chain per row ran at its latency, ~4 cycles a value (the
+    // maximum of a set does not depend on the order it is taken in, so the bits are those of the chain).
+    let mut partial = [f32::NEG_INFINITY; LANES];
     if bias.is_empty() {
-        for x in row.iter_mut() {
-            *x *= scale;
-            max = max.max(*x);
+        for chunk in row.chunks_mut(LANES) {
+            for (x, m) in chunk.iter_mut().zip(partial.iter_mut()) {
+                *x *= scale;
+                *m = m.max(*x);
+            }
         }
     } else {
-        for (x, &b) in row.iter_mut().zip(bias) {
-            *x = x.mul_add(scale, b);
-            max = max.max(*x);
+        for (chunk, bias) in row.chunks_mut(LANES).zip(bias.chunks(LANES)) {
+            for ((x, &b), m) in chunk.iter_mut().zip(bias).zip(partial.iter_mut()) {
+                *x = x.mul_add(scale, b);
+                *m = m.max(*x);
+            }
         }
     }
+    let max = partial.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
     exp_shifted(row, max);
     let inv = 1.0 / row_sum(row);
     row.iter_mut().for_each(|x| *x *= inv);
@@ -162,7 +169,20 @@ const ERF_A: [f32; 5] = [1.061_405_4, -1.453_152_1, 1.421_413_8, -0.284_496_74, 
 /// The softmax gradient of one row, in place: `g = p ⊙ (g − Σ g ⊙ p) · scale` (`p` the probabilities, `g` the
 /// gradient of the output on entry; `scale` the factor the scores were multiplied by, 1 for a plain softmax).
 pub fn softmax_row_backward(p: &[f32], g: &mut [f32], scale: f32) {
-    let dot: f32 = g.iter().zip(p).map(|(g, p)| g * p).sum();
+    with_avx512!(softmax_row_backward_avx512, softmax_row_backward_impl(p, g, scale))
+}
+
+#[inline(always)]
+fn softmax_row_backward_impl(p: &[f32], g: &mut [f32], scale: f32) {
+    // Σ g ⊙ p in LANES partial sums added as a fixed tree (as [`row_sum`]): one sequential sum ran at the add's
+    // latency.
+    let mut partial = [0f32; LANES];
+    for (gc, pc) in g.chunks(LANES).zip(p.chunks(LANES)) {
+        for ((g, p), acc) in gc.iter().zip(pc).zip(partial.iter_mut()) {
+            *acc = g.mul_add(*p, *acc);
+        }
+    }
+    let dot = tree_sum(partial);
     g.iter_mut().zip(p).for_each(|(g, p)| *g = p * (*g - dot) * scale);
 }
 

@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::Rng;
 use stepwise_core::rng::rng_for;
 
-use crate::ops::{attention, gelu};
+use crate::ops::attention;
 
 pub type CResult<T> = candle_core::Result<T>;
 
@@ -322,7 +322,7 @@ pub struct SelfAttention {
 
 impl SelfAttention {
     pub fn new(p: &mut Params, name: &str, dim: usize, heads: usize) -> CResult<Self> {
-        if heads == 0 || dim % heads != 0 {
+        if heads == 0 || !dim.is_multiple_of(heads) {
             candle_core::bail!("attention: width {dim} is not a multiple of {heads} heads");
         }
         Ok(SelfAttention {
@@ -375,9 +375,53 @@ impl TransformerLayer {
         })
     }
 
+    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` as [`key_bias`] makes it. One fused op
+    /// ([`crate::ops::transformer_layer`]) over the parameters packed into one vector.
     pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
+        let (s, l, d) = x.dims3()?;
+        let a = &self.attn;
+        let bias = |lin: &Linear| {
+            lin.b.clone().ok_or_else(|| candle_core::Error::Msg("transformer layer: a linear without bias".into()))
+        };
+        let parts = [
+            a.q.w.clone(),
+            a.k.w.clone(),
+            a.v.w.clone(),
+            bias(&a.q)?,
+            bias(&a.k)?,
+            bias(&a.v)?,
+            a.o.w.clone(),
+            bias(&a.o)?,
+            self.ln1.gamma.clone(),
+            self.ln1.beta.clone(),
+            self.ff1.w.clone(),
+            bias(&self.ff1)?,
+            self.ff2.w.clone(),
+            bias(&self.ff2)?,
+            self.ln2.gamma.clone(),
+            self.ln2.beta.clone(),
+        ];
+        let flat = parts.iter().map(|t| t.flatten_all()).collect::<CResult<Vec<_>>>()?;
+        let packed = Tensor::cat(&flat, 0)?;
+        let key_bias = match key_bias {
+            Some(kb) => kb.reshape((s, l))?,
+            None => Tensor::zeros((s, l), DType::F32, &Device::Cpu)?,
+        };
+        let shape = crate::ops::LayerShape {
+            dim: d,
+            ff: self.ff1.w.dim(1)?,
+            heads: a.heads,
+            eps1: self.ln1.eps,
+            eps2: self.ln2.eps,
+        };
+        crate::ops::transformer_layer(x, &packed, &key_bias, shape)
+    }
+
+    /// The same layer as a chain of the separate ops (the reference the fused op is tested against).
+    #[cfg(test)]
+    pub(crate) fn forward_unfused(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
         let x = self.ln1.forward(&(x + self.attn.forward(x, key_bias)?)?)?;
-        let h = self.ff2.forward(&gelu(&self.ff1.forward(&x)?)?)?;
+        let h = self.ff2.forward(&crate::ops::gelu(&self.ff1.forward(&x)?)?)?;
         self.ln2.forward(&(x + h)?)
     }
 }
@@ -416,6 +460,87 @@ mod tests {
 
     fn t(data: &[f32], shape: &[usize]) -> Tensor {
         Tensor::from_slice(data, shape, &Device::Cpu).unwrap()
+    }
+
+    /// The fused layer against the same layer as separate ops: forward values and the gradient of the input and
+    /// of every parameter, with padded keys, for head sizes on both attention paths (16: AVX-512 kernel, 6: GEMM),
+    /// and the same bits for any thread count.
+    #[test]
+    fn fused_transformer_layer_matches_the_separate_ops_forward_and_backward() {
+        use rand::Rng;
+        for (case, (s, l, d, heads, ff)) in
+            [(3, 7, 32, 2, 48), (2, 5, 12, 2, 20), (1, 1, 16, 1, 8)].into_iter().enumerate()
+        {
+            let mut p = Params::new(11 + case as u64);
+            let layer = TransformerLayer::new(&mut p, "t", d, heads, ff).unwrap();
+            // Non-trivial layer-norm parameters (they start at 1 and 0).
+            let mut rng = stepwise_core::rng::rng_for(3, "fused-layer");
+            for (name, var) in p.named() {
+                if name.contains("norm") {
+                    let n = var.as_tensor().elem_count();
+                    let v: Vec<f32> = (0..n).map(|_| rng.random_range(0.5..1.5)).collect();
+                    var.set(&Tensor::from_vec(v, n, &Device::Cpu).unwrap()).unwrap();
+                }
+            }
+            let xs: Vec<f32> = (0..s * l * d).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let x = candle_core::Var::from_tensor(&t(&xs, &[s, l, d])).unwrap();
+            let mut mask = vec![1f32; s * l];
+            if l > 2 {
+                mask[l - 1] = 0.0; // the first sequence's last key is padding
+                mask[2 * l - 2] = 0.0;
+            }
+            let bias = key_bias(&t(&mask, &[s, l])).unwrap();
+            let w: Vec<f32> = (0..s * l * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let w = t(&w, &[s, l, d]);
+            let run = |fused: bool| {
+                let y = if fused {
+                    layer.forward(x.as_tensor(), Some(&bias)).unwrap()
+                } else {
+                    layer.forward_unfused(x.as_tensor(), Some(&bias)).unwrap()
+                };
+                let grads = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+                let mut out = vec![("forward".to_string(), y.flatten_all().unwrap().to_vec1::<f32>().unwrap())];
+                let gx = grads.get(x.as_tensor()).expect("the input gets a gradient");
+                out.push(("input".into(), gx.flatten_all().unwrap().to_vec1::<f32>().unwrap()));
+                for (name, var) in p.named() {
+                    let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("{name} gets no gradient"));
+                    out.push((name.clone(), g.flatten_all().unwrap().to_vec1::<f32>().unwrap()));
+                }
+                out
+            };
+            let (fused, reference) = (run(true), run(false));
+            assert_eq!(fused.len(), 2 + 16);
+            for ((name, a), (_, b)) in fused.iter().zip(&reference) {
+                let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+                // The key bias shifts every score of a query's row alike: its gradient is zero in exact arithmetic;
+                // with one token the softmax is constant and queries and keys get none either.
+                let zero =
+                    name.ends_with("attn.k.bias") || (l == 1 && (name.contains("attn.q") || name.contains("attn.k")));
+                if !zero {
+                    assert!(scale > 1e-4, "case {case}: {name}: the reference is all zeros");
+                }
+                let scale = scale.max(1e-3);
+                for (i, (u, v)) in a.iter().zip(b).enumerate() {
+                    assert!((u - v).abs() <= 2e-4 * scale, "case {case}: {name}[{i}]: fused {u} vs separate {v}");
+                }
+            }
+            let bits = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| run(true))
+            };
+            let one = bits(1);
+            for (name, a) in &bits(3)
+                .iter()
+                .zip(&one)
+                .map(|((n, a), (_, b))| (n.clone(), (a.clone(), b.clone())))
+                .collect::<Vec<_>>()
+            {
+                assert!(
+                    a.0.iter().zip(&a.1).all(|(u, v)| u.to_bits() == v.to_bits()),
+                    "case {case}: {name} depends on threads"
+                );
+            }
+        }
     }
 
     #[test]

@@ -18,6 +18,9 @@ use stepwise_kernels::{MatRef, gemm, gemm_batched};
 
 use crate::nn::CResult;
 
+mod layer;
+pub use layer::{LayerShape, transformer_layer};
+
 /// Rows per chunk of the deterministic column sums.
 const SUM_CHUNK: usize = 256;
 
@@ -346,6 +349,91 @@ impl AttnDims {
     }
 }
 
+/// The attention forward pass on slices: the output (`S × L × D`) and, when `keep`, every head's probabilities
+/// (`S × H × L × L`). One task per sequence; heads of a sequence run one after another.
+fn attention_forward(dims: AttnDims, qkv: &[f32], bias: &[f32], keep: bool) -> CResult<(Vec<f32>, Option<Vec<f32>>)> {
+    let AttnDims { s, l, d, dh, heads } = dims;
+    if s * l * d == 0 {
+        return Ok((Vec::new(), keep.then(Vec::new)));
+    }
+    let mut out = vec![0f32; s * l * d];
+    let mut kept = if keep { vec![0f32; s * heads * l * l] } else { Vec::new() };
+    let mut kept_parts: Vec<Option<&mut [f32]>> =
+        if keep { kept.chunks_mut(heads * l * l).map(Some).collect() } else { (0..s).map(|_| None).collect() };
+    out.par_chunks_mut(l * d).zip(kept_parts.par_iter_mut()).enumerate().try_for_each(|(b, (out_b, kept_b))| {
+        ATTN_BUFS.with(|bufs| {
+            let (scratch, o, _) = &mut *bufs.borrow_mut();
+            o.resize(l * dh, 0.0);
+            for h in 0..heads {
+                let p = match kept_b {
+                    Some(kept_b) => &mut kept_b[h * l * l..(h + 1) * l * l],
+                    None => {
+                        scratch.resize(l * l, 0.0);
+                        &mut scratch[..]
+                    }
+                };
+                dims.probabilities(qkv, bias, b, h, p)?;
+                gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
+                scatter_columns(out_b, o, dh, d, h * dh);
+            }
+            Ok::<(), candle_core::Error>(())
+        })
+    })?;
+    Ok((out, keep.then_some(kept)))
+}
+
+/// The gradient of the attention with respect to `qkv` (`S × L × 3D`) from the output gradient `dout`
+/// (`S × L × D`), with the forward pass's probabilities when kept (else recomputed per head).
+fn attention_backward(
+    dims: AttnDims,
+    qkv: &[f32],
+    bias: &[f32],
+    dout: &[f32],
+    kept: Option<&[f32]>,
+) -> CResult<Vec<f32>> {
+    let AttnDims { s, l, d, dh, heads } = dims;
+    if s * l * d == 0 {
+        return Ok(Vec::new());
+    }
+    let scale = 1.0 / (dh as f32).sqrt();
+    let mut dqkv = vec![0f32; s * l * 3 * d];
+    dqkv.par_chunks_mut(l * 3 * d).enumerate().try_for_each(|(b, dqkv_b)| {
+        ATTN_BUFS.with(|bufs| {
+            let (scratch, dp, o) = &mut *bufs.borrow_mut();
+            dp.resize(l * l, 0.0);
+            o.resize(l * dh, 0.0);
+            for h in 0..heads {
+                let p: &[f32] = match kept {
+                    Some(kept) => &kept[(b * heads + h) * l * l..][..l * l],
+                    None => {
+                        scratch.resize(l * l, 0.0);
+                        dims.probabilities(qkv, bias, b, h, scratch)?;
+                        scratch
+                    }
+                };
+                let dout_h = MatRef { data: &dout[b * l * d + h * dh..], rows: l, cols: dh, rs: d, cs: 1 };
+                let pm = MatRef::row_major(p, l, l);
+                // dVᵀ = dOᵀ · P (the transposed products pack the small dh-row operand as A, not an L × L one)
+                gemm(dout_h.t(), pm, o, false, false).map_err(gemm_err)?;
+                scatter_transposed(dqkv_b, o, l, 3 * d, 2 * d + h * dh);
+                // dP = dO · Vᵀ; dS = P ⊙ (dP − Σ_j P ⊙ dP) · scale
+                gemm(dout_h, dims.view(qkv, b, h, 2).t(), dp, false, false).map_err(gemm_err)?;
+                for (dp, p) in dp.chunks_exact_mut(l).zip(p.chunks_exact(l)) {
+                    softmax_row_backward(p, dp, scale);
+                }
+                let ds = MatRef::row_major(dp, l, l);
+                // dQ = dS · K; dK = dSᵀ · Q
+                gemm(ds, dims.view(qkv, b, h, 1), o, false, false).map_err(gemm_err)?;
+                scatter_columns(dqkv_b, o, dh, 3 * d, h * dh);
+                gemm(dims.view(qkv, b, h, 0).t(), ds, o, false, false).map_err(gemm_err)?; // dKᵀ = Qᵀ · dS
+                scatter_transposed(dqkv_b, o, l, 3 * d, d + h * dh);
+            }
+            Ok::<(), candle_core::Error>(())
+        })
+    })?;
+    Ok(dqkv)
+}
+
 /// Copy an `L × dh` contiguous block into columns `col..col+dh` of rows `width` apart.
 fn scatter_columns(dst: &mut [f32], src: &[f32], dh: usize, width: usize, col: usize) {
     for (r, row) in src.chunks_exact(dh).enumerate() {
@@ -377,38 +465,11 @@ impl CustomOp2 for Attention {
         let dims = AttnDims::of(self.name(), l1, l2, self.heads)?;
         let (qkv, _) = f32_rows(s1, l1, self.name())?;
         let (bias, _) = f32_rows(s2, l2, self.name())?;
-        let AttnDims { s, l, d, dh, heads } = dims;
-        if s * l * d == 0 {
-            return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, d))));
-        }
-        // Each sequence's output rows belong to one task group; heads of a sequence run one after another.
-        let mut out = vec![0f32; s * l * d];
-        let mut kept = if self.keep { vec![0f32; s * heads * l * l] } else { Vec::new() };
-        let mut kept_parts: Vec<Option<&mut [f32]>> =
-            if self.keep { kept.chunks_mut(heads * l * l).map(Some).collect() } else { (0..s).map(|_| None).collect() };
-        out.par_chunks_mut(l * d).zip(kept_parts.par_iter_mut()).enumerate().try_for_each(|(b, (out_b, kept_b))| {
-            ATTN_BUFS.with(|bufs| {
-                let (scratch, o, _) = &mut *bufs.borrow_mut();
-                o.resize(l * dh, 0.0);
-                for h in 0..heads {
-                    let p = match kept_b {
-                        Some(kept_b) => &mut kept_b[h * l * l..(h + 1) * l * l],
-                        None => {
-                            scratch.resize(l * l, 0.0);
-                            &mut scratch[..]
-                        }
-                    };
-                    dims.probabilities(qkv, bias, b, h, p)?;
-                    gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
-                    scatter_columns(out_b, o, dh, d, h * dh);
-                }
-                Ok::<(), candle_core::Error>(())
-            })
-        })?;
+        let (out, kept) = attention_forward(dims, qkv, bias, self.keep)?;
         if self.keep {
-            *self.probabilities.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+            *self.probabilities.lock().unwrap_or_else(|e| e.into_inner()) = kept;
         }
-        Ok((CpuStorage::F32(out), Shape::from((s, l, d))))
+        Ok((CpuStorage::F32(out), Shape::from((dims.s, dims.l, dims.d))))
     }
 
     fn bwd(
@@ -444,7 +505,7 @@ impl CustomOp2 for AttentionBackward {
         let dims = AttnDims::of(self.name(), l1, l2, self.heads)?;
         let (qkv, _) = f32_rows(s1, l1, self.name())?;
         let (bias, _) = f32_rows(s2, l2, self.name())?;
-        let AttnDims { s, l, d, dh, heads } = dims;
+        let AttnDims { s, l, d, heads, .. } = dims;
         let (grad_storage, grad_layout) = self.grad.storage_and_layout();
         let candle_core::Storage::Cpu(grad_storage) = &*grad_storage else {
             candle_core::bail!("{}: CPU tensors only", self.name());
@@ -456,47 +517,12 @@ impl CustomOp2 for AttentionBackward {
         if s * l * d == 0 {
             return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, 3 * d))));
         }
-        let scale = 1.0 / (dh as f32).sqrt();
         let kept = match &self.probabilities {
             Some(p) if p.len() == s * heads * l * l => Some(p.as_slice()),
             Some(_) => candle_core::bail!("{}: kept probabilities do not fit {:?}", self.name(), l1.dims()),
             None => None,
         };
-        let mut dqkv = vec![0f32; s * l * 3 * d];
-        dqkv.par_chunks_mut(l * 3 * d).enumerate().try_for_each(|(b, dqkv_b)| {
-            ATTN_BUFS.with(|bufs| {
-                let (scratch, dp, o) = &mut *bufs.borrow_mut();
-                dp.resize(l * l, 0.0);
-                o.resize(l * dh, 0.0);
-                for h in 0..heads {
-                    let p: &[f32] = match kept {
-                        Some(kept) => &kept[(b * heads + h) * l * l..][..l * l],
-                        None => {
-                            scratch.resize(l * l, 0.0);
-                            dims.probabilities(qkv, bias, b, h, scratch)?;
-                            scratch
-                        }
-                    };
-                    let dout_h = MatRef { data: &dout[b * l * d + h * dh..], rows: l, cols: dh, rs: d, cs: 1 };
-                    let pm = MatRef::row_major(p, l, l);
-                    // dVᵀ = dOᵀ · P (the transposed products pack the small dh-row operand as A, not an L × L one)
-                    gemm(dout_h.t(), pm, o, false, false).map_err(gemm_err)?;
-                    scatter_transposed(dqkv_b, o, l, 3 * d, 2 * d + h * dh);
-                    // dP = dO · Vᵀ; dS = P ⊙ (dP − Σ_j P ⊙ dP) · scale
-                    gemm(dout_h, dims.view(qkv, b, h, 2).t(), dp, false, false).map_err(gemm_err)?;
-                    for (dp, p) in dp.chunks_exact_mut(l).zip(p.chunks_exact(l)) {
-                        softmax_row_backward(p, dp, scale);
-                    }
-                    let ds = MatRef::row_major(dp, l, l);
-                    // dQ = dS · K; dK = dSᵀ · Q
-                    gemm(ds, dims.view(qkv, b, h, 1), o, false, false).map_err(gemm_err)?;
-                    scatter_columns(dqkv_b, o, dh, 3 * d, h * dh);
-                    gemm(dims.view(qkv, b, h, 0).t(), ds, o, false, false).map_err(gemm_err)?; // dKᵀ = Qᵀ · dS
-                    scatter_transposed(dqkv_b, o, l, 3 * d, d + h * dh);
-                }
-                Ok::<(), candle_core::Error>(())
-            })
-        })?;
+        let dqkv = attention_backward(dims, qkv, bias, dout, kept)?;
         Ok((CpuStorage::F32(dqkv), Shape::from((s, l, 3 * d))))
     }
 }
@@ -643,19 +669,28 @@ impl CustomOp3 for LayerNormInputGrad {
         let mut dx = vec![0f32; x.len()];
         dx.par_chunks_mut(n).zip(x.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (x, dy))| {
             let (mean, rstd) = row_stats(x, self.eps);
-            let (mut sum_g, mut sum_gx) = (0f32, 0f32);
-            for ((&x, &dy), &g) in x.iter().zip(dy).zip(gamma) {
-                let gg = dy * g;
-                sum_g += gg;
-                sum_gx += gg * (x - mean) * rstd;
-            }
-            let (mg, mgx) = (sum_g / n as f32, sum_gx / n as f32);
-            for (((dx, &x), &dy), &g) in dx.iter_mut().zip(x).zip(dy).zip(gamma) {
-                let xhat = (x - mean) * rstd;
-                *dx = rstd * (dy * g - mg - xhat * mgx);
-            }
+            // x̂ first, in the output row (the row helper reads it before writing each value).
+            dx.iter_mut().zip(x).for_each(|(o, &x)| *o = (x - mean) * rstd);
+            let xhat = dx.to_vec();
+            layer_norm_row_grad(&xhat, rstd, gamma, dy, dx);
         });
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// One row of the layer norm's input gradient from its `x̂` and 1/σ:
+/// `dx = rstd · (dy·γ − mean(dy·γ) − x̂ · mean(dy·γ ⊙ x̂))`.
+fn layer_norm_row_grad(xhat: &[f32], rstd: f32, gamma: &[f32], dy: &[f32], dx: &mut [f32]) {
+    let n = xhat.len().max(1) as f32;
+    let (mut sum_g, mut sum_gx) = (0f32, 0f32);
+    for ((&xh, &dy), &g) in xhat.iter().zip(dy).zip(gamma) {
+        let gg = dy * g;
+        sum_g += gg;
+        sum_gx += gg * xh;
+    }
+    let (mg, mgx) = (sum_g / n, sum_gx / n);
+    for (((dx, &xh), &dy), &g) in dx.iter_mut().zip(xhat).zip(dy).zip(gamma) {
+        *dx = rstd * (dy * g - mg - xh * mgx);
     }
 }
 

@@ -1,0 +1,390 @@
+//! A whole post-LN transformer encoder layer (BERT; PyTorch `nn.TransformerEncoderLayer(norm_first=False,
+//! activation="gelu", dropout=0)`) as one op with its own backward pass:
+//! `y₁ = LN₁(x + SA(x))`, `y = LN₂(y₁ + W₂ GELU(W₁ y₁ + b₁) + b₂)`.
+//!
+//! Why one op: as a chain of candle ops (even the one-pass ops of this module) every intermediate tensor gets its
+//! gradient accumulated by candle's backward pass into a fresh zero tensor (an allocation, a zero fill and an
+//! addition per edge, ~160 MB per layer on `stepwise bench seq-train`), and residual additions, bias additions
+//! and weight concatenations each take a full pass of their own. Here residuals and biases are the starting
+//! values of the products that follow them (the GEMM accumulates into them), the activations the backward pass
+//! needs are kept in the op, and the parameters arrive packed in one vector (their gradients leave the same way,
+//! split back per parameter by candle's `cat`). Tested against the same layer built from the separate ops,
+//! forward and backward.
+
+use std::sync::Mutex;
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
+use rayon::prelude::*;
+use stepwise_kernels::{MatRef, gemm, math};
+
+use super::{
+    AttnDims, ELEMENT_CHUNK, KEEP_PROBABILITIES_BYTES, attention_backward, attention_forward, chunked_row_sums,
+    column_sums, f32_rows, gemm_err, layer_norm_row_grad, row_stats,
+};
+use crate::nn::CResult;
+
+/// The shape of a layer: width, feed-forward width, heads and the two layer norms' epsilons.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerShape {
+    pub dim: usize,
+    pub ff: usize,
+    pub heads: usize,
+    pub eps1: f32,
+    pub eps2: f32,
+}
+
+/// The parameters in their packing order (see [`LayerShape::lengths`]).
+#[derive(Clone, Copy)]
+enum Part {
+    Wq,
+    Wk,
+    Wv,
+    Bq,
+    Bk,
+    Bv,
+    Wo,
+    Bo,
+    Gamma1,
+    Beta1,
+    W1,
+    B1,
+    W2,
+    B2,
+    Gamma2,
+    Beta2,
+}
+
+const PARTS: usize = 16;
+
+impl LayerShape {
+    /// Lengths of the packed parameters, in order: `Wq, Wk, Wv` (`D × D` each, `in × out`), `bq, bk, bv`, `Wo`,
+    /// `bo`, `γ₁, β₁`, `W₁` (`D × F`), `b₁`, `W₂` (`F × D`), `b₂`, `γ₂, β₂`.
+    pub fn lengths(&self) -> [usize; PARTS] {
+        let (d, f) = (self.dim, self.ff);
+        [d * d, d * d, d * d, d, d, d, d * d, d, d, d, d * f, f, f * d, d, d, d]
+    }
+
+    /// Values in the packed parameter vector.
+    pub fn parameter_count(&self) -> usize {
+        self.lengths().iter().sum()
+    }
+
+    fn range(&self, part: Part) -> std::ops::Range<usize> {
+        let lengths = self.lengths();
+        let start: usize = lengths[..part as usize].iter().sum();
+        start..start + lengths[part as usize]
+    }
+}
+
+/// The layer over `x` (`S × L × D`) with the packed parameters `params` and the additive key bias `key_bias`
+/// (`S × L`: 0 for real keys, a large negative number for padding).
+pub fn transformer_layer(x: &Tensor, params: &Tensor, key_bias: &Tensor, shape: LayerShape) -> CResult<Tensor> {
+    let keep = x.track_op() || params.track_op();
+    x.contiguous()?.apply_op3(
+        &params.contiguous()?,
+        &key_bias.contiguous()?,
+        FusedLayer { shape, keep, saved: Mutex::new(None) },
+    )
+}
+
+/// What the backward pass reads, kept by the forward pass.
+struct Saved {
+    qkv: Vec<f32>,
+    /// The attention probabilities when they fit [`KEEP_PROBABILITIES_BYTES`] (else recomputed).
+    probabilities: Option<Vec<f32>>,
+    attn: Vec<f32>,
+    y1: Vec<f32>,
+    xhat1: Vec<f32>,
+    rstd1: Vec<f32>,
+    h: Vec<f32>,
+    g: Vec<f32>,
+    xhat2: Vec<f32>,
+    rstd2: Vec<f32>,
+}
+
+struct FusedLayer {
+    shape: LayerShape,
+    /// Keep the activations for a backward pass (the graph tracks `x` or the parameters).
+    keep: bool,
+    saved: Mutex<Option<Saved>>,
+}
+
+/// The checked shapes of one call.
+fn dims_of(name: &str, shape: &LayerShape, x: &Layout, params: &Layout, bias: &Layout) -> CResult<AttnDims> {
+    let (s, l, d) = match x.dims() {
+        &[s, l, d] => (s, l, d),
+        other => candle_core::bail!("{name}: input must be S × L × D, got {other:?}"),
+    };
+    if d != shape.dim || shape.heads == 0 || d % shape.heads != 0 {
+        candle_core::bail!("{name}: width {d} with a layer of width {} and {} heads", shape.dim, shape.heads);
+    }
+    if params.dims() != [shape.parameter_count()] {
+        candle_core::bail!("{name}: packed parameters {:?}, expected [{}]", params.dims(), shape.parameter_count());
+    }
+    if bias.dims() != [s, l] {
+        candle_core::bail!("{name}: key bias {:?}, expected [{s}, {l}]", bias.dims());
+    }
+    Ok(AttnDims { s, l, d, dh: d / shape.heads, heads: shape.heads })
+}
+
+/// `n` copies of `row`, one after another (the starting value of a product with a bias).
+fn repeated_rows(row: &[f32], n: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(row.len() * n);
+    for _ in 0..n {
+        out.extend_from_slice(row);
+    }
+    out
+}
+
+/// `x + row` for every row of `x`, in place.
+fn add_to_rows(x: &mut [f32], row: &[f32]) {
+    x.par_chunks_mut(row.len().max(1)).for_each(|r| r.iter_mut().zip(row).for_each(|(x, b)| *x += b));
+}
+
+/// `[Wq | Wk | Wv]` (`D × 3D`) from the packed parameters.
+fn qkv_weights(p: &[f32], shape: &LayerShape) -> Vec<f32> {
+    let d = shape.dim;
+    let (wq, wk, wv) = (&p[shape.range(Part::Wq)], &p[shape.range(Part::Wk)], &p[shape.range(Part::Wv)]);
+    let mut w = Vec::with_capacity(3 * d * d);
+    for r in 0..d {
+        for part in [wq, wk, wv] {
+            w.extend_from_slice(&part[r * d..(r + 1) * d]);
+        }
+    }
+    w
+}
+
+/// Layer norm of the rows of `r` (width `d`): the output, `r` turned into `x̂` in place, and each row's 1/σ.
+fn layer_norm_keeping(r: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32, d: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut y = vec![0f32; r.len()];
+    let mut rstd = vec![0f32; r.len() / d];
+    y.par_chunks_mut(d).zip(r.par_chunks_mut(d)).zip(rstd.par_iter_mut()).for_each(|((y, x), rs)| {
+        let (mean, inv) = row_stats(x, eps);
+        *rs = inv;
+        for ((y, x), (&g, &b)) in y.iter_mut().zip(x.iter_mut()).zip(gamma.iter().zip(beta)) {
+            *x = (*x - mean) * inv;
+            *y = *x * g + b;
+        }
+    });
+    (y, rstd)
+}
+
+/// The layer norm's backward pass from kept `x̂` and 1/σ: the input gradient, then `[dγ ; dβ]` (chunk partials
+/// added in chunk order).
+fn layer_norm_grads(xhat: &[f32], rstd: &[f32], gamma: &[f32], dy: &[f32], d: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut dx = vec![0f32; dy.len()];
+    dx.par_chunks_mut(d)
+        .zip(xhat.par_chunks(d).zip(dy.par_chunks(d)))
+        .zip(rstd.par_iter())
+        .for_each(|((dx, (xhat, dy)), &rs)| layer_norm_row_grad(xhat, rs, gamma, dy, dx));
+    let params = chunked_row_sums(rstd.len(), 2 * d, |range, acc| {
+        let (sg, sb) = acc.split_at_mut(d);
+        for r in range {
+            let (xhat, dy) = (&xhat[r * d..(r + 1) * d], &dy[r * d..(r + 1) * d]);
+            for (((sg, sb), &xh), &dy) in sg.iter_mut().zip(sb.iter_mut()).zip(xhat).zip(dy) {
+                *sg += dy * xh;
+                *sb += dy;
+            }
+        }
+    });
+    (dx, params)
+}
+
+/// `C = A·B` for row-major operands (`a`: `m × k`, `b`: `k × n`), `C` accumulated into when `accumulate`.
+fn matmul_into(a: MatRef, b: MatRef, c: &mut [f32], accumulate: bool) -> CResult<()> {
+    gemm(a, b, c, accumulate, true).map_err(gemm_err)
+}
+
+/// The contiguous f32 data of a tensor, to read in a backward pass.
+fn with_data<R>(t: &Tensor, name: &str, f: impl FnOnce(&[f32]) -> CResult<R>) -> CResult<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(storage) = &*storage else { candle_core::bail!("{name}: CPU tensors only") };
+    f(f32_rows(storage, layout, name)?.0)
+}
+
+impl CustomOp3 for FusedLayer {
+    fn name(&self) -> &'static str {
+        "stepwise-transformer-layer"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> CResult<(CpuStorage, Shape)> {
+        let name = self.name();
+        let dims = dims_of(name, &self.shape, l1, l2, l3)?;
+        let (x, _) = f32_rows(s1, l1, name)?;
+        let (p, _) = f32_rows(s2, l2, name)?;
+        let (bias, _) = f32_rows(s3, l3, name)?;
+        let shape = &self.shape;
+        let (n, d, f) = (dims.s * dims.l, dims.d, shape.ff);
+        let out_shape = Shape::from((dims.s, dims.l, d));
+        if n == 0 {
+            return Ok((CpuStorage::F32(Vec::new()), out_shape));
+        }
+        let part = |pt: Part| &p[shape.range(pt)];
+        // qkv = x [Wq Wk Wv] + [bq bk bv]
+        let b_qkv = [part(Part::Bq), part(Part::Bk), part(Part::Bv)].concat();
+        let mut qkv = repeated_rows(&b_qkv, n);
+        matmul_into(MatRef::row_major(x, n, d), MatRef::row_major(&qkv_weights(p, shape), d, 3 * d), &mut qkv, true)?;
+        let probabilities_bytes = dims.s.saturating_mul(dims.heads).saturating_mul(dims.l * dims.l).saturating_mul(4);
+        let (attn, probabilities) =
+            attention_forward(dims, &qkv, bias, self.keep && probabilities_bytes <= KEEP_PROBABILITIES_BYTES)?;
+        // y₁ = LN₁(x + attn Wo + bo)
+        let mut r1 = x.to_vec();
+        add_to_rows(&mut r1, part(Part::Bo));
+        matmul_into(MatRef::row_major(&attn, n, d), MatRef::row_major(part(Part::Wo), d, d), &mut r1, true)?;
+        let (y1, rstd1) = layer_norm_keeping(&mut r1, part(Part::Gamma1), part(Part::Beta1), shape.eps1, d);
+        // h = y₁ W₁ + b₁; g = GELU(h)
+        let mut h = repeated_rows(part(Part::B1), n);
+        matmul_into(MatRef::row_major(&y1, n, d), MatRef::row_major(part(Part::W1), d, f), &mut h, true)?;
+        let mut g = vec![0f32; h.len()];
+        g.par_chunks_mut(ELEMENT_CHUNK).zip(h.par_chunks(ELEMENT_CHUNK)).for_each(|(g, h)| math::gelu(h, g));
+        // y = LN₂(y₁ + g W₂ + b₂)
+        let mut r2 = y1.clone();
+        add_to_rows(&mut r2, part(Part::B2));
+        matmul_into(MatRef::row_major(&g, n, f), MatRef::row_major(part(Part::W2), f, d), &mut r2, true)?;
+        let (y, rstd2) = layer_norm_keeping(&mut r2, part(Part::Gamma2), part(Part::Beta2), shape.eps2, d);
+        if self.keep {
+            *self.saved.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Saved { qkv, probabilities, attn, y1, xhat1: r1, rstd1, h, g, xhat2: r2, rstd2 });
+        }
+        Ok((CpuStorage::F32(y), out_shape))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        params: &Tensor,
+        key_bias: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let name = self.name();
+        let dims = dims_of(name, &self.shape, x.layout(), params.layout(), key_bias.layout())?;
+        let n = dims.s * dims.l;
+        let (want_dx, want_dp) = (x.track_op(), params.track_op());
+        if n == 0 || !(want_dx || want_dp) {
+            let zeros = |want: bool, t: &Tensor| want.then(|| t.zeros_like()).transpose();
+            return Ok((zeros(want_dx, x)?, zeros(want_dp, params)?, None));
+        }
+        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sv) = saved.as_ref() else {
+            candle_core::bail!("{name}: backward pass without the forward pass's activations");
+        };
+        let grad = grad.contiguous()?;
+        let (dx, dp) = with_data(x, name, |x| {
+            with_data(params, name, |p| {
+                with_data(key_bias, name, |bias| {
+                    with_data(&grad, name, |dy| self.backward(dims, sv, x, p, bias, dy, want_dx))
+                })
+            })
+        })?;
+        let dx = match dx {
+            Some(dx) => Some(Tensor::from_vec(dx, x.shape(), x.device())?),
+            None => None,
+        };
+        let dp = if want_dp { Some(Tensor::from_vec(dp, params.shape(), params.device())?) } else { None };
+        Ok((dx, dp, None))
+    }
+}
+
+impl FusedLayer {
+    /// The input gradient (when `want_dx`) and the packed parameter gradient.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        dims: AttnDims,
+        sv: &Saved,
+        x: &[f32],
+        p: &[f32],
+        bias: &[f32],
+        dy: &[f32],
+        want_dx: bool,
+    ) -> CResult<(Option<Vec<f32>>, Vec<f32>)> {
+        let shape = &self.shape;
+        let (n, d, f) = (dims.s * dims.l, dims.d, shape.ff);
+        let part = |pt: Part| &p[shape.range(pt)];
+        let mut dp = vec![0f32; p.len()];
+        let put = |dp: &mut [f32], pt: Part, values: &[f32]| dp[shape.range(pt)].copy_from_slice(values);
+        // LN₂
+        let (dr2, dln2) = layer_norm_grads(&sv.xhat2, &sv.rstd2, part(Part::Gamma2), dy, d);
+        put(&mut dp, Part::Gamma2, &dln2[..d]);
+        put(&mut dp, Part::Beta2, &dln2[d..]);
+        // W₂, b₂ and dg = dr₂ W₂ᵀ
+        matmul_into(
+            MatRef::row_major(&sv.g, n, f).t(),
+            MatRef::row_major(&dr2, n, d),
+            &mut dp[shape.range(Part::W2)],
+            false,
+        )?;
+        put(&mut dp, Part::B2, &column_sums(&dr2, d));
+        let mut dg = vec![0f32; n * f];
+        matmul_into(MatRef::row_major(&dr2, n, d), MatRef::row_major(part(Part::W2), f, d).t(), &mut dg, false)?;
+        // GELU
+        let mut dh = vec![0f32; n * f];
+        dh.par_chunks_mut(ELEMENT_CHUNK)
+            .zip(sv.h.par_chunks(ELEMENT_CHUNK).zip(dg.par_chunks(ELEMENT_CHUNK)))
+            .for_each(|(dh, (h, dg))| math::gelu_backward(h, dg, dh));
+        drop(dg);
+        // W₁, b₁ and dy₁ = dr₂ (the residual) + dh W₁ᵀ
+        matmul_into(
+            MatRef::row_major(&sv.y1, n, d).t(),
+            MatRef::row_major(&dh, n, f),
+            &mut dp[shape.range(Part::W1)],
+            false,
+        )?;
+        put(&mut dp, Part::B1, &column_sums(&dh, f));
+        let mut dy1 = dr2;
+        matmul_into(MatRef::row_major(&dh, n, f), MatRef::row_major(part(Part::W1), d, f).t(), &mut dy1, true)?;
+        drop(dh);
+        // LN₁
+        let (dr1, dln1) = layer_norm_grads(&sv.xhat1, &sv.rstd1, part(Part::Gamma1), &dy1, d);
+        drop(dy1);
+        put(&mut dp, Part::Gamma1, &dln1[..d]);
+        put(&mut dp, Part::Beta1, &dln1[d..]);
+        // Wo, bo and the attention output's gradient
+        matmul_into(
+            MatRef::row_major(&sv.attn, n, d).t(),
+            MatRef::row_major(&dr1, n, d),
+            &mut dp[shape.range(Part::Wo)],
+            false,
+        )?;
+        put(&mut dp, Part::Bo, &column_sums(&dr1, d));
+        let mut dattn = vec![0f32; n * d];
+        matmul_into(MatRef::row_major(&dr1, n, d), MatRef::row_major(part(Part::Wo), d, d).t(), &mut dattn, false)?;
+        let dqkv = attention_backward(dims, &sv.qkv, bias, &dattn, sv.probabilities.as_deref())?;
+        drop(dattn);
+        // [Wq Wk Wv], [bq bk bv] and dx = dr₁ (the residual) + dqkv [Wq Wk Wv]ᵀ
+        let mut dw = vec![0f32; 3 * d * d];
+        matmul_into(MatRef::row_major(x, n, d).t(), MatRef::row_major(&dqkv, n, 3 * d), &mut dw, false)?;
+        for (i, pt) in [Part::Wq, Part::Wk, Part::Wv].into_iter().enumerate() {
+            let dst = &mut dp[shape.range(pt)];
+            for r in 0..d {
+                dst[r * d..(r + 1) * d].copy_from_slice(&dw[r * 3 * d + i * d..][..d]);
+            }
+        }
+        let db = column_sums(&dqkv, 3 * d);
+        for (i, pt) in [Part::Bq, Part::Bk, Part::Bv].into_iter().enumerate() {
+            put(&mut dp, pt, &db[i * d..(i + 1) * d]);
+        }
+        let dx = if want_dx {
+            let mut dx = dr1;
+            matmul_into(
+                MatRef::row_major(&dqkv, n, 3 * d),
+                MatRef::row_major(&qkv_weights(p, shape), d, 3 * d).t(),
+                &mut dx,
+                true,
+            )?;
+            Some(dx)
+        } else {
+            None
+        };
+        Ok((dx, dp))
+    }
+}
