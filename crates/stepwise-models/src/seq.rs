@@ -7,6 +7,7 @@
 //! - [`saved`]: a trained or pretrained model on disk
 //! - [`study`]: the paper's grid (Tables 2 and 3): cells and running one
 
+mod assemble;
 pub mod inputs;
 pub mod model;
 pub mod pretrain;

@@ -15,7 +15,7 @@
 //! - pretraining: MLM (text rows → vocabulary ids), ISP and PISP (binary, from the mean [CLS]), SMRM (masked patch
 //!   outputs against the in-batch original patches).
 
-use candle_core::{D, Device, IndexOp, Tensor};
+use candle_core::{D, DType, Device, IndexOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::item_features::FeatureKind;
@@ -310,47 +310,63 @@ impl SeqModel {
     pub fn encode(&self, batch: &SeqBatch) -> CResult<Encoded> {
         let (b, n, d) = (batch.b, batch.n, self.config.dim);
         let dev = &Device::Cpu;
-        let mut parts = vec![self.cls.reshape((1, 1, 1, d))?.broadcast_as((b, n, 1, d))?.contiguous()?];
-        let mut masks = vec![batch.step_mask.reshape((b, n, 1))?];
-        let mut types = vec![0u32];
-        if let (Some(proj), Some((t, m))) = (&self.text_proj, &batch.text) {
-            let mut x = proj.forward(t)?;
-            if let (Some(tm), Some(mv)) = (&batch.text_masked, &self.mask_vec) {
-                let tm = tm.unsqueeze(3)?;
-                x = (x.broadcast_mul(&tm.affine(-1.0, 1.0)?)? + tm.broadcast_mul(&mv.reshape((1, 1, 1, d))?)?)?;
-            }
-            parts.push(x);
-            masks.push(m.broadcast_mul(&batch.step_mask.unsqueeze(2)?)?);
-            types.extend(std::iter::repeat_n(1u32, batch.s));
-        }
-        if let (Some(proj), Some((t, m))) = (&self.image_proj, &batch.image) {
-            parts.push(proj.forward(t)?);
-            masks.push(m.broadcast_mul(&batch.step_mask.unsqueeze(2)?)?);
-            types.extend(std::iter::repeat_n(2u32, batch.p));
-        }
+        let step_mask = batch.step_mask.flatten_all()?.to_vec1::<f32>()?;
+        // A stream's projected rows and its rows' 0/1 mask (the step's mask applied), or an empty stream.
+        let stream =
+            |proj: &Option<Linear>, input: &Option<(Tensor, Tensor)>, rows: usize| -> CResult<(Tensor, Vec<f32>)> {
+                match (proj, input) {
+                    (Some(proj), Some((t, m))) => {
+                        let mut m = m.flatten_all()?.to_vec1::<f32>()?;
+                        m.iter_mut().enumerate().for_each(|(i, v)| *v *= step_mask[i / rows.max(1)]);
+                        Ok((proj.forward(t)?, m))
+                    }
+                    _ => Ok((Tensor::zeros((b, n, 0, d), DType::F32, dev)?, Vec::new())),
+                }
+            };
+        let (text, text_mask) = stream(&self.text_proj, &batch.text, batch.s)?;
+        let (image, image_mask) = stream(&self.image_proj, &batch.image, batch.p)?;
+        let (s, p) = (text.dim(2)?, image.dim(2)?);
         // The [CLS] input of a step also carries the mean of its rows' projections, so a step's representation
         // starts from its own content (with a learned [CLS] alone, every step's [CLS] first sees the same
         // mixture of all rows and training sits on a plateau for many epochs); attention then adds context.
-        // The mean is one product per stream with the (constant) row weights mask / count: candle's backward of
-        // a masked sum also differentiates the mask and accumulates full-size zeros for it.
-        if parts.len() > 1 {
-            let count = Tensor::cat(&masks[1..], 2)?.sum_keepdim(2)?.clamp(1.0, f64::MAX)?; // B × n × 1
-            for (rows, m) in parts[1..].to_vec().iter().zip(&masks[1..]) {
-                let (_, _, r, _) = rows.dims4()?;
-                let w = m.broadcast_div(&count)?.reshape((b * n, 1, r))?;
-                let mean = crate::ops::matmul(&w, &rows.reshape((b * n, r, d))?)?.reshape((b, n, 1, d))?;
-                parts[0] = (&parts[0] + mean)?;
-            }
+        let mut weights = (text_mask.clone(), image_mask.clone());
+        for step in 0..b * n {
+            let count: f32 =
+                text_mask[step * s..(step + 1) * s].iter().chain(&image_mask[step * p..(step + 1) * p]).sum();
+            let count = count.max(1.0);
+            weights.0[step * s..(step + 1) * s].iter_mut().for_each(|w| *w /= count);
+            weights.1[step * p..(step + 1) * p].iter_mut().for_each(|w| *w /= count);
         }
-        let x = Tensor::cat(&parts, 2)?; // B × n × L × D
-        let l = x.dim(2)?;
-        let type_ids = Tensor::from_vec(types, l, dev)?;
-        // Position, token-type and step-index embeddings summed at their own small size, then added once.
-        let emb = (self.positions.narrow(0, 0, l)? + self.types.index_select(&type_ids, 0)?)?.reshape((1, 1, l, d))?;
-        let emb = emb.broadcast_add(&self.step_index.narrow(0, 0, n)?.reshape((1, n, 1, d))?)?;
-        let x = x.broadcast_add(&emb)?;
+        let text_masked = match (&batch.text_masked, &self.mask_vec) {
+            (Some(tm), Some(_)) if s > 0 => tm.flatten_all()?.to_vec1::<f32>()?.into_iter().map(|v| v != 0.0).collect(),
+            _ => Vec::new(),
+        };
+        let mask_vec = match &self.mask_vec {
+            Some(mv) => mv.clone(),
+            None => Tensor::zeros(d, DType::F32, dev)?,
+        };
+        let tables = Tensor::cat(
+            &[
+                self.cls.clone(),
+                self.positions.flatten_all()?,
+                self.types.flatten_all()?,
+                self.step_index.flatten_all()?,
+                mask_vec,
+            ],
+            0,
+        )?;
+        let layout = super::assemble::Tables { positions: self.positions.dim(0)?, steps: self.step_index.dim(0)? };
+        let rows = super::assemble::RowWeights { text: weights.0, image: weights.1, text_masked };
+        let x = super::assemble::assemble(&text, &image, &tables, layout, rows)?;
+        let l = 1 + s + p;
+        let mut mask = Vec::with_capacity(b * n * l);
+        for step in 0..b * n {
+            mask.push(step_mask[step]);
+            mask.extend_from_slice(&text_mask[step * s..(step + 1) * s]);
+            mask.extend_from_slice(&image_mask[step * p..(step + 1) * p]);
+        }
+        let mask = Tensor::from_vec(mask, (b, n * l), dev)?;
         let x = self.norm.forward(&x)?;
-        let mask = Tensor::cat(&masks, 2)?.reshape((b, n * l))?;
         let bias = key_bias(&mask)?;
         let mut h = x.reshape((b, n * l, d))?;
         for layer in &self.layers {
