@@ -513,7 +513,7 @@ impl SeqModel {
             Tensor::from_vec(targets.iter().map(|&(r, _)| r as u32).collect::<Vec<_>>(), targets.len(), &Device::Cpu)?;
         let logits = head.forward(&text_rows.index_select(&idx, 0)?)?;
         let ids: Vec<u32> = targets.iter().map(|&(_, id)| id.clamp(0, self.config.vocab as i64 - 1) as u32).collect();
-        Ok(Some(cross_entropy(&logits, &ids)?))
+        Ok(Some(crate::ops::cross_entropy(&logits, &ids)?))
     }
 
     /// A binary head (ISP or PISP) on the mean [CLS] output: BCE against `labels` (1 = swapped).
@@ -559,20 +559,13 @@ impl SeqModel {
         let shuffled = logits.gather(&Tensor::from_vec(flat, (k, k), &Device::Cpu)?, 1)?;
         let labels: Vec<u32> =
             perms.iter().enumerate().map(|(r, p)| p.iter().position(|&c| c == r).unwrap_or(0) as u32).collect();
-        Ok(Some(cross_entropy(&shuffled, &labels)?))
+        Ok(Some(crate::ops::cross_entropy(&shuffled, &labels)?))
     }
 }
 
 /// `log(1 + exp(x))`, stable for large |x|, with gradients.
 fn softplus(x: &Tensor) -> CResult<Tensor> {
     x.relu()? + x.abs()?.neg()?.exp()?.affine(1.0, 1.0)?.log()?
-}
-
-/// Mean cross-entropy of `logits` (`K × C`) against class ids.
-fn cross_entropy(logits: &Tensor, labels: &[u32]) -> CResult<Tensor> {
-    let logp = candle_nn::ops::log_softmax(logits, D::Minus1)?;
-    let y = Tensor::from_vec(labels.to_vec(), (labels.len(), 1), &Device::Cpu)?;
-    logp.gather(&y, 1)?.squeeze(1)?.mean_all()?.neg()
 }
 
 /// `vᵀ tanh(W₁ e_j + W₂ d_t)` for every t and j: `B × n × n` from `e` (`B × n × D`) and `dec` (`B × n × D`).
