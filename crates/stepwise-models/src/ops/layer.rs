@@ -13,13 +13,13 @@
 
 use std::sync::Mutex;
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use stepwise_kernels::{MatRef, gemm, math};
 
 use super::{
     AttnDims, ELEMENT_CHUNK, KEEP_PROBABILITIES_BYTES, attention_backward, attention_forward, chunked_row_sums,
-    column_sums, f32_rows, gemm_err, layer_norm_row_grad, row_stats,
+    column_sums, f32_rows, gemm_err, layer_norm_row_grad, row_stats, with_data,
 };
 use crate::nn::CResult;
 
@@ -193,13 +193,6 @@ fn layer_norm_grads(xhat: &[f32], rstd: &[f32], gamma: &[f32], dy: &[f32], d: us
 /// `C = A·B` for row-major operands (`a`: `m × k`, `b`: `k × n`), `C` accumulated into when `accumulate`.
 fn matmul_into(a: MatRef, b: MatRef, c: &mut [f32], accumulate: bool) -> CResult<()> {
     gemm(a, b, c, accumulate, true).map_err(gemm_err)
-}
-
-/// The contiguous f32 data of a tensor, to read in a backward pass.
-fn with_data<R>(t: &Tensor, name: &str, f: impl FnOnce(&[f32]) -> CResult<R>) -> CResult<R> {
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(storage) = &*storage else { candle_core::bail!("{name}: CPU tensors only") };
-    f(f32_rows(storage, layout, name)?.0)
 }
 
 impl CustomOp3 for FusedLayer {

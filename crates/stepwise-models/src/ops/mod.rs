@@ -33,12 +33,19 @@ fn f32_data<'a>(storage: &'a CpuStorage, op: &str) -> CResult<&'a [f32]> {
 }
 
 /// The contiguous f32 data of a tensor argument and its row length.
-fn f32_rows<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> CResult<(&'a [f32], usize)> {
+pub(crate) fn f32_rows<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> CResult<(&'a [f32], usize)> {
     let data = f32_data(storage, op)?;
     let Some((start, end)) = layout.contiguous_offsets() else {
         candle_core::bail!("{op}: the input must be contiguous");
     };
     Ok((&data[start..end], layout.dims().last().copied().unwrap_or(1).max(1)))
+}
+
+/// The contiguous f32 data of a tensor, to read in a backward pass.
+pub(crate) fn with_data<R>(t: &Tensor, name: &str, f: impl FnOnce(&[f32]) -> CResult<R>) -> CResult<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(storage) = &*storage else { candle_core::bail!("{name}: CPU tensors only") };
+    f(f32_rows(storage, layout, name)?.0)
 }
 
 /// Two contiguous f32 arguments of the same shape (a value and its gradient) and their row length.
@@ -645,10 +652,7 @@ impl CustomOp1 for CrossEntropy {
         let (n, v) = self.check(logits.layout())?;
         let g = grad.to_scalar::<f32>()? / n.max(1) as f32;
         let lse = self.lse.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let (storage, layout) = logits.storage_and_layout();
-        let candle_core::Storage::Cpu(storage) = &*storage else { candle_core::bail!("{}: CPU only", self.name()) };
-        let (x, _) = f32_rows(storage, layout, self.name())?;
-        let mut dx = x.to_vec();
+        let mut dx = with_data(logits, self.name(), |x| Ok(x.to_vec()))?;
         if v > 0 {
             dx.par_chunks_mut(v).zip(lse.par_iter().zip(self.labels.par_iter())).for_each(|(row, (&lse, &c))| {
                 math::exp_shifted(row, lse);

@@ -6,10 +6,11 @@
 //! backward pass made a full-size tensor per edge and accumulated each into a fresh zero tensor; a step's rows
 //! are written once here and their gradients read once. Tested against the composite version.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::nn::CResult;
+use crate::ops::{f32_rows, with_data};
 
 /// Where each embedding table sits in the packed vector of [`assemble`]: `[CLS]` (`D`), positions (`P × D`),
 /// token types (`3 × D`: [CLS], text, image), step indices (`S × D`), the [MASK] vector (`D`).
@@ -93,20 +94,6 @@ fn dims(
     Ok([b, n, s, p, d])
 }
 
-fn data<'a>(storage: &'a CpuStorage, layout: &Layout, name: &str) -> CResult<&'a [f32]> {
-    let CpuStorage::F32(all) = storage else { candle_core::bail!("{name}: f32 only") };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{name}: inputs must be contiguous")
-    };
-    Ok(&all[start..end])
-}
-
-fn tensor_data<R>(t: &Tensor, name: &str, f: impl FnOnce(&[f32]) -> CResult<R>) -> CResult<R> {
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(storage) = &*storage else { candle_core::bail!("{name}: CPU tensors only") };
-    f(data(storage, layout, name)?)
-}
-
 impl Assemble {
     fn masked(&self, row: usize) -> bool {
         self.rows.text_masked.get(row).copied().unwrap_or(false)
@@ -129,7 +116,7 @@ impl CustomOp3 for Assemble {
     ) -> CResult<(CpuStorage, Shape)> {
         let name = self.name();
         let [b, n, s, p, d] = dims(name, l1, l2, l3, &self.layout, &self.rows)?;
-        let (text, image, tables) = (data(s1, l1, name)?, data(s2, l2, name)?, data(s3, l3, name)?);
+        let (text, image, tables) = (f32_rows(s1, l1, name)?.0, f32_rows(s2, l2, name)?.0, f32_rows(s3, l3, name)?.0);
         let (t, l) = (&self.layout, 1 + s + p);
         let mut out = vec![0f32; b * n * l * d];
         out.par_chunks_mut((l * d).max(1)).enumerate().for_each(|(step, out)| {
@@ -188,7 +175,7 @@ impl CustomOp3 for Assemble {
         let [b, n, s, p, d] = dims(name, text.layout(), image.layout(), tables.layout(), &self.layout, &self.rows)?;
         let (t, l) = (&self.layout, 1 + s + p);
         let grad = grad.contiguous()?;
-        tensor_data(&grad, name, |g| {
+        with_data(&grad, name, |g| {
             // Rows: their own gradient plus their weight times the [CLS] row's (the mean); masked text rows none.
             let stream_grad = |rows: usize, offset: usize, weights: &[f32], masked: &[bool]| {
                 let mut out = vec![0f32; b * n * rows * d];
