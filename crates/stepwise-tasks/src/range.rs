@@ -42,10 +42,13 @@ pub struct RangeIndex {
     /// Items in list order, and where each list starts in it (`lists + 1` entries).
     order: Vec<u32>,
     starts: Vec<usize>,
-    /// Projected coordinates of item `x` at `proj[x * p..]` (queries are items too).
+    /// Projected coordinates of `order[i]` at `proj[i * p..]`: list order, so a list's scan reads them
+    /// contiguously (indexed by item, the 20,000-procedure sweep ran 24% slower).
     proj: Vec<f32>,
-    /// ‖x‖ of item `x`.
+    /// ‖x‖ of `order[i]`.
     norms: Vec<f64>,
+    /// Where item `x` sits in `order` (queries are items too).
+    position: Vec<u32>,
     /// Per list: projected centroid (`p` values, f64), projected radius, largest ‖x‖.
     centres: Vec<f64>,
     radii: Vec<f64>,
@@ -95,7 +98,14 @@ impl RangeIndex {
                 radii[c] = radii[c].max(d.sum::<f64>().sqrt());
             }
         }
-        RangeIndex { p, order, starts, proj, norms, centres, radii, max_norms }
+        // The coordinates and norms in list order (the projection above reads the catalog's rows in place).
+        let mut position = vec![0u32; n];
+        for (i, &x) in order.iter().enumerate() {
+            position[x as usize] = i as u32;
+        }
+        let proj = order.iter().flat_map(|&x| &proj[x as usize * p..(x as usize + 1) * p]).copied().collect();
+        let norms = order.iter().map(|&x| norms[x as usize]).collect();
+        RangeIndex { p, order, starts, proj, norms, position, centres, radii, max_norms }
     }
 
     /// Every item `x` of `cat` whose smallest distance to a query `q` it may be measured from (`x ≠ q`, no shared
@@ -112,8 +122,8 @@ impl RangeIndex {
             .map(|&q| Query {
                 item: q,
                 row: cat.row(q),
-                coords: &self.proj[q as usize * p..(q as usize + 1) * p],
-                norm: self.norms[q as usize],
+                coords: &self.proj[self.position[q as usize] as usize * p..][..p],
+                norm: self.norms[self.position[q as usize] as usize],
             })
             .collect();
         let bound64 = bound as f64;
@@ -145,8 +155,9 @@ impl RangeIndex {
             if !reachable {
                 continue;
             }
-            for &x in &self.order[a..b] {
-                let (coords, nx) = (&self.proj[x as usize * p..(x as usize + 1) * p], self.norms[x as usize]);
+            for i in a..b {
+                let x = self.order[i];
+                let (coords, nx) = (&self.proj[i * p..(i + 1) * p], self.norms[i]);
                 let row = cat.row(x);
                 let mut best = f32::INFINITY;
                 for q in &qs {
