@@ -94,6 +94,18 @@ fn dims(
     Ok([b, n, s, p, d])
 }
 
+/// `acc += Σ_r weights[r] · row(r)`, the sum formed on its own first (as the composite's product did).
+fn add_weighted_mean<'a>(acc: &mut [f32], weights: &[f32], row: impl Fn(usize) -> &'a [f32]) {
+    if weights.is_empty() {
+        return;
+    }
+    let mut mean = vec![0f32; acc.len()];
+    for (r, &w) in weights.iter().enumerate() {
+        mean.iter_mut().zip(row(r)).for_each(|(m, &x)| *m += w * x);
+    }
+    acc.iter_mut().zip(&mean).for_each(|(c, m)| *c += m);
+}
+
 impl Assemble {
     fn masked(&self, row: usize) -> bool {
         self.rows.text_masked.get(row).copied().unwrap_or(false)
@@ -123,41 +135,28 @@ impl CustomOp3 for Assemble {
             let k = step % n;
             let (step_emb, mask_vec) = (&tables[t.step(d, k)], &tables[t.mask(d)]);
             // Each row: its content, then + ((position + token type) + step index), as the composite summed it.
-            let mut put = |j: usize, kind: usize, content: &dyn Fn(usize) -> f32| {
+            let mut put = |j: usize, kind: usize, content: &[f32]| {
                 let (pos, typ) = (&tables[t.position(d, j)], &tables[t.kind(d, kind)]);
-                for (c, o) in out[j * d..(j + 1) * d].iter_mut().enumerate() {
-                    *o = content(c) + ((pos[c] + typ[c]) + step_emb[c]);
+                for (((o, &x), (&pos, &typ)), &st) in
+                    out[j * d..(j + 1) * d].iter_mut().zip(content).zip(pos.iter().zip(typ)).zip(step_emb)
+                {
+                    *o = x + ((pos + typ) + st);
                 }
             };
             let text_row = |r: usize| -> &[f32] {
                 if self.masked(step * s + r) { mask_vec } else { &text[(step * s + r) * d..(step * s + r + 1) * d] }
             };
-            // [CLS] = cls + mean of the text rows + mean of the image rows.
+            let image_row = |r: usize| &image[(step * p + r) * d..(step * p + r + 1) * d];
+            // [CLS] = cls + mean of the text rows + mean of the image rows (each stream's mean summed on its own).
             let mut cls = tables[t.cls(d)].to_vec();
-            if s > 0 {
-                let mut mean = vec![0f32; d];
-                for (r, &w) in self.rows.text[step * s..(step + 1) * s].iter().enumerate() {
-                    mean.iter_mut().zip(text_row(r)).for_each(|(m, &x)| *m += w * x);
-                }
-                cls.iter_mut().zip(&mean).for_each(|(c, m)| *c += m);
-            }
-            if p > 0 {
-                let mut mean = vec![0f32; d];
-                for (r, &w) in self.rows.image[step * p..(step + 1) * p].iter().enumerate() {
-                    mean.iter_mut()
-                        .zip(&image[(step * p + r) * d..(step * p + r + 1) * d])
-                        .for_each(|(m, &x)| *m += w * x);
-                }
-                cls.iter_mut().zip(&mean).for_each(|(c, m)| *c += m);
-            }
-            put(0, 0, &|c| cls[c]);
+            add_weighted_mean(&mut cls, &self.rows.text[step * s..(step + 1) * s], text_row);
+            add_weighted_mean(&mut cls, &self.rows.image[step * p..(step + 1) * p], image_row);
+            put(0, 0, &cls);
             for r in 0..s {
-                let row = text_row(r);
-                put(1 + r, 1, &|c| row[c]);
+                put(1 + r, 1, text_row(r));
             }
             for r in 0..p {
-                let row = &image[(step * p + r) * d..(step * p + r + 1) * d];
-                put(1 + s + r, 2, &|c| row[c]);
+                put(1 + s + r, 2, image_row(r));
             }
         });
         Ok((CpuStorage::F32(out), Shape::from((b, n, l, d))))
