@@ -98,6 +98,22 @@ macro_rules! with_avx512 {
     }};
 }
 
+/// The largest value of a row (NaN only when every value is; −∞ for an empty row), taken in LANES partial
+/// maxima: one `max` chain runs at the instruction's latency. A maximum does not depend on the order it is taken
+/// in, so the result is the chain's.
+pub fn row_max(xs: &[f32]) -> f32 {
+    with_avx512!(row_max_avx512, row_max_impl(xs))
+}
+
+#[inline(always)]
+fn row_max_impl(xs: &[f32]) -> f32 {
+    let mut partial = [f32::NEG_INFINITY; LANES];
+    for chunk in xs.chunks(LANES) {
+        partial.iter_mut().zip(chunk).for_each(|(m, &x)| *m = m.max(x));
+    }
+    partial.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x))
+}
+
 /// `row = softmax(row · scale + bias)` in place (`bias` as long as the row, or empty for none).
 pub fn softmax_row(row: &mut [f32], bias: &[f32], scale: f32) {
     with_avx512!(softmax_row_avx512, softmax_row_impl(row, bias, scale))

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use stepwise_kernels::{MatRef, gemm, math};
 
 use super::{
-    AttnDims, ELEMENT_CHUNK, KEEP_PROBABILITIES_BYTES, attention_backward, attention_forward, chunked_row_sums,
-    column_sums, f32_rows, gemm_err, layer_norm_row_grad, row_stats, with_data,
+    AttnDims, ELEMENT_CHUNK, attention_backward, attention_forward, chunked_row_sums, column_sums, f32_rows, gemm_err,
+    layer_norm_row_grad, probabilities_fit, repeated_rows, row_stats, with_data,
 };
 use crate::nn::CResult;
 
@@ -90,7 +90,7 @@ pub fn transformer_layer(x: &Tensor, params: &Tensor, key_bias: &Tensor, shape: 
 /// What the backward pass reads, kept by the forward pass.
 struct Saved {
     qkv: Vec<f32>,
-    /// The attention probabilities when they fit [`KEEP_PROBABILITIES_BYTES`] (else recomputed).
+    /// The attention probabilities when they fit (`probabilities_fit`; else recomputed).
     probabilities: Option<Vec<f32>>,
     attn: Vec<f32>,
     y1: Vec<f32>,
@@ -125,15 +125,6 @@ fn dims_of(name: &str, shape: &LayerShape, x: &Layout, params: &Layout, bias: &L
         candle_core::bail!("{name}: key bias {:?}, expected [{s}, {l}]", bias.dims());
     }
     Ok(AttnDims { s, l, d, dh: d / shape.heads, heads: shape.heads })
-}
-
-/// `n` copies of `row`, one after another (the starting value of a product with a bias).
-fn repeated_rows(row: &[f32], n: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(row.len() * n);
-    for _ in 0..n {
-        out.extend_from_slice(row);
-    }
-    out
 }
 
 /// `x + row` for every row of `x`, in place.
@@ -172,11 +163,12 @@ fn layer_norm_keeping(r: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32, d: u
 /// The layer norm's backward pass from kept `x̂` and 1/σ: the input gradient, then `[dγ ; dβ]` (chunk partials
 /// added in chunk order).
 fn layer_norm_grads(xhat: &[f32], rstd: &[f32], gamma: &[f32], dy: &[f32], d: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut dx = vec![0f32; dy.len()];
+    // x̂ copied into the gradient's rows, which the row helper turns into dx in place.
+    let mut dx = xhat.to_vec();
     dx.par_chunks_mut(d)
-        .zip(xhat.par_chunks(d).zip(dy.par_chunks(d)))
+        .zip(dy.par_chunks(d))
         .zip(rstd.par_iter())
-        .for_each(|((dx, (xhat, dy)), &rs)| layer_norm_row_grad(xhat, rs, gamma, dy, dx));
+        .for_each(|((dx, dy), &rs)| layer_norm_row_grad(dx, rs, gamma, dy));
     let params = chunked_row_sums(rstd.len(), 2 * d, |range, acc| {
         let (sg, sb) = acc.split_at_mut(d);
         for r in range {
@@ -225,9 +217,8 @@ impl CustomOp3 for FusedLayer {
         let b_qkv = [part(Part::Bq), part(Part::Bk), part(Part::Bv)].concat();
         let mut qkv = repeated_rows(&b_qkv, n);
         matmul_into(MatRef::row_major(x, n, d), MatRef::row_major(&qkv_weights(p, shape), d, 3 * d), &mut qkv, true)?;
-        let probabilities_bytes = dims.s.saturating_mul(dims.heads).saturating_mul(dims.l * dims.l).saturating_mul(4);
-        let (attn, probabilities) =
-            attention_forward(dims, &qkv, bias, self.keep && probabilities_bytes <= KEEP_PROBABILITIES_BYTES)?;
+        let keep_probabilities = self.keep && probabilities_fit(dims.s, dims.heads, dims.l);
+        let (attn, probabilities) = attention_forward(dims, &qkv, bias, keep_probabilities)?;
         // y₁ = LN₁(x + attn Wo + bo)
         let mut r1 = x.to_vec();
         add_to_rows(&mut r1, part(Part::Bo));

@@ -232,8 +232,7 @@ impl CustomOp3 for Linear {
         if a.batch != 1 || w.batch != 1 || a.cols != w.rows || n != w.cols || bias.len() != n {
             candle_core::bail!("{}: shapes {:?}, {:?}, {:?} do not fit", self.name(), l1.dims(), l2.dims(), l3.dims());
         }
-        let mut out = vec![0f32; a.rows * n];
-        out.par_chunks_mut(n).for_each(|row| row.copy_from_slice(bias));
+        let mut out = repeated_rows(bias, a.rows);
         let (x, y) = (f32_data(s1, self.name())?, f32_data(s2, self.name())?);
         gemm(a.mat(x)?, w.mat(y)?, &mut out, true, true).map_err(gemm_err)?;
         Ok((CpuStorage::F32(out), Shape::from((a.rows, n))))
@@ -252,6 +251,15 @@ impl CustomOp3 for Linear {
         let db = tracked(b, || grad.contiguous()?.apply_op1_no_bwd(&ColumnSums))?;
         Ok((dx, dw, db))
     }
+}
+
+/// `n` copies of `row`, one after another (the starting value of a product with a bias).
+fn repeated_rows(row: &[f32], n: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(row.len() * n);
+    for _ in 0..n {
+        out.extend_from_slice(row);
+    }
+    out
 }
 
 /// Sum over rows of a contiguous matrix (`rows × n → n`).
@@ -293,16 +301,18 @@ impl CustomOp1 for ColumnSums {
 pub fn attention(qkv: &Tensor, key_bias: &Tensor, heads: usize) -> CResult<Tensor> {
     // Kept only for a graph that can be differentiated, and only up to a size: long inputs (16 steps of 110 rows:
     // 0.8 GB per layer at batch 16) recompute instead, and inference through variables never holds much.
-    let probabilities_bytes = match qkv.dims() {
-        &[s, l, _] => s.saturating_mul(heads).saturating_mul(l).saturating_mul(l).saturating_mul(4),
-        _ => usize::MAX,
-    };
-    let keep = qkv.track_op() && probabilities_bytes <= KEEP_PROBABILITIES_BYTES;
+    let keep = qkv.track_op() && matches!(qkv.dims(), &[s, l, _] if probabilities_fit(s, heads, l));
     qkv.contiguous()?.apply_op2(&key_bias.contiguous()?, Attention { heads, keep, probabilities: Mutex::new(None) })
 }
 
 /// The largest probability tensor [`attention`] keeps for its backward pass (bench seq-train: 77 MB per layer).
 const KEEP_PROBABILITIES_BYTES: usize = 256 << 20;
+
+/// Whether the `S·H·L·L` probabilities of `s` sequences of `l` rows and `heads` heads fit
+/// [`KEEP_PROBABILITIES_BYTES`].
+fn probabilities_fit(s: usize, heads: usize, l: usize) -> bool {
+    s.saturating_mul(heads).saturating_mul(l).saturating_mul(l).saturating_mul(4) <= KEEP_PROBABILITIES_BYTES
+}
 
 struct Attention {
     heads: usize,
@@ -461,7 +471,8 @@ fn scatter_transposed(dst: &mut [f32], src: &[f32], l: usize, width: usize, col:
 }
 
 thread_local! {
-    /// Per-thread `L × L` buffers of the attention tasks (scores / probabilities and their gradient).
+    /// Per-thread `L × L` buffers of the attention tasks (scores / probabilities and their gradient); cross-entropy
+    /// borrows the first for a row's exponentials.
     static ATTN_BUFS: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> =
         const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
@@ -516,13 +527,8 @@ impl CustomOp2 for AttentionBackward {
         let (qkv, _) = f32_rows(s1, l1, self.name())?;
         let (bias, _) = f32_rows(s2, l2, self.name())?;
         let AttnDims { s, l, d, heads, .. } = dims;
-        let (grad_storage, grad_layout) = self.grad.storage_and_layout();
-        let candle_core::Storage::Cpu(grad_storage) = &*grad_storage else {
-            candle_core::bail!("{}: CPU tensors only", self.name());
-        };
-        let (dout, _) = f32_rows(grad_storage, grad_layout, self.name())?;
-        if grad_layout.dims() != [s, l, d] {
-            candle_core::bail!("{}: gradient {:?}, expected [{s}, {l}, {d}]", self.name(), grad_layout.dims());
+        if self.grad.dims() != [s, l, d] {
+            candle_core::bail!("{}: gradient {:?}, expected [{s}, {l}, {d}]", self.name(), self.grad.dims());
         }
         if s * l * d == 0 {
             return Ok((CpuStorage::F32(Vec::new()), Shape::from((s, l, 3 * d))));
@@ -532,7 +538,7 @@ impl CustomOp2 for AttentionBackward {
             Some(_) => candle_core::bail!("{}: kept probabilities do not fit {:?}", self.name(), l1.dims()),
             None => None,
         };
-        let dqkv = attention_backward(dims, qkv, bias, dout, kept)?;
+        let dqkv = with_data(&self.grad, self.name(), |dout| attention_backward(dims, qkv, bias, dout, kept))?;
         Ok((CpuStorage::F32(dqkv), Shape::from((s, l, 3 * d))))
     }
 }
@@ -631,12 +637,7 @@ impl CustomOp1 for CrossEntropy {
                     let (scratch, _, _) = &mut *bufs.borrow_mut();
                     scratch.clear();
                     scratch.extend_from_slice(row);
-                    // The maximum in 16 partial maxima (one chain over 30,000 classes runs at the max's latency).
-                    let mut partial = [f32::NEG_INFINITY; 16];
-                    for chunk in row.chunks(16) {
-                        partial.iter_mut().zip(chunk).for_each(|(m, &x)| *m = m.max(x));
-                    }
-                    let max = partial.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                    let max = math::row_max(row);
                     math::exp_shifted(scratch, max);
                     *lse = max + math::row_sum(scratch).ln();
                 });
@@ -651,7 +652,7 @@ impl CustomOp1 for CrossEntropy {
     fn bwd(&self, logits: &Tensor, _res: &Tensor, grad: &Tensor) -> CResult<Option<Tensor>> {
         let (n, v) = self.check(logits.layout())?;
         let g = grad.to_scalar::<f32>()? / n.max(1) as f32;
-        let lse = self.lse.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let lse = self.lse.lock().unwrap_or_else(|e| e.into_inner());
         let mut dx = with_data(logits, self.name(), |x| Ok(x.to_vec()))?;
         if v > 0 {
             dx.par_chunks_mut(v).zip(lse.par_iter().zip(self.labels.par_iter())).for_each(|(row, (&lse, &c))| {
@@ -757,28 +758,27 @@ impl CustomOp3 for LayerNormInputGrad {
         let mut dx = vec![0f32; x.len()];
         dx.par_chunks_mut(n).zip(x.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (x, dy))| {
             let (mean, rstd) = row_stats(x, self.eps);
-            // x̂ first, in the output row (the row helper reads it before writing each value).
             dx.iter_mut().zip(x).for_each(|(o, &x)| *o = (x - mean) * rstd);
-            let xhat = dx.to_vec();
-            layer_norm_row_grad(&xhat, rstd, gamma, dy, dx);
+            layer_norm_row_grad(dx, rstd, gamma, dy);
         });
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
 
-/// One row of the layer norm's input gradient from its `x̂` and 1/σ:
-/// `dx = rstd · (dy·γ − mean(dy·γ) − x̂ · mean(dy·γ ⊙ x̂))`.
-fn layer_norm_row_grad(xhat: &[f32], rstd: f32, gamma: &[f32], dy: &[f32], dx: &mut [f32]) {
-    let n = xhat.len().max(1) as f32;
+/// One row of the layer norm's input gradient in place: `row` holds `x̂` on entry and
+/// `dx = rstd · (dy·γ − mean(dy·γ) − x̂ · mean(dy·γ ⊙ x̂))` on return (each value reads only its own `x̂` after the
+/// sums, so no second buffer).
+fn layer_norm_row_grad(row: &mut [f32], rstd: f32, gamma: &[f32], dy: &[f32]) {
+    let n = row.len().max(1) as f32;
     let (mut sum_g, mut sum_gx) = (0f32, 0f32);
-    for ((&xh, &dy), &g) in xhat.iter().zip(dy).zip(gamma) {
+    for ((&xh, &dy), &g) in row.iter().zip(dy).zip(gamma) {
         let gg = dy * g;
         sum_g += gg;
         sum_gx += gg * xh;
     }
     let (mg, mgx) = (sum_g / n, sum_gx / n);
-    for (((dx, &xh), &dy), &g) in dx.iter_mut().zip(xhat).zip(dy).zip(gamma) {
-        *dx = rstd * (dy * g - mg - xh * mgx);
+    for ((x, &dy), &g) in row.iter_mut().zip(dy).zip(gamma) {
+        *x = rstd * (dy * g - mg - *x * mgx);
     }
 }
 
