@@ -415,9 +415,7 @@ fn pack_a(isa: Isa, a: &MatRef, i0: usize, mc: usize, p0: usize, kc: usize, out:
             }
         } else if a.rs == 1 {
             // A transposed view: the rows of a panel are adjacent for each inner index.
-            for (p, d) in dst.chunks_exact_mut(mr).enumerate() {
-                copy_short(d, &a.data[r0 + (p0 + p) * a.cs..], rows);
-            }
+            copy_rows(dst, mr, &a.data[r0 + p0 * a.cs..], a.cs, kc, rows);
         } else {
             for p in 0..kc {
                 for i in 0..rows {
@@ -428,16 +426,25 @@ fn pack_a(isa: Isa, a: &MatRef, i0: usize, mc: usize, p0: usize, kc: usize, out:
     }
 }
 
-/// `dst[..n] = src[..n]`, inlined for the tile sizes: a `memcpy` call per 48–128 bytes took 6% of a training step.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32], n: usize) {
+/// `dst[p * ld..][..n] = src[p * stride..][..n]` for `p < kc`: a panel's rows copied from strided rows.
+/// Monomorphised per tile width so each row is a few vector moves: with the width a runtime value inside the
+/// loop, LLVM merged the per-width copies back into one `memcpy` call per 48–128 bytes (5% of a training step).
+fn copy_rows(dst: &mut [f32], ld: usize, src: &[f32], stride: usize, kc: usize, n: usize) {
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [f32], ld: usize, src: &[f32], stride: usize, kc: usize) {
+        for p in 0..kc {
+            let row: &[f32; N] = src[p * stride..][..N].try_into().expect("a slice of N values");
+            let out: &mut [f32; N] = (&mut dst[p * ld..][..N]).try_into().expect("a slice of N values");
+            *out = *row;
+        }
+    }
     match n {
-        32 => dst[..32].copy_from_slice(&src[..32]),
-        16 => dst[..16].copy_from_slice(&src[..16]),
-        12 => dst[..12].copy_from_slice(&src[..12]),
-        6 => dst[..6].copy_from_slice(&src[..6]),
-        4 => dst[..4].copy_from_slice(&src[..4]),
-        _ => dst[..n].copy_from_slice(&src[..n]),
+        32 => fixed::<32>(dst, ld, src, stride, kc),
+        16 => fixed::<16>(dst, ld, src, stride, kc),
+        12 => fixed::<12>(dst, ld, src, stride, kc),
+        6 => fixed::<6>(dst, ld, src, stride, kc),
+        4 => fixed::<4>(dst, ld, src, stride, kc),
+        _ => (0..kc).for_each(|p| dst[p * ld..][..n].copy_from_slice(&src[p * stride..][..n])),
     }
 }
 
@@ -457,9 +464,7 @@ fn pack_b(isa: Isa, b: &MatRef, p0: usize, kc: usize, j0: usize, nc: usize, para
             dst.fill(0.0);
         }
         if b.cs == 1 {
-            for p in 0..kc {
-                copy_short(&mut dst[p * nr..], &b.data[(p0 + p) * b.rs + c0..], cols);
-            }
+            copy_rows(dst, nr, &b.data[p0 * b.rs + c0..], b.rs, kc, cols);
         } else {
             #[allow(unused_mut)]
             let mut done = 0;
