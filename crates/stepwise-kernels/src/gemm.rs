@@ -427,8 +427,8 @@ fn pack_a(isa: Isa, a: &MatRef, i0: usize, mc: usize, p0: usize, kc: usize, out:
 }
 
 /// `dst[p * ld..][..n] = src[p * stride..][..n]` for `p < kc`: a panel's rows copied from strided rows.
-/// Monomorphised per tile width so each row is a few vector moves: with the width a runtime value inside the
-/// loop, LLVM merged the per-width copies back into one `memcpy` call per 48–128 bytes (5% of a training step).
+/// Monomorphised per tile width so each row is a few inline vector moves: a `match` on the width inside the loop
+/// was merged by LLVM back into one `memcpy` call per 48–128 byte row.
 fn copy_rows(dst: &mut [f32], ld: usize, src: &[f32], stride: usize, kc: usize, n: usize) {
     #[inline(always)]
     fn fixed<const N: usize>(dst: &mut [f32], ld: usize, src: &[f32], stride: usize, kc: usize) {
