@@ -19,7 +19,8 @@ use stepwise_kernels::{MatRef, gemm, math};
 
 use super::{
     AttnDims, ELEMENT_CHUNK, attention_backward, attention_forward, chunked_row_sums, column_sums, f32_rows, gemm_err,
-    layer_norm_row_grad, probabilities_fit, repeated_rows, row_stats, with_data,
+    layer_norm_row_grad, par_vec, par_zeros, probabilities_fit, repeated_rows, row_stats, rows_chunk, rows_plus,
+    with_data, zeroed,
 };
 use crate::nn::CResult;
 
@@ -127,11 +128,6 @@ fn dims_of(name: &str, shape: &LayerShape, x: &Layout, params: &Layout, bias: &L
     Ok(AttnDims { s, l, d, dh: d / shape.heads, heads: shape.heads })
 }
 
-/// `x + row` for every row of `x`, in place.
-fn add_to_rows(x: &mut [f32], row: &[f32]) {
-    x.par_chunks_mut(row.len().max(1)).for_each(|r| r.iter_mut().zip(row).for_each(|(x, b)| *x += b));
-}
-
 /// `[Wq | Wk | Wv]` (`D × 3D`) from the packed parameters.
 fn qkv_weights(p: &[f32], shape: &LayerShape) -> Vec<f32> {
     let d = shape.dim;
@@ -147,16 +143,24 @@ fn qkv_weights(p: &[f32], shape: &LayerShape) -> Vec<f32> {
 
 /// Layer norm of the rows of `r` (width `d`): the output, `r` turned into `x̂` in place, and each row's 1/σ.
 fn layer_norm_keeping(r: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32, d: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut y = vec![0f32; r.len()];
-    let mut rstd = vec![0f32; r.len() / d];
-    y.par_chunks_mut(d).zip(r.par_chunks_mut(d)).zip(rstd.par_iter_mut()).for_each(|((y, x), rs)| {
-        let (mean, inv) = row_stats(x, eps);
-        *rs = inv;
-        for ((y, x), (&g, &b)) in y.iter_mut().zip(x.iter_mut()).zip(gamma.iter().zip(beta)) {
-            *x = (*x - mean) * inv;
-            *y = *x * g + b;
-        }
-    });
+    let rows = r.len() / d;
+    let mut y = Vec::with_capacity(rows * d);
+    let mut rstd = vec![0f32; rows];
+    // `y` is written row by row by the tasks that compute the rows (no serial zero fill; see `try_par_vec`).
+    y.spare_capacity_mut()[..rows * d].par_chunks_mut(d).zip(r.par_chunks_mut(d)).zip(rstd.par_iter_mut()).for_each(
+        |((y, x), rs)| {
+            let y = zeroed(y);
+            let (mean, inv) = row_stats(x, eps);
+            *rs = inv;
+            for ((y, x), (&g, &b)) in y.iter_mut().zip(x.iter_mut()).zip(gamma.iter().zip(beta)) {
+                *x = (*x - mean) * inv;
+                *y = *x * g + b;
+            }
+        },
+    );
+    // SAFETY: the zip above ran over all `rows` rows (`r` holds `rows · d` values, `rstd` `rows`), each row of `y`
+    // went through `zeroed`.
+    unsafe { y.set_len(rows * d) };
     (y, rstd)
 }
 
@@ -164,11 +168,14 @@ fn layer_norm_keeping(r: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32, d: u
 /// added in chunk order).
 fn layer_norm_grads(xhat: &[f32], rstd: &[f32], gamma: &[f32], dy: &[f32], d: usize) -> (Vec<f32>, Vec<f32>) {
     // x̂ copied into the gradient's rows, which the row helper turns into dx in place.
-    let mut dx = xhat.to_vec();
-    dx.par_chunks_mut(d)
-        .zip(dy.par_chunks(d))
-        .zip(rstd.par_iter())
-        .for_each(|((dx, dy), &rs)| layer_norm_row_grad(dx, rs, gamma, dy));
+    let chunk = rows_chunk(d);
+    let dx = par_vec(xhat.len(), chunk, |i, dx| {
+        let start = i * chunk;
+        dx.copy_from_slice(&xhat[start..start + dx.len()]);
+        for ((dx, dy), &rs) in dx.chunks_exact_mut(d).zip(dy[start..].chunks_exact(d)).zip(&rstd[start / d..]) {
+            layer_norm_row_grad(dx, rs, gamma, dy);
+        }
+    });
     let params = chunked_row_sums(rstd.len(), 2 * d, |range, acc| {
         let (sg, sb) = acc.split_at_mut(d);
         for r in range {
@@ -220,18 +227,15 @@ impl CustomOp3 for FusedLayer {
         let keep_probabilities = self.keep && probabilities_fit(dims.s, dims.heads, dims.l);
         let (attn, probabilities) = attention_forward(dims, &qkv, bias, keep_probabilities)?;
         // y₁ = LN₁(x + attn Wo + bo)
-        let mut r1 = x.to_vec();
-        add_to_rows(&mut r1, part(Part::Bo));
+        let mut r1 = rows_plus(x, part(Part::Bo));
         matmul_into(MatRef::row_major(&attn, n, d), MatRef::row_major(part(Part::Wo), d, d), &mut r1, true)?;
         let (y1, rstd1) = layer_norm_keeping(&mut r1, part(Part::Gamma1), part(Part::Beta1), shape.eps1, d);
         // h = y₁ W₁ + b₁; g = GELU(h)
         let mut h = repeated_rows(part(Part::B1), n);
         matmul_into(MatRef::row_major(&y1, n, d), MatRef::row_major(part(Part::W1), d, f), &mut h, true)?;
-        let mut g = vec![0f32; h.len()];
-        g.par_chunks_mut(ELEMENT_CHUNK).zip(h.par_chunks(ELEMENT_CHUNK)).for_each(|(g, h)| math::gelu(h, g));
+        let g = par_vec(h.len(), ELEMENT_CHUNK, |i, g| math::gelu(&h[i * ELEMENT_CHUNK..][..g.len()], g));
         // y = LN₂(y₁ + g W₂ + b₂)
-        let mut r2 = y1.clone();
-        add_to_rows(&mut r2, part(Part::B2));
+        let mut r2 = rows_plus(&y1, part(Part::B2));
         matmul_into(MatRef::row_major(&g, n, f), MatRef::row_major(part(Part::W2), f, d), &mut r2, true)?;
         let (y, rstd2) = layer_norm_keeping(&mut r2, part(Part::Gamma2), part(Part::Beta2), shape.eps2, d);
         if self.keep {
@@ -308,13 +312,13 @@ impl FusedLayer {
             false,
         )?;
         put(&mut dp, Part::B2, &column_sums(&dr2, d));
-        let mut dg = vec![0f32; n * f];
+        let mut dg = par_zeros(n * f);
         matmul_into(MatRef::row_major(&dr2, n, d), MatRef::row_major(part(Part::W2), f, d).t(), &mut dg, false)?;
         // GELU
-        let mut dh = vec![0f32; n * f];
-        dh.par_chunks_mut(ELEMENT_CHUNK)
-            .zip(sv.h.par_chunks(ELEMENT_CHUNK).zip(dg.par_chunks(ELEMENT_CHUNK)))
-            .for_each(|(dh, (h, dg))| math::gelu_backward(h, dg, dh));
+        let dh = par_vec(n * f, ELEMENT_CHUNK, |i, dh| {
+            let at = i * ELEMENT_CHUNK..i * ELEMENT_CHUNK + dh.len();
+            math::gelu_backward(&sv.h[at.clone()], &dg[at], dh)
+        });
         drop(dg);
         // W₁, b₁ and dy₁ = dr₂ (the residual) + dh W₁ᵀ
         matmul_into(
@@ -340,7 +344,7 @@ impl FusedLayer {
             false,
         )?;
         put(&mut dp, Part::Bo, &column_sums(&dr1, d));
-        let mut dattn = vec![0f32; n * d];
+        let mut dattn = par_zeros(n * d);
         matmul_into(MatRef::row_major(&dr1, n, d), MatRef::row_major(part(Part::Wo), d, d).t(), &mut dattn, false)?;
         let dqkv = attention_backward(dims, &sv.qkv, bias, &dattn, sv.probabilities.as_deref())?;
         drop(dattn);

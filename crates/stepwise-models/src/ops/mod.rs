@@ -12,6 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 use stepwise_kernels::math::{self, softmax_row, softmax_row_backward};
 use stepwise_kernels::{MatRef, gemm, gemm_batched};
@@ -176,7 +177,7 @@ impl CustomOp2 for MatMul {
             candle_core::bail!("{}: shapes {d1:?} and {d2:?} do not multiply", self.name());
         }
         let (x, y) = (f32_data(s1, self.name())?, f32_data(s2, self.name())?);
-        let mut out = vec![0f32; a.batch * a.rows * b.cols];
+        let mut out = par_zeros(a.batch * a.rows * b.cols);
         if a.batch == 1 {
             gemm(a.mat(x)?, b.mat(y)?, &mut out, false, true).map_err(gemm_err)?;
         } else {
@@ -255,11 +256,72 @@ impl CustomOp3 for Linear {
 
 /// `n` copies of `row`, one after another (the starting value of a product with a bias).
 fn repeated_rows(row: &[f32], n: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(row.len() * n);
-    for _ in 0..n {
-        out.extend_from_slice(row);
+    let w = row.len().max(1);
+    par_vec(row.len() * n, rows_chunk(w), |_, out| out.chunks_exact_mut(w).for_each(|r| r.copy_from_slice(row)))
+}
+
+/// Each row of `x` (rows of `row.len()` values) plus `row`: a residual's starting value with a bias.
+fn rows_plus(x: &[f32], row: &[f32]) -> Vec<f32> {
+    let w = row.len().max(1);
+    let chunk = rows_chunk(w);
+    par_vec(x.len(), chunk, |i, out| {
+        for (o, x) in out.chunks_exact_mut(w).zip(x[i * chunk..].chunks_exact(w)) {
+            o.iter_mut().zip(x.iter().zip(row)).for_each(|(o, (x, b))| *o = x + b);
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fresh outputs written in parallel
+//
+// Why: the fused layer's and attention's outputs (9–77 MB each on `stepwise bench seq-train`) were allocated with
+// `vec![0; n]`, `to_vec` or a serial row copy on the calling thread while rayon's workers waited: 15% of a
+// training step ran on one core (perf, samples per thread). Here the task that writes a chunk zeroes it first, in
+// its own cache, so no pass over the whole output runs alone.
+
+/// Values per task of the parallel fills (64 KiB).
+const FILL_CHUNK: usize = 16 * 1024;
+
+/// A multiple of `width` close to [`FILL_CHUNK`] values: chunks of whole rows.
+fn rows_chunk(width: usize) -> usize {
+    width.max(1) * (FILL_CHUNK / width.max(1)).max(1)
+}
+
+/// Zero `chunk` and hand it out as initialised values.
+fn zeroed(chunk: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+    chunk.fill(MaybeUninit::new(0.0));
+    // SAFETY: every element was written just above, and `MaybeUninit<f32>` has the layout of `f32`.
+    unsafe { &mut *(chunk as *mut [MaybeUninit<f32>] as *mut [f32]) }
+}
+
+/// A new `len`-value vector written in parallel: `fill(i, chunk)` writes the `i`-th piece of `chunk` values (the
+/// last may be shorter), zeroed by its own task first.
+fn try_par_vec<E: Send>(
+    len: usize,
+    chunk: usize,
+    fill: impl Fn(usize, &mut [f32]) -> Result<(), E> + Sync,
+) -> Result<Vec<f32>, E> {
+    let mut v = Vec::with_capacity(len);
+    v.spare_capacity_mut()[..len].par_chunks_mut(chunk.max(1)).enumerate().try_for_each(|(i, c)| fill(i, zeroed(c)))?;
+    // SAFETY: `try_for_each` succeeded, so every chunk of `0..len` went through `zeroed`.
+    unsafe { v.set_len(len) };
+    Ok(v)
+}
+
+/// [`try_par_vec`] with a fill that cannot fail.
+fn par_vec(len: usize, chunk: usize, fill: impl Fn(usize, &mut [f32]) + Sync) -> Vec<f32> {
+    match try_par_vec::<std::convert::Infallible>(len, chunk, |i, c| {
+        fill(i, c);
+        Ok(())
+    }) {
+        Ok(v) => v,
+        Err(never) => match never {},
     }
-    out
+}
+
+/// `len` zeros, written in parallel (an output the GEMM overwrites).
+fn par_zeros(len: usize) -> Vec<f32> {
+    par_vec(len, FILL_CHUNK, |_, _| {})
 }
 
 /// Sum over rows of a contiguous matrix (`rows × n → n`).
@@ -373,29 +435,45 @@ fn attention_forward(dims: AttnDims, qkv: &[f32], bias: &[f32], keep: bool) -> C
     if s * l * d == 0 {
         return Ok((Vec::new(), keep.then(Vec::new)));
     }
-    let mut out = vec![0f32; s * l * d];
-    let mut kept = if keep { vec![0f32; s * heads * l * l] } else { Vec::new() };
-    let mut kept_parts: Vec<Option<&mut [f32]>> =
-        if keep { kept.chunks_mut(heads * l * l).map(Some).collect() } else { (0..s).map(|_| None).collect() };
-    out.par_chunks_mut(l * d).zip(kept_parts.par_iter_mut()).enumerate().try_for_each(|(b, (out_b, kept_b))| {
-        ATTN_BUFS.with(|bufs| {
-            let (scratch, o, _) = &mut *bufs.borrow_mut();
-            o.resize(l * dh, 0.0);
-            for h in 0..heads {
-                let p = match kept_b {
-                    Some(kept_b) => &mut kept_b[h * l * l..(h + 1) * l * l],
-                    None => {
+    // Both outputs are written by the sequences' tasks, each zeroing its part first (see `try_par_vec`).
+    let kept_len = if keep { s * heads * l * l } else { 0 };
+    let mut out = Vec::with_capacity(s * l * d);
+    let mut kept = Vec::with_capacity(kept_len);
+    let mut kept_parts: Vec<&mut [MaybeUninit<f32>]> = if keep {
+        kept.spare_capacity_mut()[..kept_len].chunks_mut(heads * l * l).collect()
+    } else {
+        (0..s).map(|_| Default::default()).collect()
+    };
+    out.spare_capacity_mut()[..s * l * d]
+        .par_chunks_mut(l * d)
+        .zip(kept_parts.par_iter_mut())
+        .enumerate()
+        .try_for_each(|(b, (out_b, kept_b))| {
+            let out_b = zeroed(out_b);
+            ATTN_BUFS.with(|bufs| {
+                let (scratch, o, _) = &mut *bufs.borrow_mut();
+                o.resize(l * dh, 0.0);
+                for h in 0..heads {
+                    let p = if keep {
+                        zeroed(&mut kept_b[h * l * l..(h + 1) * l * l])
+                    } else {
                         scratch.resize(l * l, 0.0);
                         &mut scratch[..]
-                    }
-                };
-                dims.probabilities(qkv, bias, b, h, p)?;
-                gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
-                scatter_columns(out_b, o, dh, d, h * dh);
-            }
-            Ok::<(), candle_core::Error>(())
-        })
-    })?;
+                    };
+                    dims.probabilities(qkv, bias, b, h, p)?;
+                    gemm(MatRef::row_major(p, l, l), dims.view(qkv, b, h, 2), o, false, false).map_err(gemm_err)?;
+                    scatter_columns(out_b, o, dh, d, h * dh);
+                }
+                Ok::<(), candle_core::Error>(())
+            })
+        })?;
+    drop(kept_parts);
+    // SAFETY: `try_for_each` succeeded: each of the `s` tasks zeroed its `l·d` output values and, when keeping,
+    // its `heads` blocks of `l·l` probabilities.
+    unsafe {
+        out.set_len(s * l * d);
+        kept.set_len(kept_len);
+    }
     Ok((out, keep.then_some(kept)))
 }
 
@@ -413,8 +491,7 @@ fn attention_backward(
         return Ok(Vec::new());
     }
     let scale = 1.0 / (dh as f32).sqrt();
-    let mut dqkv = vec![0f32; s * l * 3 * d];
-    dqkv.par_chunks_mut(l * 3 * d).enumerate().try_for_each(|(b, dqkv_b)| {
+    try_par_vec(s * l * 3 * d, l * 3 * d, |b, dqkv_b| {
         ATTN_BUFS.with(|bufs| {
             let (scratch, dp, o) = &mut *bufs.borrow_mut();
             dp.resize(l * l, 0.0);
@@ -447,8 +524,7 @@ fn attention_backward(
             }
             Ok::<(), candle_core::Error>(())
         })
-    })?;
-    Ok(dqkv)
+    })
 }
 
 /// Copy an `L × dh` contiguous block into columns `col..col+dh` of rows `width` apart.
@@ -829,8 +905,7 @@ impl CustomOp1 for Gelu {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> CResult<(CpuStorage, Shape)> {
         let (x, _) = f32_rows(storage, layout, self.name())?;
-        let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(ELEMENT_CHUNK).zip(x.par_chunks(ELEMENT_CHUNK)).for_each(|(y, x)| math::gelu(x, y));
+        let y = par_vec(x.len(), ELEMENT_CHUNK, |i, y| math::gelu(&x[i * ELEMENT_CHUNK..][..y.len()], y));
         Ok((CpuStorage::F32(y), layout.shape().clone()))
     }
 
@@ -849,10 +924,10 @@ impl CustomOp2 for GeluBackward {
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> CResult<(CpuStorage, Shape)> {
         let (x, dy, _) = paired_rows(s1, l1, s2, l2, self.name())?;
-        let mut dx = vec![0f32; x.len()];
-        dx.par_chunks_mut(ELEMENT_CHUNK)
-            .zip(x.par_chunks(ELEMENT_CHUNK).zip(dy.par_chunks(ELEMENT_CHUNK)))
-            .for_each(|(dx, (x, dy))| math::gelu_backward(x, dy, dx));
+        let dx = par_vec(x.len(), ELEMENT_CHUNK, |i, dx| {
+            let at = i * ELEMENT_CHUNK..i * ELEMENT_CHUNK + dx.len();
+            math::gelu_backward(&x[at.clone()], &dy[at], dx)
+        });
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
