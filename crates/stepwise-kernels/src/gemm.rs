@@ -7,7 +7,8 @@
 //! (79 on one thread in cache). The training step of `stepwise bench seq-train` spends most of its time here.
 //!
 //! Determinism: every output element is `fma(a_p, b_p, acc)` over `p` in increasing order within each `KC` slice,
-//! slices added to `C` in order. Tiling over `M` and `N` and the thread count change only who computes an element,
+//! slices added to `C` in order; a product with a long inner dimension and a small output splits it into parts of
+//! whole slices, chosen from the shape alone, whose results are added to `C` in part order. Tiling over `M` and `N` and the thread count change only who computes an element,
 //! never how, so results are byte-identical for any number of threads; the AVX-512, AVX2 and portable kernels all
 //! use fused multiply-add in the same order and agree bit for bit.
 
@@ -258,6 +259,78 @@ fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, par
         }
         return;
     }
+    let slices = k.div_ceil(KC);
+    let parts = split_parts(m, n, slices);
+    if parts == 1 {
+        gemm_slices(isa, a, b, c, accumulate, parallel, 0..slices);
+        return;
+    }
+    // Part 0 goes straight into C (added to it when accumulating), the others into their own outputs, added to C
+    // in part order. Parts run on their own threads; a part splits further only when threads outnumber parts (the
+    // values do not depend on it).
+    let range = |i: usize| i * slices / parts..(i + 1) * slices / parts;
+    let inner_parallel = parallel && parts < rayon::current_num_threads();
+    let part = |i: usize| {
+        let mut out = vec![0f32; m * n];
+        gemm_slices(isa, a, b, &mut out, false, inner_parallel, range(i));
+        out
+    };
+    let partials: Vec<Vec<f32>> = if parallel {
+        rayon::join(
+            || gemm_slices(isa, a, b, c, accumulate, inner_parallel, range(0)),
+            || (1..parts).into_par_iter().map(part).collect(),
+        )
+        .1
+    } else {
+        gemm_slices(isa, a, b, c, accumulate, false, range(0));
+        (1..parts).map(part).collect()
+    };
+    let add = |(i, chunk): (usize, &mut [f32])| {
+        for p in &partials {
+            chunk.iter_mut().zip(&p[i * SUM_CHUNK..]).for_each(|(c, v)| *c += v);
+        }
+    };
+    if parallel {
+        c.par_chunks_mut(SUM_CHUNK).enumerate().for_each(add);
+    } else {
+        c.chunks_mut(SUM_CHUNK).enumerate().for_each(add);
+    }
+}
+
+/// Outputs per task of the sum of a split product's parts.
+const SUM_CHUNK: usize = 16 * 1024;
+
+/// Into how many parts a product splits its inner dimension (`slices` slices of `KC`), from its shape alone.
+///
+/// Why: the weight gradients `Xᵀ·dY` of a training step (inner dimension the 8,800 rows of a batch, outputs
+/// 256 × 256 to 1024 × 256) ran at 205 GFLOP/s on 2 threads where the forward products reach 300: split over
+/// the outputs only, each of their 35 inner slices was a parallel pass of six uneven tasks with a join at its
+/// end. Split over the inner dimension, each thread runs whole parts on its own.
+fn split_parts(m: usize, n: usize, slices: usize) -> usize {
+    // At least four slices per part, at most 8 parts, and only for outputs small enough that a partial output
+    // per part (at most 4 MB) costs little next to the product.
+    if m * n > SPLIT_MAX_OUTPUTS || slices < 8 { 1 } else { (slices / 4).min(8) }
+}
+
+/// The largest output (`m·n`) a product splits its inner dimension for.
+const SPLIT_MAX_OUTPUTS: usize = 1 << 20;
+
+/// `C (+)= A·B` over the inner slices `slices` (of `KC` values; non-empty operands).
+#[allow(clippy::too_many_arguments)]
+fn gemm_slices(
+    isa: Isa,
+    a: Left,
+    b: MatRef,
+    c: &mut [f32],
+    accumulate: bool,
+    parallel: bool,
+    slices: std::ops::Range<usize>,
+) {
+    let (m, k) = match a {
+        Left::View(v) => (v.rows, v.cols),
+        Left::Packed(p) => (p.rows, p.cols),
+    };
+    let n = b.cols;
     let out = OutPtr(c.as_mut_ptr());
     let (_, nr) = isa.tile();
     // The packed-B buffer is taken from this thread's cache and put back (a nested call finds it empty and
@@ -265,9 +338,9 @@ fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, par
     let mut bpack = BPACK.with(|b| b.take());
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
-        for pc in (0..k).step_by(KC) {
+        for pc in slices.clone().map(|s| s * KC) {
             let kc = KC.min(k - pc);
-            let add = accumulate || pc > 0;
+            let add = accumulate || pc > slices.start * KC;
             pack_b(isa, &b, pc, kc, jc, nc, parallel, &mut bpack);
             let bp = &bpack[..];
             let row_blocks = m.div_ceil(MC);
@@ -872,6 +945,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn products_split_over_a_long_inner_dimension_are_accurate_and_thread_count_invariant() {
+        // 2,100 inner values (9 slices): two parts; both operands in the weight-gradient layout (Xᵀ · dY), and an
+        // output just over the split limit, which does not split.
+        let (m, n, k): (usize, usize, usize) = (30, 70, 2100);
+        assert_eq!(split_parts(m, n, k.div_ceil(KC)), 2);
+        assert_eq!(split_parts(1024, 1025, k.div_ceil(KC)), 1);
+        assert_eq!(split_parts(m, n, 7), 1);
+        let ad = values(m * k, 11);
+        let bd = values(k * n, 12);
+        let (a, b) = (MatRef::row_major(&ad, k, m).t(), MatRef::row_major(&bd, k, n));
+        let want = naive(&a, &b);
+        let start = values(m * n, 13);
+        let mut first: Option<Vec<f32>> = None;
+        for isa in kernels() {
+            for (threads, parallel) in [(1, true), (2, true), (3, true), (2, false)] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let mut c = vec![f32::NAN; m * n];
+                pool.install(|| gemm_with(isa, a, b, &mut c, false, parallel)).unwrap();
+                for (x, y) in c.iter().zip(&want) {
+                    assert!((*x as f64 - y).abs() <= 1e-3 * (1.0 + y.abs()), "{isa:?} {threads}: {x} vs {y}");
+                }
+                match &first {
+                    None => first = Some(c),
+                    Some(f) => assert!(f.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()), "{isa:?} {threads}"),
+                }
+                // Accumulating adds the product to what C held.
+                let mut acc = start.clone();
+                pool.install(|| gemm_with(isa, a, b, &mut acc, true, parallel)).unwrap();
+                for ((x, y), s) in acc.iter().zip(&want).zip(&start) {
+                    assert!((*x as f64 - y - *s as f64).abs() <= 1e-3 * (1.0 + y.abs()), "{isa:?} accumulate");
+                }
+            }
+        }
+        // A pre-packed left operand splits the same way.
+        let packed = PackedA::new(a).unwrap();
+        let mut got = vec![0f32; m * n];
+        gemm_packed(&packed, b, &mut got, false, true).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut same_isa = vec![0f32; m * n];
+        gemm(a, b, &mut same_isa, false, true).unwrap();
+        assert_eq!(bits(&got), bits(&same_isa));
     }
 
     #[test]
