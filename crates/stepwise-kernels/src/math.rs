@@ -116,7 +116,14 @@ fn row_max_impl(xs: &[f32]) -> f32 {
 
 /// `row = softmax(row · scale + bias)` in place (`bias` as long as the row, or empty for none).
 pub fn softmax_row(row: &mut [f32], bias: &[f32], scale: f32) {
-    with_avx512!(softmax_row_avx512, softmax_row_impl(row, bias, scale))
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512() && (bias.is_empty() || bias.len() >= row.len()) {
+            // SAFETY: AVX-512F checked above; `bias` is empty or covers the row.
+            return unsafe { x86::softmax_row_avx512(row, bias, scale) };
+        }
+    }
+    softmax_row_impl(row, bias, scale)
 }
 
 #[inline(always)]
@@ -300,6 +307,64 @@ pub(crate) mod x86 {
         tree_sum(partial)
     }
 
+    /// [`softmax_row`] in two passes with explicit vectors (scale, bias and maximum; exponentials and their sum),
+    /// then the division: the same operations in the same order as the portable code, so the same bits. The
+    /// compiled portable loops took 0.23 ms per 550 × 550 attention head, the exponentials alone 0.08.
+    ///
+    /// # Safety
+    /// AVX-512F available; `bias` empty or at least as long as `row`.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn softmax_row_avx512(row: &mut [f32], bias: &[f32], scale: f32) {
+        let n = row.len();
+        let full = n / LANES * LANES;
+        let ptr = row.as_mut_ptr();
+        let sc = _mm512_set1_ps(scale);
+        let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
+        // SAFETY (all blocks below): `i + 16 <= full <= n` and `bias` is empty or holds `n` values.
+        for i in (0..full).step_by(LANES) {
+            unsafe {
+                let x = _mm512_loadu_ps(ptr.add(i));
+                let x = if bias.is_empty() {
+                    _mm512_mul_ps(x, sc)
+                } else {
+                    _mm512_fmadd_ps(x, sc, _mm512_loadu_ps(bias.as_ptr().add(i)))
+                };
+                _mm512_storeu_ps(ptr.add(i), x);
+                // `max(x, m)` returns `m` when `x` is NaN, as `f32::max` does.
+                mx = _mm512_max_ps(x, mx);
+            }
+        }
+        let mut partial = [0f32; LANES];
+        unsafe { _mm512_storeu_ps(partial.as_mut_ptr(), mx) };
+        for j in 0..n - full {
+            let x = &mut row[full + j];
+            *x = if bias.is_empty() { *x * scale } else { x.mul_add(scale, bias[full + j]) };
+            partial[j] = partial[j].max(*x);
+        }
+        let max = partial.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        let shift = _mm512_set1_ps(max);
+        let mut acc = _mm512_setzero_ps();
+        for i in (0..full).step_by(LANES) {
+            unsafe {
+                let e = exp_v(_mm512_sub_ps(_mm512_loadu_ps(ptr.add(i)), shift));
+                _mm512_storeu_ps(ptr.add(i), e);
+                acc = _mm512_add_ps(acc, e);
+            }
+        }
+        unsafe { _mm512_storeu_ps(partial.as_mut_ptr(), acc) };
+        for j in 0..n - full {
+            let x = &mut row[full + j];
+            *x = exp(*x - max);
+            partial[j] += *x;
+        }
+        let inv = _mm512_set1_ps(1.0 / tree_sum(partial));
+        for i in (0..full).step_by(LANES) {
+            unsafe { _mm512_storeu_ps(ptr.add(i), _mm512_mul_ps(_mm512_loadu_ps(ptr.add(i)), inv)) };
+        }
+        let inv = 1.0 / tree_sum(partial);
+        row[full..].iter_mut().for_each(|x| *x *= inv);
+    }
+
     /// `e^x` on 16 lanes: the operations of [`exp`] in the same order.
     #[inline(always)]
     pub(crate) unsafe fn exp_v(x: __m512) -> __m512 {
@@ -443,6 +508,22 @@ mod tests {
         for (i, (&p, &x)) in row.iter().zip(&xs).enumerate() {
             let want = if i > 30 { 0.0 } else { ((x * 0.5 - max) as f64).exp() / denom };
             assert!((p as f64 - want).abs() < 1e-6, "{i}: {p} vs {want}");
+        }
+    }
+
+    #[test]
+    fn vector_softmax_rows_give_the_portable_bits() {
+        // Lengths around the 16-lane width and an attention row's 550; with and without a key bias (masked keys).
+        for n in [1, 15, 16, 17, 37, 550] {
+            let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 / 37.0 - 13.0).collect();
+            let bias: Vec<f32> = (0..n).map(|i| if i % 5 == 3 { -1e9 } else { (i % 7) as f32 * 0.25 }).collect();
+            for b in [&bias[..], &[]] {
+                let (mut fast, mut portable) = (xs.clone(), xs.clone());
+                softmax_row(&mut fast, b, 0.125);
+                softmax_row_impl(&mut portable, b, 0.125);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&fast), bits(&portable), "n {n}, bias {}", !b.is_empty());
+            }
         }
     }
 
