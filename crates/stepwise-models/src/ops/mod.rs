@@ -507,9 +507,10 @@ fn attention_backward(
                 };
                 let dout_h = MatRef { data: &dout[b * l * d + h * dh..], rows: l, cols: dh, rs: d, cs: 1 };
                 let pm = MatRef::row_major(p, l, l);
-                // dVᵀ = dOᵀ · P (the transposed products pack the small dh-row operand as A, not an L × L one)
-                gemm(dout_h.t(), pm, o, false, false).map_err(gemm_err)?;
-                scatter_transposed(dqkv_b, o, l, 3 * d, 2 * d + h * dh);
+                // dV = Pᵀ · dO: L × dh outputs fill the kernel's tiles (dh = 64 is two 32-wide column tiles; as
+                // dVᵀ its 64 rows took six 12-row tiles, 11% of them padding) and scatter as whole rows.
+                gemm(pm.t(), dout_h, o, false, false).map_err(gemm_err)?;
+                scatter_columns(dqkv_b, o, dh, 3 * d, 2 * d + h * dh);
                 // dP = dO · Vᵀ; dS = P ⊙ (dP − Σ_j P ⊙ dP) · scale
                 gemm(dout_h, dims.view(qkv, b, h, 2).t(), dp, false, false).map_err(gemm_err)?;
                 for (dp, p) in dp.chunks_exact_mut(l).zip(p.chunks_exact(l)) {
@@ -519,8 +520,8 @@ fn attention_backward(
                 // dQ = dS · K; dK = dSᵀ · Q
                 gemm(ds, dims.view(qkv, b, h, 1), o, false, false).map_err(gemm_err)?;
                 scatter_columns(dqkv_b, o, dh, 3 * d, h * dh);
-                gemm(dims.view(qkv, b, h, 0).t(), ds, o, false, false).map_err(gemm_err)?; // dKᵀ = Qᵀ · dS
-                scatter_transposed(dqkv_b, o, l, 3 * d, d + h * dh);
+                gemm(ds.t(), dims.view(qkv, b, h, 0), o, false, false).map_err(gemm_err)?;
+                scatter_columns(dqkv_b, o, dh, 3 * d, d + h * dh);
             }
             Ok::<(), candle_core::Error>(())
         })
@@ -531,18 +532,6 @@ fn attention_backward(
 fn scatter_columns(dst: &mut [f32], src: &[f32], dh: usize, width: usize, col: usize) {
     for (r, row) in src.chunks_exact(dh).enumerate() {
         dst[r * width + col..][..dh].copy_from_slice(row);
-    }
-}
-
-/// Copy a `dh × L` contiguous block, transposed, into columns `col..col+dh` of rows `width` apart.
-fn scatter_transposed(dst: &mut [f32], src: &[f32], l: usize, width: usize, col: usize) {
-    let dh = src.len() / l.max(1);
-    // Destination rows outer: each output row is written contiguously (reads stride through the small block,
-    // which stays in cache; scattered single-value stores across rows were ~3% of a training step).
-    for (r, out) in dst.chunks_mut(width).take(l).enumerate() {
-        for (c, o) in out[col..col + dh].iter_mut().enumerate() {
-            *o = src[c * l + r];
-        }
     }
 }
 
