@@ -265,9 +265,29 @@ pub fn gelu_backward(x: &[f32], dy: &[f32], dx: &mut [f32]) {
 #[inline(always)]
 pub(crate) fn gelu_backward_impl(x: &[f32], dy: &[f32], dx: &mut [f32]) {
     for ((dx, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
-        let cdf = 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
-        *dx = g * x.mul_add(INV_SQRT_2PI * exp(-0.5 * x * x), cdf);
+        *dx = g * gelu_slope(x);
     }
+}
+
+/// `Φ(x) + x · φ(x)`, the GELU's derivative.
+#[inline(always)]
+fn gelu_slope(x: f32) -> f32 {
+    let cdf = 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+    x.mul_add(INV_SQRT_2PI * exp(-0.5 * x * x), cdf)
+}
+
+/// [`gelu_backward`] into the output gradient itself: `g = g · (Φ(x) + x · φ(x))`, the same bits. The fused
+/// transformer layer's backward pass turns its 8,800 × 1,024 product gradient into the GELU input's in place
+/// instead of filling a second buffer of that size.
+pub fn gelu_backward_in_place(x: &[f32], g: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512() {
+            // SAFETY: AVX-512F checked above.
+            return unsafe { x86::gelu_backward_in_place_avx512(x, g) };
+        }
+    }
+    g.iter_mut().zip(x).for_each(|(g, &x)| *g *= gelu_slope(x));
 }
 
 /// `xs[i] = e^(xs[i] − shift)` for every element.
@@ -462,16 +482,42 @@ pub(crate) mod x86 {
         for i in (0..full).step_by(16) {
             // SAFETY: i + 16 <= n for all three slices.
             unsafe {
-                let v = _mm512_loadu_ps(x.as_ptr().add(i));
                 let g = _mm512_loadu_ps(dy.as_ptr().add(i));
-                let e = erf_v(_mm512_mul_ps(v, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2)));
-                let cdf = _mm512_mul_ps(_mm512_set1_ps(0.5), _mm512_add_ps(_mm512_set1_ps(1.0), e));
-                let density = exp_v(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5), v), v));
-                let slope = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(INV_SQRT_2PI), density), cdf);
-                _mm512_storeu_ps(dx.as_mut_ptr().add(i), _mm512_mul_ps(g, slope));
+                _mm512_storeu_ps(
+                    dx.as_mut_ptr().add(i),
+                    _mm512_mul_ps(g, gelu_slope_v(_mm512_loadu_ps(x.as_ptr().add(i)))),
+                );
             }
         }
         gelu_backward_impl(&x[full..n], &dy[full..n], &mut dx[full..n]);
+    }
+
+    /// # Safety
+    /// AVX-512F available.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn gelu_backward_in_place_avx512(x: &[f32], g: &mut [f32]) {
+        let n = x.len().min(g.len());
+        let full = n / 16 * 16;
+        for i in (0..full).step_by(16) {
+            // SAFETY: i + 16 <= n for both slices.
+            unsafe {
+                let slope = gelu_slope_v(_mm512_loadu_ps(x.as_ptr().add(i)));
+                let p = g.as_mut_ptr().add(i);
+                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), slope));
+            }
+        }
+        g[full..n].iter_mut().zip(&x[full..n]).for_each(|(g, &x)| *g *= gelu_slope(x));
+    }
+
+    /// [`gelu_slope`] on 16 lanes, the same operations in the same order.
+    #[inline(always)]
+    unsafe fn gelu_slope_v(v: __m512) -> __m512 {
+        unsafe {
+            let e = erf_v(_mm512_mul_ps(v, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2)));
+            let cdf = _mm512_mul_ps(_mm512_set1_ps(0.5), _mm512_add_ps(_mm512_set1_ps(1.0), e));
+            let density = exp_v(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5), v), v));
+            _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(INV_SQRT_2PI), density), cdf)
+        }
     }
 }
 
@@ -559,9 +605,12 @@ mod tests {
         let (mut d, mut d0) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
         gelu_backward(&xs, &gs, &mut d);
         gelu_backward_impl(&xs, &gs, &mut d0);
+        let mut in_place = gs.clone();
+        gelu_backward_in_place(&xs, &mut in_place);
         for i in 0..xs.len() {
             assert_eq!(y[i].to_bits(), y0[i].to_bits(), "gelu({})", xs[i]);
             assert_eq!(d[i].to_bits(), d0[i].to_bits(), "gelu'({})", xs[i]);
+            assert_eq!(in_place[i].to_bits(), d0[i].to_bits(), "gelu'({}) in place", xs[i]);
         }
     }
 

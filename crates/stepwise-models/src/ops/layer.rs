@@ -315,11 +315,10 @@ impl FusedLayer {
         let mut dg = par_zeros(n * f);
         matmul_into(MatRef::row_major(&dr2, n, d), MatRef::row_major(part(Part::W2), f, d).t(), &mut dg, false)?;
         // GELU
-        let dh = par_vec(n * f, ELEMENT_CHUNK, |i, dh| {
-            let at = i * ELEMENT_CHUNK..i * ELEMENT_CHUNK + dh.len();
-            math::gelu_backward(&sv.h[at.clone()], &dg[at], dh)
-        });
-        drop(dg);
+        dg.par_chunks_mut(ELEMENT_CHUNK)
+            .zip(sv.h.par_chunks(ELEMENT_CHUNK))
+            .for_each(|(g, h)| math::gelu_backward_in_place(h, g));
+        let dh = dg;
         // W₁, b₁ and dy₁ = dr₂ (the residual) + dh W₁ᵀ
         matmul_into(
             MatRef::row_major(&sv.y1, n, d).t(),
