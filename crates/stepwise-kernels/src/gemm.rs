@@ -8,9 +8,10 @@
 //!
 //! Determinism: every output element is `fma(a_p, b_p, acc)` over `p` in increasing order within each `KC` slice,
 //! slices added to `C` in order; a product with a long inner dimension and a small output splits it into parts of
-//! whole slices, chosen from the shape alone, whose results are added to `C` in part order. Tiling over `M` and `N` and the thread count change only who computes an element,
-//! never how, so results are byte-identical for any number of threads; the AVX-512, AVX2 and portable kernels all
-//! use fused multiply-add in the same order and agree bit for bit.
+//! whole slices, chosen from the shape alone, whose results are added to `C` in part order. Tiling over `M` and
+//! `N` and the thread count change only who computes an element, never how, so results are byte-identical for any
+//! number of threads; the AVX-512, AVX2 and portable kernels all use fused multiply-add in the same order and
+//! agree bit for bit.
 
 use std::cell::RefCell;
 

@@ -377,11 +377,11 @@ pub(crate) mod x86 {
             *x = exp(*x - max);
             partial[j] += *x;
         }
-        let inv = _mm512_set1_ps(1.0 / tree_sum(partial));
-        for i in (0..full).step_by(LANES) {
-            unsafe { _mm512_storeu_ps(ptr.add(i), _mm512_mul_ps(_mm512_loadu_ps(ptr.add(i)), inv)) };
-        }
         let inv = 1.0 / tree_sum(partial);
+        let inv_v = _mm512_set1_ps(inv);
+        for i in (0..full).step_by(LANES) {
+            unsafe { _mm512_storeu_ps(ptr.add(i), _mm512_mul_ps(_mm512_loadu_ps(ptr.add(i)), inv_v)) };
+        }
         row[full..].iter_mut().for_each(|x| *x *= inv);
     }
 
