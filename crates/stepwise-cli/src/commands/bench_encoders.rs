@@ -7,15 +7,22 @@
 //! - EfficientNet-Lite0 and Lite2: images/s on 224x224 / 260x260 inputs, network only (as the reference), target at
 //!   least 1.0x onnxruntime; and Lite0 end to end from 512x384 RGB images (resize + crop + network), target at
 //!   least 20 images/s.
+//! - With `--photos DIR`: Lite0 and Lite2 from photo files to features (read, JPEG/PNG decode, crop, resize,
+//!   network) through the path `stepwise features` runs (`embed_items` into a scratch store), against PIL +
+//!   onnxruntime doing the same work (decoding on a thread pool of the same size, overlapped with the network).
+//!   Target: at least 1.5x.
 //!
 //! Each rate is the best of `--repeats` timed runs after a warm-up, measured before and after the reference. Without
 //! a Python that has onnxruntime the reference is reported as unavailable and only absolute rates are printed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use rand::Rng;
+use stepwise_features::embed::{EmbedOptions, embed_items};
+use stepwise_features::image_source::FsImageSource;
+use stepwise_features::items::{ItemContent, ItemSpec, image_id};
 use stepwise_features::pretrained::efficientnet_lite::{EfficientNetEncoder, EfficientNetLite, Output, Variant};
 use stepwise_features::pretrained::minilm::MiniLm;
 use stepwise_features::pretrained::preprocess::synthetic_photo;
@@ -28,10 +35,11 @@ const TOKENS: usize = 48;
 const MINILM_TARGET_RATIO: f64 = 1.0;
 const EFFNET_TARGET_RATIO: f64 = 1.0;
 const EFFNET_TARGET_IMAGES_PER_S: f64 = 20.0;
+const PHOTOS_TARGET_RATIO: f64 = 1.5;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench encoders --models models --python /tmp/venv/bin/python\n\n\
-    The reference needs a Python with: numpy onnx onnxruntime safetensors tokenizers.")]
+    The reference needs a Python with: numpy onnx onnxruntime safetensors tokenizers (and pillow for --photos).")]
 pub struct Args {
     #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
     pub models: PathBuf,
@@ -50,15 +58,26 @@ pub struct Args {
     /// The reference script.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench/encoders_ref.py"))]
     pub reference: PathBuf,
+    /// A folder of photos (JPEG, PNG; searched recursively, in name order): also time photo files to features
+    /// for Lite0 and Lite2, decoding included, against PIL + onnxruntime.
+    #[arg(long)]
+    pub photos: Option<PathBuf>,
+    /// At most this many of the photos (the first in name order).
+    #[arg(long, default_value_t = 160)]
+    pub max_photos: usize,
     /// Exit with status 1 when a target is missed.
     #[arg(long)]
     pub check: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.sentences == 0 || args.images == 0 || args.repeats == 0 {
-        crate::usage_bail!("--sentences, --images and --repeats must be at least 1");
+    if args.sentences == 0 || args.images == 0 || args.repeats == 0 || args.max_photos == 0 {
+        crate::usage_bail!("--sentences, --images, --repeats and --max-photos must be at least 1");
     }
+    let photos = match &args.photos {
+        Some(dir) => Some(photo_files(dir, args.max_photos)?),
+        None => None,
+    };
     let threads = rayon::current_num_threads();
     let peak = stepwise_kernels::peak::fma_peak_gflops(0.5);
     println!(
@@ -86,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let encoder = EfficientNetEncoder::new(lite0, Output::Features);
     let items: Vec<Item> = images.iter().map(Item::Image).collect();
-    let measure = || -> anyhow::Result<[f64; 4]> {
+    let measure = || -> anyhow::Result<[f64; 6]> {
         let minilm_rate =
             best_rate(args.repeats, ids.len(), || minilm.embed_ids(&ids).map(|_| ()).map_err(feature_error))?;
         let net0 = best_rate(args.repeats, images.len(), || {
@@ -103,12 +122,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
-        Ok([minilm_rate, net0, net2, e2e])
+        let files = |variant: &str| match (&args.photos, &photos) {
+            (Some(dir), Some(files)) => photos_rate(&args, variant, dir, files),
+            _ => Ok(0.0),
+        };
+        Ok([minilm_rate, net0, net2, e2e, files("effnet-lite0")?, files("effnet-lite2")?])
     };
     let first = measure()?;
-    let reference = run_reference(&args, &ids, threads);
+    let reference = run_reference(&args, &ids, photos.as_deref(), threads);
     let second = measure()?;
-    let [ours_minilm, ours_net0, ours_net2, ours_e2e] = [0, 1, 2, 3].map(|i| first[i].max(second[i]));
+    let [ours_minilm, ours_net0, ours_net2, ours_e2e, ours_files0, ours_files2] =
+        [0, 1, 2, 3, 4, 5].map(|i| first[i].max(second[i]));
     let gflops = |rate: f64, per: f64| {
         let g = rate * per / 1e9;
         format!("{g:>6.1} GFLOP/s ({:>4.1}% of peak)", 100.0 * g / peak)
@@ -170,6 +194,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !effnet_ok {
         missed.push("EfficientNet-Lite0 end to end");
     }
+    if let (Some(dir), Some(files)) = (&args.photos, &photos) {
+        let theirs = |f: fn(&Reference) -> Option<f64>| reference.as_ref().ok().and_then(f);
+        for (name, ours, theirs) in [
+            ("EfficientNet-Lite0", ours_files0, theirs(|r| r.lite0_files)),
+            ("EfficientNet-Lite2", ours_files2, theirs(|r| r.lite2_files)),
+        ] {
+            println!(
+                "\n{name} from {} photo files in {} (read + decode + crop + resize + network):",
+                files.len(),
+                dir.display()
+            );
+            println!("  stepwise features     {ours:>9.1} images/s");
+            if let Some(theirs) = theirs {
+                println!("  PIL + onnxruntime     {theirs:>9.1} images/s (reference, same run)");
+                let ratio = ours / theirs;
+                println!(
+                    "  ratio                 {ratio:>9.2}x   target >= {PHOTOS_TARGET_RATIO}x: {}",
+                    verdict(ratio >= PHOTOS_TARGET_RATIO)
+                );
+                if ratio < PHOTOS_TARGET_RATIO {
+                    missed.push(if name.ends_with('0') { "Lite0 from photos" } else { "Lite2 from photos" });
+                }
+            }
+        }
+    }
 
     if args.check && !missed.is_empty() {
         anyhow::bail!("encoder throughput targets missed: {}", missed.join(", "));
@@ -198,6 +247,41 @@ fn best_rate(repeats: usize, items: usize, mut f: impl FnMut() -> anyhow::Result
         best = best.max(items as f64 / t.elapsed().as_secs_f64());
     }
     Ok(best)
+}
+
+/// The first `max` photos under `dir` (relative paths, name order).
+fn photo_files(dir: &Path, max: usize) -> anyhow::Result<Vec<String>> {
+    let mut files = Vec::new();
+    super::generate::collect_images(dir, dir, &mut files)?;
+    if files.is_empty() {
+        crate::usage_bail!("--photos {}: no .jpg, .jpeg or .png files in it", dir.display());
+    }
+    files.truncate(max);
+    Ok(files)
+}
+
+/// Photos per second from files to features through `stepwise features`' own path (a scratch store, rewritten by
+/// each run; loading the encoder's weights is part of every run).
+fn photos_rate(args: &Args, encoder: &str, dir: &Path, files: &[String]) -> anyhow::Result<f64> {
+    let scratch = tempfile::tempdir()?;
+    let store = scratch.path().join("store");
+    let items: Vec<ItemSpec> =
+        files.iter().map(|f| ItemSpec { id: image_id(f), content: ItemContent::Image(f.clone()) }).collect();
+    let source = FsImageSource::new(dir);
+    let mut opts = EmbedOptions::new(encoder);
+    opts.ctx.models_dir = args.models.clone();
+    opts.force = true;
+    best_rate(args.repeats, files.len(), || {
+        let report = embed_items(&store, &items, &source, &opts).map_err(feature_error)?;
+        if report.failed > 0 {
+            anyhow::bail!(
+                "{encoder}: {} of {} photos could not be embedded (stepwise features lists them in failures.jsonl)",
+                report.failed,
+                files.len()
+            );
+        }
+        Ok(())
+    })
 }
 
 /// `n` token-id sequences of exactly 48 word pieces ([CLS] ... [SEP]) from seeded pseudo-sentences.
@@ -274,10 +358,18 @@ struct Reference {
     minilm: f64,
     lite0: f64,
     lite2: f64,
+    /// Photo files to features (`--photos`).
+    lite0_files: Option<f64>,
+    lite2_files: Option<f64>,
     version: String,
 }
 
-fn run_reference(args: &Args, ids: &[Vec<u32>], threads: usize) -> Result<Reference, String> {
+fn run_reference(
+    args: &Args,
+    ids: &[Vec<u32>],
+    photos: Option<&[String]>,
+    threads: usize,
+) -> Result<Reference, String> {
     if !args.reference.is_file() {
         return Err(format!("{} not found", args.reference.display()));
     }
@@ -291,11 +383,12 @@ fn run_reference(args: &Args, ids: &[Vec<u32>], threads: usize) -> Result<Refere
     let ids_path = dir.join("ids.npy");
     // Token ids (< 2^24) are exact in float32, the one dtype our .npy writer uses.
     let flat: Vec<f32> = ids.iter().flatten().map(|&i| i as f32).collect();
+    let list_path = dir.join("photos.txt");
     let result = stepwise_features::npy::write_matrix(&ids_path, ids.len(), TOKENS, &flat)
         .map_err(|e| e.to_string())
         .and_then(|_| {
-            Command::new(&python)
-                .arg(&args.reference)
+            let mut cmd = Command::new(&python);
+            cmd.arg(&args.reference)
                 .arg("--models")
                 .arg(&args.models)
                 .arg("--ids")
@@ -305,9 +398,12 @@ fn run_reference(args: &Args, ids: &[Vec<u32>], threads: usize) -> Result<Refere
                 .arg("--threads")
                 .arg(threads.to_string())
                 .arg("--repeats")
-                .arg(args.repeats.to_string())
-                .output()
-                .map_err(|e| format!("cannot run {}: {e}", python.display()))
+                .arg(args.repeats.to_string());
+            if let (Some(dir), Some(files)) = (&args.photos, photos) {
+                std::fs::write(&list_path, files.join("\n")).map_err(|e| e.to_string())?;
+                cmd.arg("--photos").arg(dir).arg("--photo-list").arg(&list_path);
+            }
+            cmd.output().map_err(|e| format!("cannot run {}: {e}", python.display()))
         });
     let _ = std::fs::remove_dir_all(&dir);
     let out = result?;
@@ -327,6 +423,8 @@ fn run_reference(args: &Args, ids: &[Vec<u32>], threads: usize) -> Result<Refere
         minilm: num("minilm_sentences_per_s")?,
         lite0: num("effnet_lite0_images_per_s")?,
         lite2: num("effnet_lite2_images_per_s")?,
+        lite0_files: v.get("effnet_lite0_files_per_s").and_then(|x| x.as_f64()),
+        lite2_files: v.get("effnet_lite2_files_per_s").and_then(|x| x.as_f64()),
         version: v.get("onnxruntime").and_then(|x| x.as_str()).unwrap_or("?").to_string(),
     })
 }

@@ -415,7 +415,7 @@ pub fn load_pool(
     Ok(Vectors::new(dim, ids, data))
 }
 
-fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
+pub(crate) fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
     collect_images_within(root, dir, &mut stepwise_core::paths::WalkAncestors::default(), out)
 }
 
