@@ -126,23 +126,37 @@ impl Isa {
         }
     }
 
-    /// Run the `MR × NR` kernel: `C[0..MR, 0..NR] (+)= Ap · Bp` over `kc` packed steps.
+    /// Run the `MR × NR` kernel: `C[0..MR, 0..NR] (+)= A · Bp` over `kc` steps, `A` a panel of `MR` rows (packed,
+    /// or read in place by the AVX-512 kernels).
     ///
     /// # Safety
-    /// `ap` holds `kc * MR`, `bp` `kc * NR` values; `c` is valid for `MR` rows of `NR` values `ldc` apart.
+    /// `a` reaches `MR` rows of `kc` values, `bp` holds `kc * NR` values; `c` is valid for `MR` rows of `NR` values
+    /// `ldc` apart.
     #[inline(always)]
-    unsafe fn kernel(self, kc: usize, ap: *const f32, bp: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    unsafe fn kernel(self, kc: usize, a: APanel, bp: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
         // SAFETY: forwarded contract; the ISA was checked available before any call.
         unsafe {
             match self {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => x86::kernel_avx512(kc, ap, bp, c, ldc, accumulate),
+                Isa::Avx512 if a.rs == 1 => x86::kernel_avx512(kc, a.ptr, a.cs, bp, c, ldc, accumulate),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => x86::kernel_avx2(kc, ap, bp, c, ldc, accumulate),
-                _ => kernel_portable(kc, ap, bp, c, ldc, accumulate),
+                Isa::Avx512 => x86::kernel_avx512_rows(kc, a.ptr, a.rs, bp, c, ldc, accumulate),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => x86::kernel_avx2(kc, a.ptr, bp, c, ldc, accumulate),
+                _ => kernel_portable(kc, a.ptr, bp, c, ldc, accumulate),
             }
         }
     }
+}
+
+/// A panel of `MR` rows of A as the kernel reads it: value `(i, p)` at `ptr[i * rs + p * cs]`. Packed panels are
+/// `rs = 1, cs = MR`; the AVX-512 kernels also read full panels of a row-major (`cs = 1`) or column-major (`rs = 1`)
+/// matrix in place.
+#[derive(Clone, Copy)]
+struct APanel {
+    ptr: *const f32,
+    rs: usize,
+    cs: usize,
 }
 
 /// `C = A·B` (or `C += A·B` when `accumulate`), `C` row-major `A.rows × B.cols`, using the best kernel and, when
@@ -316,6 +330,19 @@ fn split_parts(m: usize, n: usize, slices: usize) -> usize {
 /// The largest output (`m·n`) a product splits its inner dimension for.
 const SPLIT_MAX_OUTPUTS: usize = 1 << 20;
 
+/// Whether the kernel reads A's full row panels in place instead of packing them: on AVX-512, for a row-major or
+/// column-major A, when B is at most [`IN_PLACE_MAX_COLS`] wide.
+///
+/// Why: packing costs one copy of A, which a product with few columns does not amortise. Attention's
+/// `P·V`, `Pᵀ·dO`, `dS·K` and `dSᵀ·Q` (550 × 550 by 550 × 64 per head) spent a copy of A for every 128
+/// multiply-adds; the packs were most of the 13% of a training step's samples spent packing.
+fn reads_a_in_place(isa: Isa, a: &MatRef, n: usize) -> bool {
+    isa == Isa::Avx512 && n <= IN_PLACE_MAX_COLS && a.cs == 1
+}
+
+/// The widest B whose products read A in place.
+const IN_PLACE_MAX_COLS: usize = 128;
+
 /// `C (+)= A·B` over the inner slices `slices` (of `KC` values; non-empty operands).
 #[allow(clippy::too_many_arguments)]
 fn gemm_slices(
@@ -355,21 +382,33 @@ fn gemm_slices(
                 let (ib, jb) = (t / col_blocks, t % col_blocks);
                 let (i0, mc) = (ib * MC, MC.min(m - ib * MC));
                 let (g0, g1) = (jb * group, nc.min((jb + 1) * group));
-                let sweep = |ap: &[f32]| {
+                let sweep = |a: ABlock| {
                     for j0 in (g0..g1).step_by(NT) {
                         let nt = NT.min(g1 - j0);
                         // SAFETY: tasks write disjoint tiles (rows i0..i0+mc, columns jc+g0..jc+g1) of `c`, which
-                        // outlives the loop; the packed buffers have the sizes the kernel reads.
-                        unsafe { block(isa, kc, ap, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
+                        // outlives the loop; the packed buffers have the sizes the kernel reads, an in-place A
+                        // was checked in bounds.
+                        unsafe { block(isa, kc, a, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
                     }
                 };
                 match a {
+                    Left::View(a) if reads_a_in_place(isa, &a, n) => APACK.with(|buf| {
+                        // Only a last panel shorter than MR rows is packed (reading past the matrix otherwise).
+                        let mut tail = buf.borrow_mut();
+                        let (mr, _) = isa.tile();
+                        let full = mc / mr;
+                        if full * mr < mc {
+                            pack_a(isa, &a, i0 + full * mr, mc - full * mr, pc, kc, &mut tail);
+                        }
+                        let ptr = a.data[i0 * a.rs + pc * a.cs..].as_ptr();
+                        sweep(ABlock::InPlace { ptr, rs: a.rs, cs: a.cs, tail: &tail });
+                    }),
                     Left::View(a) => APACK.with(|buf| {
                         let mut ap = buf.borrow_mut();
                         pack_a(isa, &a, i0, mc, pc, kc, &mut ap);
-                        sweep(&ap);
+                        sweep(ABlock::Packed(&ap));
                     }),
-                    Left::Packed(p) => sweep(p.block(pc, i0)),
+                    Left::Packed(p) => sweep(ABlock::Packed(p.block(pc, i0))),
                 }
             };
             let tasks = row_blocks * col_blocks;
@@ -566,16 +605,38 @@ fn pack_b(isa: Isa, b: &MatRef, p0: usize, kc: usize, j0: usize, nc: usize, para
     }
 }
 
-/// Multiply a packed `mc × kc` block of A by `nt` packed columns of B into `C[i0.., j0..]`.
+/// Where the kernel finds the row panels of an `mc × kc` block of A.
+#[derive(Clone, Copy)]
+enum ABlock<'a> {
+    /// Packed panels, one after another.
+    Packed(&'a [f32]),
+    /// Full panels read in place (see [`APanel`]: the block's first value at `ptr`); the last panel, when shorter
+    /// than `MR` rows, packed in `tail`.
+    InPlace { ptr: *const f32, rs: usize, cs: usize, tail: &'a [f32] },
+}
+
+impl ABlock<'_> {
+    /// Panel `ip` (rows `ip·MR ..`) of a block whose inner slice has `kc` values.
+    fn panel(&self, ip: usize, mr: usize, kc: usize, full: usize) -> APanel {
+        match *self {
+            ABlock::Packed(ap) => APanel { ptr: ap[ip * kc * mr..][..kc * mr].as_ptr(), rs: 1, cs: mr },
+            // SAFETY (of the offset): full panels lie inside the matrix the caller checked in bounds.
+            ABlock::InPlace { ptr, rs, cs, .. } if ip < full => APanel { ptr: ptr.wrapping_add(ip * mr * rs), rs, cs },
+            ABlock::InPlace { tail, .. } => APanel { ptr: tail[..kc * mr].as_ptr(), rs: 1, cs: mr },
+        }
+    }
+}
+
+/// Multiply an `mc × kc` block of A by `nt` packed columns of B into `C[i0.., j0..]`.
 ///
 /// # Safety
 /// `c` points at a row-major matrix with `ldc` columns that contains rows `i0..i0+mc`, columns `j0..j0+nt`, and no
-/// other thread touches that tile.
+/// other thread touches that tile; an in-place `a` reaches the block's full panels.
 #[allow(clippy::too_many_arguments)]
 unsafe fn block(
     isa: Isa,
     kc: usize,
-    ap: &[f32],
+    a: ABlock,
     bp: &[f32],
     mc: usize,
     nt: usize,
@@ -586,20 +647,21 @@ unsafe fn block(
     accumulate: bool,
 ) {
     let (mr, nr) = isa.tile();
+    let full = mc / mr;
     let mut edge = [0f32; 12 * 32];
     for jp in 0..nt.div_ceil(nr) {
         let cols = nr.min(nt - jp * nr);
         let bpanel = &bp[jp * kc * nr..][..kc * nr];
         for ip in 0..mc.div_ceil(mr) {
             let rows = mr.min(mc - ip * mr);
-            let apanel = &ap[ip * kc * mr..][..kc * mr];
+            let apanel = a.panel(ip, mr, kc, full);
             // SAFETY: the caller owns this tile; full tiles are written in place, partial ones through `edge`.
             unsafe {
                 let dst = c.0.add((i0 + ip * mr) * ldc + j0 + jp * nr);
                 if rows == mr && cols == nr {
-                    isa.kernel(kc, apanel.as_ptr(), bpanel.as_ptr(), dst, ldc, accumulate);
+                    isa.kernel(kc, apanel, bpanel.as_ptr(), dst, ldc, accumulate);
                 } else {
-                    isa.kernel(kc, apanel.as_ptr(), bpanel.as_ptr(), edge.as_mut_ptr(), nr, false);
+                    isa.kernel(kc, apanel, bpanel.as_ptr(), edge.as_mut_ptr(), nr, false);
                     for i in 0..rows {
                         for j in 0..cols {
                             let v = edge[i * nr + j];
@@ -673,6 +735,19 @@ mod x86 {
         };
     }
 
+    /// Store (or add) the 12 × 32 tile of [`kernel_avx512`] at `c`, rows `ldc` apart: accumulators in row order,
+    /// two per row.
+    macro_rules! store_tile_avx512 {
+        ($c:expr, $ldc:expr, $acc:expr, [$($c0:ident, $c1:ident),*]) => {
+            let mut d = $c;
+            $(
+                store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, d, $acc, $c0, $c1);
+                d = d.add($ldc);
+            )*
+            let _ = d;
+        };
+    }
+
     /// Transpose 16 × 16 values held as 16 row vectors: returns the 16 column vectors (56–64 shuffles).
     #[target_feature(enable = "avx512f")]
     #[inline]
@@ -733,12 +808,22 @@ mod x86 {
         p
     }
 
-    /// 12 × 32 tile: two zmm columns, twelve broadcast rows, 24 accumulators.
+    /// 12 × 32 tile: two zmm columns, twelve broadcast rows, 24 accumulators. The twelve values of inner index `p`
+    /// are adjacent at `ap + p * step` (a packed panel: `step` 12; a column-major matrix: its column stride).
     ///
     /// # Safety
-    /// AVX-512F available; sizes as [`super::Isa::kernel`].
+    /// AVX-512F available; `ap + p * step` holds 12 values for every `p < kc`; other sizes as
+    /// [`super::Isa::kernel`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn kernel_avx512(kc: usize, ap: *const f32, bp: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    pub unsafe fn kernel_avx512(
+        kc: usize,
+        ap: *const f32,
+        step: usize,
+        bp: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
         unsafe {
             let z = _mm512_setzero_ps();
             let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (z, z, z, z, z, z, z, z);
@@ -760,22 +845,75 @@ mod x86 {
                 row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 9, b0, b1, c90, c91);
                 row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 10, b0, b1, ca0, ca1);
                 row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 11, b0, b1, cb0, cb1);
-                a = a.add(12);
+                a = a.add(step);
                 b = b.add(32);
             }
-            let (l, s, p) = (ldc, accumulate, c);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p, s, c00, c01);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(l), s, c10, c11);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(2 * l), s, c20, c21);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(3 * l), s, c30, c31);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(4 * l), s, c40, c41);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(5 * l), s, c50, c51);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(6 * l), s, c60, c61);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(7 * l), s, c70, c71);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(8 * l), s, c80, c81);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(9 * l), s, c90, c91);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(10 * l), s, ca0, ca1);
-            store!(_mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps, 16, p.add(11 * l), s, cb0, cb1);
+            store_tile_avx512!(
+                c,
+                ldc,
+                accumulate,
+                [
+                    c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
+                    ca0, ca1, cb0, cb1
+                ]
+            );
+        }
+    }
+
+    /// [`kernel_avx512`] reading twelve rows of a row-major matrix in place: value `(i, p)` at `ap + i * rs + p`.
+    /// The same multiply-adds in the same order, so the same bits as on the packed panel.
+    ///
+    /// # Safety
+    /// AVX-512F available; `ap + i * rs` holds `kc` values for every `i < 12`; other sizes as
+    /// [`super::Isa::kernel`].
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn kernel_avx512_rows(
+        kc: usize,
+        ap: *const f32,
+        rs: usize,
+        bp: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        unsafe {
+            let z = _mm512_setzero_ps();
+            let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (z, z, z, z, z, z, z, z);
+            let (mut c40, mut c41, mut c50, mut c51, mut c60, mut c61, mut c70, mut c71) = (z, z, z, z, z, z, z, z);
+            let (mut c80, mut c81, mut c90, mut c91, mut ca0, mut ca1, mut cb0, mut cb1) = (z, z, z, z, z, z, z, z);
+            // Three row pointers four rows apart, each with offsets 0, rs, 2 rs, 3 rs (few registers).
+            let (mut a0, mut a4, mut a8) = (ap, ap.add(4 * rs), ap.add(8 * rs));
+            let (r1, r2, r3) = (rs, 2 * rs, 3 * rs);
+            let mut b = bp;
+            for _ in 0..kc {
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, 0, b0, b1, c00, c01);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r1, b0, b1, c10, c11);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r2, b0, b1, c20, c21);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r3, b0, b1, c30, c31);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, 0, b0, b1, c40, c41);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r1, b0, b1, c50, c51);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r2, b0, b1, c60, c61);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r3, b0, b1, c70, c71);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, 0, b0, b1, c80, c81);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r1, b0, b1, c90, c91);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r2, b0, b1, ca0, ca1);
+                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r3, b0, b1, cb0, cb1);
+                a0 = a0.add(1);
+                a4 = a4.add(1);
+                a8 = a8.add(1);
+                b = b.add(32);
+            }
+            store_tile_avx512!(
+                c,
+                ldc,
+                accumulate,
+                [
+                    c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
+                    ca0, ca1, cb0, cb1
+                ]
+            );
         }
     }
 
@@ -994,21 +1132,29 @@ mod tests {
 
     #[test]
     fn prepacked_products_match_packing_per_call_bit_for_bit() {
-        // Several row blocks and inner slices, a transposed view (as the encoders' weights), accumulation.
-        for &(m, n, k) in &[(130, 70, 600), (7, 49, 16), (200, 3, 300), (1, 1, 1)] {
-            let ad = values(m * k, 7);
+        // Several row blocks and inner slices, accumulation; A transposed (as the encoders' weights), row-major,
+        // and a row-major view with padded rows (as a head's columns of `qkv`). Products at most
+        // `IN_PLACE_MAX_COLS` wide read A in place on AVX-512, so this also pins in-place reads to packed ones.
+        for &(m, n, k) in &[(130, 70, 600), (7, 49, 16), (200, 3, 300), (1, 1, 1), (97, 128, 260), (40, 129, 33)] {
+            let ad = values(m * (k + 5), 7);
             let bd = values(k * n, 8);
-            let a = MatRef::row_major(&ad, k, m).t();
+            let views = [
+                MatRef::row_major(&ad[..m * k], k, m).t(),
+                MatRef::row_major(&ad[..m * k], m, k),
+                MatRef { data: &ad, rows: m, cols: k, rs: k + 5, cs: 1 },
+            ];
             let b = MatRef::row_major(&bd, k, n);
-            let packed = PackedA::new(a).unwrap();
-            assert_eq!((packed.rows(), packed.cols()), (m, k));
-            for (accumulate, parallel) in [(false, false), (true, true)] {
-                let mut want = values(m * n, 9);
-                let mut got = want.clone();
-                gemm(a, b, &mut want, accumulate, parallel).unwrap();
-                gemm_packed(&packed, b, &mut got, accumulate, parallel).unwrap();
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} accumulate {accumulate}");
+            for (v, a) in views.into_iter().enumerate() {
+                let packed = PackedA::new(a).unwrap();
+                assert_eq!((packed.rows(), packed.cols()), (m, k));
+                for (accumulate, parallel) in [(false, false), (true, true)] {
+                    let mut want = values(m * n, 9);
+                    let mut got = want.clone();
+                    gemm(a, b, &mut want, accumulate, parallel).unwrap();
+                    gemm_packed(&packed, b, &mut got, accumulate, parallel).unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "view {v}: {m}x{n}x{k} accumulate {accumulate}");
+                }
             }
         }
         let packed = PackedA::new(MatRef::row_major(&[1.0; 6], 2, 3)).unwrap();
