@@ -175,7 +175,7 @@ pub fn gemm_with(
     parallel: bool,
 ) -> Result<(), GemmError> {
     check(isa, &a, &b, c.len())?;
-    gemm_inner(isa, Left::View(a), b, c, accumulate, parallel);
+    gemm_inner(isa, Left::View(a), b, c, accumulate, parallel, None);
     Ok(())
 }
 
@@ -229,16 +229,66 @@ impl PackedA {
 
 /// [`gemm`] with a pre-packed left operand: the same values as `gemm` with the matrix it was packed from.
 pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) -> Result<(), GemmError> {
+    check_packed(a, &b, c.len())?;
+    gemm_inner(a.isa, Left::Packed(a), b, c, accumulate, parallel, None);
+    Ok(())
+}
+
+/// A row bias and a clamp applied to each value of a product once it is complete: `C = clamp(A·B + bias[row], lo,
+/// hi)` (a convolution's folded batch norm and ReLU6 are `lo = 0, hi = 6`; no activation is `±∞`).
+#[derive(Clone, Copy, Debug)]
+pub struct BiasClamp<'a> {
+    pub bias: &'a [f32],
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl BiasClamp<'_> {
+    /// Apply to row `row` of the output (`values`: some of its columns).
+    fn apply(&self, row: usize, values: &mut [f32]) {
+        crate::math::add_clamp(values, self.bias[row], self.lo, self.hi);
+    }
+}
+
+/// `C = clamp(A·B + bias, lo, hi)` with a pre-packed `A` (see [`BiasClamp`]): the bias and clamp are applied to each
+/// block of `C` right after its last product slice, while it is in cache, instead of in passes over the whole
+/// output (a bias fill and a ReLU6 pass over every feature map took 12% of EfficientNet-Lite0's time).
+pub fn gemm_packed_bias_clamp(
+    a: &PackedA,
+    b: MatRef,
+    c: &mut [f32],
+    epilogue: BiasClamp,
+    parallel: bool,
+) -> Result<(), GemmError> {
+    check_packed(a, &b, c.len())?;
+    // NaN bounds are refused too (`f32::clamp` needs `lo <= hi`).
+    let ordered =
+        matches!(epilogue.lo.partial_cmp(&epilogue.hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
+    if epilogue.bias.len() < a.rows || !ordered {
+        return Err(GemmError(format!(
+            "a bias of {} values for {} rows, clamp [{}, {}]",
+            epilogue.bias.len(),
+            a.rows,
+            epilogue.lo,
+            epilogue.hi
+        )));
+    }
+    gemm_inner(a.isa, Left::Packed(a), b, c, false, parallel, Some(epilogue));
+    Ok(())
+}
+
+/// The checks of a product with a pre-packed left operand.
+fn check_packed(a: &PackedA, b: &MatRef, c_len: usize) -> Result<(), GemmError> {
     if a.isa != Isa::detect() {
         return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", a.isa, Isa::detect())));
     }
     if a.cols != b.rows {
         return Err(GemmError(format!("A is {}×{}, B is {}×{}", a.rows, a.cols, b.rows, b.cols)));
     }
-    if c.len() != a.rows * b.cols {
+    if c_len != a.rows * b.cols {
         return Err(GemmError(format!(
             "output holds {} values, {}×{} needs {}",
-            c.len(),
+            c_len,
             a.rows,
             b.cols,
             a.rows * b.cols
@@ -247,7 +297,6 @@ pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, para
     if !b.in_bounds() {
         return Err(GemmError("a strided view reaches past its data".into()));
     }
-    gemm_inner(a.isa, Left::Packed(a), b, c, accumulate, parallel);
     Ok(())
 }
 
@@ -259,7 +308,15 @@ enum Left<'a> {
 }
 
 /// The product over checked operands.
-fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) {
+fn gemm_inner(
+    isa: Isa,
+    a: Left,
+    b: MatRef,
+    c: &mut [f32],
+    accumulate: bool,
+    parallel: bool,
+    epilogue: Option<BiasClamp>,
+) {
     let (m, k) = match a {
         Left::View(v) => (v.rows, v.cols),
         Left::Packed(p) => (p.rows, p.cols),
@@ -272,12 +329,15 @@ fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, par
         if !accumulate {
             c.fill(0.0);
         }
+        if let Some(e) = epilogue {
+            c.chunks_mut(n).enumerate().for_each(|(i, row)| e.apply(i, row));
+        }
         return;
     }
     let slices = k.div_ceil(KC);
     let parts = split_parts(m, n, slices);
     if parts == 1 {
-        gemm_slices(isa, a, b, c, accumulate, parallel, 0..slices);
+        gemm_slices(isa, a, b, c, accumulate, parallel, 0..slices, epilogue);
         return;
     }
     // Part 0 goes straight into C (added to it when accumulating), the others into their own outputs, added to C
@@ -287,17 +347,17 @@ fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, par
     let inner_parallel = parallel && parts < rayon::current_num_threads();
     let part = |i: usize| {
         let mut out = vec![0f32; m * n];
-        gemm_slices(isa, a, b, &mut out, false, inner_parallel, range(i));
+        gemm_slices(isa, a, b, &mut out, false, inner_parallel, range(i), None);
         out
     };
     let partials: Vec<Vec<f32>> = if parallel {
         rayon::join(
-            || gemm_slices(isa, a, b, c, accumulate, inner_parallel, range(0)),
+            || gemm_slices(isa, a, b, c, accumulate, inner_parallel, range(0), None),
             || (1..parts).into_par_iter().map(part).collect(),
         )
         .1
     } else {
-        gemm_slices(isa, a, b, c, accumulate, false, range(0));
+        gemm_slices(isa, a, b, c, accumulate, false, range(0), None);
         (1..parts).map(part).collect()
     };
     let add = |(i, chunk): (usize, &mut [f32])| {
@@ -309,6 +369,9 @@ fn gemm_inner(isa: Isa, a: Left, b: MatRef, c: &mut [f32], accumulate: bool, par
         c.par_chunks_mut(SUM_CHUNK).enumerate().for_each(add);
     } else {
         c.chunks_mut(SUM_CHUNK).enumerate().for_each(add);
+    }
+    if let Some(e) = epilogue {
+        c.chunks_mut(n).enumerate().for_each(|(i, row)| e.apply(i, row));
     }
 }
 
@@ -353,6 +416,7 @@ fn gemm_slices(
     accumulate: bool,
     parallel: bool,
     slices: std::ops::Range<usize>,
+    epilogue: Option<BiasClamp>,
 ) {
     let (m, k) = match a {
         Left::View(v) => (v.rows, v.cols),
@@ -369,6 +433,7 @@ fn gemm_slices(
         for pc in slices.clone().map(|s| s * KC) {
             let kc = KC.min(k - pc);
             let add = accumulate || pc > slices.start * KC;
+            let epilogue = epilogue.filter(|_| pc / KC + 1 == slices.end);
             pack_b(isa, &b, pc, kc, jc, nc, parallel, &mut bpack);
             let bp = &bpack[..];
             let row_blocks = m.div_ceil(MC);
@@ -389,6 +454,13 @@ fn gemm_slices(
                         // outlives the loop; the packed buffers have the sizes the kernel reads, an in-place A
                         // was checked in bounds.
                         unsafe { block(isa, kc, a, &bp[j0 * kc..], mc, nt, out, n, i0, jc + j0, add) };
+                        if let Some(e) = epilogue {
+                            for i in i0..i0 + mc {
+                                // SAFETY: this task's tile, as above.
+                                let row = unsafe { std::slice::from_raw_parts_mut(out.0.add(i * n + jc + j0), nt) };
+                                e.apply(i, row);
+                            }
+                        }
                     }
                 };
                 match a {
@@ -1160,6 +1232,34 @@ mod tests {
         let packed = PackedA::new(MatRef::row_major(&[1.0; 6], 2, 3)).unwrap();
         let err = gemm_packed(&packed, MatRef::row_major(&[1.0; 4], 2, 2), &mut [0.0; 4], false, false).unwrap_err();
         assert!(err.0.contains("A is 2×3"), "{err}");
+    }
+
+    #[test]
+    fn bias_and_clamp_after_the_product_match_a_pass_over_it_bit_for_bit() {
+        // One slice, several slices with column chunks past NC, a split inner dimension, and no inner dimension.
+        for &(m, n, k) in &[(30, 70, 100), (13, 2100, 300), (40, 64, 2500), (5, 9, 0)] {
+            let ad = values(m * k, 11);
+            let bd = values(k * n, 12);
+            let packed = PackedA::new(MatRef::row_major(&ad, m, k)).unwrap();
+            let b = MatRef::row_major(&bd, k, n);
+            let bias = values(m, 13);
+            for (lo, hi, parallel) in [(0.0, 6.0, false), (-0.5, 0.25, true), (f32::NEG_INFINITY, f32::INFINITY, true)]
+            {
+                let mut want = vec![0f32; m * n];
+                gemm_packed(&packed, b, &mut want, false, parallel).unwrap();
+                want.chunks_mut(n.max(1)).zip(&bias).for_each(|(row, &b)| crate::math::add_clamp(row, b, lo, hi));
+                let mut got = values(m * n, 14);
+                gemm_packed_bias_clamp(&packed, b, &mut got, BiasClamp { bias: &bias, lo, hi }, parallel).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} clamp [{lo}, {hi}]");
+            }
+        }
+        let packed = PackedA::new(MatRef::row_major(&[1.0; 6], 2, 3)).unwrap();
+        let b = MatRef::row_major(&[1.0; 6], 3, 2);
+        let short = BiasClamp { bias: &[0.0], lo: 0.0, hi: 6.0 };
+        assert!(gemm_packed_bias_clamp(&packed, b, &mut [0.0; 4], short, false).unwrap_err().0.contains("bias of 1"));
+        let inverted = BiasClamp { bias: &[0.0; 2], lo: 6.0, hi: 0.0 };
+        assert!(gemm_packed_bias_clamp(&packed, b, &mut [0.0; 4], inverted, false).is_err());
     }
 
     #[test]

@@ -16,4 +16,4 @@ pub mod gemm;
 pub mod math;
 pub mod peak;
 
-pub use gemm::{MatRef, PackedA, gemm, gemm_batched, gemm_packed};
+pub use gemm::{BiasClamp, MatRef, PackedA, gemm, gemm_batched, gemm_packed, gemm_packed_bias_clamp};

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use stepwise_kernels::conv::depthwise_plane;
-use stepwise_kernels::gemm::{MatRef, PackedA, gemm_packed};
+use stepwise_kernels::gemm::{BiasClamp, MatRef, PackedA, gemm_packed_bias_clamp};
 
 use super::catalog::{self, ModelSpec};
 use super::preprocess::ImagePrep;
@@ -159,7 +159,19 @@ struct Map {
     c: usize,
     h: usize,
     w: usize,
+    /// At least `c·h·w` values: the map, then (in a reused buffer) values of no meaning.
     data: Vec<f32>,
+}
+
+impl Map {
+    /// The `c·h·w` values of the map, channel planes one after another.
+    fn values(&self) -> &[f32] {
+        &self.data[..self.c * self.h * self.w]
+    }
+
+    fn values_mut(&mut self) -> &mut [f32] {
+        &mut self.data[..self.c * self.h * self.w]
+    }
 }
 
 impl EfficientNetLite {
@@ -270,7 +282,17 @@ impl EfficientNetLite {
     /// Pooled features of preprocessed inputs (`n * 3 * s * s` floats, CHW per image): `n * 1280` floats.
     pub fn features_from_inputs(&self, inputs: &[f32]) -> Vec<f32> {
         let s = self.variant.image_size() as usize;
-        inputs.par_chunks(3 * s * s).flat_map_iter(|x| global_pool(&self.forward_map(x, s))).collect()
+        inputs
+            .par_chunks(3 * s * s)
+            .flat_map_iter(|x| {
+                with_map_buffers(|bufs| {
+                    let m = self.forward_map(x, s, bufs);
+                    let pooled = global_pool(&m);
+                    bufs.give(m.data);
+                    pooled
+                })
+            })
+            .collect()
     }
 
     /// Pooled features (exactly as [`EfficientNetLite::features_from_inputs`]) and `grid × grid` patch grids of
@@ -280,11 +302,11 @@ impl EfficientNetLite {
         let per: Vec<(Vec<f32>, Vec<f32>)> = inputs
             .par_chunks(3 * s * s)
             .map(|x| {
-                let m = self.forward_map(x, s);
+                let m = with_map_buffers(|bufs| self.forward_map(x, s, bufs));
                 // Channel planes → one vector per position (h, w, c), then adaptive average pooling.
                 let hw = m.h * m.w;
-                let mut hwc = vec![0f32; m.data.len()];
-                for (c, plane) in m.data.chunks(hw).enumerate() {
+                let mut hwc = vec![0f32; m.values().len()];
+                for (c, plane) in m.values().chunks(hw).enumerate() {
                     for (p, &v) in plane.iter().enumerate() {
                         hwc[p * m.c + c] = v;
                     }
@@ -302,7 +324,7 @@ impl EfficientNetLite {
         let mut out = vec![0f32; n * self.fc.cout];
         for (f, o) in features.chunks(self.fc.cin).zip(out.chunks_mut(self.fc.cout)) {
             // One image: out = W f + b, as a (cout x cin) x (cin x 1) product.
-            o.copy_from_slice(&pointwise(&self.fc, f, 1));
+            o.copy_from_slice(&pointwise(&self.fc, f, 1, false));
         }
         out
     }
@@ -317,22 +339,28 @@ impl EfficientNetLite {
     }
 
     /// The head's feature map of one preprocessed input (before global pooling).
-    fn forward_map(&self, x: &[f32], s: usize) -> Map {
-        let mut m = self.stem_forward(x, s);
+    fn forward_map(&self, x: &[f32], s: usize, bufs: &mut MapBuffers) -> Map {
+        let mut m = self.stem_forward(x, s, bufs);
         for b in &self.blocks {
-            let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true));
-            let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m));
-            let mut out = apply_pointwise(&b.project, &d, false);
-            if b.skip {
-                out.data.iter_mut().zip(&m.data).for_each(|(a, b)| *a += b);
+            let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true, bufs));
+            let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m), bufs);
+            if let Some(e) = expanded {
+                bufs.give(e.data);
             }
-            m = out;
+            let mut out = apply_pointwise(&b.project, &d, false, bufs);
+            bufs.give(d.data);
+            if b.skip {
+                out.values_mut().iter_mut().zip(m.values()).for_each(|(a, b)| *a += b);
+            }
+            bufs.give(std::mem::replace(&mut m, out).data);
         }
-        apply_pointwise(&self.head, &m, true)
+        let head = apply_pointwise(&self.head, &m, true, bufs);
+        bufs.give(m.data);
+        head
     }
 
     /// Stem: 3x3 stride-2 SAME convolution through im2col, then ReLU6.
-    fn stem_forward(&self, x: &[f32], s: usize) -> Map {
+    fn stem_forward(&self, x: &[f32], s: usize, bufs: &mut MapBuffers) -> Map {
         let (k, stride) = (3, 2);
         let (oh, pad_top) = same_padding(s, k, stride);
         let (ow, pad_left) = (oh, pad_top);
@@ -357,8 +385,8 @@ impl EfficientNetLite {
                 }
             }
         }
-        let mut out = gemm_bias(&self.stem.w, oh * ow, &cols, &self.stem.b);
-        relu6(&mut out);
+        let out = bufs.take(self.stem.cout * oh * ow);
+        let out = pointwise_into(&self.stem.w, oh * ow, &cols, &self.stem.b, true, out);
         Map { c: self.stem.cout, h: oh, w: ow, data: out }
     }
 }
@@ -366,7 +394,7 @@ impl EfficientNetLite {
 /// The global average of each channel plane of a feature map.
 fn global_pool(m: &Map) -> Vec<f32> {
     let hw = (m.h * m.w) as f32;
-    m.data.chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
+    m.values().chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
 }
 
 /// Output size and leading pad of TensorFlow "SAME" padding.
@@ -376,50 +404,76 @@ fn same_padding(input: usize, k: usize, stride: usize) -> (usize, usize) {
     (out, total / 2)
 }
 
-fn relu6(x: &mut [f32]) {
-    x.iter_mut().for_each(|v| *v = v.clamp(0.0, 6.0));
-}
-
-fn apply_pointwise(p: &Pointwise, m: &Map, act: bool) -> Map {
+fn apply_pointwise(p: &Pointwise, m: &Map, act: bool, bufs: &mut MapBuffers) -> Map {
     debug_assert_eq!(p.cin, m.c);
     let hw = m.h * m.w;
-    let mut out = pointwise(p, &m.data, hw);
-    if act {
-        relu6(&mut out);
-    }
+    let out = pointwise_into(&p.w, hw, m.values(), &p.b, act, bufs.take(p.cout * hw));
     Map { c: p.cout, h: m.h, w: m.w, data: out }
 }
 
-/// `W (cout x cin) · x (cin x hw) + b`, row-major `cout x hw`.
-fn pointwise(p: &Pointwise, x: &[f32], hw: usize) -> Vec<f32> {
-    gemm_bias(&p.w, hw, x, &p.b)
+/// `W (cout x cin) · x (cin x hw) + b`, row-major `cout x hw`, then ReLU6 when `act`.
+fn pointwise(p: &Pointwise, x: &[f32], hw: usize, act: bool) -> Vec<f32> {
+    pointwise_into(&p.w, hw, x, &p.b, act, vec![0f32; p.cout * hw])
 }
 
-/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]` with `lhs` packed at load time (packing a weight
-/// per call cost 8% of the network), single-threaded (callers parallelise over images, which keeps results
-/// independent of the thread count).
-fn gemm_bias(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32]) -> Vec<f32> {
+/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
+/// `dst` (at least that many, of any value: every one is overwritten). `lhs` is packed at load time (packing a weight per call cost 8% of the
+/// network); single-threaded (callers parallelise over images, which keeps results independent of the thread
+/// count); the bias and clamp are applied per block in cache by the GEMM.
+fn pointwise_into(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], act: bool, mut dst: Vec<f32>) -> Vec<f32> {
     let (m, k) = (lhs.rows(), lhs.cols());
-    assert!(rhs.len() >= k * n && bias.len() >= m);
-    // Written once with the bias (not zeroed first): the GEMM accumulates onto it.
-    let mut dst = Vec::with_capacity(m * n);
-    for &b in &bias[..m] {
-        dst.resize(dst.len() + n, b);
-    }
+    assert!(rhs.len() >= k * n && bias.len() >= m && dst.len() >= m * n);
+    let (lo, hi) = if act { (0.0, 6.0) } else { (f32::NEG_INFINITY, f32::INFINITY) };
     // The assert above makes the views valid; a failure would be a bug here, not bad input.
-    gemm_packed(lhs, MatRef::row_major(&rhs[..k * n], k, n), &mut dst, true, false)
-        .expect("gemm_bias: shapes checked above");
+    let (b, out) = (MatRef::row_major(&rhs[..k * n], k, n), &mut dst[..m * n]);
+    gemm_packed_bias_clamp(lhs, b, out, BiasClamp { bias, lo, hi }, false)
+        .expect("pointwise_into: shapes checked above");
     dst
 }
 
+/// Feature-map buffers kept by a thread across the layers and images it runs. Every layer writes its whole output
+/// (products with their bias and clamp, depthwise planes), so a reused buffer needs no zero fill; freshly
+/// allocated maps cost page faults and fills on every layer.
+#[derive(Default)]
+struct MapBuffers(Vec<Vec<f32>>);
+
+impl MapBuffers {
+    /// A buffer of at least `len` values (contents unspecified: the caller overwrites the first `len`). Buffers
+    /// only grow, so after the first image no layer fills or allocates.
+    fn take(&mut self, len: usize) -> Vec<f32> {
+        let mut v = self.0.pop().unwrap_or_default();
+        if v.len() < len {
+            v.resize(len, 0.0);
+        }
+        v
+    }
+
+    fn give(&mut self, v: Vec<f32>) {
+        self.0.push(v);
+    }
+}
+
+thread_local! {
+    static MAP_BUFFERS: std::cell::RefCell<MapBuffers> = std::cell::RefCell::new(MapBuffers::default());
+}
+
+/// Run `f` with this thread's [`MapBuffers`] (taken out while `f` runs, so a nested call gets fresh ones).
+fn with_map_buffers<R>(f: impl FnOnce(&mut MapBuffers) -> R) -> R {
+    let mut bufs = MAP_BUFFERS.with(|b| b.take());
+    let out = f(&mut bufs);
+    MAP_BUFFERS.with(|b| b.replace(bufs));
+    out
+}
+
 /// Depthwise kxk convolution with SAME padding, bias and ReLU6.
-fn depthwise(d: &Depthwise, m: &Map) -> Map {
+fn depthwise(d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
     let (k, s) = (d.k, d.stride);
     let (oh, pt) = same_padding(m.h, k, s);
     let (ow, pl) = same_padding(m.w, k, s);
-    let mut out = vec![0f32; d.c * oh * ow];
+    // Every output value is written (see `depthwise_plane`).
+    let mut out = bufs.take(d.c * oh * ow);
     let mut scratch = Vec::new();
-    for ((plane, o), c) in m.data.chunks(m.h * m.w).zip(out.chunks_mut(oh * ow)).zip(0..d.c) {
+    for ((plane, o), c) in m.values().chunks(m.h * m.w).zip(out.chunks_mut(oh * ow)).zip(0..d.c) {
         let wk = &d.w[c * k * k..(c + 1) * k * k];
         depthwise_plane(plane, (m.h, m.w), wk, k, s, (pt, pl), d.b[c], (0.0, 6.0), o, (oh, ow), &mut scratch);
     }
@@ -676,7 +730,7 @@ mod tests {
             let data: Vec<f32> = (0..c * h * w).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1).collect();
             let wts: Vec<f32> = (0..c * k * k).map(|i| ((i * 13 % 7) as f32 - 3.0) * 0.05).collect();
             let d = Depthwise { c, k, stride, w: wts.clone(), b: vec![0.01, -0.02] };
-            let got = depthwise(&d, &Map { c, h, w, data: data.clone() });
+            let got = depthwise(&d, &Map { c, h, w, data: data.clone() }, &mut MapBuffers::default());
             let (oh, pt) = same_padding(h, k, stride);
             let (ow, pl) = same_padding(w, k, stride);
             assert_eq!((got.h, got.w), (oh, ow));
@@ -703,16 +757,20 @@ mod tests {
     }
 
     #[test]
-    fn gemm_bias_matches_naive_product() {
+    fn pointwise_matches_naive_product_with_bias_and_relu6() {
         let (m, n, k) = (5, 7, 3);
         let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.5 - 3.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 4) as f32 - 1.5).collect();
         let bias: Vec<f32> = (0..m).map(|i| i as f32).collect();
-        let out = gemm_bias(&packed(&a, m), n, &b, &bias);
-        for i in 0..m {
-            for j in 0..n {
-                let want = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
-                assert!((out[i * n + j] - want).abs() < 1e-4);
+        // A reused buffer's old values must not leak into the output.
+        for (act, dst) in [(false, vec![f32::NAN; m * n]), (true, vec![7.0; m * n])] {
+            let out = pointwise_into(&packed(&a, m), n, &b, &bias, act, dst);
+            for i in 0..m {
+                for j in 0..n {
+                    let sum = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
+                    let want = if act { sum.clamp(0.0, 6.0) } else { sum };
+                    assert!((out[i * n + j] - want).abs() < 1e-4, "act {act} ({i},{j}): {} vs {want}", out[i * n + j]);
+                }
             }
         }
     }
