@@ -880,8 +880,46 @@ mod x86 {
         p
     }
 
-    /// 12 × 32 tile: two zmm columns, twelve broadcast rows, 24 accumulators. The twelve values of inner index `p`
-    /// are adjacent at `ap + p * step` (a packed panel: `step` 12; a column-major matrix: its column stride).
+    /// The 12 × 32 tile over `kc` inner indices: `C[0..12, 0..32] (+)= A · Bp`, the value of row `i` at the current
+    /// inner index read from the pointer `$at` (an expression of `$i`, a constant per row), then `$next` moves to
+    /// the next index. Two zmm columns, twelve broadcast rows, 24 accumulators.
+    macro_rules! tile_12x32 {
+        ($kc:expr, $bp:expr, $c:expr, $ldc:expr, $acc:expr, |$i:ident| $at:expr, $next:block) => {{
+            let z = _mm512_setzero_ps();
+            let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (z, z, z, z, z, z, z, z);
+            let (mut c40, mut c41, mut c50, mut c51, mut c60, mut c61, mut c70, mut c71) = (z, z, z, z, z, z, z, z);
+            let (mut c80, mut c81, mut c90, mut c91, mut ca0, mut ca1, mut cb0, mut cb1) = (z, z, z, z, z, z, z, z);
+            let mut b = $bp;
+            for _ in 0..$kc {
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                tile_12x32!(@rows b0, b1, |$i| $at, [0 c00 c01, 1 c10 c11, 2 c20 c21, 3 c30 c31, 4 c40 c41,
+                    5 c50 c51, 6 c60 c61, 7 c70 c71, 8 c80 c81, 9 c90 c91, 10 ca0 ca1, 11 cb0 cb1]);
+                $next
+                b = b.add(32);
+            }
+            store_tile_avx512!(
+                $c,
+                $ldc,
+                $acc,
+                [
+                    c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
+                    ca0, ca1, cb0, cb1
+                ]
+            );
+        }};
+        (@rows $b0:ident, $b1:ident, |$i:ident| $at:expr, [$($row:literal $c0:ident $c1:ident),*]) => {
+            $({
+                let $i: usize = $row;
+                let av = _mm512_set1_ps(*$at);
+                $c0 = _mm512_fmadd_ps(av, $b0, $c0);
+                $c1 = _mm512_fmadd_ps(av, $b1, $c1);
+            })*
+        };
+    }
+
+    /// 12 × 32 tile on a packed panel, or any A whose twelve values of inner index `p` are adjacent at
+    /// `ap + p * step` (a packed panel: `step` 12; a column-major matrix: its column stride).
     ///
     /// # Safety
     /// AVX-512F available; `ap + p * step` holds 12 values for every `p < kc`; other sizes as
@@ -897,38 +935,10 @@ mod x86 {
         accumulate: bool,
     ) {
         unsafe {
-            let z = _mm512_setzero_ps();
-            let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (z, z, z, z, z, z, z, z);
-            let (mut c40, mut c41, mut c50, mut c51, mut c60, mut c61, mut c70, mut c71) = (z, z, z, z, z, z, z, z);
-            let (mut c80, mut c81, mut c90, mut c91, mut ca0, mut ca1, mut cb0, mut cb1) = (z, z, z, z, z, z, z, z);
-            let (mut a, mut b) = (ap, bp);
-            for _ in 0..kc {
-                let b0 = _mm512_loadu_ps(b);
-                let b1 = _mm512_loadu_ps(b.add(16));
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 0, b0, b1, c00, c01);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 1, b0, b1, c10, c11);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 2, b0, b1, c20, c21);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 3, b0, b1, c30, c31);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 4, b0, b1, c40, c41);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 5, b0, b1, c50, c51);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 6, b0, b1, c60, c61);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 7, b0, b1, c70, c71);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 8, b0, b1, c80, c81);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 9, b0, b1, c90, c91);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 10, b0, b1, ca0, ca1);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a, 11, b0, b1, cb0, cb1);
+            let mut a = ap;
+            tile_12x32!(kc, bp, c, ldc, accumulate, |i| a.add(i), {
                 a = a.add(step);
-                b = b.add(32);
-            }
-            store_tile_avx512!(
-                c,
-                ldc,
-                accumulate,
-                [
-                    c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
-                    ca0, ca1, cb0, cb1
-                ]
-            );
+            })
         }
     }
 
@@ -949,43 +959,14 @@ mod x86 {
         accumulate: bool,
     ) {
         unsafe {
-            let z = _mm512_setzero_ps();
-            let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (z, z, z, z, z, z, z, z);
-            let (mut c40, mut c41, mut c50, mut c51, mut c60, mut c61, mut c70, mut c71) = (z, z, z, z, z, z, z, z);
-            let (mut c80, mut c81, mut c90, mut c91, mut ca0, mut ca1, mut cb0, mut cb1) = (z, z, z, z, z, z, z, z);
             // Three row pointers four rows apart, each with offsets 0, rs, 2 rs, 3 rs (few registers).
             let (mut a0, mut a4, mut a8) = (ap, ap.add(4 * rs), ap.add(8 * rs));
-            let (r1, r2, r3) = (rs, 2 * rs, 3 * rs);
-            let mut b = bp;
-            for _ in 0..kc {
-                let b0 = _mm512_loadu_ps(b);
-                let b1 = _mm512_loadu_ps(b.add(16));
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, 0, b0, b1, c00, c01);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r1, b0, b1, c10, c11);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r2, b0, b1, c20, c21);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a0, r3, b0, b1, c30, c31);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, 0, b0, b1, c40, c41);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r1, b0, b1, c50, c51);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r2, b0, b1, c60, c61);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a4, r3, b0, b1, c70, c71);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, 0, b0, b1, c80, c81);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r1, b0, b1, c90, c91);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r2, b0, b1, ca0, ca1);
-                row!(_mm512_set1_ps, _mm512_fmadd_ps, a8, r3, b0, b1, cb0, cb1);
+            let offsets = [0, rs, 2 * rs, 3 * rs];
+            tile_12x32!(kc, bp, c, ldc, accumulate, |i| [a0, a4, a8][i / 4].add(offsets[i % 4]), {
                 a0 = a0.add(1);
                 a4 = a4.add(1);
                 a8 = a8.add(1);
-                b = b.add(32);
-            }
-            store_tile_avx512!(
-                c,
-                ldc,
-                accumulate,
-                [
-                    c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91,
-                    ca0, ca1, cb0, cb1
-                ]
-            );
+            })
         }
     }
 
