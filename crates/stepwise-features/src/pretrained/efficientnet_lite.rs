@@ -302,16 +302,20 @@ impl EfficientNetLite {
         let per: Vec<(Vec<f32>, Vec<f32>)> = inputs
             .par_chunks(3 * s * s)
             .map(|x| {
-                let m = with_map_buffers(|bufs| self.forward_map(x, s, bufs));
-                // Channel planes → one vector per position (h, w, c), then adaptive average pooling.
-                let hw = m.h * m.w;
-                let mut hwc = vec![0f32; m.values().len()];
-                for (c, plane) in m.values().chunks(hw).enumerate() {
-                    for (p, &v) in plane.iter().enumerate() {
-                        hwc[p * m.c + c] = v;
+                with_map_buffers(|bufs| {
+                    let m = self.forward_map(x, s, bufs);
+                    // Channel planes → one vector per position (h, w, c), then adaptive average pooling.
+                    let hw = m.h * m.w;
+                    let mut hwc = vec![0f32; m.values().len()];
+                    for (c, plane) in m.values().chunks(hw).enumerate() {
+                        for (p, &v) in plane.iter().enumerate() {
+                            hwc[p * m.c + c] = v;
+                        }
                     }
-                }
-                (global_pool(&m), crate::patches::pool_grid(&hwc, m.h, m.w, m.c, grid))
+                    let out = (global_pool(&m), crate::patches::pool_grid(&hwc, m.h, m.w, m.c, grid));
+                    bufs.give(m.data);
+                    out
+                })
             })
             .collect();
         let (pooled, patches): (Vec<Vec<f32>>, Vec<Vec<f32>>) = per.into_iter().unzip();
@@ -417,9 +421,9 @@ fn pointwise(p: &Pointwise, x: &[f32], hw: usize, act: bool) -> Vec<f32> {
 }
 
 /// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
-/// `dst` (at least that many, of any value: every one is overwritten). `lhs` is packed at load time (packing a weight per call cost 8% of the
-/// network); single-threaded (callers parallelise over images, which keeps results independent of the thread
-/// count); the bias and clamp are applied per block in cache by the GEMM.
+/// `dst` (at least that many, of any value: every one is overwritten). `lhs` is packed at load time (packing a
+/// weight per call cost 8% of the network); single-threaded (callers parallelise over images, which keeps results
+/// independent of the thread count); the GEMM applies the bias and clamp to each block while it is in cache.
 fn pointwise_into(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], act: bool, mut dst: Vec<f32>) -> Vec<f32> {
     let (m, k) = (lhs.rows(), lhs.cols());
     assert!(rhs.len() >= k * n && bias.len() >= m && dst.len() >= m * n);
