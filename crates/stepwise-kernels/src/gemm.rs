@@ -136,27 +136,27 @@ impl Isa {
     unsafe fn kernel(self, kc: usize, a: APanel, bp: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
         // SAFETY: forwarded contract; the ISA was checked available before any call.
         unsafe {
-            match self {
+            match (self, a) {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 if a.rs == 1 => x86::kernel_avx512(kc, a.ptr, a.cs, bp, c, ldc, accumulate),
+                (Isa::Avx512, APanel::Packed(ap)) => x86::kernel_avx512(kc, ap, bp, c, ldc, accumulate),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => x86::kernel_avx512_rows(kc, a.ptr, a.rs, bp, c, ldc, accumulate),
+                (Isa::Avx512, APanel::Rows { ptr, rs }) => x86::kernel_avx512_rows(kc, ptr, rs, bp, c, ldc, accumulate),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => x86::kernel_avx2(kc, a.ptr, bp, c, ldc, accumulate),
-                _ => kernel_portable(kc, a.ptr, bp, c, ldc, accumulate),
+                (Isa::Avx2, APanel::Packed(ap)) => x86::kernel_avx2(kc, ap, bp, c, ldc, accumulate),
+                (_, APanel::Packed(ap)) => kernel_portable(kc, ap, bp, c, ldc, accumulate),
+                (_, APanel::Rows { .. }) => unreachable!("only the AVX-512 kernel reads A in place (reads_a_in_place)"),
             }
         }
     }
 }
 
-/// A panel of `MR` rows of A as the kernel reads it: value `(i, p)` at `ptr[i * rs + p * cs]`. Packed panels are
-/// `rs = 1, cs = MR`; the AVX-512 kernels also read full panels of a row-major (`cs = 1`) or column-major (`rs = 1`)
-/// matrix in place.
+/// A panel of `MR` rows of A as the kernel reads it.
 #[derive(Clone, Copy)]
-struct APanel {
-    ptr: *const f32,
-    rs: usize,
-    cs: usize,
+enum APanel {
+    /// Packed: value `(i, p)` at `ptr[p * MR + i]`.
+    Packed(*const f32),
+    /// Twelve rows of a row-major matrix read in place (AVX-512 only): value `(i, p)` at `ptr[i * rs + p]`.
+    Rows { ptr: *const f32, rs: usize },
 }
 
 /// `C = A·B` (or `C += A·B` when `accumulate`), `C` row-major `A.rows × B.cols`, using the best kernel and, when
@@ -248,6 +248,11 @@ impl BiasClamp<'_> {
     fn apply(&self, row: usize, values: &mut [f32]) {
         crate::math::add_clamp(values, self.bias[row], self.lo, self.hi);
     }
+
+    /// Apply to every row of a whole row-major output `n` columns wide.
+    fn apply_rows(&self, c: &mut [f32], n: usize) {
+        c.chunks_mut(n).enumerate().for_each(|(i, row)| self.apply(i, row));
+    }
 }
 
 /// `C = clamp(A·B + bias, lo, hi)` with a pre-packed `A` (see [`BiasClamp`]): the bias and clamp are applied to each
@@ -330,7 +335,7 @@ fn gemm_inner(
             c.fill(0.0);
         }
         if let Some(e) = epilogue {
-            c.chunks_mut(n).enumerate().for_each(|(i, row)| e.apply(i, row));
+            e.apply_rows(c, n);
         }
         return;
     }
@@ -371,7 +376,7 @@ fn gemm_inner(
         c.chunks_mut(SUM_CHUNK).enumerate().for_each(add);
     }
     if let Some(e) = epilogue {
-        c.chunks_mut(n).enumerate().for_each(|(i, row)| e.apply(i, row));
+        e.apply_rows(c, n);
     }
 }
 
@@ -393,12 +398,13 @@ fn split_parts(m: usize, n: usize, slices: usize) -> usize {
 /// The largest output (`m·n`) a product splits its inner dimension for.
 const SPLIT_MAX_OUTPUTS: usize = 1 << 20;
 
-/// Whether the kernel reads A's full row panels in place instead of packing them: on AVX-512, for a row-major or
-/// column-major A, when B is at most [`IN_PLACE_MAX_COLS`] wide.
+/// Whether the kernel reads A's full row panels in place instead of packing them: on AVX-512, for a row-major A
+/// (unit column stride), when B is at most [`IN_PLACE_MAX_COLS`] wide.
 ///
-/// Why: packing costs one copy of A, which a product with few columns does not amortise. Attention's
-/// `P·V`, `Pᵀ·dO`, `dS·K` and `dSᵀ·Q` (550 × 550 by 550 × 64 per head) spent a copy of A for every 128
-/// multiply-adds; the packs were most of the 13% of a training step's samples spent packing.
+/// Why: packing costs one copy of A, which a product with few columns does not amortise. Attention's `P·V` and
+/// `dS·K` (550 × 550 by 550 × 64 per head) spent a copy of A for every 128 multiply-adds; read in place they run
+/// 12% faster. A column-major A (`Pᵀ·dO`, `dSᵀ·Q`) read in place was slower than packed (0.31 vs 0.26 ms), and
+/// so were the dense products with 256 columns.
 fn reads_a_in_place(isa: Isa, a: &MatRef, n: usize) -> bool {
     isa == Isa::Avx512 && n <= IN_PLACE_MAX_COLS && a.cs == 1
 }
@@ -472,8 +478,8 @@ fn gemm_slices(
                         if full * mr < mc {
                             pack_a(isa, &a, i0 + full * mr, mc - full * mr, pc, kc, &mut tail);
                         }
-                        let ptr = a.data[i0 * a.rs + pc * a.cs..].as_ptr();
-                        sweep(ABlock::InPlace { ptr, rs: a.rs, cs: a.cs, tail: &tail });
+                        let ptr = a.data[i0 * a.rs + pc..].as_ptr();
+                        sweep(ABlock::InPlace { ptr, rs: a.rs, tail: &tail });
                     }),
                     Left::View(a) => APACK.with(|buf| {
                         let mut ap = buf.borrow_mut();
@@ -682,19 +688,19 @@ fn pack_b(isa: Isa, b: &MatRef, p0: usize, kc: usize, j0: usize, nc: usize, para
 enum ABlock<'a> {
     /// Packed panels, one after another.
     Packed(&'a [f32]),
-    /// Full panels read in place (see [`APanel`]: the block's first value at `ptr`); the last panel, when shorter
-    /// than `MR` rows, packed in `tail`.
-    InPlace { ptr: *const f32, rs: usize, cs: usize, tail: &'a [f32] },
+    /// Full panels of a row-major A read in place (see [`APanel::Rows`]: the block's first value at `ptr`); the
+    /// last panel, when shorter than `MR` rows, packed in `tail`.
+    InPlace { ptr: *const f32, rs: usize, tail: &'a [f32] },
 }
 
 impl ABlock<'_> {
     /// Panel `ip` (rows `ip·MR ..`) of a block whose inner slice has `kc` values.
     fn panel(&self, ip: usize, mr: usize, kc: usize, full: usize) -> APanel {
         match *self {
-            ABlock::Packed(ap) => APanel { ptr: ap[ip * kc * mr..][..kc * mr].as_ptr(), rs: 1, cs: mr },
-            // SAFETY (of the offset): full panels lie inside the matrix the caller checked in bounds.
-            ABlock::InPlace { ptr, rs, cs, .. } if ip < full => APanel { ptr: ptr.wrapping_add(ip * mr * rs), rs, cs },
-            ABlock::InPlace { tail, .. } => APanel { ptr: tail[..kc * mr].as_ptr(), rs: 1, cs: mr },
+            ABlock::Packed(ap) => APanel::Packed(ap[ip * kc * mr..][..kc * mr].as_ptr()),
+            // Full panels lie inside the matrix the caller checked in bounds.
+            ABlock::InPlace { ptr, rs, .. } if ip < full => APanel::Rows { ptr: ptr.wrapping_add(ip * mr * rs), rs },
+            ABlock::InPlace { tail, .. } => APanel::Packed(tail[..kc * mr].as_ptr()),
         }
     }
 }
@@ -918,26 +924,16 @@ mod x86 {
         };
     }
 
-    /// 12 × 32 tile on a packed panel, or any A whose twelve values of inner index `p` are adjacent at
-    /// `ap + p * step` (a packed panel: `step` 12; a column-major matrix: its column stride).
+    /// 12 × 32 tile on a packed panel.
     ///
     /// # Safety
-    /// AVX-512F available; `ap + p * step` holds 12 values for every `p < kc`; other sizes as
-    /// [`super::Isa::kernel`].
+    /// AVX-512F available; sizes as [`super::Isa::kernel`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn kernel_avx512(
-        kc: usize,
-        ap: *const f32,
-        step: usize,
-        bp: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
+    pub unsafe fn kernel_avx512(kc: usize, ap: *const f32, bp: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
         unsafe {
             let mut a = ap;
             tile_12x32!(kc, bp, c, ldc, accumulate, |i| a.add(i), {
-                a = a.add(step);
+                a = a.add(12);
             })
         }
     }
