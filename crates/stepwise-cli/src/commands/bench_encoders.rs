@@ -153,14 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 r.minilm,
                 gflops(r.minilm, flops.sentence)
             );
-            let ratio = ours_minilm / r.minilm;
-            println!(
-                "  ratio                 {ratio:>9.2}x   target >= {MINILM_TARGET_RATIO}x: {}",
-                verdict(ratio >= MINILM_TARGET_RATIO)
-            );
-            if ratio < MINILM_TARGET_RATIO {
-                missed.push("MiniLM vs onnxruntime");
-            }
+            ratio_line(ours_minilm / r.minilm, MINILM_TARGET_RATIO, "MiniLM vs onnxruntime", &mut missed);
         }
         Err(e) => println!("  reference unavailable: {e}"),
     }
@@ -175,14 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "  onnxruntime           {theirs:>9.1} images/s     {} (reference, same run)",
                 gflops(theirs, per)
             );
-            let ratio = ours / theirs;
-            println!(
-                "  ratio                 {ratio:>9.2}x   target >= {EFFNET_TARGET_RATIO}x: {}",
-                verdict(ratio >= EFFNET_TARGET_RATIO)
-            );
-            if ratio < EFFNET_TARGET_RATIO {
-                missed.push(name);
-            }
+            ratio_line(ours / theirs, EFFNET_TARGET_RATIO, name, &mut missed);
         }
     }
     println!("\nEfficientNet-Lite0 end to end from 512x384 RGB (resize + crop + network):");
@@ -209,14 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             match theirs {
                 Some(theirs) => {
                     println!("  PIL + onnxruntime     {theirs:>9.1} images/s (reference, same run)");
-                    let ratio = ours / theirs;
-                    println!(
-                        "  ratio                 {ratio:>9.2}x   target >= {PHOTOS_TARGET_RATIO}x: {}",
-                        verdict(ratio >= PHOTOS_TARGET_RATIO)
-                    );
-                    if ratio < PHOTOS_TARGET_RATIO {
-                        missed.push(short);
-                    }
+                    ratio_line(ours / theirs, PHOTOS_TARGET_RATIO, short, &mut missed);
                 }
                 None if reference.is_ok() => {
                     println!("  reference unavailable: {} did not time photo files", args.reference.display())
@@ -241,6 +220,14 @@ struct Flops {
 
 fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
+}
+
+/// Print a ratio against its target (at least `target`); a miss is recorded as `label`.
+fn ratio_line(ratio: f64, target: f64, label: &'static str, missed: &mut Vec<&'static str>) {
+    println!("  ratio                 {ratio:>9.2}x   target >= {target}x: {}", verdict(ratio >= target));
+    if ratio < target {
+        missed.push(label);
+    }
 }
 
 /// Items per second of the best of `repeats` timed runs after one warm-up run.
