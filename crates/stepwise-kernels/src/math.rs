@@ -64,6 +64,87 @@ pub fn add_clamp(xs: &mut [f32], bias: f32, lo: f32, hi: f32) {
     each(xs, bias, lo, hi)
 }
 
+/// Points per block of [`block16_sq_distances`].
+pub const BLOCK: usize = 16;
+
+/// Squared Euclidean distances from `q` to points stored in blocks of [`BLOCK`], dimension-major:
+/// `blocks[(b·dim + d)·16 + j]` is coordinate `d` of point `16b + j`, `dim = q.len()`. Writes `out[16b + j]` for
+/// every whole block that both hold (`Σ_d (x_d − q_d)²` in f32, dimensions in order; the same bits on every
+/// instruction set); nothing when `q` is empty. A screen for range searches (`stepwise-tasks`' range index): one vector lane per point, no
+/// horizontal sums.
+pub fn block16_sq_distances(blocks: &[f32], q: &[f32], out: &mut [f32]) {
+    #[inline(always)]
+    fn each(blocks: &[f32], q: &[f32], out: &mut [f32]) {
+        let dim = q.len();
+        if dim == 0 {
+            return;
+        }
+        for (block, o) in blocks.chunks_exact(dim * BLOCK).zip(out.chunks_exact_mut(BLOCK)) {
+            let mut acc = [0f32; BLOCK];
+            for (col, &qd) in block.chunks_exact(BLOCK).zip(q) {
+                for j in 0..BLOCK {
+                    let t = col[j] - qd;
+                    acc[j] += t * t;
+                }
+            }
+            o.copy_from_slice(&acc);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // The same loop compiled for 16 lanes (one register per block).
+        #[target_feature(enable = "avx512f")]
+        fn wide(blocks: &[f32], q: &[f32], out: &mut [f32]) {
+            each(blocks, q, out)
+        }
+        // SAFETY: AVX-512F checked.
+        return unsafe { wide(blocks, q, out) };
+    }
+    each(blocks, q, out)
+}
+
+/// `Σ (a_i − b_i)²` over the shorter of the two, element `i` in lane `i % 16` and the lanes added as a fixed
+/// tree: the same bits on every instruction set, within (n/16 + 4)·2⁻²⁴ of the exact sum (relative).
+pub fn sq_distance_lanes(a: &[f32], b: &[f32]) -> f32 {
+    lanes(a, b, |x, y| (x - y) * (x - y))
+}
+
+/// `Σ a_i·b_i` in the lane order of [`sq_distance_lanes`]; within (n/16 + 4)·2⁻²⁴ of `Σ |a_i·b_i|` of the exact
+/// sum.
+pub fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    lanes(a, b, |x, y| x * y)
+}
+
+/// `Σ term(a_i, b_i)` in 16 lanes and a fixed tree, compiled for AVX-512 when it runs (one register of lanes).
+#[inline(always)]
+fn lanes(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32 + Copy) -> f32 {
+    #[inline(always)]
+    fn each(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
+        let mut acc = [0f32; LANES];
+        let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let (ar, br) = (ac.remainder(), bc.remainder());
+        for (x, y) in ac.zip(bc) {
+            for j in 0..LANES {
+                acc[j] += term(x[j], y[j]);
+            }
+        }
+        for (j, (&x, &y)) in ar.iter().zip(br).enumerate() {
+            acc[j] += term(x, y);
+        }
+        tree_sum(acc)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        #[target_feature(enable = "avx512f")]
+        fn wide(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
+            each(a, b, term)
+        }
+        // SAFETY: AVX-512F checked.
+        return unsafe { wide(a, b, term) };
+    }
+    each(a, b, term)
+}
+
 /// Lanes of the deterministic row sum: element `i` goes to partial `i % LANES`, partials are added as a fixed tree.
 const LANES: usize = 16;
 
@@ -555,6 +636,50 @@ mod tests {
             let want = (x as f64).exp();
             let ulp = (want as f32).to_bits().abs_diff(y.to_bits());
             assert!(ulp <= 2, "exp({x}) = {y}, want {want} ({ulp} ulp)");
+        }
+    }
+
+    #[test]
+    fn block16_distances_are_each_points_sum_in_dimension_order() {
+        let (dim, points) = (5, 3 * BLOCK);
+        let coords: Vec<Vec<f32>> =
+            (0..points).map(|i| (0..dim).map(|d| ((i * 7 + d * 13) % 23) as f32 * 0.37 - 3.1).collect()).collect();
+        let mut blocks = vec![0f32; points * dim];
+        for (i, x) in coords.iter().enumerate() {
+            for (d, &v) in x.iter().enumerate() {
+                blocks[(i / BLOCK * dim + d) * BLOCK + i % BLOCK] = v;
+            }
+        }
+        let q: Vec<f32> = (0..dim).map(|d| d as f32 * 0.91 - 1.7).collect();
+        // One slot more than the blocks hold: left as it was.
+        let mut out = vec![-1f32; points + 1];
+        block16_sq_distances(&blocks, &q, &mut out);
+        for (i, x) in coords.iter().enumerate() {
+            let want = x.iter().zip(&q).fold(0f32, |acc, (&v, &qd)| acc + (v - qd) * (v - qd));
+            assert_eq!(out[i].to_bits(), want.to_bits(), "point {i}");
+        }
+        assert_eq!(out[points], -1.0);
+        // NaN coordinates give NaN distances (a screen must keep them).
+        blocks[BLOCK + 2] = f32::NAN;
+        block16_sq_distances(&blocks, &q, &mut out);
+        assert!(out[2].is_nan() && !out[3].is_nan());
+    }
+
+    #[test]
+    fn lane_sums_follow_the_fixed_lane_order() {
+        for n in [0, 5, 16, 37, 480] {
+            let a: Vec<f32> = (0..n).map(|i| ((i * 11) % 17) as f32 * 0.29 - 2.3).collect();
+            let b: Vec<f32> = (0..n).map(|i| ((i * 5) % 13) as f32 * -0.41 + 1.9).collect();
+            let mut sq = [0f32; LANES];
+            let mut dot = [0f32; LANES];
+            for i in 0..n {
+                sq[i % LANES] += (a[i] - b[i]) * (a[i] - b[i]);
+                dot[i % LANES] += a[i] * b[i];
+            }
+            assert_eq!(sq_distance_lanes(&a, &b).to_bits(), tree_sum(sq).to_bits(), "n = {n}");
+            assert_eq!(dot_lanes(&a, &b).to_bits(), tree_sum(dot).to_bits(), "n = {n}");
+            let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+            assert!((sq_distance_lanes(&a, &b) as f64 - exact).abs() <= 1e-5 * exact.max(1e-30), "n = {n}");
         }
     }
 

@@ -17,6 +17,7 @@ use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 use crate::catalog::{Catalog, FeatureSources};
 use crate::config::{GenerateConfig, ItemKind, Mode};
 use crate::counts::{Counts, SkipReason};
+use crate::negatives::{Cand, knob2_stats};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
 use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
@@ -162,6 +163,30 @@ impl<'a> TaskGenerator<'a> {
     pub fn neighbors_of(&mut self, items: &[u32]) -> Result<Vec<Vec<(u32, f32)>>> {
         self.table.ensure(&self.cat, &items.iter().copied().collect())?;
         Ok(items.iter().map(|&i| self.table.get(i).to_vec()).collect())
+    }
+
+    /// How much of an exact widened search (every catalog item in range) knob 2's widening finds, with each of
+    /// `items` as a cloze answer and its shell's outer bound (m_d + s_d of its K_C nearest): (items found, items
+    /// in range), summed over `items`. Equal unless the neighbours are from IVF, whose widening scans the probed
+    /// lists only ([`NeighborTable::probed_lists`]).
+    pub fn widening_recall(&mut self, items: &[u32]) -> Result<(usize, usize)> {
+        self.table.ensure(&self.cat, &items.iter().copied().collect())?;
+        let (cat, table) = (&self.cat, &self.table);
+        let above = self.cfg.duplicate_epsilon as f32;
+        let ranges = table.ranges(cat);
+        let (mut found, mut all) = (0, 0);
+        for &q in items {
+            let reference: Vec<Cand> =
+                table.get(q).iter().take(self.cfg.k_c).map(|&(item, dist)| Cand { item, dist }).collect();
+            let Some((m, s)) = knob2_stats(&reference) else { continue };
+            let exact = ranges.within(cat, &[q], above, m + s, None).len();
+            found += match table.probed_lists(&[q]) {
+                Some(only) => ranges.within(cat, &[q], above, m + s, Some(&only)).len(),
+                None => exact,
+            };
+            all += exact;
+        }
+        Ok((found, all))
     }
 
     /// How neighbours were searched so far (`exact`, `hnsw`) and how many HNSW queries fell back to exact.

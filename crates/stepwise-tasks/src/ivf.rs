@@ -148,6 +148,12 @@ impl Ivf {
         &self.members
     }
 
+    /// The lists row `row`'s search probes (its `probes` nearest, nearest first; a list repeats when there are
+    /// fewer lists than probes).
+    pub fn probes_of(&self, row: u32) -> &[u32] {
+        &self.probe_of[row as usize * self.probes..(row as usize + 1) * self.probes]
+    }
+
     /// The `k` nearest rows of each query row (rows of the same `data`) among the rows of its probed lists that
     /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
     pub fn search(
@@ -162,7 +168,7 @@ impl Ivf {
         // The queries probing each list (positions into `queries`, increasing).
         let mut probing: Vec<Vec<u32>> = vec![Vec::new(); lists];
         for (qp, &q) in queries.iter().enumerate() {
-            let ps = &self.probe_of[q as usize * self.probes..(q as usize + 1) * self.probes];
+            let ps = self.probes_of(q);
             for (i, &c) in ps.iter().enumerate() {
                 if !ps[..i].contains(&c) {
                     probing[c as usize].push(qp as u32);

@@ -360,7 +360,8 @@ impl Maker<'_> {
     /// searched neighbours — and the draw is made there. Only when that fails too is the question skipped: no
     /// candidate meets the constraint anywhere. (With exact neighbours this is a proof: every item closer than
     /// the lists' last distance is in them. With an approximate index (IVF, HNSW) the lists can miss a few
-    /// nearer items, so "anywhere" holds up to the index's recall — as every neighbour-based choice does there.)
+    /// nearer items, and with IVF the widened search covers the probed lists only, so "anywhere" holds up to the
+    /// index's recall — as every neighbour-based choice does there.)
     fn knob_select(
         &self,
         k: KnobSetting,
@@ -412,10 +413,13 @@ impl Maker<'_> {
 
     /// The widened search: every catalog item that a question measured from `queries` may use (not sharing a
     /// procedure with the query it is measured from, not a duplicate), at its smallest exact distance to one of
-    /// them, kept when that distance is at most `bound`; sorted by (distance, item). An exact range search
-    /// ([`crate::range`]): the full scan's result without scanning the catalog.
+    /// them, kept when that distance is at most `bound`; sorted by (distance, item). A range search
+    /// ([`crate::range`]): with exact (or HNSW) neighbours the full scan's result without scanning the catalog;
+    /// with IVF neighbours each query reaches the lists its neighbour search probed
+    /// ([`NeighborTable::probed_lists`]), as approximate as the neighbours themselves.
     fn widen(&self, queries: &[u32], bound: f32) -> Vec<Cand> {
-        self.table.ranges(self.cat).within(self.cat, queries, self.cfg.duplicate_epsilon as f32, bound)
+        let only = self.table.probed_lists(queries);
+        self.table.ranges(self.cat).within(self.cat, queries, self.cfg.duplicate_epsilon as f32, bound, only.as_deref())
     }
 
     /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.

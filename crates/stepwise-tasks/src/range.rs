@@ -18,12 +18,16 @@
 //! plus its dot product's γ·‖q‖·‖x‖), so a skipped item's f32 distance is provably beyond the range: the result
 //! is the full scan's, item for item and bit for bit. The basis only decides how much is skipped, never what is
 //! found.
+//!
+//! A search may also confine each query to some of the lists (`only`): with IVF neighbours, knob 2 widens each
+//! query over the lists its neighbour search probed ([`crate::neighbors::NeighborTable::probed_lists`]).
 
 // `!(bound > threshold)` on purpose throughout: a NaN bound must keep its row, never drop it.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 use stepwise_features::Metric;
 use stepwise_kernels::MatRef;
+use stepwise_kernels::math::{BLOCK, block16_sq_distances, dot_lanes, sq_distance_lanes};
 
 use crate::catalog::Catalog;
 use crate::negatives::Cand;
@@ -42,9 +46,11 @@ pub struct RangeIndex {
     /// Items in list order, and where each list starts in it (`lists + 1` entries).
     order: Vec<u32>,
     starts: Vec<usize>,
-    /// Projected coordinates of `order[i]` at `proj[i * p..]`: list order, so a list's scan reads them
-    /// contiguously (indexed by item, the 20,000-procedure sweep ran 24% slower).
-    proj: Vec<f32>,
+    /// Projected coordinates in list order, in blocks of [`BLOCK`] items, dimension-major: coordinate `d` of
+    /// `order[i]` at `blocks[(i / BLOCK · p + d) · BLOCK + i % BLOCK]` (the last block padded with zeros). A
+    /// list's screen reads them contiguously, one vector lane per item (indexed by item instead, the
+    /// 20,000-procedure sweep ran 24% slower).
+    blocks: Vec<f32>,
     /// ‖x‖ of `order[i]`.
     norms: Vec<f64>,
     /// Where item `x` sits in `order` (queries are items too).
@@ -100,18 +106,34 @@ impl RangeIndex {
         }
         // The coordinates and norms in list order (the projection above reads the catalog's rows in place).
         let mut position = vec![0u32; n];
+        let mut blocks = vec![0f32; n.div_ceil(BLOCK) * BLOCK * p];
         for (i, &x) in order.iter().enumerate() {
             position[x as usize] = i as u32;
+            for (d, &v) in proj[x as usize * p..(x as usize + 1) * p].iter().enumerate() {
+                blocks[(i / BLOCK * p + d) * BLOCK + i % BLOCK] = v;
+            }
         }
-        let proj = order.iter().flat_map(|&x| &proj[x as usize * p..(x as usize + 1) * p]).copied().collect();
         let norms = order.iter().map(|&x| norms[x as usize]).collect();
-        RangeIndex { p, order, starts, proj, norms, position, centres, radii, max_norms }
+        RangeIndex { p, order, starts, blocks, norms, position, centres, radii, max_norms }
+    }
+
+    /// The projected coordinates of the item at list-order position `i`.
+    fn coords(&self, i: usize) -> Vec<f32> {
+        (0..self.p).map(|d| self.blocks[(i / BLOCK * self.p + d) * BLOCK + i % BLOCK]).collect()
     }
 
     /// Every item `x` of `cat` whose smallest distance to a query `q` it may be measured from (`x ≠ q`, no shared
     /// procedure) lies in `(above, bound]`, at that distance, sorted by (distance, item): exactly what a scan of
-    /// the whole catalog computes.
-    pub fn within(&self, cat: &Catalog, queries: &[u32], above: f32, bound: f32) -> Vec<Cand> {
+    /// the whole catalog computes — or, with `only` (each query's list numbers, sorted), a scan in which each
+    /// query reaches the items of its own lists only.
+    pub fn within(
+        &self,
+        cat: &Catalog,
+        queries: &[u32],
+        above: f32,
+        bound: f32,
+        only: Option<&[Vec<u32>]>,
+    ) -> Vec<Cand> {
         let p = self.p;
         let u = f64::powi(2.0, -24);
         // Relative rounding of an f32 distance of `dim` terms (module docs), and of a projected coordinate.
@@ -119,14 +141,15 @@ impl RangeIndex {
         let coord_err = (p as f64).sqrt() * rel;
         let qs: Vec<Query> = queries
             .iter()
-            .map(|&q| Query {
-                item: q,
-                row: cat.row(q),
-                coords: &self.proj[self.position[q as usize] as usize * p..][..p],
-                norm: self.norms[self.position[q as usize] as usize],
+            .map(|&q| {
+                let i = self.position[q as usize] as usize;
+                Query { item: q, row: cat.row(q), coords: self.coords(i), norm: self.norms[i] }
             })
             .collect();
         let bound64 = bound as f64;
+        // A lower bound `lb` on a pair's distance rules it out when `lb − rel·|lb| > bound`, which holds when
+        // `lb > target`.
+        let target = if bound64 >= 0.0 { bound64 / (1.0 - rel) } else { bound64 / (1.0 + rel) };
         // A lower bound on the catalog's f32 distance from one on the projected distance `pd` (module docs).
         let beyond = |pd: f64, nq: f64, nx: f64| -> bool {
             let l2 = (pd - coord_err * (nq + nx)).max(0.0) / (1.0 + 1e-5);
@@ -139,13 +162,26 @@ impl RangeIndex {
             lb - rel * lb.abs() > bound64
         };
         let mut out = Vec::new();
-        for c in 0..self.starts.len() - 1 {
+        let (mut d2, mut screen) = (Vec::new(), vec![0f32; qs.len()]);
+        let lists = self.starts.len() - 1;
+        let chosen: Vec<usize> = match only {
+            Some(only) => {
+                let mut all: Vec<usize> = only.iter().flatten().map(|&c| c as usize).filter(|&c| c < lists).collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+            None => (0..lists).collect(),
+        };
+        // Whether query `qi` reaches list `c`.
+        let reaches = |qi: usize, c: usize| only.is_none_or(|only| only[qi].binary_search(&(c as u32)).is_ok());
+        for c in chosen {
             let (a, b) = (self.starts[c], self.starts[c + 1]);
             if a == b {
                 continue;
             }
             let centre = &self.centres[c * p..(c + 1) * p];
-            let reachable = qs.iter().any(|q| {
+            let reachable = qs.iter().enumerate().filter(|&(qi, _)| reaches(qi, c)).any(|(_, q)| {
                 let d = q.coords.iter().zip(centre).map(|(&v, &m)| (v as f64 - m).powi(2)).sum::<f64>().sqrt();
                 // The list's items are within `radii[c]` of the centre (projected), so at least d − r from q.
                 let pd = d - self.radii[c];
@@ -155,13 +191,29 @@ impl RangeIndex {
             if !reachable {
                 continue;
             }
+            // The screen: every query's squared projected distance to the list's items (whole blocks), against
+            // the square beyond which no item of the list can be in range.
+            let (first, last) = (a / BLOCK, b.div_ceil(BLOCK));
+            let width = (last - first) * BLOCK;
+            d2.clear();
+            d2.resize(qs.len() * width, 0f32);
+            for (qi, ((q, t), d2)) in qs.iter().zip(&mut screen).zip(d2.chunks_exact_mut(width)).enumerate() {
+                if reaches(qi, c) {
+                    *t = screen_threshold(cat.metric, p, q.norm, self.max_norms[c], rel, coord_err, target);
+                    block16_sq_distances(&self.blocks[first * BLOCK * p..last * BLOCK * p], &q.coords, d2);
+                } else {
+                    // Every item of the list is skipped for this query (its zero distances exceed −1).
+                    *t = -1.0;
+                }
+            }
             for i in a..b {
                 let x = self.order[i];
-                let (coords, nx) = (&self.proj[i * p..(i + 1) * p], self.norms[i]);
+                let nx = self.norms[i];
                 let row = cat.row(x);
                 let mut best = f32::INFINITY;
-                for q in &qs {
-                    if x == q.item || beyond(projected_distance(q.coords, coords), q.norm, nx) {
+                for (qi, q) in qs.iter().enumerate() {
+                    // `>`: a NaN distance or threshold keeps the pair.
+                    if x == q.item || d2[qi * width + i - first * BLOCK] > screen[qi] {
                         continue;
                     }
                     // The vectorised full bound next: the catalog's own (sequential, exact) distance only when it
@@ -185,27 +237,40 @@ impl RangeIndex {
 struct Query<'a> {
     item: u32,
     row: &'a [f32],
-    coords: &'a [f32],
+    coords: Vec<f32>,
     norm: f64,
 }
 
-/// ‖a − b‖ of two projected points, in f64 (exact enough that only the coordinates' own rounding counts).
-fn projected_distance(a: &[f32], b: &[f32]) -> f64 {
-    const LANES: usize = 8;
-    let mut acc = [0f64; LANES];
-    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
-        for i in 0..LANES {
-            let d = x[i] as f64 - y[i] as f64;
-            acc[i] += d * d;
+/// The screen of [`RangeIndex::within`]: a value `t2` such that a pair of a query (norm `nq`) and an item of a
+/// list (norm at most `max_nx`) whose f32 squared projected distance ([`block16_sq_distances`] over `p`
+/// coordinates) exceeds `t2` has a lower bound above `target` on its distance, hence is out of range (`rel`: the
+/// exact distance's relative rounding, as in `within`); −1 when
+/// every pair is, +∞ (or NaN) when none can be ruled out. The item's norm is taken at the list's largest, which
+/// only lowers the bound (module docs: the projected coordinates' rounding grows with it, and with cosine or
+/// inner product the bound falls as it grows).
+fn screen_threshold(metric: Metric, p: usize, nq: f64, max_nx: f64, rel: f64, coord_err: f64, target: f64) -> f32 {
+    // The largest true distance ‖q − x‖ a pair in range may have: beyond it, the metric's lower bound exceeds
+    // `target` (for cosine and inner product through ⟨q, x⟩ = (‖q‖² + ‖x‖² − ‖q − x‖²) / 2).
+    let l2_max = match metric {
+        Metric::L2 => target,
+        Metric::Cosine | Metric::InnerProduct => {
+            let c0 = if metric == Metric::Cosine { 1.0 } else { 0.0 };
+            let r = 2.0 * (target - c0 + rel * nq * max_nx) + nq * nq + max_nx * max_nx;
+            if r < 0.0 {
+                return -1.0;
+            }
+            r.sqrt()
         }
+    };
+    if l2_max < 0.0 {
+        return -1.0;
     }
-    for (i, (x, y)) in ar.iter().zip(br).enumerate() {
-        let d = *x as f64 - *y as f64;
-        acc[i] += d * d;
-    }
-    acc.iter().sum::<f64>().sqrt()
+    // ‖q − x‖ ≥ (pd − coord_err·(‖q‖ + ‖x‖)) / (1 + 1e-5) for the projected distance pd (module docs).
+    let t = l2_max * (1.0 + 1e-5) + coord_err * (nq + max_nx);
+    // The f32 sum of `p` squared f32 differences is within (p + 2)·2⁻²⁴ of the exact square (relative): allow
+    // twice (p + 4)·2⁻²⁴, and four ulps for rounding `t2` to f32.
+    let t2 = t * t * (1.0 + 2.0 * (p as f64 + 4.0) * f64::powi(2.0, -24)) * (1.0 + f64::powi(2.0, -22));
+    t2 as f32
 }
 
 /// An orthonormal basis (`p × dim`, row-major) of the catalog's top `p` principal directions: subspace iteration
@@ -272,42 +337,18 @@ fn orthonormalise(m: &mut [f64], p: usize, dim: usize) {
     }
 }
 
-/// A lower bound on the distance of `q` and `x` from a vectorised f32 sum (16 independent lanes, so it runs at
-/// SIMD speed, unlike the catalog's sequential sum), before the allowance for the exact distance's rounding:
-/// the sum's own worst-case error, γ = (dim + 8)·2⁻²⁴ relative to the sum of the terms' magnitudes, is taken
-/// off (twice for cosine and inner product, whose exact dot product has the same error). `nq`, `nx` are the norms.
+/// A lower bound on the distance of `q` and `x` from a vectorised f32 sum (16 lanes and a fixed tree,
+/// [`sq_distance_lanes`] / [`dot_lanes`], so it runs at SIMD speed, unlike the catalog's sequential sum), before
+/// the allowance for the exact distance's rounding: the sum's own worst-case error, γ = (dim + 8)·2⁻²⁴ relative
+/// to the sum of the terms' magnitudes (above the lanes' (dim/16 + 4)·2⁻²⁴), is taken off (twice for cosine and
+/// inner product, whose exact dot product has the same error). `nq`, `nx` are the norms.
 fn fast_lower_bound(metric: Metric, q: &[f32], x: &[f32], nq: f64, nx: f64) -> f64 {
-    const LANES: usize = 16;
     let gamma = (q.len() as f64 + 8.0) * f64::powi(2.0, -24);
-    let mut acc = [0f32; LANES];
-    let (qc, xc) = (q.chunks_exact(LANES), x.chunks_exact(LANES));
-    let (qr, xr) = (qc.remainder(), xc.remainder());
     match metric {
-        Metric::L2 => {
-            for (a, b) in qc.zip(xc) {
-                for i in 0..LANES {
-                    let d = a[i] - b[i];
-                    acc[i] += d * d;
-                }
-            }
-            for (i, (a, b)) in qr.iter().zip(xr).enumerate() {
-                acc[i] += (a - b) * (a - b);
-            }
-            let d2 = acc.iter().map(|&v| v as f64).sum::<f64>();
-            (d2 / (1.0 + gamma)).sqrt()
-        }
+        Metric::L2 => (sq_distance_lanes(q, x) as f64 / (1.0 + gamma)).sqrt(),
         m => {
-            for (a, b) in qc.zip(xc) {
-                for i in 0..LANES {
-                    acc[i] += a[i] * b[i];
-                }
-            }
-            for (i, (a, b)) in qr.iter().zip(xr).enumerate() {
-                acc[i] += a * b;
-            }
-            let dot = acc.iter().map(|&v| v as f64).sum::<f64>();
             let c0 = if m == Metric::Cosine { 1.0 } else { 0.0 };
-            c0 - dot - 2.0 * gamma * nq * nx
+            c0 - dot_lanes(q, x) as f64 - 2.0 * gamma * nq * nx
         }
     }
 }
@@ -370,16 +411,43 @@ mod tests {
             for x in 0..cat.len() as u32 {
                 members[if x == 5 { 8 } else { (x as usize * 7 + x as usize / 50) % 7 }].push(x);
             }
-            let index = RangeIndex::new(&cat, members);
+            let index = RangeIndex::new(&cat, members.clone());
             for queries in [vec![0u32], vec![3, 400, 401], vec![10, 11, 12, 13, 600]] {
                 let d: Vec<f32> = (0..cat.len() as u32).map(|x| cat.distance(queries[0], x)).collect();
                 let mut sorted = d.clone();
                 sorted.sort_by(f32::total_cmp);
                 for &bound in &[sorted[1], sorted[20], sorted[300], sorted[899], f32::INFINITY, -1.0] {
-                    let fast = index.within(&cat, &queries, 0.0, bound);
+                    let fast = index.within(&cat, &queries, 0.0, bound, None);
                     let slow = full_scan(&cat, &queries, 0.0, bound);
                     let bits = |v: &[Cand]| v.iter().map(|c| (c.item, c.dist.to_bits())).collect::<Vec<_>>();
                     assert_eq!(bits(&fast), bits(&slow), "{metric:?} dim {dim} {queries:?} bound {bound}");
+                    // Restricted to some lists: the full scan's result filtered to their members.
+                    // Each query confined to some lists: the full scan over the pairs it reaches.
+                    let only: Vec<Vec<u32>> =
+                        (0..queries.len()).map(|qi| vec![qi as u32 % 3, 4 + qi as u32, 8]).collect();
+                    let some = index.within(&cat, &queries, 0.0, bound, Some(&only));
+                    // Items of the lists some query reaches (at an infinite distance when none of those queries
+                    // may measure it, as the full scan keeps them for an infinite bound).
+                    let in_lists = |x: u32| only.iter().flatten().any(|&l| members[l as usize].contains(&x));
+                    let reached: Vec<Cand> = (0..cat.len() as u32)
+                        .filter(|&x| in_lists(x))
+                        .filter_map(|x| {
+                            let best = queries
+                                .iter()
+                                .zip(&only)
+                                .filter(|(q, lists)| {
+                                    **q != x
+                                        && !cat.share_owner(**q, x)
+                                        && lists.iter().any(|&l| members[l as usize].contains(&x))
+                                })
+                                .map(|(&q, _)| cat.distance(q, x))
+                                .fold(f32::INFINITY, f32::min);
+                            (best > 0.0 && best <= bound).then_some(Cand { item: x, dist: best })
+                        })
+                        .collect();
+                    let mut reached = reached;
+                    reached.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+                    assert_eq!(bits(&some), bits(&reached), "{metric:?} dim {dim} {queries:?} bound {bound} lists");
                 }
             }
         }
