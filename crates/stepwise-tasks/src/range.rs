@@ -11,8 +11,8 @@
 //! the catalog's top `PROJ` principal directions (subspace iteration on a sample's covariance), every item's
 //! coordinates Px, and the k-means lists of [`crate::ivf`] in that space (centroid and radius). Since
 //! ‖q − x‖ ≥ ‖P(q − x)‖, a list whose projected ball is beyond the range, then an item whose projected distance
-//! is, cannot hold a result; the rest get a vectorised full-dimension bound, and only pairs that survive it the
-//! catalog's own distance and the same test as the full scan. Cosine (1 − ⟨q, x⟩) and inner product (−⟨q, x⟩)
+//! is, cannot hold a result (items are screened a whole list at a time per query, 16 to a vector); the rest get
+//! the catalog's own distance and the same test as the full scan. Cosine (1 − ⟨q, x⟩) and inner product (−⟨q, x⟩)
 //! use ⟨q, x⟩ = (‖q‖² + ‖x‖² − ‖q − x‖²) / 2. Every bound is lowered by the worst-case f32 rounding of what it is
 //! compared with (the projected coordinates, √PROJ·γ·(‖q‖ + ‖x‖); the exact distance, relative (dim + 4)·2⁻²⁴,
 //! plus its dot product's γ·‖q‖·‖x‖), so a skipped item's f32 distance is provably beyond the range: the result
@@ -27,13 +27,13 @@
 
 use stepwise_features::Metric;
 use stepwise_kernels::MatRef;
-use stepwise_kernels::math::{BLOCK, block16_sq_distances, dot_lanes, sq_distance_lanes};
+use stepwise_kernels::math::{BLOCK, block16_sq_distances};
 
 use crate::catalog::Catalog;
 use crate::negatives::Cand;
 
 /// Principal directions kept.
-const PROJ: usize = 32;
+const PROJ: usize = 64;
 /// Rows of the covariance sample.
 const SAMPLE: usize = 8192;
 /// Subspace-iteration rounds.
@@ -143,7 +143,7 @@ impl RangeIndex {
             .iter()
             .map(|&q| {
                 let i = self.position[q as usize] as usize;
-                Query { item: q, row: cat.row(q), coords: self.coords(i), norm: self.norms[i] }
+                Query { item: q, coords: self.coords(i), norm: self.norms[i] }
             })
             .collect();
         let bound64 = bound as f64;
@@ -208,18 +208,13 @@ impl RangeIndex {
             }
             for i in a..b {
                 let x = self.order[i];
-                let nx = self.norms[i];
-                let row = cat.row(x);
                 let mut best = f32::INFINITY;
                 for (qi, q) in qs.iter().enumerate() {
                     // `>`: a NaN distance or threshold keeps the pair.
                     if x == q.item || d2[qi * width + i - first * BLOCK] > screen[qi] {
                         continue;
                     }
-                    // The vectorised full bound next: the catalog's own (sequential, exact) distance only when it
-                    // cannot rule the pair out.
-                    let lb = fast_lower_bound(cat.metric, q.row, row, q.norm, nx);
-                    if !(lb - rel * lb.abs() > bound64) && !cat.share_owner(q.item, x) {
+                    if !cat.share_owner(q.item, x) {
                         best = best.min(cat.distance(q.item, x));
                     }
                 }
@@ -234,9 +229,8 @@ impl RangeIndex {
 }
 
 /// One query of [`RangeIndex::within`].
-struct Query<'a> {
+struct Query {
     item: u32,
-    row: &'a [f32],
     coords: Vec<f32>,
     norm: f64,
 }
@@ -333,22 +327,6 @@ fn orthonormalise(m: &mut [f64], p: usize, dim: usize) {
             } else {
                 row.iter_mut().for_each(|v| *v = 0.0);
             }
-        }
-    }
-}
-
-/// A lower bound on the distance of `q` and `x` from a vectorised f32 sum (16 lanes and a fixed tree,
-/// [`sq_distance_lanes`] / [`dot_lanes`], so it runs at SIMD speed, unlike the catalog's sequential sum), before
-/// the allowance for the exact distance's rounding: the sum's own worst-case error, γ = (dim + 8)·2⁻²⁴ relative
-/// to the sum of the terms' magnitudes (above the lanes' (dim/16 + 4)·2⁻²⁴), is taken off (twice for cosine and
-/// inner product, whose exact dot product has the same error). `nq`, `nx` are the norms.
-fn fast_lower_bound(metric: Metric, q: &[f32], x: &[f32], nq: f64, nx: f64) -> f64 {
-    let gamma = (q.len() as f64 + 8.0) * f64::powi(2.0, -24);
-    match metric {
-        Metric::L2 => (sq_distance_lanes(q, x) as f64 / (1.0 + gamma)).sqrt(),
-        m => {
-            let c0 = if m == Metric::Cosine { 1.0 } else { 0.0 };
-            c0 - dot_lanes(q, x) as f64 - 2.0 * gamma * nq * nx
         }
     }
 }
