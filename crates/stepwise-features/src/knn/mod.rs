@@ -130,7 +130,9 @@ impl TileConfig {
     }
 }
 
-/// The distance between two vectors under `metric` (lower is closer).
+/// The distance between two vectors under `metric` (lower is closer). L2 sums in 16 lanes and a fixed tree
+/// (`stepwise_kernels::math::sq_distance_lanes`: the same bits on every machine, at SIMD speed; every search
+/// recomputes its winners' L2 distances here, ~800 per query of an 8-probe IVF search).
 pub fn distance(a: &[f32], b: &[f32], metric: Metric) -> f32 {
     match metric {
         Metric::InnerProduct => -dot(a, b),
@@ -139,7 +141,7 @@ pub fn distance(a: &[f32], b: &[f32], metric: Metric) -> f32 {
             let nb = dot(b, b).sqrt();
             if na == 0.0 || nb == 0.0 { 1.0 } else { clamp_rounding(1.0 - dot(a, b) / (na * nb)) }
         }
-        Metric::L2 => a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>().sqrt(),
+        Metric::L2 => stepwise_kernels::math::sq_distance_lanes(a, b).sqrt(),
     }
 }
 
