@@ -9,8 +9,8 @@
 //! replaces them with random vectors of the same shape (a quick check of the sweep alone). The world's
 //! ground-truth annotations are dropped (the generators never read them).
 //!
-//! Timed: the sweep — catalogs, plans, neighbour search, questions, and writing every task set (JSON + Parquet
-//! + manifests, streamed) and the counts table — with peak resident memory (VmHWM, reset before the sweep where
+//! Timed: the sweep — catalogs, plans, neighbour search, questions, and writing every task set (JSON, Parquet
+//! and manifests, streamed) and the counts table — with peak resident memory (VmHWM, reset before the sweep where
 //! Linux allows). References: the same sweep with one setting (what the other eight add), and exact brute-force
 //! neighbour search timed on a sample of the queries and extrapolated to all of them (what an exact sweep would
 //! need for its neighbours alone), with the recall of the sweep's neighbour method on that sample and the share
