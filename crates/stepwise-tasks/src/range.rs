@@ -124,8 +124,8 @@ impl RangeIndex {
 
     /// Every item `x` of `cat` whose smallest distance to a query `q` it may be measured from (`x ≠ q`, no shared
     /// procedure) lies in `(above, bound]`, at that distance, sorted by (distance, item): exactly what a scan of
-    /// the whole catalog computes — or, with `only` (each query's list numbers, sorted), a scan in which each
-    /// query reaches the items of its own lists only.
+    /// the whole catalog computes — or, with `only` (each query's list numbers, sorted, one entry per query), a
+    /// scan in which each query reaches the items of its own lists only.
     pub fn within(
         &self,
         cat: &Catalog,
@@ -173,8 +173,10 @@ impl RangeIndex {
             }
             None => (0..lists).collect(),
         };
-        // Whether query `qi` reaches list `c`.
-        let reaches = |qi: usize, c: usize| only.is_none_or(|only| only[qi].binary_search(&(c as u32)).is_ok());
+        // Whether query `qi` reaches list `c` (a query without an entry in `only` reaches none).
+        let reaches = |qi: usize, c: usize| {
+            only.is_none_or(|only| only.get(qi).is_some_and(|lists| lists.binary_search(&(c as u32)).is_ok()))
+        };
         for c in chosen {
             let (a, b) = (self.starts[c], self.starts[c + 1]);
             if a == b {

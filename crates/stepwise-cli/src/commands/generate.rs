@@ -143,7 +143,8 @@ pub struct GenOptions {
     #[arg(long, default_value = "l2", help_heading = "Question parameters")]
     pub metric: String,
     /// Neighbour search: `exact`; `ivf` / `ivf:PROBES` (k-means lists, each query scans its PROBES nearest
-    /// lists exactly — approximate, reproducible for any --threads; default 8 probes); `hnsw` / `hnsw:EF`; or
+    /// lists exactly — approximate, reproducible for any --threads; default 8 probes; knob 2's widened search
+    /// then scans the same lists); `hnsw` / `hnsw:EF`; or
     /// `auto` (exact unless queries × items exceed 2·10⁹, then ivf). The manifest records the method used.
     #[arg(long, default_value = "auto", help_heading = "Question parameters")]
     pub neighbors: String,
