@@ -70,8 +70,8 @@ pub const BLOCK: usize = 16;
 /// Squared Euclidean distances from `q` to points stored in blocks of [`BLOCK`], dimension-major:
 /// `blocks[(b·dim + d)·16 + j]` is coordinate `d` of point `16b + j`, `dim = q.len()`. Writes `out[16b + j]` for
 /// every whole block that both hold (`Σ_d (x_d − q_d)²` in f32, dimensions in order; the same bits on every
-/// instruction set); nothing when `q` is empty. A screen for range searches (`stepwise-tasks`' range index): one vector lane per point, no
-/// horizontal sums.
+/// instruction set); nothing when `q` is empty. A screen for range searches (`stepwise-tasks`' range index): one
+/// vector lane per point, no horizontal sums.
 pub fn block16_sq_distances(blocks: &[f32], q: &[f32], out: &mut [f32]) {
     #[inline(always)]
     fn each(blocks: &[f32], q: &[f32], out: &mut [f32]) {

@@ -11,7 +11,7 @@ use rand::Rng;
 use stepwise_core::rng::rng_for;
 use stepwise_core::{Error, Procedure, Result};
 use stepwise_features::{Metric, Vectors};
-use stepwise_kernels::math::{dot_lanes, sq_distance_lanes};
+use stepwise_kernels::math::dot_lanes;
 
 use crate::config::{GenerateConfig, ItemKind};
 use crate::counts::SkipReason;
@@ -234,14 +234,15 @@ impl Catalog {
     }
 
     /// Distance between a vector (normalised like the rows, e.g. from [`Catalog::centroid`]) and an item. Sums
-    /// run in 16 lanes and a fixed tree ([`sq_distance_lanes`], [`dot_lanes`]): the same bits on every machine,
-    /// at SIMD speed (knob 3's constraint and the widened search measure millions of pairs in a large sweep).
+    /// run in 16 lanes and a fixed tree ([`dot_lanes`]; L2 through [`stepwise_features::knn::distance`], which
+    /// sums the same way): the same bits on every machine, at SIMD speed (knob 3's constraint and the widened
+    /// search measure millions of pairs in a large sweep).
     pub fn distance_to(&self, v: &[f32], b: u32) -> f32 {
         let x = self.row(b);
         match self.metric {
             Metric::Cosine => 1.0 - dot_lanes(v, x),
             Metric::InnerProduct => -dot_lanes(v, x),
-            Metric::L2 => sq_distance_lanes(v, x).sqrt(),
+            m => stepwise_features::knn::distance(v, x, m),
         }
     }
 

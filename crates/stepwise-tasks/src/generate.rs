@@ -17,7 +17,7 @@ use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 use crate::catalog::{Catalog, FeatureSources};
 use crate::config::{GenerateConfig, ItemKind, Mode};
 use crate::counts::{Counts, SkipReason};
-use crate::negatives::{Cand, knob2_stats};
+use crate::negatives::{knob2_stats, valid};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
 use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
@@ -176,9 +176,8 @@ impl<'a> TaskGenerator<'a> {
         let ranges = table.ranges(cat);
         let (mut found, mut all) = (0, 0);
         for &q in items {
-            let reference: Vec<Cand> =
-                table.get(q).iter().take(self.cfg.k_c).map(|&(item, dist)| Cand { item, dist }).collect();
-            let Some((m, s)) = knob2_stats(&reference) else { continue };
+            let cands = valid(table.get(q), above, &[]);
+            let Some((m, s)) = knob2_stats(&cands[..cands.len().min(self.cfg.k_c)]) else { continue };
             let exact = ranges.within(cat, &[q], above, m + s, None).len();
             found += match table.probed_lists(&[q]) {
                 Some(only) => ranges.within(cat, &[q], above, m + s, Some(&only)).len(),

@@ -240,8 +240,8 @@ struct Query {
 /// The screen of [`RangeIndex::within`]: a value `t2` such that a pair of a query (norm `nq`) and an item of a
 /// list (norm at most `max_nx`) whose f32 squared projected distance ([`block16_sq_distances`] over `p`
 /// coordinates) exceeds `t2` has a lower bound above `target` on its distance, hence is out of range (`rel`: the
-/// exact distance's relative rounding, as in `within`); −1 when
-/// every pair is, +∞ (or NaN) when none can be ruled out. The item's norm is taken at the list's largest, which
+/// exact distance's relative rounding, as in `within`); −1 when every pair is, +∞ (or NaN) when none can be
+/// ruled out. The item's norm is taken at the list's largest, which
 /// only lowers the bound (module docs: the projected coordinates' rounding grows with it, and with cosine or
 /// inner product the bound falls as it grows).
 fn screen_threshold(metric: Metric, p: usize, nq: f64, max_nx: f64, rel: f64, coord_err: f64, target: f64) -> f32 {
@@ -401,7 +401,6 @@ mod tests {
                     let slow = full_scan(&cat, &queries, 0.0, bound);
                     let bits = |v: &[Cand]| v.iter().map(|c| (c.item, c.dist.to_bits())).collect::<Vec<_>>();
                     assert_eq!(bits(&fast), bits(&slow), "{metric:?} dim {dim} {queries:?} bound {bound}");
-                    // Restricted to some lists: the full scan's result filtered to their members.
                     // Each query confined to some lists: the full scan over the pairs it reaches.
                     let only: Vec<Vec<u32>> =
                         (0..queries.len()).map(|qi| vec![qi as u32 % 3, 4 + qi as u32, 8]).collect();
@@ -409,7 +408,7 @@ mod tests {
                     // Items of the lists some query reaches (at an infinite distance when none of those queries
                     // may measure it, as the full scan keeps them for an infinite bound).
                     let in_lists = |x: u32| only.iter().flatten().any(|&l| members[l as usize].contains(&x));
-                    let reached: Vec<Cand> = (0..cat.len() as u32)
+                    let mut reached: Vec<Cand> = (0..cat.len() as u32)
                         .filter(|&x| in_lists(x))
                         .filter_map(|x| {
                             let best = queries
@@ -425,7 +424,6 @@ mod tests {
                             (best > 0.0 && best <= bound).then_some(Cand { item: x, dist: best })
                         })
                         .collect();
-                    let mut reached = reached;
                     reached.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
                     assert_eq!(bits(&some), bits(&reached), "{metric:?} dim {dim} {queries:?} bound {bound} lists");
                 }
