@@ -416,10 +416,12 @@ impl Maker<'_> {
     /// them, kept when that distance is at most `bound`; sorted by (distance, item). A range search
     /// ([`crate::range`]): with exact (or HNSW) neighbours the full scan's result without scanning the catalog;
     /// with IVF neighbours each query reaches the lists its neighbour search probed
-    /// ([`NeighborTable::probed_lists`]), as approximate as the neighbours themselves.
+    /// ([`NeighborTable::probed_lists`]), as approximate as the neighbours themselves. Answered from the balls
+    /// earlier widened searches measured around the same items when they reach far enough (the same result).
     fn widen(&self, queries: &[u32], bound: f32) -> Vec<Cand> {
         let only = self.table.probed_lists(queries);
-        self.table.ranges(self.cat).within(self.cat, queries, self.cfg.duplicate_epsilon as f32, bound, only.as_deref())
+        let above = self.cfg.duplicate_epsilon as f32;
+        self.table.ranges(self.cat).within_cached(self.cat, queries, above, bound, only.as_deref())
     }
 
     /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.
