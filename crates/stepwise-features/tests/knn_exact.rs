@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use stepwise_features::knn::{
-    Filter, KnnOptions, Metric, Neighbor, Screening, TileConfig, distance, knn, knn_brute_force, knn_with,
+    Filter, KnnOptions, Metric, Neighbor, Screening, TileConfig, distance, knn, knn_brute_force, knn_keys, knn_with,
 };
 
 const METRICS: [Metric; 3] = [Metric::Cosine, Metric::InnerProduct, Metric::L2];
@@ -237,6 +237,42 @@ fn screened_search_is_the_f32_search_bit_for_bit() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn keys_rank_as_the_search_does_and_are_squared_l2_distances() {
+    let (dim, nb, nq) = (33, 3000, 9);
+    let base = hard_rows(nb, dim, 3);
+    let queries = hard_rows(nq, dim, 4);
+    for metric in METRICS {
+        let opts = KnnOptions { k: 40, metric };
+        let keep = |q: usize, j: usize| !(q + j).is_multiple_of(5);
+        let filter: Filter<'_> = &keep;
+        let full = knn(&base, &queries, dim, opts, Some(filter));
+        let keys = knn_keys(&base, &queries, dim, opts, Some(filter));
+        for (qi, (f, k)) in full.iter().zip(&keys).enumerate() {
+            let sq = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>();
+            let nq = sq(&queries[qi * dim..(qi + 1) * dim]);
+            // The same winners; sorted by key, which for L2 may order near-ties differently from the
+            // recomputed distances.
+            let mut fi = indices(f);
+            let mut ki = indices(k);
+            if metric == Metric::L2 {
+                fi.sort_unstable();
+                ki.sort_unstable();
+                for nb in k {
+                    let d = f.iter().find(|x| x.index == nb.index).expect("same winners").distance;
+                    // The expansion's rounding grows with the norms, not with the distance.
+                    let nx = sq(&base[nb.index * dim..(nb.index + 1) * dim]);
+                    assert!((nb.distance - d * d).abs() <= 1e-5 * (1.0 + nq + nx), "{} vs {}²", nb.distance, d);
+                }
+            } else {
+                assert_eq!(f, k, "{metric:?}");
+            }
+            assert_eq!(fi, ki, "{metric:?}");
+            assert!(k.windows(2).all(|w| w[0].distance <= w[1].distance));
         }
     }
 }

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use stepwise_core::rng::rng_for;
 use stepwise_features::Metric;
-use stepwise_features::knn::{KnnOptions, knn};
+use stepwise_features::knn::{KnnOptions, distance, knn, knn_keys};
 
 /// IVF parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +156,8 @@ impl Ivf {
 
     /// The `k` nearest rows of each query row (rows of the same `data`) among the rows of its probed lists that
     /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
+    /// The k are those [`knn`] would pick over the probed rows: the best by its ranking key (for L2 the squared
+    /// distance from the expansion), merged over the lists, and only they get their L2 distance recomputed.
     pub fn search(
         &self,
         data: &[f32],
@@ -193,7 +195,8 @@ impl Ivf {
                 qmat.extend_from_slice(&data[q * dim..(q + 1) * dim]);
             }
             let filter = |qi: usize, j: usize| keep(queries[qs[qi] as usize], base_rows[j]);
-            let found = knn(&base, &qmat, dim, opts, Some(&filter));
+            // Ranking keys: only the final k of each query get their L2 distance recomputed, below.
+            let found = knn_keys(&base, &qmat, dim, opts, Some(&filter));
             for (qi, list) in found.into_iter().enumerate() {
                 let mut a = acc[qs[qi] as usize].lock().expect("no panics while merging");
                 a.extend(list.into_iter().map(|nb| (nb.distance, base_rows[nb.index])));
@@ -203,9 +206,17 @@ impl Ivf {
             }
         });
         acc.into_par_iter()
-            .map(|m| {
+            .zip(queries)
+            .map(|(m, &q)| {
                 let mut a = m.into_inner().expect("no panics while merging");
                 top_k(&mut a, k);
+                if self.metric == Metric::L2 {
+                    let q = &data[q as usize * dim..(q as usize + 1) * dim];
+                    for (d, i) in &mut a {
+                        *d = distance(q, &data[*i as usize * dim..(*i as usize + 1) * dim], Metric::L2);
+                    }
+                    a.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                }
                 a.into_iter().map(|(d, i)| (i, d)).collect()
             })
             .collect()
@@ -276,6 +287,27 @@ mod tests {
             }
         }
         assert!(hit as f64 / total as f64 > 0.9, "recall {hit}/{total}");
+    }
+
+    #[test]
+    fn probing_every_l2_list_is_the_exact_search_bit_for_bit() {
+        // The winners by ranking key over all lists, then their distances recomputed: what exact knn returns.
+        let (n, dim, k) = (700, 12, 15);
+        let data = points(n, dim, 3);
+        let params = IvfParams { lists: 6, probes: 6, ..Default::default() };
+        let ivf = Ivf::build(&data, dim, Metric::L2, &params, 4);
+        let queries: Vec<u32> = (0..n as u32).step_by(3).collect();
+        let keep = |q: u32, r: u32| q / 7 != r / 7;
+        let got = ivf.search(&data, &queries, k, &keep);
+        let qmat: Vec<f32> =
+            queries.iter().flat_map(|&q| data[q as usize * dim..(q as usize + 1) * dim].to_vec()).collect();
+        let filter = |qi: usize, j: usize| keep(queries[qi], j as u32);
+        let exact = knn(&data, &qmat, dim, KnnOptions { k, metric: Metric::L2 }, Some(&filter));
+        for (g, e) in got.iter().zip(&exact) {
+            let g: Vec<(u32, u32)> = g.iter().map(|&(r, d)| (r, d.to_bits())).collect();
+            let e: Vec<(u32, u32)> = e.iter().map(|nb| (nb.index as u32, nb.distance.to_bits())).collect();
+            assert_eq!(g, e);
+        }
     }
 
     #[test]

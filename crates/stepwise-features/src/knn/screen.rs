@@ -84,8 +84,9 @@ impl Screen {
         screens
             .into_iter()
             .enumerate()
-            .map(|(r, qs)| {
+            .map(|(r, mut qs)| {
                 let qi = q0 + r;
+                qs.top.cut();
                 let threshold = qs.top.threshold;
                 let cands: Vec<usize> = qs.cands.iter().filter(|c| !(c.0 > threshold)).map(|c| c.1).collect();
                 gathered.clear();
@@ -102,7 +103,7 @@ impl Screen {
                 for (&j, &sc) in cands.iter().zip(&exact) {
                     top.offer(key(s.opts.metric, sc, nq, s.base_norms.get(j)), j, &|_| true);
                 }
-                s.finish(qi, top)
+                s.finish(top)
             })
             .collect()
     }
