@@ -489,7 +489,9 @@ impl TopK {
 
     /// Keep the k best, and make their largest key the threshold.
     fn cut(&mut self) {
-        if self.kept.len() > self.k {
+        if self.k == 0 {
+            self.kept.clear();
+        } else if self.kept.len() > self.k {
             self.kept.select_nth_unstable(self.k - 1);
             self.kept.truncate(self.k);
             self.threshold = self.kept.iter().max().map_or(f32::INFINITY, |c| c.key);
