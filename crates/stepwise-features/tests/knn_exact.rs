@@ -126,12 +126,21 @@ fn results_do_not_depend_on_thread_count() {
     let (dim, nb, nq) = (16, 3000, 37);
     let base: Vec<f32> = (0..nb * dim).map(|i| ((i * 7919) % 1009) as f32 / 1009.0 - 0.5).collect();
     let queries: Vec<f32> = (0..nq * dim).map(|i| ((i * 104729) % 997) as f32 / 997.0 - 0.5).collect();
-    for screening in [Screening::Off, Screening::On] {
+    // Also near-duplicate rows, where the ranking key (‖q‖² + ‖x‖² − 2⟨q, x⟩) and the recomputed L2 distance
+    // can order two candidates differently at the k-th place: the winners must not depend on how the base is
+    // split between workers.
+    let hard = hard_rows(nb, dim, 9);
+    let hard_queries = hard[..nq * dim].to_vec();
+    for (base, queries, screening) in [
+        (&base, &queries, Screening::Off),
+        (&base, &queries, Screening::On),
+        (&hard, &hard_queries, Screening::Off),
+    ] {
         let tiles = TileConfig { base_tile: 256, tile_budget_bytes: 64 * 256 * 4, screening };
         for metric in METRICS {
             let run = |threads: usize| {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                pool.install(|| knn_with(&base, &queries, dim, KnnOptions { k: 7, metric }, None, &tiles))
+                pool.install(|| knn_with(base, queries, dim, KnnOptions { k: 7, metric }, None, &tiles))
             };
             let one = run(1);
             for t in [2, 3, 8] {

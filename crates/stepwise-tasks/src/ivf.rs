@@ -4,13 +4,14 @@
 //! k-means partitions the items into `lists`; each query scans, exactly, the items of the `probes` lists whose
 //! centroids are nearest to it (Jégou et al., "Product quantization for nearest neighbor search", TPAMI 2011,
 //! §IV-A, without the quantization: distances are exact, only the candidate set is approximate). Every scan is
-//! one call of [`stepwise_features::knn::knn`] on the gathered rows of one list and the queries probing it, so
-//! the heavy work stays in the features crate's tiled matrix multiply.
+//! one call of [`stepwise_features::knn::knn_keys`] on the gathered rows of one list and the queries probing it,
+//! so the heavy work stays in the features crate's tiled matrix multiply; a query's partial results are merged
+//! by ranking key and only its final k get their L2 distance recomputed.
 //!
 //! Determinism: the training sample and the initial centroids come from `rng_for(seed, …)`, centroid sums run
 //! in sample order, every list is scanned by the same knn call whatever the thread count, and the partial
-//! results of a query are merged by the total order (distance, item) — so the neighbours, hence the questions,
-//! are identical for any `--threads`.
+//! results of a query are merged by the total order (key, item) — so the neighbours, hence the questions, are
+//! identical for any `--threads`.
 
 use std::sync::Mutex;
 
@@ -156,8 +157,8 @@ impl Ivf {
 
     /// The `k` nearest rows of each query row (rows of the same `data`) among the rows of its probed lists that
     /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
-    /// The k are those [`knn`] would pick over the probed rows: the best by its ranking key (for L2 the squared
-    /// distance from the expansion), merged over the lists, and only they get their L2 distance recomputed.
+    /// The k are the best by knn's ranking key (for L2 the squared distance from the expansion) over the probed
+    /// rows, and only they get their L2 distance recomputed.
     pub fn search(
         &self,
         data: &[f32],

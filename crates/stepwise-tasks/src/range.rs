@@ -77,10 +77,11 @@ pub struct RangeIndex {
     balls: Vec<Mutex<Option<Arc<Ball>>>>,
 }
 
-/// Every item within `bound` of one query item (over its own lists, or the whole catalog when `whole`), as
-/// [`RangeIndex::within`] finds them for that query alone: sorted by (distance, item), no NaN distances.
+/// Every item within `bound` of one query item over `lists` (its own list numbers, or the whole catalog when
+/// `None`), as [`RangeIndex::within`] finds them for that query alone: sorted by (distance, item), no NaN
+/// distances.
 struct Ball {
-    whole: bool,
+    lists: Option<Vec<u32>>,
     bound: f32,
     items: Vec<Cand>,
 }
@@ -257,8 +258,9 @@ impl RangeIndex {
 
 impl RangeIndex {
     /// [`RangeIndex::within`], answered from per-query balls kept across calls (module docs): the same result,
-    /// item for item and bit for bit. Safe to call from many threads; a ball is computed once for each item
-    /// unless a later search from it reaches further. `only` as in `within`.
+    /// item for item and bit for bit. Safe to call from many threads. Each item keeps one ball, recomputed when a
+    /// search from it reaches further or over other lists (in a suite an item's lists are its IVF probes, always
+    /// the same). `only` as in `within`. A bound of +∞ keeps every item of the query's lists in its ball.
     pub fn within_cached(
         &self,
         cat: &Catalog,
@@ -299,21 +301,28 @@ impl RangeIndex {
     /// or computed (a little beyond `bound`: [`BALL_SLACK`]) and kept. The item's lock is held while its ball is
     /// computed, so two searches from one item compute it once.
     fn ball(&self, cat: &Catalog, q: u32, bound: f32, lists: Option<&[Vec<u32>]>) -> Arc<Ball> {
-        let whole = lists.is_none();
         let compute = |reach: f32| {
             let items = self.within(cat, &[q], f32::NEG_INFINITY, reach, lists);
-            Arc::new(Ball { whole, bound: reach, items })
+            Arc::new(Ball { lists: lists.map(|l| l[0].clone()), bound: reach, items })
+        };
+        let same_lists = |b: &Ball| match (&b.lists, lists) {
+            (None, None) => true,
+            (Some(a), Some(l)) => *a == l[0],
+            _ => false,
         };
         let Some(slot) = self.balls.get(q as usize) else {
             return compute(bound);
         };
         // A poisoned lock only means another search panicked: the ball in it is whole or absent.
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ball) = slot.as_ref().filter(|b| b.whole == whole && b.bound >= bound) {
+        if let Some(ball) = slot.as_ref().filter(|b| same_lists(b) && b.bound >= bound) {
             return ball.clone();
         }
         let ball = compute(bound + BALL_SLACK * bound.abs());
-        *slot = Some(ball.clone());
+        // A NaN reach finds nothing and would never be reused: keep the ball that was there.
+        if !ball.bound.is_nan() {
+            *slot = Some(ball.clone());
+        }
         ball
     }
 }
@@ -525,12 +534,12 @@ mod tests {
             let cat = catalog(900, dim, metric, 5);
             let members: Vec<Vec<u32>> =
                 (0..7).map(|l| (0..cat.len() as u32).filter(|x| (*x as usize * 5 + 1) % 7 == l).collect()).collect();
-            let index = RangeIndex::new(&cat, members);
+            let index = RangeIndex::new(&cat, members.clone());
             let bits = |v: &[Cand]| v.iter().map(|c| (c.item, c.dist.to_bits())).collect::<Vec<_>>();
             // Overlapping query sets, so later searches meet balls computed for earlier ones; bounds rising (balls
             // recomputed further), then falling (answered from a ball's prefix), then ±∞; whole-catalog and
             // per-query lists alternating for the same items.
-            let sets = [vec![0u32, 7], vec![7], vec![3, 400, 401], vec![400, 0, 13, 600, 7]];
+            let sets = [vec![0u32, 7], vec![7], vec![3, 400, 401], vec![400, 0, 13, 600, 7], vec![7, 7]];
             let d: Vec<f32> = (0..cat.len() as u32).map(|x| cat.distance(0, x)).collect();
             let mut sorted = d.clone();
             sorted.sort_by(f32::total_cmp);
@@ -546,6 +555,20 @@ mod tests {
                         let what = format!("{metric:?} {queries:?} bound {bound} lists {only:?}");
                         assert_eq!(bits(&cached), bits(&plain), "{what}");
                         assert!(only.is_some() || bound != sorted[300] || !plain.is_empty(), "{what}: found nothing");
+                    }
+                }
+            }
+            // Per-query lists only (no whole-catalog search in between evicting the balls), rising then falling
+            // bounds, and the same item over different lists from one search to the next and within one search.
+            let index = RangeIndex::new(&cat, members);
+            for &bound in rising.iter().chain(rising.iter().rev()) {
+                for shift in 0..3u32 {
+                    for queries in &sets {
+                        let only: Vec<Vec<u32>> =
+                            (0..queries.len() as u32).map(|qi| vec![(qi + shift) % 3, 3 + qi % 4]).collect();
+                        let plain = index.within(&cat, queries, sorted[0], bound, Some(&only));
+                        let cached = index.within_cached(&cat, queries, sorted[0], bound, Some(&only));
+                        assert_eq!(bits(&cached), bits(&plain), "{metric:?} {queries:?} bound {bound} lists {only:?}");
                     }
                 }
             }

@@ -5,11 +5,12 @@
 //! and a filter can exclude candidates per query (e.g. "not from the same procedure").
 //!
 //! How: queries × base are cut into tiles; each tile's scores come from one matrix multiply (stepwise-kernels'
-//! GEMM, which sums every score in a fixed order), are turned into distances in place and scanned against each
-//! query's current k-th distance, so only the few candidates that beat it reach a buffer cut back to the k best
-//! whenever it doubles — never a full sort. Tiles run in parallel (rayon) and memory stays within one score tile per worker ([`TileConfig`]).
-//! Tile shapes depend on the data sizes only, never on the thread count, so results are identical for any
-//! `--threads`.
+//! GEMM, which sums every score in a fixed order), are turned into ranking keys in place and scanned against
+//! each query's k-th best key at the last cut, so only the few candidates that beat it reach a buffer cut back to
+//! the k best whenever it doubles — never a full sort. Tiles run in parallel (rayon) and memory stays within one
+//! score tile per worker ([`TileConfig`]). Tile shapes depend on the data sizes only, never on the thread count;
+//! the winners are chosen by key in every part alike and only then get their final distance, so results are
+//! identical for any `--threads`.
 //! Cosine uses the vectors' norms instead of normalised copies (no second copy of the base); L2 uses
 //! ‖q‖² + ‖x‖² − 2⟨q, x⟩.
 //!
@@ -439,7 +440,7 @@ struct TopK {
 
 impl TopK {
     fn new(k: usize) -> Self {
-        TopK { k, kept: Vec::with_capacity((2 * k).min(1 << 17) + 1), threshold: f32::INFINITY }
+        TopK { k, kept: Vec::with_capacity(k.saturating_mul(2).min(1 << 12) + 1), threshold: f32::INFINITY }
     }
 
     /// Offer `keys[c]` for candidate `j0 + c`, in increasing index order, so an equal key never displaces an
@@ -482,7 +483,7 @@ impl TopK {
         if self.kept.len() == self.k {
             // The first k: the threshold is their largest.
             self.threshold = self.kept.iter().max().map_or(f32::INFINITY, |c| c.key);
-        } else if self.kept.len() >= 2 * self.k {
+        } else if self.kept.len() >= self.k.saturating_mul(2) {
             self.cut();
         }
     }

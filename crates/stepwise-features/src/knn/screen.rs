@@ -12,8 +12,9 @@
 //! worst case |x − x̃| ≤ 2⁻⁸|x|. Each score's ranking key (distance, lower is closer) then lies in
 //! [lower, upper] = key(s̃ ± ε), widened by 2⁻²⁰ of the key's scale for the f32 rounding of the key formula.
 //!
-//! Per query the screen keeps T, the k-th smallest `upper` seen, and every candidate with `lower ≤ T`. A row it
-//! drops has an exact key above T, and k rows have exact keys at most T, so it is not among the k nearest. The
+//! Per query the screen keeps T, at least the k-th smallest `upper` seen (exactly that after the last cut of its
+//! `TopK`), and every candidate with `lower ≤ T`. A row it drops has an exact key above T, and k rows have exact
+//! keys at most T, so it is not among the k nearest. The
 //! kept candidates are scored by the same f32 kernel as the plain search and ranked by the same `TopK`: the output
 //! is the plain search's, bit for bit. Rows or queries with NaN or infinite values have NaN bounds and are always
 //! kept, so they fall back to exact scoring (per pair), never to a guess.
@@ -154,7 +155,7 @@ impl Screen {
 
 /// One query's screening state.
 struct QueryScreen {
-    /// The k smallest upper bounds kept so far: `top.threshold` is T.
+    /// The smallest upper bounds kept so far (at most 2k): `top.threshold` is T, exact after `top.cut()`.
     top: TopK,
     /// (lower bound, row) of every row kept while its lower bound was at most the T of the moment.
     cands: Vec<(f32, usize)>,
