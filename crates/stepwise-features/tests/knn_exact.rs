@@ -131,11 +131,9 @@ fn results_do_not_depend_on_thread_count() {
     // split between workers.
     let hard = hard_rows(nb, dim, 9);
     let hard_queries = hard[..nq * dim].to_vec();
-    for (base, queries, screening) in [
-        (&base, &queries, Screening::Off),
-        (&base, &queries, Screening::On),
-        (&hard, &hard_queries, Screening::Off),
-    ] {
+    for (base, queries, screening) in
+        [(&base, &queries, Screening::Off), (&base, &queries, Screening::On), (&hard, &hard_queries, Screening::Off)]
+    {
         let tiles = TileConfig { base_tile: 256, tile_budget_bytes: 64 * 256 * 4, screening };
         for metric in METRICS {
             let run = |threads: usize| {
