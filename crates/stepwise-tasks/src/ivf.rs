@@ -216,7 +216,7 @@ impl Ivf {
                     for (d, i) in &mut a {
                         *d = distance(q, &data[*i as usize * dim..(*i as usize + 1) * dim], Metric::L2);
                     }
-                    a.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                    a.sort_unstable_by(nearest_first);
                 }
                 a.into_iter().map(|(d, i)| (i, d)).collect()
             })
@@ -227,12 +227,16 @@ impl Ivf {
 /// Keep the `k` smallest by (distance, row), sorted. A total order, so the result does not depend on the order
 /// partial lists were merged in.
 fn top_k(a: &mut Vec<(f32, u32)>, k: usize) {
-    let cmp = |x: &(f32, u32), y: &(f32, u32)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
     if a.len() > k {
-        a.select_nth_unstable_by(k, cmp);
+        a.select_nth_unstable_by(k, nearest_first);
         a.truncate(k);
     }
-    a.sort_unstable_by(cmp);
+    a.sort_unstable_by(nearest_first);
+}
+
+/// (distance or key, row) by distance, then row.
+fn nearest_first(x: &(f32, u32), y: &(f32, u32)) -> std::cmp::Ordering {
+    x.0.total_cmp(&y.0).then(x.1.cmp(&y.1))
 }
 
 #[cfg(test)]

@@ -19,6 +19,13 @@ pub struct Cand {
     pub dist: f32,
 }
 
+impl Cand {
+    /// Nearest first, ties by item: the order of every candidate list.
+    pub fn cmp_nearest(&self, other: &Cand) -> std::cmp::Ordering {
+        self.dist.total_cmp(&other.dist).then(self.item.cmp(&other.item))
+    }
+}
+
 /// The numbers a selection used, recorded in each question's provenance.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SelectionStats {

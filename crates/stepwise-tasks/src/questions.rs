@@ -209,7 +209,7 @@ impl Maker<'_> {
                 // Each item once, at its smallest distance; then nearest first.
                 union.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(a.dist.total_cmp(&b.dist)));
                 union.dedup_by_key(|c| c.item);
-                union.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+                union.sort_unstable_by(Cand::cmp_nearest);
                 let mut min_pair = f32::INFINITY;
                 for (i, &a) in coherent.iter().enumerate() {
                     for &b in &coherent[i + 1..] {

@@ -251,12 +251,10 @@ impl RangeIndex {
                 }
             }
         }
-        out.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+        out.sort_unstable_by(Cand::cmp_nearest);
         out
     }
-}
 
-impl RangeIndex {
     /// [`RangeIndex::within`], answered from per-query balls kept across calls (module docs): the same result,
     /// item for item and bit for bit. Safe to call from many threads. Each item keeps one ball, recomputed when a
     /// search from it reaches further or over other lists (in a suite an item's lists are its IVF probes, always
@@ -293,7 +291,7 @@ impl RangeIndex {
                 out.push(Cand { item: group[0].0, dist: best });
             }
         }
-        out.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+        out.sort_unstable_by(Cand::cmp_nearest);
         out
     }
 
@@ -472,7 +470,7 @@ mod tests {
                 out.push(Cand { item: x, dist: best });
             }
         }
-        out.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+        out.sort_unstable_by(Cand::cmp_nearest);
         out
     }
 
@@ -521,7 +519,7 @@ mod tests {
                             (best > 0.0 && best <= bound).then_some(Cand { item: x, dist: best })
                         })
                         .collect();
-                    reached.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.item.cmp(&b.item)));
+                    reached.sort_unstable_by(Cand::cmp_nearest);
                     assert_eq!(bits(&some), bits(&reached), "{metric:?} dim {dim} {queries:?} bound {bound} lists");
                 }
             }

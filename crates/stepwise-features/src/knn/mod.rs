@@ -482,7 +482,7 @@ impl TopK {
         self.kept.push(Cand { key, index });
         if self.kept.len() == self.k {
             // The first k: the threshold is their largest.
-            self.threshold = self.kept.iter().max().map_or(f32::INFINITY, |c| c.key);
+            self.threshold = self.largest_key();
         } else if self.kept.len() >= self.k.saturating_mul(2) {
             self.cut();
         }
@@ -495,8 +495,13 @@ impl TopK {
         } else if self.kept.len() > self.k {
             self.kept.select_nth_unstable(self.k - 1);
             self.kept.truncate(self.k);
-            self.threshold = self.kept.iter().max().map_or(f32::INFINITY, |c| c.key);
+            self.threshold = self.largest_key();
         }
+    }
+
+    /// The key of the last kept candidate in the (key, index) order.
+    fn largest_key(&self) -> f32 {
+        self.kept.iter().max().map_or(f32::INFINITY, |c| c.key)
     }
 
     /// The k best, in no particular order.
