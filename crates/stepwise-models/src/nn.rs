@@ -378,7 +378,11 @@ impl TransformerLayer {
     /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` as [`key_bias`] makes it. One fused op
     /// ([`crate::ops::transformer_layer`]) over the parameters packed into one vector.
     pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
-        let (s, l, d) = x.dims3()?;
+        transformer_stack(std::slice::from_ref(self), x, key_bias)
+    }
+
+    /// The parameters flattened, in the fused op's packing order ([`crate::ops::LayerShape::lengths`]).
+    fn packed_parts(&self) -> CResult<Vec<Tensor>> {
         let a = &self.attn;
         let bias = |lin: &Linear| {
             lin.b.clone().ok_or_else(|| candle_core::Error::Msg("transformer layer: a linear without bias".into()))
@@ -401,20 +405,17 @@ impl TransformerLayer {
             self.ln2.gamma.clone(),
             self.ln2.beta.clone(),
         ];
-        let flat = parts.iter().map(|t| t.flatten_all()).collect::<CResult<Vec<_>>>()?;
-        let packed = Tensor::cat(&flat, 0)?;
-        let key_bias = match key_bias {
-            Some(kb) => kb.reshape((s, l))?,
-            None => Tensor::zeros((s, l), DType::F32, &Device::Cpu)?,
-        };
-        let shape = crate::ops::LayerShape {
-            dim: d,
+        parts.iter().map(|t| t.flatten_all()).collect()
+    }
+
+    fn shape(&self) -> CResult<crate::ops::LayerShape> {
+        Ok(crate::ops::LayerShape {
+            dim: self.ff1.w.dim(0)?,
             ff: self.ff1.w.dim(1)?,
-            heads: a.heads,
+            heads: self.attn.heads,
             eps1: self.ln1.eps,
             eps2: self.ln2.eps,
-        };
-        crate::ops::transformer_layer(x, &packed, &key_bias, shape)
+        })
     }
 
     /// The same layer as a chain of the separate ops (the reference the fused op is tested against).
@@ -424,6 +425,27 @@ impl TransformerLayer {
         let h = self.ff2.forward(&crate::ops::gelu(&self.ff1.forward(&x)?)?)?;
         self.ln2.forward(&(x + h)?)
     }
+}
+
+/// `layers` applied in turn to `x` (`S × L × D`; `key_bias` as in [`TransformerLayer::forward`]) as one fused op
+/// ([`crate::ops::transformer_stack`]); `x` itself when there are none. The layers must have one shape.
+pub fn transformer_stack(layers: &[TransformerLayer], x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
+    let Some(first) = layers.first() else { return Ok(x.clone()) };
+    let shape = first.shape()?;
+    let mut parts = Vec::with_capacity(16 * layers.len());
+    for layer in layers {
+        if layer.shape()? != shape {
+            candle_core::bail!("transformer stack: layers of different shapes");
+        }
+        parts.extend(layer.packed_parts()?);
+    }
+    let packed = Tensor::cat(&parts, 0)?;
+    let (s, l, _) = x.dims3()?;
+    let key_bias = match key_bias {
+        Some(kb) => kb.reshape((s, l))?,
+        None => Tensor::zeros((s, l), DType::F32, &Device::Cpu)?,
+    };
+    crate::ops::transformer_stack(x, &packed, &key_bias, shape, layers.len())
 }
 
 /// The additive key bias of attention for a 0/1 mask `S × L`: `S × 1 × 1 × L`, 0 where 1, −1e9 where 0.
@@ -541,6 +563,59 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Three layers as one stacked op against the same layers one op each: the same values forward and the same
+    /// gradients of the input and of every layer's parameters (the stack only skips candle's tensors in between);
+    /// no layers is the input itself.
+    #[test]
+    fn stacked_layers_are_the_layers_one_after_another() {
+        use rand::Rng;
+        let (s, l, d, heads, ff) = (2, 6, 16, 2, 24);
+        let mut p = Params::new(5);
+        let layers: Vec<TransformerLayer> =
+            (0..3).map(|i| TransformerLayer::new(&mut p, &format!("t{i}"), d, heads, ff).unwrap()).collect();
+        let mut rng = stepwise_core::rng::rng_for(9, "stack");
+        for (name, var) in p.named() {
+            // Non-trivial layer norms and biases (they start at 1 and 0).
+            let n = var.as_tensor().elem_count();
+            let range = if name.contains("norm") { 0.5..1.5 } else { -0.2..0.2 };
+            if name.contains("norm") || name.ends_with("bias") {
+                let v: Vec<f32> = (0..n).map(|_| rng.random_range(range.clone())).collect();
+                var.set(&Tensor::from_vec(v, n, &Device::Cpu).unwrap()).unwrap();
+            }
+        }
+        let xs: Vec<f32> = (0..s * l * d).map(|_| rng.random_range(-2.0..2.0)).collect();
+        let x = candle_core::Var::from_tensor(&t(&xs, &[s, l, d])).unwrap();
+        let mut mask = vec![1f32; s * l];
+        mask[l - 1] = 0.0;
+        let bias = key_bias(&t(&mask, &[s, l])).unwrap();
+        let w: Vec<f32> = (0..s * l * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let w = t(&w, &[s, l, d]);
+        let run = |stacked: bool| {
+            let y = if stacked {
+                transformer_stack(&layers, x.as_tensor(), Some(&bias)).unwrap()
+            } else {
+                layers.iter().fold(x.as_tensor().clone(), |h, layer| layer.forward(&h, Some(&bias)).unwrap())
+            };
+            let grads = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let mut out = vec![("forward".to_string(), flat(&y))];
+            out.push(("input".into(), flat(grads.get(x.as_tensor()).expect("the input gets a gradient"))));
+            for (name, var) in p.named() {
+                let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("{name} gets no gradient"));
+                out.push((name.clone(), flat(g)));
+            }
+            out
+        };
+        let (stacked, one_by_one) = (run(true), run(false));
+        assert_eq!(stacked.len(), 2 + 3 * 16);
+        for ((name, a), (_, b)) in stacked.iter().zip(&one_by_one) {
+            assert!(name.ends_with("k.bias") || b.iter().any(|v| v.abs() > 1e-4), "{name}: all zeros");
+            assert_eq!(a, b, "{name}");
+        }
+        let none = transformer_stack(&[], x.as_tensor(), Some(&bias)).unwrap();
+        assert_eq!(none.flatten_all().unwrap().to_vec1::<f32>().unwrap(), xs);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 use candle_core::{D, DType, Device, Tensor};
 
 use super::model::{Encoded, HtrnConfig, Scorer, cosine_scores};
-use crate::nn::{BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean};
+use crate::nn::{
+    BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean, transformer_stack,
+};
 
 /// Impatient Reader (Hermann et al. 2015; RecipeQA §4.2): for each query position i, attention over the context
 /// conditioned on the previous read r(i−1) and the query state y_q(i):
@@ -171,13 +173,10 @@ impl Scorer for Htrn {
         let seg = self.segments.index_select(&Tensor::from_vec(seg_ids, len, &Device::Cpu)?, 0)?;
         let pos = self.positions.narrow(0, 0, len)?;
         let x = x.broadcast_add(&(pos + seg)?.unsqueeze(0)?)?;
-        let mut x = self.norm.forward(&x)?;
+        let x = self.norm.forward(&x)?;
         let ones = Tensor::ones((s, 1), DType::F32, &Device::Cpu)?;
         let mask = Tensor::cat(&[&ones, &e.context_mask, &ones, &e.query_mask], 1)?;
-        let bias = key_bias(&mask)?;
-        for layer in &self.layers {
-            x = layer.forward(&x, Some(&bias))?;
-        }
+        let x = transformer_stack(&self.layers, &x, Some(&key_bias(&mask)?))?;
         self.out.forward(&x.narrow(1, 0, 1)?.squeeze(1)?)?.squeeze(1)
     }
 }

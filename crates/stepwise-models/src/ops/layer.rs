@@ -80,16 +80,31 @@ impl LayerShape {
 /// The layer over `x` (`S × L × D`) with the packed parameters `params` and the additive key bias `key_bias`
 /// (`S × L`: 0 for real keys, a large negative number for padding).
 pub fn transformer_layer(x: &Tensor, params: &Tensor, key_bias: &Tensor, shape: LayerShape) -> CResult<Tensor> {
+    transformer_stack(x, params, key_bias, shape, 1)
+}
+
+/// `layers` layers of one shape applied in turn, as one op: `params` holds each layer's packed parameters, one
+/// layer after another. Between layers no candle tensor is made, so candle's backward pass does not zero and add
+/// a full-size gradient per layer (it does so for every op input).
+pub fn transformer_stack(
+    x: &Tensor,
+    params: &Tensor,
+    key_bias: &Tensor,
+    shape: LayerShape,
+    layers: usize,
+) -> CResult<Tensor> {
     let keep = x.track_op() || params.track_op();
     x.contiguous()?.apply_op3(
         &params.contiguous()?,
         &key_bias.contiguous()?,
-        FusedLayer { shape, keep, saved: Mutex::new(None) },
+        FusedLayer { shape, layers, keep, saved: Mutex::new(None) },
     )
 }
 
-/// What the backward pass reads, kept by the forward pass.
+/// What the backward pass reads of one layer, kept by the forward pass.
 struct Saved {
+    /// The layer's input when it is not the op's (the previous layer's output).
+    input: Option<Vec<f32>>,
     qkv: Vec<f32>,
     /// The attention probabilities when they fit (`probabilities_fit`; else recomputed).
     probabilities: Option<Vec<f32>>,
@@ -105,22 +120,39 @@ struct Saved {
 
 struct FusedLayer {
     shape: LayerShape,
+    /// Layers applied in turn, each with its own parameters.
+    layers: usize,
     /// Keep the activations for a backward pass (the graph tracks `x` or the parameters).
     keep: bool,
-    saved: Mutex<Option<Saved>>,
+    /// Per layer, first to last.
+    saved: Mutex<Option<Vec<Saved>>>,
 }
 
-/// The checked shapes of one call.
-fn dims_of(name: &str, shape: &LayerShape, x: &Layout, params: &Layout, bias: &Layout) -> CResult<AttnDims> {
+/// The checked shapes of one call of `layers` layers.
+fn dims_of(
+    name: &str,
+    shape: &LayerShape,
+    layers: usize,
+    x: &Layout,
+    params: &Layout,
+    bias: &Layout,
+) -> CResult<AttnDims> {
     let (s, l, d) = match x.dims() {
         &[s, l, d] => (s, l, d),
         other => candle_core::bail!("{name}: input must be S × L × D, got {other:?}"),
     };
+    if layers == 0 {
+        candle_core::bail!("{name}: no layers");
+    }
     if d != shape.dim || shape.heads == 0 || d % shape.heads != 0 {
         candle_core::bail!("{name}: width {d} with a layer of width {} and {} heads", shape.dim, shape.heads);
     }
-    if params.dims() != [shape.parameter_count()] {
-        candle_core::bail!("{name}: packed parameters {:?}, expected [{}]", params.dims(), shape.parameter_count());
+    if params.dims() != [layers * shape.parameter_count()] {
+        candle_core::bail!(
+            "{name}: packed parameters {:?}, expected [{}] ({layers} layers)",
+            params.dims(),
+            layers * shape.parameter_count()
+        );
     }
     if bias.dims() != [s, l] {
         candle_core::bail!("{name}: key bias {:?}, expected [{s}, {l}]", bias.dims());
@@ -209,16 +241,90 @@ impl CustomOp3 for FusedLayer {
         l3: &Layout,
     ) -> CResult<(CpuStorage, Shape)> {
         let name = self.name();
-        let dims = dims_of(name, &self.shape, l1, l2, l3)?;
+        let dims = dims_of(name, &self.shape, self.layers, l1, l2, l3)?;
         let (x, _) = f32_rows(s1, l1, name)?;
         let (p, _) = f32_rows(s2, l2, name)?;
         let (bias, _) = f32_rows(s3, l3, name)?;
-        let shape = &self.shape;
-        let (n, d, f) = (dims.s * dims.l, dims.d, shape.ff);
-        let out_shape = Shape::from((dims.s, dims.l, d));
-        if n == 0 {
+        let out_shape = Shape::from((dims.s, dims.l, dims.d));
+        if dims.s * dims.l == 0 {
             return Ok((CpuStorage::F32(Vec::new()), out_shape));
         }
+        let count = self.shape.parameter_count();
+        let mut saved = Vec::new();
+        let mut y: Option<Vec<f32>> = None;
+        for params in p.chunks_exact(count) {
+            let input = y.as_deref().unwrap_or(x);
+            let (out, kept) = self.layer_forward(dims, input, params, bias)?;
+            if let Some(mut kept) = kept {
+                kept.input = y.take();
+                saved.push(kept);
+            }
+            y = Some(out);
+        }
+        if self.keep {
+            *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
+        }
+        Ok((CpuStorage::F32(y.unwrap_or_else(|| x.to_vec())), out_shape))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        params: &Tensor,
+        key_bias: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let name = self.name();
+        let dims = dims_of(name, &self.shape, self.layers, x.layout(), params.layout(), key_bias.layout())?;
+        let n = dims.s * dims.l;
+        let (want_dx, want_dp) = (x.track_op(), params.track_op());
+        if n == 0 || !(want_dx || want_dp) {
+            let zeros = |want: bool, t: &Tensor| want.then(|| t.zeros_like()).transpose();
+            return Ok((zeros(want_dx, x)?, zeros(want_dp, params)?, None));
+        }
+        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(saved) = saved.as_ref().filter(|sv| sv.len() == self.layers) else {
+            candle_core::bail!("{name}: backward pass without the forward pass's activations");
+        };
+        let grad = grad.contiguous()?;
+        let count = self.shape.parameter_count();
+        let (dx, dp) = with_data(x, name, |x| {
+            with_data(params, name, |p| {
+                with_data(key_bias, name, |bias| {
+                    with_data(&grad, name, |dy| {
+                        let mut dp = vec![0f32; p.len()];
+                        let mut dy = std::borrow::Cow::Borrowed(dy);
+                        let mut dx = None;
+                        // Last layer first; each layer's input gradient is the output gradient of the one before.
+                        for (i, (sv, dp)) in saved.iter().zip(dp.chunks_exact_mut(count)).enumerate().rev() {
+                            let input = sv.input.as_deref().unwrap_or(x);
+                            let params = &p[i * count..(i + 1) * count];
+                            dx = self.backward(dims, sv, input, params, bias, &dy, dp, i > 0 || want_dx)?;
+                            if let Some(g) = dx.take_if(|_| i > 0) {
+                                dy = std::borrow::Cow::Owned(g);
+                            }
+                        }
+                        Ok((dx, dp))
+                    })
+                })
+            })
+        })?;
+        let dx = match dx {
+            Some(dx) => Some(Tensor::from_vec(dx, x.shape(), x.device())?),
+            None => None,
+        };
+        let dp = if want_dp { Some(Tensor::from_vec(dp, params.shape(), params.device())?) } else { None };
+        Ok((dx, dp, None))
+    }
+}
+
+impl FusedLayer {
+    /// One layer over `x` with its packed parameters `p`: the output and, when the op keeps activations, what its
+    /// backward pass reads (without the input).
+    fn layer_forward(&self, dims: AttnDims, x: &[f32], p: &[f32], bias: &[f32]) -> CResult<(Vec<f32>, Option<Saved>)> {
+        let shape = &self.shape;
+        let (n, d, f) = (dims.s * dims.l, dims.d, shape.ff);
         let part = |pt: Part| &p[shape.range(pt)];
         // qkv = x [Wq Wk Wv] + [bq bk bv]
         let b_qkv = [part(Part::Bq), part(Part::Bk), part(Part::Bv)].concat();
@@ -238,52 +344,24 @@ impl CustomOp3 for FusedLayer {
         let mut r2 = rows_plus(&y1, part(Part::B2));
         matmul_into(MatRef::row_major(&g, n, f), MatRef::row_major(part(Part::W2), f, d), &mut r2, true)?;
         let (y, rstd2) = layer_norm_keeping(&mut r2, part(Part::Gamma2), part(Part::Beta2), shape.eps2, d);
-        if self.keep {
-            *self.saved.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(Saved { qkv, probabilities, attn, y1, xhat1: r1, rstd1, h, g, xhat2: r2, rstd2 });
-        }
-        Ok((CpuStorage::F32(y), out_shape))
+        let saved = self.keep.then_some(Saved {
+            input: None,
+            qkv,
+            probabilities,
+            attn,
+            y1,
+            xhat1: r1,
+            rstd1,
+            h,
+            g,
+            xhat2: r2,
+            rstd2,
+        });
+        Ok((y, saved))
     }
 
-    fn bwd(
-        &self,
-        x: &Tensor,
-        params: &Tensor,
-        key_bias: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> CResult<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let name = self.name();
-        let dims = dims_of(name, &self.shape, x.layout(), params.layout(), key_bias.layout())?;
-        let n = dims.s * dims.l;
-        let (want_dx, want_dp) = (x.track_op(), params.track_op());
-        if n == 0 || !(want_dx || want_dp) {
-            let zeros = |want: bool, t: &Tensor| want.then(|| t.zeros_like()).transpose();
-            return Ok((zeros(want_dx, x)?, zeros(want_dp, params)?, None));
-        }
-        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(sv) = saved.as_ref() else {
-            candle_core::bail!("{name}: backward pass without the forward pass's activations");
-        };
-        let grad = grad.contiguous()?;
-        let (dx, dp) = with_data(x, name, |x| {
-            with_data(params, name, |p| {
-                with_data(key_bias, name, |bias| {
-                    with_data(&grad, name, |dy| self.backward(dims, sv, x, p, bias, dy, want_dx))
-                })
-            })
-        })?;
-        let dx = match dx {
-            Some(dx) => Some(Tensor::from_vec(dx, x.shape(), x.device())?),
-            None => None,
-        };
-        let dp = if want_dp { Some(Tensor::from_vec(dp, params.shape(), params.device())?) } else { None };
-        Ok((dx, dp, None))
-    }
-}
-
-impl FusedLayer {
-    /// The input gradient (when `want_dx`) and the packed parameter gradient.
+    /// One layer's backward pass from its input `x`, parameters `p` and output gradient `dy`: its input gradient
+    /// (when `want_dx`), its parameters' gradient written to `dp`.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
@@ -293,17 +371,17 @@ impl FusedLayer {
         p: &[f32],
         bias: &[f32],
         dy: &[f32],
+        dp: &mut [f32],
         want_dx: bool,
-    ) -> CResult<(Option<Vec<f32>>, Vec<f32>)> {
+    ) -> CResult<Option<Vec<f32>>> {
         let shape = &self.shape;
         let (n, d, f) = (dims.s * dims.l, dims.d, shape.ff);
         let part = |pt: Part| &p[shape.range(pt)];
-        let mut dp = vec![0f32; p.len()];
         let put = |dp: &mut [f32], pt: Part, values: &[f32]| dp[shape.range(pt)].copy_from_slice(values);
         // LN₂
         let (dr2, dln2) = layer_norm_grads(&sv.xhat2, &sv.rstd2, part(Part::Gamma2), dy, d);
-        put(&mut dp, Part::Gamma2, &dln2[..d]);
-        put(&mut dp, Part::Beta2, &dln2[d..]);
+        put(dp, Part::Gamma2, &dln2[..d]);
+        put(dp, Part::Beta2, &dln2[d..]);
         // W₂, b₂ and dg = dr₂ W₂ᵀ
         matmul_into(
             MatRef::row_major(&sv.g, n, f).t(),
@@ -311,7 +389,7 @@ impl FusedLayer {
             &mut dp[shape.range(Part::W2)],
             false,
         )?;
-        put(&mut dp, Part::B2, &column_sums(&dr2, d));
+        put(dp, Part::B2, &column_sums(&dr2, d));
         let mut dg = par_zeros(n * f);
         matmul_into(MatRef::row_major(&dr2, n, d), MatRef::row_major(part(Part::W2), f, d).t(), &mut dg, false)?;
         // GELU
@@ -326,15 +404,15 @@ impl FusedLayer {
             &mut dp[shape.range(Part::W1)],
             false,
         )?;
-        put(&mut dp, Part::B1, &column_sums(&dh, f));
+        put(dp, Part::B1, &column_sums(&dh, f));
         let mut dy1 = dr2;
         matmul_into(MatRef::row_major(&dh, n, f), MatRef::row_major(part(Part::W1), d, f).t(), &mut dy1, true)?;
         drop(dh);
         // LN₁
         let (dr1, dln1) = layer_norm_grads(&sv.xhat1, &sv.rstd1, part(Part::Gamma1), &dy1, d);
         drop(dy1);
-        put(&mut dp, Part::Gamma1, &dln1[..d]);
-        put(&mut dp, Part::Beta1, &dln1[d..]);
+        put(dp, Part::Gamma1, &dln1[..d]);
+        put(dp, Part::Beta1, &dln1[d..]);
         // Wo, bo and the attention output's gradient
         matmul_into(
             MatRef::row_major(&sv.attn, n, d).t(),
@@ -342,7 +420,7 @@ impl FusedLayer {
             &mut dp[shape.range(Part::Wo)],
             false,
         )?;
-        put(&mut dp, Part::Bo, &column_sums(&dr1, d));
+        put(dp, Part::Bo, &column_sums(&dr1, d));
         let mut dattn = par_zeros(n * d);
         matmul_into(MatRef::row_major(&dr1, n, d), MatRef::row_major(part(Part::Wo), d, d).t(), &mut dattn, false)?;
         let dqkv = attention_backward(dims, &sv.qkv, bias, &dattn, sv.probabilities.as_deref())?;
@@ -358,7 +436,7 @@ impl FusedLayer {
         }
         let db = column_sums(&dqkv, 3 * d);
         for (i, pt) in [Part::Bq, Part::Bk, Part::Bv].into_iter().enumerate() {
-            put(&mut dp, pt, &db[i * d..(i + 1) * d]);
+            put(dp, pt, &db[i * d..(i + 1) * d]);
         }
         let dx = if want_dx {
             let mut dx = dr1;
@@ -372,6 +450,6 @@ impl FusedLayer {
         } else {
             None
         };
-        Ok((dx, dp))
+        Ok(dx)
     }
 }

@@ -20,7 +20,7 @@ use stepwise_kernels::{MatRef, gemm, gemm_batched};
 use crate::nn::CResult;
 
 mod layer;
-pub use layer::{LayerShape, transformer_layer};
+pub use layer::{LayerShape, transformer_layer, transformer_stack};
 
 /// Rows per chunk of the deterministic column sums.
 const SUM_CHUNK: usize = 256;
@@ -309,7 +309,7 @@ fn try_par_vec<E: Send>(
 }
 
 /// [`try_par_vec`] with a fill that cannot fail.
-fn par_vec(len: usize, chunk: usize, fill: impl Fn(usize, &mut [f32]) + Sync) -> Vec<f32> {
+pub(crate) fn par_vec(len: usize, chunk: usize, fill: impl Fn(usize, &mut [f32]) + Sync) -> Vec<f32> {
     match try_par_vec::<std::convert::Infallible>(len, chunk, |i, c| {
         fill(i, c);
         Ok(())
@@ -771,11 +771,13 @@ impl CustomOp3 for LayerNorm {
         if g.len() != n || b.len() != n {
             candle_core::bail!("{}: rows of {n}, γ of {}, β of {}", self.name(), g.len(), b.len());
         }
-        let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {
-            let (mean, rstd) = row_stats(x, self.eps);
-            for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(g).zip(b) {
-                *y = (x - mean) * rstd * g + b;
+        let chunk = rows_chunk(n);
+        let y = par_vec(x.len(), chunk, |i, y| {
+            for (y, x) in y.chunks_exact_mut(n).zip(x[i * chunk..].chunks_exact(n)) {
+                let (mean, rstd) = row_stats(x, self.eps);
+                for (((y, &x), &g), &b) in y.iter_mut().zip(x).zip(g).zip(b) {
+                    *y = (x - mean) * rstd * g + b;
+                }
             }
         });
         Ok((CpuStorage::F32(y), l1.shape().clone()))
@@ -820,11 +822,14 @@ impl CustomOp3 for LayerNormInputGrad {
         if gamma.len() != n {
             candle_core::bail!("{}: rows of {n}, γ of {}", self.name(), gamma.len());
         }
-        let mut dx = vec![0f32; x.len()];
-        dx.par_chunks_mut(n).zip(x.par_chunks(n).zip(dy.par_chunks(n))).for_each(|(dx, (x, dy))| {
-            let (mean, rstd) = row_stats(x, self.eps);
-            dx.iter_mut().zip(x).for_each(|(o, &x)| *o = (x - mean) * rstd);
-            layer_norm_row_grad(dx, rstd, gamma, dy);
+        let chunk = rows_chunk(n);
+        let dx = par_vec(x.len(), chunk, |i, dx| {
+            let (x, dy) = (&x[i * chunk..], &dy[i * chunk..]);
+            for ((dx, x), dy) in dx.chunks_exact_mut(n).zip(x.chunks_exact(n)).zip(dy.chunks_exact(n)) {
+                let (mean, rstd) = row_stats(x, self.eps);
+                dx.iter_mut().zip(x).for_each(|(o, &x)| *o = (x - mean) * rstd);
+                layer_norm_row_grad(dx, rstd, gamma, dy);
+            }
         });
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }

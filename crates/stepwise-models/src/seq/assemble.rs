@@ -10,7 +10,7 @@ use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::nn::CResult;
-use crate::ops::{f32_rows, with_data};
+use crate::ops::{f32_rows, par_vec, with_data};
 
 /// Where each embedding table sits in the packed vector of [`assemble`]: `[CLS]` (`D`), positions (`P × D`),
 /// token types (`3 × D`: [CLS], text, image), step indices (`S × D`), the [MASK] vector (`D`).
@@ -53,8 +53,9 @@ pub struct RowWeights {
     pub text_masked: Vec<bool>,
 }
 
-/// `B × n × (1 + s + p) × D` from the projected text rows (`B × n × s × D`, `s` may be 0), the projected image rows
-/// (`B × n × p × D`) and the packed tables ([`Tables`]).
+/// `B × n·(1 + s + p) × D` (each sequence's steps one after another, as the encoder reads them) from the projected
+/// text rows (`B × n × s × D`, `s` may be 0), the projected image rows (`B × n × p × D`) and the packed tables
+/// ([`Tables`]).
 pub fn assemble(text: &Tensor, image: &Tensor, tables: &Tensor, layout: Tables, rows: RowWeights) -> CResult<Tensor> {
     text.contiguous()?.apply_op3(&image.contiguous()?, &tables.contiguous()?, Assemble { layout, rows })
 }
@@ -110,6 +111,56 @@ impl Assemble {
     fn masked(&self, row: usize) -> bool {
         self.rows.text_masked.get(row).copied().unwrap_or(false)
     }
+
+    /// The packed tables' gradient from the output's gradient `g`. Each table row's gradient is a sum over the
+    /// output rows that used it, formed by one task in (step, row) order, so the values do not depend on the
+    /// thread count (and are those of one serial pass over the rows).
+    fn tables_grad(&self, g: &[f32], [b, n, s, p, d]: [usize; 5]) -> Vec<f32> {
+        let (t, l) = (&self.layout, 1 + s + p);
+        let row = |step: usize, j: usize| &g[(step * l + j) * d..(step * l + j + 1) * d];
+        // A sum over steps `first, first + stride, …` and, within each, rows `rows`.
+        struct Sum {
+            first: usize,
+            stride: usize,
+            rows: std::ops::Range<usize>,
+        }
+        let all = |rows| Sum { first: 0, stride: 1, rows };
+        let mut sums: Vec<Sum> = (0..l).map(|j| all(j..j + 1)).collect(); // positions ([CLS], text, image rows)
+        sums.push(all(1..1 + s)); // token type "text"
+        sums.push(all(1 + s..l)); // token type "image"
+        sums.extend((0..n).map(|k| Sum { first: k, stride: n, rows: 0..l })); // step indices
+        let totals: Vec<Vec<f32>> = sums
+            .par_iter()
+            .map(|sum| {
+                let mut acc = vec![0f32; d];
+                for step in (sum.first..b * n).step_by(sum.stride) {
+                    for j in sum.rows.clone() {
+                        acc.iter_mut().zip(row(step, j)).for_each(|(a, &v)| *a += v);
+                    }
+                }
+                acc
+            })
+            .collect();
+        let mut dt = vec![0f32; t.len(d)];
+        // [CLS] and its token type are summed over the same rows as position 0.
+        for (range, total) in [(t.cls(d), &totals[0]), (t.kind(d, 0), &totals[0])]
+            .into_iter()
+            .chain((0..l).map(|j| (t.position(d, j), &totals[j])))
+            .chain((1..3).map(|kind| (t.kind(d, kind), &totals[l + kind - 1])))
+            .chain((0..n).map(|k| (t.step(d, k), &totals[l + 2 + k])))
+        {
+            dt[range].copy_from_slice(total);
+        }
+        // A masked text row is the [MASK] vector, in its row and (by its weight) in the mean.
+        for step in 0..b * n {
+            for r in (0..s).filter(|&r| self.masked(step * s + r)) {
+                let w = self.rows.text[step * s + r];
+                let (v, c) = (row(step, 1 + r), row(step, 0));
+                dt[t.mask(d)].iter_mut().zip(v).zip(c).for_each(|((a, &v), &c)| *a += v + w * c);
+            }
+        }
+        dt
+    }
 }
 
 impl CustomOp3 for Assemble {
@@ -130,8 +181,7 @@ impl CustomOp3 for Assemble {
         let [b, n, s, p, d] = dims(name, l1, l2, l3, &self.layout, &self.rows)?;
         let (text, image, tables) = (f32_rows(s1, l1, name)?.0, f32_rows(s2, l2, name)?.0, f32_rows(s3, l3, name)?.0);
         let (t, l) = (&self.layout, 1 + s + p);
-        let mut out = vec![0f32; b * n * l * d];
-        out.par_chunks_mut((l * d).max(1)).enumerate().for_each(|(step, out)| {
+        let out = par_vec(b * n * l * d, l * d, |step, out| {
             let k = step % n;
             let (step_emb, mask_vec) = (&tables[t.step(d, k)], &tables[t.mask(d)]);
             // Each row: its content, then + ((position + token type) + step index), as the composite summed it.
@@ -159,7 +209,7 @@ impl CustomOp3 for Assemble {
                 put(1 + s + r, 2, image_row(r));
             }
         });
-        Ok((CpuStorage::F32(out), Shape::from((b, n, l, d))))
+        Ok((CpuStorage::F32(out), Shape::from((b, n * l, d))))
     }
 
     fn bwd(
@@ -177,8 +227,7 @@ impl CustomOp3 for Assemble {
         with_data(&grad, name, |g| {
             // Rows: their own gradient plus their weight times the [CLS] row's (the mean); masked text rows none.
             let stream_grad = |rows: usize, offset: usize, weights: &[f32], masked: &[bool]| {
-                let mut out = vec![0f32; b * n * rows * d];
-                out.par_chunks_mut((rows * d).max(1)).enumerate().for_each(|(step, out)| {
+                par_vec(b * n * rows * d, rows * d, |step, out| {
                     let gs = &g[step * l * d..(step + 1) * l * d];
                     for r in 0..rows {
                         if masked.get(step * rows + r).copied().unwrap_or(false) {
@@ -188,8 +237,7 @@ impl CustomOp3 for Assemble {
                         let (o, gr) = (&mut out[r * d..(r + 1) * d], &gs[(offset + r) * d..(offset + r + 1) * d]);
                         o.iter_mut().zip(gr).zip(&gs[..d]).for_each(|((o, &gr), &gc)| *o = gr + w * gc);
                     }
-                });
-                out
+                })
             };
             let dtext = text
                 .track_op()
@@ -205,41 +253,10 @@ impl CustomOp3 for Assemble {
                 .track_op()
                 .then(|| Tensor::from_vec(stream_grad(p, 1 + s, &self.rows.image, &[]), (b, n, p, d), image.device()))
                 .transpose()?;
-            let dtables = if tables.track_op() {
-                let mut dt = vec![0f32; t.len(d)];
-                let add = |dt: &mut [f32], range: std::ops::Range<usize>, row: &[f32]| {
-                    dt[range].iter_mut().zip(row).for_each(|(a, &v)| *a += v)
-                };
-                // Sums over the batch in a fixed order (steps, then rows).
-                for step in 0..b * n {
-                    let k = step % n;
-                    for j in 0..l {
-                        let row = &g[(step * l + j) * d..(step * l + j + 1) * d];
-                        let kind = if j == 0 {
-                            0
-                        } else if j <= s {
-                            1
-                        } else {
-                            2
-                        };
-                        if j == 0 {
-                            add(&mut dt, t.cls(d), row);
-                        }
-                        add(&mut dt, t.position(d, j), row);
-                        add(&mut dt, t.kind(d, kind), row);
-                        add(&mut dt, t.step(d, k), row);
-                        if kind == 1 && self.masked(step * s + j - 1) {
-                            // A masked row is the [MASK] vector, in its row and (by its weight) in the mean.
-                            let w = self.rows.text[step * s + j - 1];
-                            let cls_g = &g[step * l * d..(step * l + 1) * d];
-                            dt[t.mask(d)].iter_mut().zip(row).zip(cls_g).for_each(|((a, &v), &c)| *a += v + w * c);
-                        }
-                    }
-                }
-                Some(Tensor::from_vec(dt, t.len(d), tables.device())?)
-            } else {
-                None
-            };
+            let dtables = tables
+                .track_op()
+                .then(|| Tensor::from_vec(self.tables_grad(g, [b, n, s, p, d]), t.len(d), tables.device()))
+                .transpose()?;
             Ok((dtext, dimage, dtables))
         })
     }
@@ -287,7 +304,7 @@ mod tests {
             let (tx, im, tb) = (text.as_tensor(), image.as_tensor(), tables.as_tensor());
             let y = if fused {
                 let rows = RowWeights { text: wt.clone(), image: wi.clone(), text_masked: masked.clone() };
-                assemble(tx, im, tb, layout, rows).unwrap()
+                assemble(tx, im, tb, layout, rows).unwrap().reshape((b, n, 1 + s + p, d)).unwrap()
             } else {
                 let dev = &Device::Cpu;
                 let part = |r: std::ops::Range<usize>| tb.narrow(0, r.start, r.len()).unwrap();

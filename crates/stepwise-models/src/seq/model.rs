@@ -366,14 +366,13 @@ impl SeqModel {
             mask.extend_from_slice(&image_mask[step * p..(step + 1) * p]);
         }
         let mask = Tensor::from_vec(mask, (b, n * l), dev)?;
-        let x = self.norm.forward(&x)?;
         let bias = key_bias(&mask)?;
-        let mut h = x.reshape((b, n * l, d))?;
-        for layer in &self.layers {
-            h = layer.forward(&h, Some(&bias))?;
-        }
+        let h = crate::nn::transformer_stack(&self.layers, &self.norm.forward(&x)?, Some(&bias))?; // B × n·l × D
+        // Each step's [CLS] row by its index (a narrowed view's backward pass would build and add two full-size
+        // gradients; the reshape for `rows` stays out of the fine-tuning graph, which does not read it).
+        let cls_rows = Tensor::from_vec((0..n).map(|k| (k * l) as u32).collect::<Vec<_>>(), n, dev)?;
+        let steps = h.index_select(&cls_rows, 1)?;
         let rows = h.reshape((b, n, l, d))?;
-        let steps = rows.i((.., .., 0, ..))?.contiguous()?;
         Ok(Encoded { rows, steps })
     }
 
