@@ -375,8 +375,8 @@ impl TransformerLayer {
         })
     }
 
-    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` as [`key_bias`] makes it. One fused op
-    /// ([`crate::ops::transformer_layer`]) over the parameters packed into one vector.
+    /// `x`: `S × L × D`; `key_bias`: `S × 1 × 1 × L` as [`key_bias`] makes it. One fused op (a stack of one,
+    /// [`transformer_stack`]) over the parameters packed into one vector.
     pub fn forward(&self, x: &Tensor, key_bias: Option<&Tensor>) -> CResult<Tensor> {
         transformer_stack(std::slice::from_ref(self), x, key_bias)
     }

@@ -1,6 +1,6 @@
-//! A whole post-LN transformer encoder layer (BERT; PyTorch `nn.TransformerEncoderLayer(norm_first=False,
-//! activation="gelu", dropout=0)`) as one op with its own backward pass:
-//! `y₁ = LN₁(x + SA(x))`, `y = LN₂(y₁ + W₂ GELU(W₁ y₁ + b₁) + b₂)`.
+//! Whole post-LN transformer encoder layers (BERT; PyTorch `nn.TransformerEncoderLayer(norm_first=False,
+//! activation="gelu", dropout=0)`), one or a stack of several of one shape, as one op with its own backward pass:
+//! `y₁ = LN₁(x + SA(x))`, `y = LN₂(y₁ + W₂ GELU(W₁ y₁ + b₁) + b₂)` per layer.
 //!
 //! Why one op: as a chain of candle ops (even the one-pass ops of this module) every intermediate tensor gets its
 //! gradient accumulated by candle's backward pass into a fresh zero tensor (an allocation, a zero fill and an
@@ -77,14 +77,9 @@ impl LayerShape {
     }
 }
 
-/// The layer over `x` (`S × L × D`) with the packed parameters `params` and the additive key bias `key_bias`
-/// (`S × L`: 0 for real keys, a large negative number for padding).
-pub fn transformer_layer(x: &Tensor, params: &Tensor, key_bias: &Tensor, shape: LayerShape) -> CResult<Tensor> {
-    transformer_stack(x, params, key_bias, shape, 1)
-}
-
-/// `layers` layers of one shape applied in turn, as one op: `params` holds each layer's packed parameters, one
-/// layer after another. Between layers no candle tensor is made, so candle's backward pass does not zero and add
+/// `layers` layers of one shape applied in turn to `x` (`S × L × D`), as one op: `params` holds each layer's
+/// packed parameters ([`LayerShape::lengths`]), one layer after another; `key_bias` (`S × L`) is 0 for real keys
+/// and a large negative number for padding. Between layers no candle tensor is made, so candle's backward pass does not zero and add
 /// a full-size gradient per layer (it does so for every op input).
 pub fn transformer_stack(
     x: &Tensor,
@@ -141,8 +136,8 @@ fn dims_of(
         &[s, l, d] => (s, l, d),
         other => candle_core::bail!("{name}: input must be S × L × D, got {other:?}"),
     };
-    if layers == 0 {
-        candle_core::bail!("{name}: no layers");
+    if layers == 0 || shape.parameter_count() == 0 {
+        candle_core::bail!("{name}: {layers} layers of width {} and feed-forward width {}", shape.dim, shape.ff);
     }
     if d != shape.dim || shape.heads == 0 || d % shape.heads != 0 {
         candle_core::bail!("{name}: width {d} with a layer of width {} and {} heads", shape.dim, shape.heads);
@@ -264,7 +259,8 @@ impl CustomOp3 for FusedLayer {
         if self.keep {
             *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
         }
-        Ok((CpuStorage::F32(y.unwrap_or_else(|| x.to_vec())), out_shape))
+        let Some(y) = y else { candle_core::bail!("{name}: no layers") };
+        Ok((CpuStorage::F32(y), out_shape))
     }
 
     fn bwd(

@@ -20,7 +20,7 @@ use stepwise_kernels::{MatRef, gemm, gemm_batched};
 use crate::nn::CResult;
 
 mod layer;
-pub use layer::{LayerShape, transformer_layer, transformer_stack};
+pub use layer::{LayerShape, transformer_stack};
 
 /// Rows per chunk of the deterministic column sums.
 const SUM_CHUNK: usize = 256;

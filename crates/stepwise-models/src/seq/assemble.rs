@@ -360,4 +360,60 @@ mod tests {
         assert!(text_grad[6 * d..7 * d].iter().all(|&v| v == 0.0));
         assert!(fused[3][layout.mask(d)].iter().any(|&v| v != 0.0));
     }
+
+    /// The tables' gradient, summed per table row by parallel tasks, against the serial pass over the rows it
+    /// replaced (every table row's sum in (step, row) order): the same bits on 1 and 4 threads, with MLM-masked
+    /// rows, several steps, and a stream without rows.
+    #[test]
+    fn tables_gradient_is_the_serial_pass_bit_for_bit() {
+        use rand::Rng;
+        for (b, n, s, p, d) in [(3, 4, 5, 6, 8), (2, 3, 0, 4, 8), (1, 2, 3, 0, 4)] {
+            let layout = Tables { positions: 16, steps: 5 };
+            let mut rng = stepwise_core::rng::rng_for(7, "tables-grad");
+            let l = 1 + s + p;
+            let g: Vec<f32> = (0..b * n * l * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let text: Vec<f32> = (0..b * n * s).map(|_| rng.random_range(0.0..1.0)).collect();
+            let text_masked: Vec<bool> = (0..b * n * s).map(|i| i % 3 == 1).collect();
+            let op = Assemble {
+                layout,
+                rows: RowWeights { text: text.clone(), image: vec![0.5; b * n * p], text_masked: text_masked.clone() },
+            };
+            // The serial pass (as the op summed before).
+            let t = &layout;
+            let mut want = vec![0f32; t.len(d)];
+            let add = |dt: &mut [f32], range: std::ops::Range<usize>, row: &[f32]| {
+                dt[range].iter_mut().zip(row).for_each(|(a, &v)| *a += v)
+            };
+            for step in 0..b * n {
+                for j in 0..l {
+                    let row = &g[(step * l + j) * d..(step * l + j + 1) * d];
+                    let kind = if j == 0 {
+                        0
+                    } else if j <= s {
+                        1
+                    } else {
+                        2
+                    };
+                    if j == 0 {
+                        add(&mut want, t.cls(d), row);
+                    }
+                    add(&mut want, t.position(d, j), row);
+                    add(&mut want, t.kind(d, kind), row);
+                    add(&mut want, t.step(d, step % n), row);
+                    if kind == 1 && text_masked[step * s + j - 1] {
+                        let w = text[step * s + j - 1];
+                        let cls_g = &g[step * l * d..(step * l + 1) * d];
+                        want[t.mask(d)].iter_mut().zip(row).zip(cls_g).for_each(|((a, &v), &c)| *a += v + w * c);
+                    }
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(want.iter().any(|&v| v != 0.0));
+            for threads in [1, 4] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let got = pool.install(|| op.tables_grad(&g, [b, n, s, p, d]));
+                assert_eq!(bits(&got), bits(&want), "{b}x{n} steps of {s} + {p} rows, {threads} threads");
+            }
+        }
+    }
 }

@@ -368,8 +368,9 @@ impl SeqModel {
         let mask = Tensor::from_vec(mask, (b, n * l), dev)?;
         let bias = key_bias(&mask)?;
         let h = crate::nn::transformer_stack(&self.layers, &self.norm.forward(&x)?, Some(&bias))?; // B × n·l × D
-        // Each step's [CLS] row by its index (a narrowed view's backward pass would build and add two full-size
-        // gradients; the reshape for `rows` stays out of the fine-tuning graph, which does not read it).
+        // Each step's [CLS] row by its index: its backward pass makes one full-size gradient (zeros, then the rows
+        // added) where a narrowed view of `rows` made three; the reshape for `rows` stays out of the fine-tuning
+        // graph, which does not read it.
         let cls_rows = Tensor::from_vec((0..n).map(|k| (k * l) as u32).collect::<Vec<_>>(), n, dev)?;
         let steps = h.index_select(&cls_rows, 1)?;
         let rows = h.reshape((b, n, l, d))?;
