@@ -79,8 +79,8 @@ impl LayerShape {
 
 /// `layers` layers of one shape applied in turn to `x` (`S × L × D`), as one op: `params` holds each layer's
 /// packed parameters ([`LayerShape::lengths`]), one layer after another; `key_bias` (`S × L`) is 0 for real keys
-/// and a large negative number for padding. Between layers no candle tensor is made, so candle's backward pass does not zero and add
-/// a full-size gradient per layer (it does so for every op input).
+/// and a large negative number for padding. Between layers no candle tensor is made, so candle's backward pass
+/// does not zero and add a full-size gradient per layer (it does so for every op input).
 pub fn transformer_stack(
     x: &Tensor,
     params: &Tensor,
@@ -293,9 +293,9 @@ impl CustomOp3 for FusedLayer {
                         let mut dy = std::borrow::Cow::Borrowed(dy);
                         let mut dx = None;
                         // Last layer first; each layer's input gradient is the output gradient of the one before.
-                        for (i, (sv, dp)) in saved.iter().zip(dp.chunks_exact_mut(count)).enumerate().rev() {
+                        let layers = saved.iter().zip(p.chunks_exact(count)).zip(dp.chunks_exact_mut(count));
+                        for (i, ((sv, params), dp)) in layers.enumerate().rev() {
                             let input = sv.input.as_deref().unwrap_or(x);
-                            let params = &p[i * count..(i + 1) * count];
                             dx = self.backward(dims, sv, input, params, bias, &dy, dp, i > 0 || want_dx)?;
                             if let Some(g) = dx.take_if(|_| i > 0) {
                                 dy = std::borrow::Cow::Owned(g);
