@@ -896,6 +896,12 @@ mod x86 {
             let (mut c40, mut c41, mut c50, mut c51, mut c60, mut c61, mut c70, mut c71) = (z, z, z, z, z, z, z, z);
             let (mut c80, mut c81, mut c90, mut c91, mut ca0, mut ca1, mut cb0, mut cb1) = (z, z, z, z, z, z, z, z);
             let mut b = $bp;
+            // The tile of C is read (or its lines owned) only after the loop: fetch it now so the misses overlap
+            // the multiply-adds instead of stalling the stores.
+            for r in 0..12 {
+                _mm_prefetch::<_MM_HINT_T0>($c.add(r * $ldc) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>($c.add(r * $ldc + 16) as *const i8);
+            }
             for _ in 0..$kc {
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(16));
