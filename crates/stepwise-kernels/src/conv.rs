@@ -6,6 +6,11 @@
 //! EfficientNet-Lite0's time. Here each output row is finished while it is in L1, stride 2 reads de-interleaved
 //! (even / odd column) copies so every tap is a contiguous run, and the loops are compiled for AVX-512 when the
 //! CPU has it (the same operations in the same order, so the same bits, as the portable build).
+//!
+//! [`depthwise_channels_last`] is the same convolution over a channels-last map (`[y][x][channel]`): the vector
+//! lanes are channels, so a 7 × 7 map fills every lane and stride 2 needs no de-interleaving. On planes that
+//! small, 7 of 16 lanes did work and the 7 × 7 depthwise layers ran 4× slower than onnxruntime's channel-blocked
+//! ones.
 
 #[cfg(target_arch = "x86_64")]
 use crate::math::avx512;
@@ -95,6 +100,84 @@ pub fn depthwise_plane(
     rows(padded, weights, &geometry, bias, (lo, hi), out)
 }
 
+/// [`depthwise_plane`] over every channel of a channels-last map: pixel (y, x) of channel `ch` at
+/// `map[(y·w + x)·c + ch]`, tap (ky, kx) of channel `ch` at `weights[(ky·k + kx)·c + ch]`, its bias `bias[ch]`;
+/// writes `out[(oy·ow + ox)·c + ch]`. Each channel's values are those of [`depthwise_plane`] on its own plane, bit
+/// for bit: the same taps in the same order, zeros read outside the map (no padded copy: on a 7 × 7 map the
+/// copy into a zero-filled 11 × 11 one cost as much as the convolution).
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_channels_last(
+    map: &[f32],
+    (h, w): (usize, usize),
+    c: usize,
+    weights: &[f32],
+    bias: &[f32],
+    k: usize,
+    stride: usize,
+    (pad_top, pad_left): (usize, usize),
+    (lo, hi): (f32, f32),
+    out: &mut [f32],
+    (oh, ow): (usize, usize),
+) {
+    assert!(map.len() >= h * w * c && weights.len() >= k * k * c && bias.len() >= c && stride >= 1);
+    assert!(out.len() >= oh * ow * c);
+    if oh == 0 || ow == 0 || c == 0 {
+        return;
+    }
+    let g = ChannelsLast { h, w, c, k, stride, pad_top, pad_left, oh, ow };
+    #[cfg(target_arch = "x86_64")]
+    if avx512() && matches!(k, 3 | 5 | 7) && matches!(stride, 1 | 2) {
+        // SAFETY: AVX-512F checked; sizes asserted above.
+        return unsafe { x86::channels_last_avx512(map, weights, bias, &g, (lo, hi), out) };
+    }
+    channels_last(map, weights, bias, &g, (lo, hi), out)
+}
+
+/// The geometry of a channels-last map and its output.
+struct ChannelsLast {
+    h: usize,
+    w: usize,
+    c: usize,
+    k: usize,
+    stride: usize,
+    pad_top: usize,
+    pad_left: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl ChannelsLast {
+    /// The map row (or column) that output row `o` reads at tap `t`, if inside the map.
+    fn source(o: usize, t: usize, stride: usize, pad: usize, size: usize) -> Option<usize> {
+        (o * stride + t).checked_sub(pad).filter(|&i| i < size)
+    }
+}
+
+/// [`depthwise_channels_last`], portable ([`x86::channels_last_avx512`] does the same per lane).
+fn channels_last(map: &[f32], weights: &[f32], bias: &[f32], g: &ChannelsLast, (lo, hi): (f32, f32), out: &mut [f32]) {
+    let ChannelsLast { h, w, c, k, stride, pad_top, pad_left, oh, ow } = *g;
+    let zeros = vec![0f32; c];
+    for oy in 0..oh {
+        for ox in 0..ow {
+            let o = &mut out[(oy * ow + ox) * c..][..c];
+            o.copy_from_slice(&bias[..c]);
+            for ky in 0..k {
+                let iy = ChannelsLast::source(oy, ky, stride, pad_top, h);
+                for kx in 0..k {
+                    let ix = ChannelsLast::source(ox, kx, stride, pad_left, w);
+                    let wv = &weights[(ky * k + kx) * c..][..c];
+                    let x = match (iy, ix) {
+                        (Some(iy), Some(ix)) => &map[(iy * w + ix) * c..][..c],
+                        _ => &zeros[..],
+                    };
+                    o.iter_mut().zip(x).zip(wv).for_each(|((o, &x), &w)| *o = w.mul_add(x, *o));
+                }
+            }
+            o.iter_mut().for_each(|o| *o = o.clamp(lo, hi));
+        }
+    }
+}
+
 struct Geometry {
     k: usize,
     stride: usize,
@@ -130,7 +213,7 @@ fn rows(padded: &[f32], weights: &[f32], g: &Geometry, bias: f32, (lo, hi): (f32
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::Geometry;
+    use super::{ChannelsLast, Geometry};
 
     /// The largest kernel side of the vector path (its taps live in registers and a stack array).
     pub const MAX_K: usize = 7;
@@ -244,6 +327,166 @@ mod x86 {
             oy += rows;
         }
     }
+
+    /// [`super::channels_last`] with 16 channels per vector (masked for the last ones) and `R` outputs of a row
+    /// in registers across all taps, the block's `K × K` tap vectors in registers too: per tap, one load and one
+    /// FMA per output. Pixels outside the map are masked loads of nothing (zeros, as the portable code reads).
+    ///
+    /// # Safety
+    /// AVX-512F available; sizes as in [`super::depthwise_channels_last`]; a kernel side of 3, 5 or 7.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn channels_last_avx512(
+        map: &[f32],
+        weights: &[f32],
+        bias: &[f32],
+        g: &ChannelsLast,
+        clamp: (f32, f32),
+        out: &mut [f32],
+    ) {
+        // SAFETY: forwarded contract; each instance is the same code with the kernel side known. Registers: K² taps
+        // and R accumulators within the 32 vector registers.
+        unsafe {
+            match (g.k, g.stride) {
+                (3, 1) => channels_last_k::<3, 7, 1>(map, weights, bias, g, clamp, out),
+                (3, 2) => channels_last_k::<3, 7, 2>(map, weights, bias, g, clamp, out),
+                (5, 1) => channels_last_k::<5, 7, 1>(map, weights, bias, g, clamp, out),
+                (5, 2) => channels_last_k::<5, 7, 2>(map, weights, bias, g, clamp, out),
+                (7, 1) => channels_last_k::<7, 4, 1>(map, weights, bias, g, clamp, out),
+                (7, 2) => channels_last_k::<7, 4, 2>(map, weights, bias, g, clamp, out),
+                _ => unreachable!("checked by the caller"),
+            }
+        }
+    }
+
+    /// [`channels_last_avx512`] for kernels of side `K`, `R` outputs at once.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn channels_last_k<const K: usize, const R: usize, const S: usize>(
+        map: &[f32],
+        weights: &[f32],
+        bias: &[f32],
+        g: &ChannelsLast,
+        (lo, hi): (f32, f32),
+        out: &mut [f32],
+    ) {
+        let ChannelsLast { h, w, c, k, stride, pad_top, pad_left, oh, ow } = *g;
+        assert!(k == K && stride == S && weights.len() >= k * k * c && bias.len() >= c && out.len() >= oh * ow * c);
+        assert!(map.len() >= h * w * c);
+        let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+        let (mp, op) = (map.as_ptr(), out.as_mut_ptr());
+        // Per output row, the tap rows that read inside the map (bit ky).
+        let inside = |o: usize| {
+            (0..k).filter(|&t| ChannelsLast::source(o, t, stride, pad_top, h).is_some()).fold(0u32, |b, t| b | 1 << t)
+        };
+        for c0 in (0..c).step_by(16) {
+            let m: __mmask16 = if c - c0 >= 16 { 0xffff } else { ((1u32 << (c - c0)) - 1) as u16 };
+            // SAFETY: channels c0.. of each tap and of the bias, masked to `c`.
+            let (taps, b) = unsafe {
+                let mut taps = [[_mm512_setzero_ps(); K]; K];
+                for (t, tap) in taps.iter_mut().flatten().enumerate() {
+                    *tap = _mm512_maskz_loadu_ps(m, weights.as_ptr().add(t * c + c0));
+                }
+                (taps, _mm512_maskz_loadu_ps(m, bias.as_ptr().add(c0)))
+            };
+            let g = Chunk { mp, op, w, c, c0, m, pad_top, pad_left, ow, lo, hi, b };
+            for oy in 0..oh {
+                let row_taps = inside(oy);
+                let mut ox = 0;
+                // SAFETY (all calls): outputs ox.. of row oy lie inside the output, as the counts are taken.
+                unsafe {
+                    while ow - ox >= R {
+                        outputs::<K, R, S>(&g, &taps, oy, row_taps, ox);
+                        ox += R;
+                    }
+                    for n in [4, 2, 1] {
+                        if ow - ox >= n && n < R {
+                            match n {
+                                4 => outputs::<K, 4, S>(&g, &taps, oy, row_taps, ox),
+                                2 => outputs::<K, 2, S>(&g, &taps, oy, row_taps, ox),
+                                _ => outputs::<K, 1, S>(&g, &taps, oy, row_taps, ox),
+                            }
+                            ox += n;
+                        }
+                    }
+                }
+                debug_assert_eq!(ox, ow);
+            }
+        }
+    }
+
+    /// What [`outputs`] needs besides the taps.
+    struct Chunk {
+        mp: *const f32,
+        op: *mut f32,
+        w: usize,
+        c: usize,
+        c0: usize,
+        m: __mmask16,
+        pad_top: usize,
+        pad_left: usize,
+        ow: usize,
+        lo: __m512,
+        hi: __m512,
+        b: __m512,
+    }
+
+    /// `N` consecutive outputs `ox..` of row `oy`, channels `c0..`, stride `S` (fixed counts keep the accumulators
+    /// in registers and resolve which tap meets which pixel at compile time).
+    ///
+    /// Each pixel of a tap row is loaded once and multiplied into every output it reaches (up to `K` of them)
+    /// instead of once per output and tap: the kernel is bound by its loads. An output still takes its taps
+    /// in the order `ky`, then `kx` ascending (the pixels of a row are visited left to right), as the planes do.
+    ///
+    /// # Safety
+    /// AVX-512F available; the kernel side is `K`, the stride `S`; `ox + N <= ow`, `oy < oh`, pointers as in
+    /// [`channels_last_k`].
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn outputs<const K: usize, const N: usize, const S: usize>(
+        g: &Chunk,
+        taps: &[[__m512; K]; K],
+        oy: usize,
+        row_taps: u32,
+        ox: usize,
+    ) {
+        // The row's pixels from `x0` (possibly left of the map): pixel i is column x0 + i.
+        let x0 = (ox * S) as isize - g.pad_left as isize;
+        const { assert!((N - 1) * S + K <= 64, "the pixels of a row fit the mask table") };
+        let lanes: [__mmask16; 64] = std::array::from_fn(|i| {
+            let col = x0 + i as isize;
+            if i < (N - 1) * S + K && col >= 0 && col < g.w as isize { g.m } else { 0 }
+        });
+        let mut acc = [g.b; N];
+        for (ky, row_of_taps) in taps.iter().enumerate() {
+            if row_taps >> ky & 1 == 0 {
+                // A row outside the map adds zeros (as the padded planes do): the same operations.
+                for a in acc.iter_mut() {
+                    for tap in row_of_taps {
+                        *a = _mm512_fmadd_ps(*tap, _mm512_setzero_ps(), *a);
+                    }
+                }
+                continue;
+            }
+            // Pixel (iy, x0 + i) at `(iy·w + x0 + i)·c`; columns outside the map are masked loads of nothing, their
+            // addresses formed with wrapping arithmetic.
+            let iy = (oy * S + ky - g.pad_top) as isize;
+            let row = g.mp.wrapping_offset((iy * g.w as isize + x0) * g.c as isize + g.c0 as isize);
+            for i in 0..(N - 1) * S + K {
+                // SAFETY: unmasked lanes are channels c0.. (< c) of a pixel inside the map.
+                let x = unsafe { _mm512_maskz_loadu_ps(lanes[i], row.wrapping_add(i * g.c)) };
+                for (j, a) in acc.iter_mut().enumerate() {
+                    // Output j meets pixel i at tap kx = i − j·S.
+                    if i >= j * S && i - j * S < K {
+                        *a = _mm512_fmadd_ps(row_of_taps[i - j * S], x, *a);
+                    }
+                }
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            let v = _mm512_min_ps(_mm512_max_ps(*a, g.lo), g.hi);
+            // SAFETY: output pixel (oy, ox + j) lies inside the output (caller), channels masked.
+            unsafe { _mm512_mask_storeu_ps(g.op.add((oy * g.ow + ox + j) * g.c + g.c0), g.m, v) };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -280,6 +523,52 @@ mod tests {
             rows(&scratch[..ph * g.row_len], &wts, &g, 0.5, (-1.0, 6.0), &mut portable);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fast), bits(&portable), "stride {stride}");
+        }
+    }
+
+    #[test]
+    fn channels_last_is_each_channels_plane_bit_for_bit() {
+        // One work buffer per path, geometries changing back and forth; 17 and 40 channels end in a masked vector.
+        let mut plane_scratch = Vec::new();
+        for &(h, w, k, stride, c) in &[
+            (7usize, 7usize, 5usize, 1usize, 32usize),
+            (14, 14, 5, 2, 17),
+            (7, 6, 3, 1, 40),
+            (9, 11, 3, 2, 1),
+            (7, 7, 5, 1, 32),
+            (2, 3, 5, 2, 5),
+            (13, 12, 7, 1, 16),
+        ] {
+            let (oh, pt) = (h.div_ceil(stride), (((h.div_ceil(stride) - 1) * stride + k).saturating_sub(h)) / 2);
+            let (ow, pl) = (w.div_ceil(stride), (((w.div_ceil(stride) - 1) * stride + k).saturating_sub(w)) / 2);
+            let planes: Vec<Vec<f32>> = (0..c)
+                .map(|i| (0..h * w).map(|p| (((p + 3 * i) * 7919 % 97) as f32 - 48.0) * 0.07).collect())
+                .collect();
+            let taps: Vec<Vec<f32>> =
+                (0..c).map(|i| (0..k * k).map(|t| (((t + i) * 31 % 17) as f32 - 8.0) * 0.11).collect()).collect();
+            let bias: Vec<f32> = (0..c).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
+            let mut map = vec![0f32; h * w * c];
+            let mut weights = vec![0f32; k * k * c];
+            for i in 0..c {
+                planes[i].iter().enumerate().for_each(|(p, &v)| map[p * c + i] = v);
+                taps[i].iter().enumerate().for_each(|(t, &v)| weights[t * c + i] = v);
+            }
+            let mut got = vec![f32::NAN; oh * ow * c];
+            let (clamp, pads) = ((-1.0, 6.0), (pt, pl));
+            depthwise_channels_last(&map, (h, w), c, &weights, &bias, k, stride, pads, clamp, &mut got, (oh, ow));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for i in 0..c {
+                let mut want = vec![0f32; oh * ow];
+                let (p, t) = (&planes[i], &taps[i]);
+                depthwise_plane(p, (h, w), t, k, stride, pads, bias[i], clamp, &mut want, (oh, ow), &mut plane_scratch);
+                let channel: Vec<f32> = (0..oh * ow).map(|j| got[j * c + i]).collect();
+                assert_eq!(bits(&channel), bits(&want), "{h}x{w} k{k} s{stride} c{c}, channel {i}");
+            }
+            // The portable loops give the same bits as the vector kernel.
+            let g = ChannelsLast { h, w, c, k, stride, pad_top: pt, pad_left: pl, oh, ow };
+            let mut portable = vec![f32::NAN; oh * ow * c];
+            channels_last(&map, &weights, &bias, &g, clamp, &mut portable);
+            assert_eq!(bits(&portable), bits(&got), "portable, {h}x{w} k{k} s{stride} c{c}");
         }
     }
 

@@ -175,7 +175,7 @@ pub fn gemm_with(
     parallel: bool,
 ) -> Result<(), GemmError> {
     check(isa, &a, &b, c.len())?;
-    gemm_inner(isa, Left::View(a), b, c, accumulate, parallel, None);
+    gemm_inner(isa, Left::View(a), Right::View(b), c, accumulate, parallel, None);
     Ok(())
 }
 
@@ -227,10 +227,58 @@ impl PackedA {
     }
 }
 
+/// A right operand packed once into the kernel's column panels, for products with the same `B` and many `A`s: a
+/// 1x1 convolution over channels-last feature maps is `X · Wᵀ`, the weight on the right.
+#[derive(Debug, Clone)]
+pub struct PackedB {
+    isa: Isa,
+    rows: usize,
+    cols: usize,
+    data: Vec<f32>,
+    /// Start of the panels of (inner slice `pc / KC`, column block `jc / NC`) in `data`.
+    starts: Vec<usize>,
+}
+
+impl PackedB {
+    /// Pack `b` for the best kernel of this CPU.
+    pub fn new(b: MatRef) -> Result<PackedB, GemmError> {
+        let isa = Isa::detect();
+        if !b.in_bounds() {
+            return Err(GemmError("a strided view reaches past its data".into()));
+        }
+        let (k, n) = (b.rows, b.cols);
+        let mut data = Vec::new();
+        let mut starts = Vec::new();
+        let mut buf = Vec::new();
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                pack_b(isa, &b, pc, kc, jc, nc, false, &mut buf);
+                starts.push(data.len());
+                data.extend_from_slice(&buf[..nc.div_ceil(isa.tile().1) * kc * isa.tile().1]);
+            }
+        }
+        Ok(PackedB { isa, rows: k, cols: n, data, starts })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn block(&self, pc: usize, jc: usize) -> &[f32] {
+        &self.data[self.starts[pc / KC * self.cols.div_ceil(NC) + jc / NC]..]
+    }
+}
+
 /// [`gemm`] with a pre-packed left operand: the same values as `gemm` with the matrix it was packed from.
 pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) -> Result<(), GemmError> {
     check_packed(a, &b, c.len())?;
-    gemm_inner(a.isa, Left::Packed(a), b, c, accumulate, parallel, None);
+    gemm_inner(a.isa, Left::Packed(a), Right::View(b), c, accumulate, parallel, None);
     Ok(())
 }
 
@@ -244,14 +292,34 @@ pub struct BiasClamp<'a> {
 }
 
 impl BiasClamp<'_> {
-    /// Apply to row `row` of the output (`values`: some of its columns).
-    fn apply(&self, row: usize, values: &mut [f32]) {
-        crate::math::add_clamp(values, self.bias[row], self.lo, self.hi);
+    /// Whether the bounds are ordered (NaN bounds are refused too: `f32::clamp` needs `lo <= hi`).
+    fn ordered(&self) -> bool {
+        matches!(self.lo.partial_cmp(&self.hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
+    }
+}
+
+/// A [`BiasClamp`] and what its bias runs along.
+#[derive(Clone, Copy, Debug)]
+struct Epilogue<'a> {
+    clamp: BiasClamp<'a>,
+    /// One bias per column (channels-last products) instead of one per row.
+    per_column: bool,
+}
+
+impl Epilogue<'_> {
+    /// Apply to row `row` of the output, columns `col..col + values.len()`.
+    fn apply(&self, row: usize, col: usize, values: &mut [f32]) {
+        let BiasClamp { bias, lo, hi } = self.clamp;
+        if self.per_column {
+            crate::math::add_each_clamp(values, &bias[col..col + values.len()], lo, hi);
+        } else {
+            crate::math::add_clamp(values, bias[row], lo, hi);
+        }
     }
 
     /// Apply to every row of a whole row-major output `n` columns wide.
     fn apply_rows(&self, c: &mut [f32], n: usize) {
-        c.chunks_mut(n).enumerate().for_each(|(i, row)| self.apply(i, row));
+        c.chunks_mut(n).enumerate().for_each(|(i, row)| self.apply(i, 0, row));
     }
 }
 
@@ -266,10 +334,7 @@ pub fn gemm_packed_bias_clamp(
     parallel: bool,
 ) -> Result<(), GemmError> {
     check_packed(a, &b, c.len())?;
-    // NaN bounds are refused too (`f32::clamp` needs `lo <= hi`).
-    let ordered =
-        matches!(epilogue.lo.partial_cmp(&epilogue.hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
-    if epilogue.bias.len() < a.rows || !ordered {
+    if epilogue.bias.len() < a.rows || !epilogue.ordered() {
         return Err(GemmError(format!(
             "a bias of {} values for {} rows, clamp [{}, {}]",
             epilogue.bias.len(),
@@ -278,7 +343,49 @@ pub fn gemm_packed_bias_clamp(
             epilogue.hi
         )));
     }
-    gemm_inner(a.isa, Left::Packed(a), b, c, false, parallel, Some(epilogue));
+    let epilogue = Epilogue { clamp: epilogue, per_column: false };
+    gemm_inner(a.isa, Left::Packed(a), Right::View(b), c, false, parallel, Some(epilogue));
+    Ok(())
+}
+
+/// `C = clamp(A·B + bias[column], lo, hi)` with a pre-packed `B`: [`gemm_packed_bias_clamp`] for a bias along the
+/// columns (a 1x1 convolution of channels-last maps, `X · Wᵀ + b`). `A` is read as [`gemm`] reads it. The same
+/// values, bit for bit, as the transposed product `Bᵀ·Aᵀ` through [`gemm_packed_bias_clamp`] with the bias along
+/// its rows: each output is the same chain of fused multiply-adds.
+pub fn gemm_packed_b_bias_clamp(
+    a: MatRef,
+    b: &PackedB,
+    c: &mut [f32],
+    epilogue: BiasClamp,
+    parallel: bool,
+) -> Result<(), GemmError> {
+    if b.isa != Isa::detect() {
+        return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", b.isa, Isa::detect())));
+    }
+    if a.cols != b.rows || c.len() != a.rows * b.cols {
+        return Err(GemmError(format!(
+            "A is {}×{}, B is {}×{}, the output holds {} values",
+            a.rows,
+            a.cols,
+            b.rows,
+            b.cols,
+            c.len()
+        )));
+    }
+    if !a.in_bounds() {
+        return Err(GemmError("a strided view reaches past its data".into()));
+    }
+    if epilogue.bias.len() < b.cols || !epilogue.ordered() {
+        return Err(GemmError(format!(
+            "a bias of {} values for {} columns, clamp [{}, {}]",
+            epilogue.bias.len(),
+            b.cols,
+            epilogue.lo,
+            epilogue.hi
+        )));
+    }
+    let epilogue = Epilogue { clamp: epilogue, per_column: true };
+    gemm_inner(b.isa, Left::View(a), Right::Packed(b), c, false, parallel, Some(epilogue));
     Ok(())
 }
 
@@ -312,21 +419,37 @@ enum Left<'a> {
     Packed(&'a PackedA),
 }
 
+/// The right operand of a product: a view packed per call, or packed in advance.
+#[derive(Clone, Copy)]
+enum Right<'a> {
+    View(MatRef<'a>),
+    Packed(&'a PackedB),
+}
+
+impl Right<'_> {
+    fn cols(&self) -> usize {
+        match self {
+            Right::View(v) => v.cols,
+            Right::Packed(p) => p.cols,
+        }
+    }
+}
+
 /// The product over checked operands.
 fn gemm_inner(
     isa: Isa,
     a: Left,
-    b: MatRef,
+    b: Right,
     c: &mut [f32],
     accumulate: bool,
     parallel: bool,
-    epilogue: Option<BiasClamp>,
+    epilogue: Option<Epilogue>,
 ) {
     let (m, k) = match a {
         Left::View(v) => (v.rows, v.cols),
         Left::Packed(p) => (p.rows, p.cols),
     };
-    let n = b.cols;
+    let n = b.cols();
     if m == 0 || n == 0 {
         return;
     }
@@ -417,18 +540,18 @@ const IN_PLACE_MAX_COLS: usize = 128;
 fn gemm_slices(
     isa: Isa,
     a: Left,
-    b: MatRef,
+    b: Right,
     c: &mut [f32],
     accumulate: bool,
     parallel: bool,
     slices: std::ops::Range<usize>,
-    epilogue: Option<BiasClamp>,
+    epilogue: Option<Epilogue>,
 ) {
     let (m, k) = match a {
         Left::View(v) => (v.rows, v.cols),
         Left::Packed(p) => (p.rows, p.cols),
     };
-    let n = b.cols;
+    let n = b.cols();
     let out = OutPtr(c.as_mut_ptr());
     let (_, nr) = isa.tile();
     // The packed-B buffer is taken from this thread's cache and put back (a nested call finds it empty and
@@ -440,8 +563,13 @@ fn gemm_slices(
             let kc = KC.min(k - pc);
             let add = accumulate || pc > slices.start * KC;
             let epilogue = epilogue.filter(|_| pc / KC + 1 == slices.end);
-            pack_b(isa, &b, pc, kc, jc, nc, parallel, &mut bpack);
-            let bp = &bpack[..];
+            let bp = match b {
+                Right::View(b) => {
+                    pack_b(isa, &b, pc, kc, jc, nc, parallel, &mut bpack);
+                    &bpack[..]
+                }
+                Right::Packed(p) => p.block(pc, jc),
+            };
             let row_blocks = m.div_ceil(MC);
             // Tasks are (row block × column group); a task packs its A block once and sweeps its group in slices
             // of at most NT columns, whose packed B stays in L2. Thin products (few row blocks) split into more
@@ -464,7 +592,7 @@ fn gemm_slices(
                             for i in i0..i0 + mc {
                                 // SAFETY: this task's tile, as above.
                                 let row = unsafe { std::slice::from_raw_parts_mut(out.0.add(i * n + jc + j0), nt) };
-                                e.apply(i, row);
+                                e.apply(i, jc + j0, row);
                             }
                         }
                     }
@@ -1243,6 +1371,56 @@ mod tests {
         assert!(gemm_packed_bias_clamp(&packed, b, &mut [0.0; 4], short, false).unwrap_err().0.contains("bias of 1"));
         let inverted = BiasClamp { bias: &[0.0; 2], lo: 6.0, hi: 0.0 };
         assert!(gemm_packed_bias_clamp(&packed, b, &mut [0.0; 4], inverted, false).is_err());
+    }
+
+    #[test]
+    fn packed_right_operand_with_column_bias_is_the_transposed_product_bit_for_bit() {
+        // Thin and tall outputs (A read in place up to 128 columns, packed beyond), several slices, column chunks
+        // past NC, a split inner dimension, no inner dimension; A also as a strided view.
+        for &(m, n, k) in &[(49, 40, 192), (784, 200, 96), (13, 2100, 300), (40, 64, 2500), (5, 9, 0), (3, 1, 7)] {
+            let ad = values(m * k, 21);
+            let bd = values(k * n, 22);
+            let bias = values(n, 23);
+            let a = MatRef::row_major(&ad, m, k);
+            let b = MatRef::row_major(&bd, k, n);
+            let packed_b = PackedB::new(b).unwrap();
+            let packed_bt = PackedA::new(b.t()).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (lo, hi, parallel) in [(0.0, 6.0, false), (-0.5, 0.25, true), (f32::NEG_INFINITY, f32::INFINITY, true)]
+            {
+                let clamp = BiasClamp { bias: &bias, lo, hi };
+                let mut got = values(m * n, 24);
+                gemm_packed_b_bias_clamp(a, &packed_b, &mut got, clamp, parallel).unwrap();
+                // Cᵀ = Bᵀ·Aᵀ with the bias along its rows.
+                let mut t = vec![0f32; n * m];
+                gemm_packed_bias_clamp(&packed_bt, a.t(), &mut t, clamp, parallel).unwrap();
+                let want: Vec<f32> = (0..m * n).map(|x| t[(x % n) * m + x / n]).collect();
+                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} clamp [{lo}, {hi}]");
+                // And the plain product followed by a pass.
+                let mut plain = vec![0f32; m * n];
+                gemm(a, b, &mut plain, false, parallel).unwrap();
+                plain.chunks_mut(n).for_each(|row| crate::math::add_each_clamp(row, &bias, lo, hi));
+                assert_eq!(bits(&got), bits(&plain), "{m}x{n}x{k} against a pass");
+            }
+            // A strided (transposed) A gives the same values.
+            let at: Vec<f32> = (0..k * m).map(|x| ad[(x % m) * k + x / m]).collect();
+            let strided = MatRef::row_major(&at, k, m).t();
+            let (mut x, mut y) = (vec![0f32; m * n], vec![0f32; m * n]);
+            let clamp = BiasClamp { bias: &bias, lo: -1.0, hi: 1.0 };
+            gemm_packed_b_bias_clamp(a, &packed_b, &mut x, clamp, true).unwrap();
+            gemm_packed_b_bias_clamp(strided, &packed_b, &mut y, clamp, false).unwrap();
+            assert_eq!(bits(&x), bits(&y), "{m}x{n}x{k} strided A");
+        }
+        let b = PackedB::new(MatRef::row_major(&[1.0; 6], 3, 2)).unwrap();
+        let a = MatRef::row_major(&[1.0; 6], 2, 3);
+        let short = BiasClamp { bias: &[0.0], lo: 0.0, hi: 6.0 };
+        let e = gemm_packed_b_bias_clamp(a, &b, &mut [0.0; 4], short, false).unwrap_err().0;
+        assert!(e.contains("bias of 1 values for 2 columns"), "{e}");
+        let nan = BiasClamp { bias: &[0.0; 2], lo: f32::NAN, hi: 0.0 };
+        assert!(gemm_packed_b_bias_clamp(a, &b, &mut [0.0; 4], nan, false).is_err());
+        let ok = BiasClamp { bias: &[0.0; 2], lo: 0.0, hi: 6.0 };
+        assert!(gemm_packed_b_bias_clamp(a, &b, &mut [0.0; 3], ok, false).unwrap_err().0.contains("holds 3"));
+        assert!(gemm_packed_b_bias_clamp(a.t(), &b, &mut [0.0; 6], ok, false).is_err(), "2 ≠ 3 inner");
     }
 
     #[test]

@@ -16,4 +16,7 @@ pub mod gemm;
 pub mod math;
 pub mod peak;
 
-pub use gemm::{BiasClamp, MatRef, PackedA, gemm, gemm_batched, gemm_packed, gemm_packed_bias_clamp};
+pub use gemm::{
+    BiasClamp, MatRef, PackedA, PackedB, gemm, gemm_batched, gemm_packed, gemm_packed_b_bias_clamp,
+    gemm_packed_bias_clamp,
+};

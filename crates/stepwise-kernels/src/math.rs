@@ -64,6 +64,27 @@ pub fn add_clamp(xs: &mut [f32], bias: f32, lo: f32, hi: f32) {
     each(xs, bias, lo, hi)
 }
 
+/// `x[j] = clamp(x[j] + bias[j], lo, hi)` for every value of `xs` ([`add_clamp`] with a bias per value: a
+/// channels-last product's bias and activation). `bias` holds at least `xs.len()` values.
+pub fn add_each_clamp(xs: &mut [f32], bias: &[f32], lo: f32, hi: f32) {
+    #[inline(always)]
+    fn each(xs: &mut [f32], bias: &[f32], lo: f32, hi: f32) {
+        xs.iter_mut().zip(bias).for_each(|(x, b)| *x = (*x + b).clamp(lo, hi));
+    }
+    assert!(bias.len() >= xs.len());
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // The same loop compiled for 16 lanes.
+        #[target_feature(enable = "avx512f")]
+        fn wide(xs: &mut [f32], bias: &[f32], lo: f32, hi: f32) {
+            each(xs, bias, lo, hi)
+        }
+        // SAFETY: AVX-512F checked.
+        return unsafe { wide(xs, bias, lo, hi) };
+    }
+    each(xs, bias, lo, hi)
+}
+
 /// Points per block of [`block16_sq_distances`].
 pub const BLOCK: usize = 16;
 

@@ -11,8 +11,18 @@
 //!
 //! The forward pass is plain Rust: batch norms are folded into the convolutions at load time, 1x1 convolutions
 //! and the stem (through im2col) are `gemm` calls, depthwise convolutions are direct loops. candle's grouped
-//! convolution runs one convolution per channel, far too slow for depthwise layers. Each image is computed on
-//! one thread (images in parallel), so results do not depend on the thread count.
+//! convolution runs one convolution per channel, far too slow for depthwise layers.
+//!
+//! Layouts: a batch of images is split into groups of up to [`MAX_GROUP`] images, one group per task. Each image
+//! runs alone on channel planes (`[c][y][x]`) through the blocks whose input side is above [`PIXELS_MAX_SIDE`],
+//! then channels-last (`[y][x][c]`), and from the first block whose input side is at most [`GROUP_MAX_SIDE`] the
+//! group runs together (`[image][y][x][c]`, its 1x1 convolutions one product over all its pixels).
+//! Why: on small maps a plane fills less than one vector and a 1x1 convolution of one image is a product only
+//! 49 to 196 columns wide; onnxruntime, which runs its batches channel-blocked, was 1.5–4× faster than planes on
+//! these layers. Large maps stay on planes, where the products are wide and each image's maps stay in cache.
+//! Every value is computed by the same operations in the same order in every layout (the depthwise kernels
+//! agree bit for bit, a product's output is one chain of multiply-adds however it is tiled), so results do not
+//! depend on the grouping or the thread count.
 //!
 //! Patch grids (`stepwise embed --patches`): the head's feature map (1280 channels, 7×7 for Lite0's 224 input,
 //! 9×9 for Lite2's 260) — what the pooled feature averages — average-pooled to the grid with PyTorch's
@@ -22,14 +32,21 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rayon::prelude::*;
-use stepwise_kernels::conv::depthwise_plane;
-use stepwise_kernels::gemm::{BiasClamp, MatRef, PackedA, gemm_packed_bias_clamp};
+use stepwise_kernels::conv::{depthwise_channels_last, depthwise_plane};
+use stepwise_kernels::gemm::{BiasClamp, MatRef, PackedA, PackedB, gemm_packed_b_bias_clamp, gemm_packed_bias_clamp};
 
 use super::catalog::{self, ModelSpec};
 use super::preprocess::ImagePrep;
 use crate::FeatureError;
 use crate::encoder::{Encoder, EncoderInfo, Item, Modality, Normalization, TokenOutput};
 use crate::patches::PatchSpec;
+
+/// The most images a task runs together (see the module doc; 8 measured a little faster than 4 or 16).
+const MAX_GROUP: usize = 8;
+/// The largest input side of a block run channels-last (measured: 56 and 28 alike, 112 slower).
+const PIXELS_MAX_SIDE: usize = 56;
+/// The largest input side of a block run on a group of images at once (the 7 × 7 and 9 × 9 maps).
+const GROUP_MAX_SIDE: usize = 9;
 
 /// Batch-norm epsilon of the Lite models (TensorFlow's 1e-3).
 const BN_EPS: f32 = 1e-3;
@@ -97,6 +114,23 @@ impl Variant {
         self.block_layout().iter().fold(stem, |n, &(k, s)| same_padding(n, k, s).0)
     }
 
+    /// Where the layouts change: the first blocks whose input side is at most [`PIXELS_MAX_SIDE`] and
+    /// [`GROUP_MAX_SIDE`].
+    fn splits(self) -> Splits {
+        let first_at_most = |max_side: usize| {
+            let mut side = same_padding(self.image_size() as usize, 3, 2).0;
+            let layout = self.block_layout();
+            for (i, &(k, s)) in layout.iter().enumerate() {
+                if side <= max_side {
+                    return i;
+                }
+                side = same_padding(side, k, s).0;
+            }
+            layout.len()
+        };
+        Splits { pixels_from: first_at_most(PIXELS_MAX_SIDE), groups_from: first_at_most(GROUP_MAX_SIDE) }
+    }
+
     /// (kernel, stride) of every block, in order.
     fn block_layout(self) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
@@ -112,13 +146,27 @@ impl Variant {
     }
 }
 
+/// How a layer's maps are stored: one image's channel planes, or the channels-last pixels of a group of images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Planes,
+    Pixels,
+}
+
 /// A 1x1 convolution (or a dense layer) with folded batch norm: `out[co] = sum_ci w[co][ci] x[ci] + b[co]`.
 struct Pointwise {
     cin: usize,
     cout: usize,
-    /// `[cout][cin]`, packed for the GEMM.
-    w: PackedA,
+    w: PackedWeight,
     b: Vec<f32>,
+}
+
+/// A 1x1 convolution's weight packed for the GEMM on the side its layout needs.
+enum PackedWeight {
+    /// `W [cout][cin]` on the left, planes `[cin][h·w]` on the right.
+    Planes(PackedA),
+    /// `Wᵀ [cin][cout]` on the right, pixels `[pixels][cin]` on the left.
+    Pixels(PackedB),
 }
 
 /// A depthwise kxk convolution with folded batch norm.
@@ -126,8 +174,10 @@ struct Depthwise {
     c: usize,
     k: usize,
     stride: usize,
+    /// Taps channel by channel (`[c][k·k]`) on planes, tap by tap (`[k·k][c]`) on pixels.
     w: Vec<f32>,
     b: Vec<f32>,
+    layout: Layout,
 }
 
 /// The 3x3/2 stem convolution (3 → 32) with folded batch norm; weights `[cout][cin*3*3]` (for im2col), packed.
@@ -152,25 +202,42 @@ pub struct EfficientNetLite {
     head: Pointwise,
     fc: Pointwise,
     version: String,
+    splits: Splits,
 }
 
-/// A feature map of one image: `c` planes of `h * w`.
+/// Where the layouts change (see the module doc): blocks before `pixels_from` run on planes, blocks from
+/// `groups_from` on groups; the head always runs on pixels.
+#[derive(Debug, Clone, Copy)]
+struct Splits {
+    pixels_from: usize,
+    groups_from: usize,
+}
+
+/// Feature maps of `n` images: one image's `c` planes of `h × w` ([`Layout::Planes`], `n = 1`), or value
+/// (image `i`, y, x, channel) at `((i·h + y)·w + x)·c + channel` ([`Layout::Pixels`]).
 struct Map {
     c: usize,
     h: usize,
     w: usize,
-    /// At least `c·h·w` values: the map, then (in a reused buffer) values of no meaning.
+    n: usize,
+    layout: Layout,
+    /// At least `c·h·w·n` values: the maps, then (in a reused buffer) values of no meaning.
     data: Vec<f32>,
 }
 
 impl Map {
-    /// The `c·h·w` values of the map, channel planes one after another.
+    /// The `c·h·w·n` values of the maps.
     fn values(&self) -> &[f32] {
-        &self.data[..self.c * self.h * self.w]
+        &self.data[..self.c * self.h * self.w * self.n]
     }
 
     fn values_mut(&mut self) -> &mut [f32] {
-        &mut self.data[..self.c * self.h * self.w]
+        &mut self.data[..self.c * self.h * self.w * self.n]
+    }
+
+    /// Values of one image.
+    fn image_len(&self) -> usize {
+        self.c * self.h * self.w
     }
 }
 
@@ -191,6 +258,10 @@ impl EfficientNetLite {
     }
 
     fn from_weights(w: &Weights<'_>, variant: Variant) -> Result<Self, FeatureError> {
+        Self::from_weights_split(w, variant, variant.splits())
+    }
+
+    fn from_weights_split(w: &Weights<'_>, variant: Variant, splits: Splits) -> Result<Self, FeatureError> {
         let (stem_dims, stem_w) = w.get("_conv_stem.weight")?;
         if stem_dims.len() != 4 || stem_dims[1] != 3 || stem_dims[2] != 3 || stem_dims[3] != 3 {
             return Err(w.bad("_conv_stem.weight", &format!("expected shape [C, 3, 3, 3], found {stem_dims:?}")));
@@ -211,9 +282,10 @@ impl EfficientNetLite {
         let mut cin = stem_c;
         for (i, &(k, stride)) in layout.iter().enumerate() {
             let p = format!("_blocks.{i}");
+            let on = if i < splits.pixels_from { Layout::Planes } else { Layout::Pixels };
             let expand_key = format!("{p}._expand_conv.weight");
             let expand = if w.map.contains_key(&expand_key) {
-                Some(w.pointwise(&expand_key, &format!("{p}._bn0"), Some(cin))?)
+                Some(w.pointwise(&expand_key, &format!("{p}._bn0"), Some(cin), on)?)
             } else {
                 None
             };
@@ -224,13 +296,17 @@ impl EfficientNetLite {
                 return Err(w.bad(&dw_key, &format!("expected shape [{mid}, 1, {k}, {k}], found {dw_dims:?}")));
             }
             let (scale, shift) = w.bn(&format!("{p}._bn1"), mid)?;
-            let dw = Depthwise { c: mid, k, stride, w: fold_rows(dw_w, &scale), b: shift };
-            let project = w.pointwise(&format!("{p}._project_conv.weight"), &format!("{p}._bn2"), Some(mid))?;
+            let mut taps = fold_rows(dw_w, &scale);
+            if on == Layout::Pixels {
+                taps = (0..mid * k * k).map(|j| taps[(j % mid) * k * k + j / mid]).collect();
+            }
+            let dw = Depthwise { c: mid, k, stride, w: taps, b: shift, layout: on };
+            let project = w.pointwise(&format!("{p}._project_conv.weight"), &format!("{p}._bn2"), Some(mid), on)?;
             let skip = stride == 1 && cin == project.cout && i > 0;
             cin = project.cout;
             blocks.push(Block { expand, dw, project, skip });
         }
-        let head = w.pointwise("_conv_head.weight", "_bn1", Some(cin))?;
+        let head = w.pointwise("_conv_head.weight", "_bn1", Some(cin), Layout::Pixels)?;
         let (fc_dims, fc_w) = w.get("_fc.weight")?;
         let (_, fc_b) = w.get("_fc.bias")?;
         if fc_dims.len() != 2 || fc_dims[1] != head.cout || fc_b.len() != fc_dims[0] {
@@ -238,8 +314,13 @@ impl EfficientNetLite {
                 w.bad("_fc.weight", &format!("expected [classes, {}] and a bias, found {fc_dims:?}", head.cout))
             );
         }
-        let fc = Pointwise { cin: head.cout, cout: fc_dims[0], w: packed(fc_w, fc_dims[0]), b: fc_b.to_vec() };
-        Ok(EfficientNetLite { variant, stem, blocks, head, fc, version: CODE_VERSION.into() })
+        let fc = Pointwise {
+            cin: head.cout,
+            cout: fc_dims[0],
+            w: PackedWeight::Planes(packed(fc_w, fc_dims[0])),
+            b: fc_b.to_vec(),
+        };
+        Ok(EfficientNetLite { variant, stem, blocks, head, fc, version: CODE_VERSION.into(), splits })
     }
 
     pub fn variant(&self) -> Variant {
@@ -283,10 +364,10 @@ impl EfficientNetLite {
     pub fn features_from_inputs(&self, inputs: &[f32]) -> Vec<f32> {
         let s = self.variant.image_size() as usize;
         inputs
-            .par_chunks(3 * s * s)
+            .par_chunks(3 * s * s * images_per_group(inputs.len() / (3 * s * s)))
             .flat_map_iter(|x| {
                 with_map_buffers(|bufs| {
-                    let m = self.forward_map(x, s, bufs);
+                    let m = self.forward_maps(x, s, bufs);
                     let pooled = global_pool(&m);
                     bufs.give(m.data);
                     pooled
@@ -300,19 +381,16 @@ impl EfficientNetLite {
     pub fn features_and_patches_from_inputs(&self, inputs: &[f32], grid: usize) -> (Vec<f32>, Vec<f32>) {
         let s = self.variant.image_size() as usize;
         let per: Vec<(Vec<f32>, Vec<f32>)> = inputs
-            .par_chunks(3 * s * s)
+            .par_chunks(3 * s * s * images_per_group(inputs.len() / (3 * s * s)))
             .map(|x| {
                 with_map_buffers(|bufs| {
-                    let m = self.forward_map(x, s, bufs);
-                    // Channel planes → one vector per position (h, w, c), then adaptive average pooling.
-                    let hw = m.h * m.w;
-                    let mut hwc = vec![0f32; m.values().len()];
-                    for (c, plane) in m.values().chunks(hw).enumerate() {
-                        for (p, &v) in plane.iter().enumerate() {
-                            hwc[p * m.c + c] = v;
-                        }
+                    let m = self.forward_maps(x, s, bufs);
+                    // Each image's map is one vector per position (h, w, c): adaptive average pooling.
+                    let mut patches = Vec::with_capacity(m.n * grid * grid * m.c);
+                    for hwc in m.values().chunks(m.image_len()) {
+                        patches.extend(crate::patches::pool_grid(hwc, m.h, m.w, m.c, grid));
                     }
-                    let out = (global_pool(&m), crate::patches::pool_grid(&hwc, m.h, m.w, m.c, grid));
+                    let out = (global_pool(&m), patches);
                     bufs.give(m.data);
                     out
                 })
@@ -326,9 +404,10 @@ impl EfficientNetLite {
     pub fn logits_from_features(&self, features: &[f32]) -> Vec<f32> {
         let n = features.len() / self.fc.cin;
         let mut out = vec![0f32; n * self.fc.cout];
+        let PackedWeight::Planes(w) = &self.fc.w else { unreachable!("the classifier is packed on the left") };
         for (f, o) in features.chunks(self.fc.cin).zip(out.chunks_mut(self.fc.cout)) {
             // One image: out = W f + b, as a (cout x cin) x (cin x 1) product.
-            o.copy_from_slice(&pointwise(&self.fc, f, 1, false));
+            o.copy_from_slice(&pointwise_into(w, 1, f, &self.fc.b, false, vec![0f32; self.fc.cout]));
         }
         out
     }
@@ -342,21 +421,33 @@ impl EfficientNetLite {
         Ok(out)
     }
 
-    /// The head's feature map of one preprocessed input (before global pooling).
-    fn forward_map(&self, x: &[f32], s: usize, bufs: &mut MapBuffers) -> Map {
-        let mut m = self.stem_forward(x, s, bufs);
-        for b in &self.blocks {
-            let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true, bufs));
-            let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m), bufs);
-            if let Some(e) = expanded {
-                bufs.give(e.data);
+    /// The head's feature maps (channels-last, before global pooling) of a group of preprocessed inputs.
+    fn forward_maps(&self, xs: &[f32], s: usize, bufs: &mut MapBuffers) -> Map {
+        let n = xs.len() / (3 * s * s);
+        let Splits { pixels_from, groups_from } = self.splits;
+        // Each image runs alone up to `groups_from` (its maps stay in cache), then joins the group's maps.
+        let mut group: Option<Map> = None;
+        for (i, x) in xs.chunks_exact(3 * s * s).enumerate() {
+            let mut m = self.stem_forward(x, s, bufs);
+            for b in &self.blocks[..pixels_from] {
+                m = block_forward(b, m, bufs);
             }
-            let mut out = apply_pointwise(&b.project, &d, false, bufs);
-            bufs.give(d.data);
-            if b.skip {
-                out.values_mut().iter_mut().zip(m.values()).for_each(|(a, b)| *a += b);
+            m = to_pixels(m, bufs);
+            for b in &self.blocks[pixels_from..groups_from] {
+                m = block_forward(b, m, bufs);
             }
-            bufs.give(std::mem::replace(&mut m, out).data);
+            if n == 1 {
+                group = Some(m);
+                break;
+            }
+            let len = m.image_len();
+            let g = group.get_or_insert_with(|| Map { n, data: bufs.take(len * n), ..m });
+            g.data[i * len..(i + 1) * len].copy_from_slice(m.values());
+            bufs.give(m.data);
+        }
+        let mut m = group.expect("forward_maps: at least one input");
+        for b in &self.blocks[groups_from..] {
+            m = block_forward(b, m, bufs);
         }
         let head = apply_pointwise(&self.head, &m, true, bufs);
         bufs.give(m.data);
@@ -391,14 +482,60 @@ impl EfficientNetLite {
         }
         let out = bufs.take(self.stem.cout * oh * ow);
         let out = pointwise_into(&self.stem.w, oh * ow, &cols, &self.stem.b, true, out);
-        Map { c: self.stem.cout, h: oh, w: ow, data: out }
+        Map { c: self.stem.cout, h: oh, w: ow, n: 1, layout: Layout::Planes, data: out }
     }
 }
 
-/// The global average of each channel plane of a feature map.
+/// One MBConv block (expansion, depthwise, projection, skip) on a group's maps.
+fn block_forward(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
+    let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true, bufs));
+    let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m), bufs);
+    if let Some(e) = expanded {
+        bufs.give(e.data);
+    }
+    let mut out = apply_pointwise(&b.project, &d, false, bufs);
+    bufs.give(d.data);
+    if b.skip {
+        out.values_mut().iter_mut().zip(m.values()).for_each(|(a, b)| *a += b);
+    }
+    bufs.give(m.data);
+    out
+}
+
+/// How many images a task runs together: the batch spread evenly over the threads, at most [`MAX_GROUP`].
+fn images_per_group(images: usize) -> usize {
+    images.div_ceil(rayon::current_num_threads()).clamp(1, MAX_GROUP)
+}
+
+/// One image's planes as channels-last pixels (pixels stay pixels).
+fn to_pixels(m: Map, bufs: &mut MapBuffers) -> Map {
+    if m.layout == Layout::Pixels {
+        return m;
+    }
+    let hw = m.h * m.w;
+    let mut out = bufs.take(m.image_len());
+    for (ch, plane) in m.values().chunks(hw).enumerate() {
+        for (p, &v) in plane.iter().enumerate() {
+            out[p * m.c + ch] = v;
+        }
+    }
+    bufs.give(m.data);
+    Map { layout: Layout::Pixels, data: out, ..m }
+}
+
+/// The global average of each channel of each image's pixels: `n × c`, image by image. A channel's sum runs over
+/// its positions in order from −0.0, as `Iterator::sum` over its plane did.
 fn global_pool(m: &Map) -> Vec<f32> {
-    let hw = (m.h * m.w) as f32;
-    m.values().chunks(m.h * m.w).map(|plane| plane.iter().sum::<f32>() / hw).collect()
+    assert_eq!(m.layout, Layout::Pixels, "the head's maps are pixels");
+    let hw = m.h * m.w;
+    let mut out = vec![-0.0f32; m.n * m.c];
+    for (image, sums) in m.values().chunks(m.image_len()).zip(out.chunks_mut(m.c)) {
+        for pixel in image.chunks(m.c) {
+            sums.iter_mut().zip(pixel).for_each(|(s, &v)| *s += v);
+        }
+        sums.iter_mut().for_each(|s| *s /= hw as f32);
+    }
+    out
 }
 
 /// Output size and leading pad of TensorFlow "SAME" padding.
@@ -408,16 +545,23 @@ fn same_padding(input: usize, k: usize, stride: usize) -> (usize, usize) {
     (out, total / 2)
 }
 
+/// A 1x1 convolution, then ReLU6 when `act`: on planes `W · x`, on pixels one product `x · Wᵀ` over all the
+/// group's pixels.
 fn apply_pointwise(p: &Pointwise, m: &Map, act: bool, bufs: &mut MapBuffers) -> Map {
     debug_assert_eq!(p.cin, m.c);
-    let hw = m.h * m.w;
-    let out = pointwise_into(&p.w, hw, m.values(), &p.b, act, bufs.take(p.cout * hw));
-    Map { c: p.cout, h: m.h, w: m.w, data: out }
-}
-
-/// `W (cout x cin) · x (cin x hw) + b`, row-major `cout x hw`, then ReLU6 when `act`.
-fn pointwise(p: &Pointwise, x: &[f32], hw: usize, act: bool) -> Vec<f32> {
-    pointwise_into(&p.w, hw, x, &p.b, act, vec![0f32; p.cout * hw])
+    let pixels = m.h * m.w * m.n;
+    let mut out = bufs.take(p.cout * pixels);
+    match (&p.w, m.layout) {
+        (PackedWeight::Planes(w), Layout::Planes) => out = pointwise_into(w, pixels, m.values(), &p.b, act, out),
+        (PackedWeight::Pixels(w), Layout::Pixels) => {
+            let (lo, hi) = if act { (0.0, 6.0) } else { (f32::NEG_INFINITY, f32::INFINITY) };
+            let x = MatRef::row_major(m.values(), pixels, p.cin);
+            gemm_packed_b_bias_clamp(x, w, &mut out[..p.cout * pixels], BiasClamp { bias: &p.b, lo, hi }, false)
+                .expect("apply_pointwise: shapes follow from the weights");
+        }
+        _ => unreachable!("a layer's weight is packed for the layout its block runs on"),
+    }
+    Map { c: p.cout, data: out, ..*m }
 }
 
 /// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
@@ -469,19 +613,31 @@ fn with_map_buffers<R>(f: impl FnOnce(&mut MapBuffers) -> R) -> R {
     out
 }
 
-/// Depthwise kxk convolution with SAME padding, bias and ReLU6.
+/// Depthwise kxk convolution with SAME padding, bias and ReLU6, plane by plane or image by image on pixels.
 fn depthwise(d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
+    assert_eq!(d.layout, m.layout, "a depthwise layer's taps are laid out for the layout its block runs on");
     let (k, s) = (d.k, d.stride);
     let (oh, pt) = same_padding(m.h, k, s);
     let (ow, pl) = same_padding(m.w, k, s);
+    let (input, (h, w), relu6) = (m.values(), (m.h, m.w), (0.0, 6.0));
     // Every output value is written (see `depthwise_plane`).
-    let mut out = bufs.take(d.c * oh * ow);
+    let mut out = bufs.take(d.c * oh * ow * m.n);
     let mut scratch = Vec::new();
-    for ((plane, o), c) in m.values().chunks(m.h * m.w).zip(out.chunks_mut(oh * ow)).zip(0..d.c) {
-        let wk = &d.w[c * k * k..(c + 1) * k * k];
-        depthwise_plane(plane, (m.h, m.w), wk, k, s, (pt, pl), d.b[c], (0.0, 6.0), o, (oh, ow), &mut scratch);
+    match m.layout {
+        Layout::Planes => {
+            for ((plane, o), c) in input.chunks(h * w).zip(out.chunks_mut(oh * ow)).zip(0..d.c) {
+                let (wk, b) = (&d.w[c * k * k..(c + 1) * k * k], d.b[c]);
+                depthwise_plane(plane, (h, w), wk, k, s, (pt, pl), b, relu6, o, (oh, ow), &mut scratch);
+            }
+        }
+        Layout::Pixels => {
+            for (image, o) in input.chunks(m.image_len()).zip(out.chunks_mut(oh * ow * d.c)) {
+                let (c, taps, b) = (d.c, &d.w, &d.b);
+                depthwise_channels_last(image, (h, w), c, taps, b, k, s, (pt, pl), relu6, o, (oh, ow));
+            }
+        }
     }
-    Map { c: d.c, h: oh, w: ow, data: out }
+    Map { c: d.c, h: oh, w: ow, data: out, ..*m }
 }
 
 /// A row-major matrix of `rows` rows packed for the GEMM kernel.
@@ -530,14 +686,22 @@ impl Weights<'_> {
         Ok((scale, shift))
     }
 
-    /// A 1x1 convolution `[cout, cin, 1, 1]` followed by batch norm `bn`.
-    fn pointwise(&self, key: &str, bn: &str, cin: Option<usize>) -> Result<Pointwise, FeatureError> {
+    /// A 1x1 convolution `[cout, cin, 1, 1]` followed by batch norm `bn`, packed for blocks on `layout`.
+    fn pointwise(&self, key: &str, bn: &str, cin: Option<usize>, layout: Layout) -> Result<Pointwise, FeatureError> {
         let (dims, w) = self.get(key)?;
         if dims.len() != 4 || dims[2] != 1 || dims[3] != 1 || cin.is_some_and(|c| c != dims[1]) {
             return Err(self.bad(key, &format!("expected shape [C, {}, 1, 1], found {dims:?}", cin.unwrap_or(0))));
         }
         let (scale, shift) = self.bn(bn, dims[0])?;
-        Ok(Pointwise { cin: dims[1], cout: dims[0], w: packed(&fold_rows(w, &scale), dims[0]), b: shift })
+        let (cout, folded) = (dims[0], fold_rows(w, &scale));
+        let w = match layout {
+            Layout::Planes => PackedWeight::Planes(packed(&folded, cout)),
+            Layout::Pixels => PackedWeight::Pixels(
+                PackedB::new(MatRef::row_major(&folded, cout, dims[1]).t())
+                    .expect("a row-major view lies inside its data"),
+            ),
+        };
+        Ok(Pointwise { cin: dims[1], cout, w, b: shift })
     }
 }
 
@@ -733,8 +897,9 @@ mod tests {
         for stride in [1, 2] {
             let data: Vec<f32> = (0..c * h * w).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1).collect();
             let wts: Vec<f32> = (0..c * k * k).map(|i| ((i * 13 % 7) as f32 - 3.0) * 0.05).collect();
-            let d = Depthwise { c, k, stride, w: wts.clone(), b: vec![0.01, -0.02] };
-            let got = depthwise(&d, &Map { c, h, w, data: data.clone() }, &mut MapBuffers::default());
+            let d = Depthwise { c, k, stride, w: wts.clone(), b: vec![0.01, -0.02], layout: Layout::Planes };
+            let m = Map { c, h, w, n: 1, layout: Layout::Planes, data: data.clone() };
+            let got = depthwise(&d, &m, &mut MapBuffers::default());
             let (oh, pt) = same_padding(h, k, stride);
             let (ow, pl) = same_padding(w, k, stride);
             assert_eq!((got.h, got.w), (oh, ow));
@@ -793,6 +958,43 @@ mod tests {
             let model = EfficientNetLite::from_safetensors(&p, variant).unwrap();
             let macs = model.flops_per_image() / 2.0 + 1280.0 * 1000.0;
             assert!((macs / published - 1.0).abs() < 0.005, "{variant:?}: {macs} multiply-adds, published {published}");
+        }
+    }
+
+    #[test]
+    fn every_layout_split_gives_the_same_bits() {
+        let td = tempfile::tempdir().unwrap();
+        let p = td.path().join("model.safetensors");
+        super::super::torch_legacy::write_safetensors(
+            &p,
+            &synthetic_state_dict(Variant::Lite0, 5),
+            &Default::default(),
+        )
+        .unwrap();
+        let w = Weights { path: &p, map: super::super::load_f32_tensors(&p).unwrap() };
+        let blocks = Variant::Lite0.block_layout().len();
+        let with = |pixels_from, groups_from| {
+            EfficientNetLite::from_weights_split(&w, Variant::Lite0, Splits { pixels_from, groups_from }).unwrap()
+        };
+        let s = Variant::Lite0.image_size() as usize;
+        let n = 5;
+        let x: Vec<f32> = (0..n * 3 * s * s).map(|i| ((i * 7919 % 255) as f32 - 127.0) / 128.0).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        // Every block on one image's planes, each image alone: the reference.
+        let planes = with(blocks, blocks);
+        let want: Vec<u32> = x.chunks(3 * s * s).flat_map(|one| bits(&planes.features_from_inputs(one))).collect();
+        let want_patches = bits(&planes.features_and_patches_from_inputs(&x, 3).1);
+        let d = Variant::Lite0.splits();
+        for (pixels_from, groups_from) in [(d.pixels_from, d.groups_from), (0, 0), (3, 9), (blocks, blocks)] {
+            let model = with(pixels_from, groups_from);
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let (got, patches) =
+                    pool.install(|| (model.features_from_inputs(&x), model.features_and_patches_from_inputs(&x, 3).1));
+                let case = format!("pixels from block {pixels_from}, groups from {groups_from}, {threads} threads");
+                assert_eq!(bits(&got), want, "{case}");
+                assert_eq!(bits(&patches), want_patches, "{case}: patches");
+            }
         }
     }
 
