@@ -488,11 +488,16 @@ impl EfficientNetLite {
 
 /// One MBConv block (expansion, depthwise, projection, skip) on a group's maps.
 fn block_forward(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
-    let expanded = b.expand.as_ref().map(|e| apply_pointwise(e, &m, true, bufs));
-    let d = depthwise(&b.dw, expanded.as_ref().unwrap_or(&m), bufs);
-    if let Some(e) = expanded {
-        bufs.give(e.data);
-    }
+    let d = match &b.expand {
+        Some(e) if m.layout == Layout::Planes => expand_depthwise_in_strips(e, &b.dw, &m, bufs),
+        Some(e) => {
+            let expanded = apply_pointwise(e, &m, true, bufs);
+            let d = depthwise(&b.dw, &expanded, bufs);
+            bufs.give(expanded.data);
+            d
+        }
+        None => depthwise(&b.dw, &m, bufs),
+    };
     let mut out = apply_pointwise(&b.project, &d, false, bufs);
     bufs.give(d.data);
     if b.skip {
@@ -638,6 +643,43 @@ fn depthwise(d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
         }
     }
     Map { c: d.c, h: oh, w: ow, data: out, ..*m }
+}
+
+/// Output rows of a depthwise convolution per strip in [`expand_depthwise_in_strips`].
+const STRIP_ROWS: usize = 8;
+
+/// On planes, the expansion (1x1, ReLU6) and the depthwise convolution strip by strip of output rows: a strip's
+/// expanded input rows stay in cache, where the whole expanded map (96 × 112 × 112 values, 4.8 MB, in Lite0's
+/// second block) was written to memory and read back. The rows two strips share are expanded twice. The values
+/// are those of the two layers one after the other: a product's output does not depend on the columns computed
+/// with it, and the depthwise kernel reads the strip's rows as it reads the whole map's.
+fn expand_depthwise_in_strips(e: &Pointwise, d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
+    assert_eq!((m.layout, d.layout, m.n), (Layout::Planes, Layout::Planes, 1), "strips run on one image's planes");
+    let PackedWeight::Planes(we) = &e.w else { unreachable!("a planes block's weights are packed on the left") };
+    let (k, s, (h, w), relu6) = (d.k, d.stride, (m.h, m.w), (0.0, 6.0));
+    let (oh, pt) = same_padding(h, k, s);
+    let (ow, pl) = same_padding(w, k, s);
+    let mut out = bufs.take(d.c * oh * ow);
+    let mut strip = bufs.take(d.c * ((STRIP_ROWS - 1) * s + k) * w);
+    let mut scratch = Vec::new();
+    for r0 in (0..oh).step_by(STRIP_ROWS) {
+        let r1 = (r0 + STRIP_ROWS).min(oh);
+        // The input rows output rows r0..r1 read (rows above the map are the padding of the first strip only).
+        let first = (r0 * s).saturating_sub(pt);
+        let end = ((r1 - 1) * s + k - pt).min(h);
+        let (rows, pad_top) = (end - first, pt + first - r0 * s);
+        let x = MatRef { data: &m.values()[first * w..], rows: m.c, cols: rows * w, rs: h * w, cs: 1 };
+        let expanded = &mut strip[..d.c * rows * w];
+        gemm_packed_bias_clamp(we, x, expanded, BiasClamp { bias: &e.b, lo: 0.0, hi: 6.0 }, false)
+            .expect("expand_depthwise_in_strips: shapes follow from the weights");
+        for (c, plane) in expanded.chunks(rows * w).enumerate() {
+            let (wk, b) = (&d.w[c * k * k..(c + 1) * k * k], d.b[c]);
+            let o = &mut out[c * oh * ow + r0 * ow..][..(r1 - r0) * ow];
+            depthwise_plane(plane, (rows, w), wk, k, s, (pad_top, pl), b, relu6, o, (r1 - r0, ow), &mut scratch);
+        }
+    }
+    bufs.give(strip);
+    Map { c: d.c, h: oh, w: ow, n: 1, layout: Layout::Planes, data: out }
 }
 
 /// A row-major matrix of `rows` rows packed for the GEMM kernel.
