@@ -178,6 +178,18 @@ fn channels_last(map: &[f32], weights: &[f32], bias: &[f32], g: &ChannelsLast, (
     }
 }
 
+/// `even[i] = src[2i]`, `odd[i] = src[2i + 1]` for as many values as each side holds: the two column phases a
+/// stride-2 convolution reads (one vector permute per 32 values where the CPU has AVX-512).
+pub fn deinterleave(src: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // SAFETY: AVX-512F checked.
+        return unsafe { x86::split_even_odd(src, even, odd) };
+    }
+    even.iter_mut().zip(src.iter().step_by(2)).for_each(|(e, &v)| *e = v);
+    odd.iter_mut().zip(src.iter().skip(1).step_by(2)).for_each(|(o, &v)| *o = v);
+}
+
 struct Geometry {
     k: usize,
     stride: usize,
@@ -569,6 +581,17 @@ mod tests {
             let mut portable = vec![f32::NAN; oh * ow * c];
             channels_last(&map, &weights, &bias, &g, clamp, &mut portable);
             assert_eq!(bits(&portable), bits(&got), "portable, {h}x{w} k{k} s{stride} c{c}");
+        }
+    }
+
+    #[test]
+    fn deinterleave_splits_even_and_odd_columns() {
+        for n in [0usize, 1, 2, 31, 32, 33, 64, 67, 224] {
+            let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let (mut even, mut odd) = (vec![-1.0; n.div_ceil(2)], vec![-1.0; n / 2]);
+            deinterleave(&src, &mut even, &mut odd);
+            assert!(even.iter().enumerate().all(|(i, &v)| v == (2 * i) as f32), "{n}");
+            assert!(odd.iter().enumerate().all(|(i, &v)| v == (2 * i + 1) as f32), "{n}");
         }
     }
 

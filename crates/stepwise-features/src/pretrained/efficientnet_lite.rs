@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rayon::prelude::*;
-use stepwise_kernels::conv::{depthwise_channels_last, depthwise_plane};
+use stepwise_kernels::conv::{deinterleave, depthwise_channels_last, depthwise_plane};
 use stepwise_kernels::gemm::{BiasClamp, MatRef, PackedA, PackedB, gemm_packed_b_bias_clamp, gemm_packed_bias_clamp};
 
 use super::catalog::{self, ModelSpec};
@@ -428,7 +428,9 @@ impl EfficientNetLite {
         // Each image runs alone up to `groups_from` (its maps stay in cache), then joins the group's maps.
         let mut group: Option<Map> = None;
         for (i, x) in xs.chunks_exact(3 * s * s).enumerate() {
+            let t = std::time::Instant::now();
             let mut m = self.stem_forward(x, s, bufs);
+            tim("stem", t);
             for b in &self.blocks[..pixels_from] {
                 m = block_forward(b, m, bufs);
             }
@@ -449,7 +451,9 @@ impl EfficientNetLite {
         for b in &self.blocks[groups_from..] {
             m = block_forward(b, m, bufs);
         }
+        let t = std::time::Instant::now();
         let head = apply_pointwise(&self.head, &m, true, bufs);
+        tim("  0 head", t);
         bufs.give(m.data);
         head
     }
@@ -459,35 +463,77 @@ impl EfficientNetLite {
         let (k, stride) = (3, 2);
         let (oh, pad_top) = same_padding(s, k, stride);
         let (ow, pad_left) = (oh, pad_top);
-        let mut cols = vec![0f32; 3 * k * k * oh * ow];
+        // im2col: row (c, ky, kx) holds pixel (oy·2 + ky − pad_top, ox·2 + kx − pad_left) of channel c for every
+        // output (oy, ox), zero outside the image. Each input row is split once into its even and odd columns, from
+        // which each kx copies one run (a gather per value took as long as the product).
+        let mut cols = bufs.take(3 * k * k * oh * ow);
+        let (mut even, mut odd) = (vec![0f32; s.div_ceil(2)], vec![0f32; s / 2]);
         for c in 0..3 {
-            let plane = &x[c * s * s..(c + 1) * s * s];
-            for ky in 0..k {
-                for kx in 0..k {
-                    let row = &mut cols[((c * k + ky) * k + kx) * oh * ow..][..oh * ow];
-                    for oy in 0..oh {
-                        let iy = (oy * stride + ky) as isize - pad_top as isize;
-                        if iy < 0 || iy >= s as isize {
+            for oy in 0..oh {
+                for ky in 0..k {
+                    let iy = (oy * stride + ky).checked_sub(pad_top).filter(|&iy| iy < s);
+                    if let Some(iy) = iy {
+                        deinterleave(&x[(c * s + iy) * s..][..s], &mut even, &mut odd);
+                    }
+                    for kx in 0..k {
+                        let dst = &mut cols[((c * k + ky) * k + kx) * oh * ow + oy * ow..][..ow];
+                        let Some(_) = iy else {
+                            dst.fill(0.0);
                             continue;
-                        }
-                        for ox in 0..ow {
-                            let ix = (ox * stride + kx) as isize - pad_left as isize;
-                            if ix >= 0 && ix < s as isize {
-                                row[oy * ow + ox] = plane[iy as usize * s + ix as usize];
-                            }
-                        }
+                        };
+                        // Column ox·2 + d is value ox + ⌊d/2⌋ of the phase of d's parity.
+                        let d = kx as isize - pad_left as isize;
+                        let phase: &[f32] = if d.rem_euclid(2) == 0 { &even } else { &odd };
+                        let shift = d.div_euclid(2);
+                        let lo = (-shift).clamp(0, ow as isize) as usize;
+                        let hi = (phase.len() as isize - shift).clamp(lo as isize, ow as isize) as usize;
+                        dst[..lo].fill(0.0);
+                        dst[lo..hi]
+                            .copy_from_slice(&phase[(lo as isize + shift) as usize..(hi as isize + shift) as usize]);
+                        dst[hi..].fill(0.0);
                     }
                 }
             }
         }
         let out = bufs.take(self.stem.cout * oh * ow);
         let out = pointwise_into(&self.stem.w, oh * ow, &cols, &self.stem.b, true, out);
+        bufs.give(cols);
         Map { c: self.stem.cout, h: oh, w: ow, n: 1, layout: Layout::Planes, data: out }
     }
 }
 
+static TIMES: std::sync::Mutex<Vec<(String, f64)>> = std::sync::Mutex::new(Vec::new());
+fn tim(name: &str, t: std::time::Instant) {
+    let e = t.elapsed().as_secs_f64();
+    let mut g = TIMES.lock().unwrap();
+    if let Some(x) = g.iter_mut().find(|x| x.0 == name) {
+        x.1 += e;
+    } else {
+        g.push((name.to_string(), e));
+    }
+}
+pub fn reset_times() {
+    TIMES.lock().unwrap().clear();
+}
+pub fn dump_times(n: usize) {
+    let g = TIMES.lock().unwrap();
+    let tot: f64 = g.iter().map(|x| x.1).sum();
+    for (name, v) in g.iter() {
+        eprintln!("{name:44} {:8.3} ms/img {:5.1}%", v * 1e3 / n as f64, 100.0 * v / tot);
+    }
+    eprintln!("total {:.1} ms", tot * 1e3);
+}
+
 /// One MBConv block (expansion, depthwise, projection, skip) on a group's maps.
 fn block_forward(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
+    let t = std::time::Instant::now();
+    let name =
+        format!("{:3} {:?} e{}x{} dw{} s{} -> {}", m.h, m.layout, m.c, b.dw.c, b.dw.k, b.dw.stride, b.project.cout);
+    let out = block_forward_(b, m, bufs);
+    tim(&name, t);
+    out
+}
+fn block_forward_(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
     let d = match &b.expand {
         Some(e) if m.layout == Layout::Planes => expand_depthwise_in_strips(e, &b.dw, &m, bufs),
         Some(e) => {
@@ -1000,6 +1046,45 @@ mod tests {
             let model = EfficientNetLite::from_safetensors(&p, variant).unwrap();
             let macs = model.flops_per_image() / 2.0 + 1280.0 * 1000.0;
             assert!((macs / published - 1.0).abs() < 0.005, "{variant:?}: {macs} multiply-adds, published {published}");
+        }
+    }
+
+    #[test]
+    fn stem_matches_a_naive_same_convolution() {
+        let td = tempfile::tempdir().unwrap();
+        let p = td.path().join("model.safetensors");
+        let sd = synthetic_state_dict(Variant::Lite0, 9);
+        super::super::torch_legacy::write_safetensors(&p, &sd, &Default::default()).unwrap();
+        let model = EfficientNetLite::from_safetensors(&p, Variant::Lite0).unwrap();
+        let w = Weights { path: &p, map: super::super::load_f32_tensors(&p).unwrap() };
+        let (_, raw) = w.get("_conv_stem.weight").unwrap();
+        let (scale, shift) = w.bn("_bn0", 32).unwrap();
+        // Even and odd sides: SAME padding puts the extra column at the bottom/right (none, or one at the top too).
+        for side in [9usize, 10, 33] {
+            let x: Vec<f32> = (0..3 * side * side).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.02).collect();
+            let m = model.stem_forward(&x, side, &mut MapBuffers::default());
+            let (oh, pt) = same_padding(side, 3, 2);
+            assert_eq!((m.c, m.h, m.w), (32, oh, oh));
+            for co in [0, 7, 31] {
+                for (oy, ox) in [(0, 0), (oh - 1, oh - 1), (oh / 2, 1), (1, oh - 1)] {
+                    let mut acc = 0f64;
+                    for c in 0..3 {
+                        for ky in 0..3 {
+                            for kx in 0..3 {
+                                let (iy, ix) =
+                                    ((oy * 2 + ky) as isize - pt as isize, (ox * 2 + kx) as isize - pt as isize);
+                                if iy >= 0 && ix >= 0 && (iy as usize) < side && (ix as usize) < side {
+                                    let v = x[(c * side + iy as usize) * side + ix as usize] as f64;
+                                    acc += raw[((co * 3 + c) * 3 + ky) * 3 + kx] as f64 * scale[co] as f64 * v;
+                                }
+                            }
+                        }
+                    }
+                    let want = (acc + shift[co] as f64).clamp(0.0, 6.0);
+                    let got = m.values()[(co * oh + oy) * oh + ox] as f64;
+                    assert!((got - want).abs() < 1e-5, "side {side} c{co} ({oy},{ox}): {got} vs {want}");
+                }
+            }
         }
     }
 
