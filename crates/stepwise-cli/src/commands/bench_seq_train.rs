@@ -103,7 +103,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--batch, --text-tokens, --patches, --steps and --vocab must be at least 1, --seq-steps at least 2"
         );
     }
-    if !a.model_dim.is_multiple_of(a.heads.max(1)) {
+    // A transformer without width, layers or heads has no parameters to train (the fused layers refuse it late).
+    crate::cli_util::require_at_least_one(&[
+        ("--dim-text", a.dim_text),
+        ("--dim-image", a.dim_image),
+        ("--model-dim", a.model_dim),
+        ("--layers", a.layers),
+        ("--heads", a.heads),
+    ])?;
+    if !a.model_dim.is_multiple_of(a.heads) {
         crate::usage_bail!("--model-dim {} is not a multiple of --heads {}", a.model_dim, a.heads);
     }
     let threads = rayon::current_num_threads();

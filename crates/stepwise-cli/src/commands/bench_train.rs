@@ -96,6 +96,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.batch == 0 || a.candidates < 2 || a.context_steps == 0 || a.query_len == 0 || a.steps == 0 {
         crate::usage_bail!("--batch, --context-steps, --query-len and --steps must be at least 1, --candidates 2");
     }
+    // Layers without width, or attention heads that do not divide it, fail inside the model: refuse them here.
+    crate::cli_util::require_at_least_one(&[
+        ("--dim-context", a.dim_context),
+        ("--dim-query", a.dim_query),
+        ("--hidden", a.hidden),
+        ("--model-dim", a.model_dim),
+        ("--heads", a.heads),
+    ])?;
+    if !a.model_dim.is_multiple_of(a.heads) {
+        crate::usage_bail!("--model-dim {} is not a multiple of --heads {}", a.model_dim, a.heads);
+    }
     let threads = rayon::current_num_threads();
     let spec = InputSpec {
         task: Task::VisualCloze,
