@@ -428,9 +428,7 @@ impl EfficientNetLite {
         // Each image runs alone up to `groups_from` (its maps stay in cache), then joins the group's maps.
         let mut group: Option<Map> = None;
         for (i, x) in xs.chunks_exact(3 * s * s).enumerate() {
-            let t = std::time::Instant::now();
             let mut m = self.stem_forward(x, s, bufs);
-            tim("stem", t);
             for b in &self.blocks[..pixels_from] {
                 m = block_forward(b, m, bufs);
             }
@@ -451,9 +449,7 @@ impl EfficientNetLite {
         for b in &self.blocks[groups_from..] {
             m = block_forward(b, m, bufs);
         }
-        let t = std::time::Instant::now();
         let head = apply_pointwise(&self.head, &m, true, bufs);
-        tim("  0 head", t);
         bufs.give(m.data);
         head
     }
@@ -477,10 +473,10 @@ impl EfficientNetLite {
                     }
                     for kx in 0..k {
                         let dst = &mut cols[((c * k + ky) * k + kx) * oh * ow + oy * ow..][..ow];
-                        let Some(_) = iy else {
+                        if iy.is_none() {
                             dst.fill(0.0);
                             continue;
-                        };
+                        }
                         // Column ox·2 + d is value ox + ⌊d/2⌋ of the phase of d's parity.
                         let d = kx as isize - pad_left as isize;
                         let phase: &[f32] = if d.rem_euclid(2) == 0 { &even } else { &odd };
@@ -502,38 +498,8 @@ impl EfficientNetLite {
     }
 }
 
-static TIMES: std::sync::Mutex<Vec<(String, f64)>> = std::sync::Mutex::new(Vec::new());
-fn tim(name: &str, t: std::time::Instant) {
-    let e = t.elapsed().as_secs_f64();
-    let mut g = TIMES.lock().unwrap();
-    if let Some(x) = g.iter_mut().find(|x| x.0 == name) {
-        x.1 += e;
-    } else {
-        g.push((name.to_string(), e));
-    }
-}
-pub fn reset_times() {
-    TIMES.lock().unwrap().clear();
-}
-pub fn dump_times(n: usize) {
-    let g = TIMES.lock().unwrap();
-    let tot: f64 = g.iter().map(|x| x.1).sum();
-    for (name, v) in g.iter() {
-        eprintln!("{name:44} {:8.3} ms/img {:5.1}%", v * 1e3 / n as f64, 100.0 * v / tot);
-    }
-    eprintln!("total {:.1} ms", tot * 1e3);
-}
-
 /// One MBConv block (expansion, depthwise, projection, skip) on a group's maps.
 fn block_forward(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
-    let t = std::time::Instant::now();
-    let name =
-        format!("{:3} {:?} e{}x{} dw{} s{} -> {}", m.h, m.layout, m.c, b.dw.c, b.dw.k, b.dw.stride, b.project.cout);
-    let out = block_forward_(b, m, bufs);
-    tim(&name, t);
-    out
-}
-fn block_forward_(b: &Block, m: Map, bufs: &mut MapBuffers) -> Map {
     let d = match &b.expand {
         Some(e) if m.layout == Layout::Planes => expand_depthwise_in_strips(e, &b.dw, &m, bufs),
         Some(e) => {
