@@ -103,8 +103,10 @@ pub fn depthwise_plane(
 /// [`depthwise_plane`] over every channel of a channels-last map: pixel (y, x) of channel `ch` at
 /// `map[(y·w + x)·c + ch]`, tap (ky, kx) of channel `ch` at `weights[(ky·k + kx)·c + ch]`, its bias `bias[ch]`;
 /// writes `out[(oy·ow + ox)·c + ch]`. Each channel's values are those of [`depthwise_plane`] on its own plane, bit
-/// for bit: the same taps in the same order, zeros read outside the map (no padded copy: on a 7 × 7 map the
-/// copy into a zero-filled 11 × 11 one cost as much as the convolution).
+/// for bit (for kernels of side 3, 5 or 7 and strides 1 or 2, which run vectorised in both on AVX-512, or on a CPU
+/// without it; elsewhere a clamp to a zero bound may keep the other sign of a zero): the same taps in the same
+/// order, zeros read outside the map (no padded copy: on a 7 × 7 map the copy into a zero-filled 11 × 11 one cost
+/// as much as the convolution).
 #[allow(clippy::too_many_arguments)]
 pub fn depthwise_channels_last(
     map: &[f32],
@@ -341,8 +343,9 @@ mod x86 {
     }
 
     /// [`super::channels_last`] with 16 channels per vector (masked for the last ones) and `R` outputs of a row
-    /// in registers across all taps, the block's `K × K` tap vectors in registers too: per tap, one load and one
-    /// FMA per output. Pixels outside the map are masked loads of nothing (zeros, as the portable code reads).
+    /// in registers across all taps, the block's `K × K` tap vectors with them as far as the 32 registers go (the
+    /// 7 × 7 ones spill to the stack). Pixels outside the map are masked loads of nothing (zeros, as the portable
+    /// code reads).
     ///
     /// # Safety
     /// AVX-512F available; sizes as in [`super::depthwise_channels_last`]; a kernel side of 3, 5 or 7.
@@ -355,8 +358,7 @@ mod x86 {
         clamp: (f32, f32),
         out: &mut [f32],
     ) {
-        // SAFETY: forwarded contract; each instance is the same code with the kernel side known. Registers: K² taps
-        // and R accumulators within the 32 vector registers.
+        // SAFETY: forwarded contract; each instance is the same code with the kernel side and stride known.
         unsafe {
             match (g.k, g.stride) {
                 (3, 1) => channels_last_k::<3, 7, 1>(map, weights, bias, g, clamp, out),
@@ -550,6 +552,12 @@ mod tests {
             (7, 7, 5, 1, 32),
             (2, 3, 5, 2, 5),
             (13, 12, 7, 1, 16),
+            // Lite2's sides: rows ending in runs of 4, 2 and 1 outputs; 7 × 7 taps with stride 2.
+            (33, 33, 5, 1, 24),
+            (33, 33, 3, 2, 17),
+            (17, 17, 5, 2, 16),
+            (5, 5, 3, 1, 16),
+            (13, 13, 7, 2, 16),
         ] {
             let (oh, pt) = (h.div_ceil(stride), (((h.div_ceil(stride) - 1) * stride + k).saturating_sub(h)) / 2);
             let (ow, pl) = (w.div_ceil(stride), (((w.div_ceil(stride) - 1) * stride + k).saturating_sub(w)) / 2);

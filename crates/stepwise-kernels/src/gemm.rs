@@ -282,8 +282,9 @@ pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, para
     Ok(())
 }
 
-/// A row bias and a clamp applied to each value of a product once it is complete: `C = clamp(A·B + bias[row], lo,
-/// hi)` (a convolution's folded batch norm and ReLU6 are `lo = 0, hi = 6`; no activation is `±∞`).
+/// A bias and a clamp applied to each value of a product once it is complete: `C = clamp(A·B + bias[row], lo, hi)`
+/// with [`gemm_packed_bias_clamp`], `bias[column]` with [`gemm_packed_b_bias_clamp`] (a convolution's folded batch
+/// norm and ReLU6 are `lo = 0, hi = 6`; no activation is `±∞`).
 #[derive(Clone, Copy, Debug)]
 pub struct BiasClamp<'a> {
     pub bias: &'a [f32],
@@ -517,6 +518,11 @@ fn split_parts(m: usize, n: usize, slices: usize) -> usize {
     // per part (at most 4 MB) costs little next to the product.
     if m * n > SPLIT_MAX_OUTPUTS || slices < 8 { 1 } else { (slices / 4).min(8) }
 }
+
+/// The longest inner dimension a product always sums in one part, whatever its output's shape: an output's value
+/// then depends only on its row of A and column of B, not on how many rows or columns are computed with it
+/// (EfficientNet's convolutions rely on this to give the same bits for any group of images).
+pub const UNSPLIT_INNER: usize = 7 * KC;
 
 /// The largest output (`m·n`) a product splits its inner dimension for.
 const SPLIT_MAX_OUTPUTS: usize = 1 << 20;

@@ -6,7 +6,8 @@
 //! - [`bf16`]: bfloat16 screening products (AVX-512 BF16, twice the f32 rate) with per-row rounding bounds.
 //! - [`attention`]: one head of scaled dot-product attention over a short sequence (BERT inference).
 //! - [`peak`]: the measured f32 FMA peak of the machine, printed next to kernels' rates by the benchmarks.
-//! - [`conv`]: depthwise convolution of a channel plane with bias and clamp fused (EfficientNet-Lite).
+//! - [`conv`]: depthwise convolution of a channel plane or of a channels-last map, with bias and clamp fused
+//!   (EfficientNet-Lite).
 //! - [`math`]: vectorised elementwise functions (`exp` for softmax rows), the same bits on every instruction set.
 
 pub mod attention;

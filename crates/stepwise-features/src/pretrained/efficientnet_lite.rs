@@ -21,8 +21,9 @@
 //! 49 to 196 columns wide; onnxruntime, which runs its batches channel-blocked, was 1.5–4× faster than planes on
 //! these layers. Large maps stay on planes, where the products are wide and each image's maps stay in cache.
 //! Every value is computed by the same operations in the same order in every layout (the depthwise kernels
-//! agree bit for bit, a product's output is one chain of multiply-adds however it is tiled), so results do not
-//! depend on the grouping or the thread count.
+//! agree bit for bit; a product's output is one chain of multiply-adds however it is tiled, as its inner
+//! dimension, checked at load, is at most `gemm::UNSPLIT_INNER`), so results do not depend on the grouping or the
+//! thread count.
 //!
 //! Patch grids (`stepwise embed --patches`): the head's feature map (1280 channels, 7×7 for Lite0's 224 input,
 //! 9×9 for Lite2's 260) — what the pooled feature averages — average-pooled to the grid with PyTorch's
@@ -33,7 +34,9 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use stepwise_kernels::conv::{deinterleave, depthwise_channels_last, depthwise_plane};
-use stepwise_kernels::gemm::{BiasClamp, MatRef, PackedA, PackedB, gemm_packed_b_bias_clamp, gemm_packed_bias_clamp};
+use stepwise_kernels::gemm::{
+    BiasClamp, MatRef, PackedA, PackedB, UNSPLIT_INNER, gemm_packed_b_bias_clamp, gemm_packed_bias_clamp,
+};
 
 use super::catalog::{self, ModelSpec};
 use super::preprocess::ImagePrep;
@@ -363,6 +366,7 @@ impl EfficientNetLite {
     /// Pooled features of preprocessed inputs (`n * 3 * s * s` floats, CHW per image): `n * 1280` floats.
     pub fn features_from_inputs(&self, inputs: &[f32]) -> Vec<f32> {
         let s = self.variant.image_size() as usize;
+        assert!(inputs.len().is_multiple_of(3 * s * s), "whole {s}×{s} images (from `preprocess`)");
         inputs
             .par_chunks(3 * s * s * images_per_group(inputs.len() / (3 * s * s)))
             .flat_map_iter(|x| {
@@ -380,6 +384,7 @@ impl EfficientNetLite {
     /// the head's feature map (`n * grid² * 1280` floats, row-major over each grid) of preprocessed inputs.
     pub fn features_and_patches_from_inputs(&self, inputs: &[f32], grid: usize) -> (Vec<f32>, Vec<f32>) {
         let s = self.variant.image_size() as usize;
+        assert!(inputs.len().is_multiple_of(3 * s * s), "whole {s}×{s} images (from `preprocess`)");
         let per: Vec<(Vec<f32>, Vec<f32>)> = inputs
             .par_chunks(3 * s * s * images_per_group(inputs.len() / (3 * s * s)))
             .map(|x| {
@@ -583,8 +588,9 @@ fn apply_pointwise(p: &Pointwise, m: &Map, act: bool, bufs: &mut MapBuffers) -> 
 
 /// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
 /// `dst` (at least that many, of any value: every one is overwritten). `lhs` is packed at load time (packing a
-/// weight per call cost 8% of the network); single-threaded (callers parallelise over images, which keeps results
-/// independent of the thread count); the GEMM applies the bias and clamp to each block while it is in cache.
+/// weight per call cost 8% of the network); single-threaded (callers parallelise over groups of images, which keeps
+/// results independent of the thread count); the GEMM applies the bias and clamp to each block while it is in
+/// cache.
 fn pointwise_into(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], act: bool, mut dst: Vec<f32>) -> Vec<f32> {
     let (m, k) = (lhs.rows(), lhs.cols());
     assert!(rhs.len() >= k * n && bias.len() >= m && dst.len() >= m * n);
@@ -745,6 +751,10 @@ impl Weights<'_> {
         let (dims, w) = self.get(key)?;
         if dims.len() != 4 || dims[2] != 1 || dims[3] != 1 || cin.is_some_and(|c| c != dims[1]) {
             return Err(self.bad(key, &format!("expected shape [C, {}, 1, 1], found {dims:?}", cin.unwrap_or(0))));
+        }
+        if dims[1] > UNSPLIT_INNER {
+            // Wider inputs would let the product split its sum by output size, i.e. by group (see the module doc).
+            return Err(self.bad(key, &format!("{} input channels; at most {UNSPLIT_INNER} are supported", dims[1])));
         }
         let (scale, shift) = self.bn(bn, dims[0])?;
         let (cout, folded) = (dims[0], fold_rows(w, &scale));
@@ -1054,41 +1064,45 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_layout_split_gives_the_same_bits() {
+    /// Features and patch grids of `n` images through `variant` with every layout split in `splits` (besides the
+    /// default) and several thread counts, against every block on planes, each image alone.
+    fn assert_layout_splits_agree(variant: Variant, n: usize, splits: &[(usize, usize)], threads: &[usize]) {
         let td = tempfile::tempdir().unwrap();
         let p = td.path().join("model.safetensors");
-        super::super::torch_legacy::write_safetensors(
-            &p,
-            &synthetic_state_dict(Variant::Lite0, 5),
-            &Default::default(),
-        )
-        .unwrap();
+        super::super::torch_legacy::write_safetensors(&p, &synthetic_state_dict(variant, 5), &Default::default())
+            .unwrap();
         let w = Weights { path: &p, map: super::super::load_f32_tensors(&p).unwrap() };
-        let blocks = Variant::Lite0.block_layout().len();
+        let blocks = variant.block_layout().len();
         let with = |pixels_from, groups_from| {
-            EfficientNetLite::from_weights_split(&w, Variant::Lite0, Splits { pixels_from, groups_from }).unwrap()
+            EfficientNetLite::from_weights_split(&w, variant, Splits { pixels_from, groups_from }).unwrap()
         };
-        let s = Variant::Lite0.image_size() as usize;
-        let n = 5;
+        let s = variant.image_size() as usize;
         let x: Vec<f32> = (0..n * 3 * s * s).map(|i| ((i * 7919 % 255) as f32 - 127.0) / 128.0).collect();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        // Every block on one image's planes, each image alone: the reference.
         let planes = with(blocks, blocks);
         let want: Vec<u32> = x.chunks(3 * s * s).flat_map(|one| bits(&planes.features_from_inputs(one))).collect();
         let want_patches = bits(&planes.features_and_patches_from_inputs(&x, 3).1);
-        let d = Variant::Lite0.splits();
-        for (pixels_from, groups_from) in [(d.pixels_from, d.groups_from), (0, 0), (3, 9), (blocks, blocks)] {
+        let d = variant.splits();
+        for &(pixels_from, groups_from) in [(d.pixels_from, d.groups_from)].iter().chain(splits) {
             let model = with(pixels_from, groups_from);
-            for threads in [1, 2, 3] {
+            for &threads in threads {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 let (got, patches) =
                     pool.install(|| (model.features_from_inputs(&x), model.features_and_patches_from_inputs(&x, 3).1));
-                let case = format!("pixels from block {pixels_from}, groups from {groups_from}, {threads} threads");
+                let case = format!(
+                    "{variant:?}: pixels from block {pixels_from}, groups from {groups_from}, {threads} threads"
+                );
                 assert_eq!(bits(&got), want, "{case}");
                 assert_eq!(bits(&patches), want_patches, "{case}: patches");
             }
         }
+    }
+
+    #[test]
+    fn every_layout_split_gives_the_same_bits() {
+        // Lite0's sides are multiples of 7 (whole runs of outputs in the depthwise kernel), Lite2's are odd.
+        assert_layout_splits_agree(Variant::Lite0, 5, &[(0, 0), (3, 9), (16, 16)], &[1, 2, 3]);
+        assert_layout_splits_agree(Variant::Lite2, 3, &[(0, 0)], &[1, 2]);
     }
 
     #[test]
