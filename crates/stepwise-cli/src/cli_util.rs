@@ -101,6 +101,18 @@ pub fn require_at_least_one(options: &[(&str, usize)]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A usage error unless a transformer's width is a multiple of its attention heads (both checked to be at least 1
+/// by [`require_at_least_one`]).
+pub fn require_heads_divide(
+    (width_name, width): (&str, usize),
+    (heads_name, heads): (&str, usize),
+) -> anyhow::Result<()> {
+    if !width.is_multiple_of(heads) {
+        usage_bail!("{width_name} {width} is not a multiple of {heads_name} {heads}");
+    }
+    Ok(())
+}
+
 /// The command line recorded in manifests: `stepwise` and the arguments, without options that do not change
 /// results (output path, threads, verbosity, --force), so reruns into another folder give identical manifests.
 /// `--shard I/N` is left out too: the parts of a sharded run record their shard separately, so the merged output

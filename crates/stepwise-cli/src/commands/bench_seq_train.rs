@@ -111,9 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ("--layers", a.layers),
         ("--heads", a.heads),
     ])?;
-    if !a.model_dim.is_multiple_of(a.heads) {
-        crate::usage_bail!("--model-dim {} is not a multiple of --heads {}", a.model_dim, a.heads);
-    }
+    crate::cli_util::require_heads_divide(("--model-dim", a.model_dim), ("--heads", a.heads))?;
     let threads = rayon::current_num_threads();
     let mut cfg = SeqConfig::new(FeatureKind::Multimodal, a.dim_text, a.dim_image);
     cfg.dim = a.model_dim;

@@ -134,9 +134,7 @@ impl ModelHyper {
             ("--epochs", self.epochs),
             ("--max-context-steps", self.max_context_steps),
         ])?;
-        if self.htrn_dim % self.htrn_heads != 0 {
-            usage_bail!("--htrn-dim {} is not a multiple of --htrn-heads {}", self.htrn_dim, self.htrn_heads);
-        }
+        crate::cli_util::require_heads_divide(("--htrn-dim", self.htrn_dim), ("--htrn-heads", self.htrn_heads))?;
         if !(self.lr.is_finite() && self.lr > 0.0) || !(self.margin.is_finite() && self.margin >= 0.0) {
             usage_bail!("--lr must be positive and --margin non-negative");
         }

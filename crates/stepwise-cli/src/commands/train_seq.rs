@@ -92,9 +92,7 @@ impl SeqHyper {
             ("--batch-size", self.batch_size),
             ("--epochs", self.epochs),
         ])?;
-        if !self.dim.is_multiple_of(self.heads) {
-            usage_bail!("--dim {} is not a multiple of --heads {}", self.dim, self.heads);
-        }
+        crate::cli_util::require_heads_divide(("--dim", self.dim), ("--heads", self.heads))?;
         if !(self.lr.is_finite() && self.lr > 0.0) {
             usage_bail!("--lr must be positive");
         }
