@@ -199,18 +199,8 @@ impl PackedA {
             return Err(GemmError("a strided view reaches past its data".into()));
         }
         let (m, k) = (a.rows, a.cols);
-        let mut data = Vec::new();
-        let mut starts = Vec::new();
-        let mut buf = Vec::new();
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
-            for i0 in (0..m).step_by(MC) {
-                let mc = MC.min(m - i0);
-                pack_a(isa, &a, i0, mc, pc, kc, &mut buf);
-                starts.push(data.len());
-                data.extend_from_slice(&buf[..mc.div_ceil(isa.tile().0) * kc * isa.tile().0]);
-            }
-        }
+        let (data, starts) =
+            pack_once(k, m, MC, isa.tile().0, |pc, kc, i0, mc, buf| pack_a(isa, &a, i0, mc, pc, kc, buf));
         Ok(PackedA { isa, rows: m, cols: k, data, starts })
     }
 
@@ -247,18 +237,8 @@ impl PackedB {
             return Err(GemmError("a strided view reaches past its data".into()));
         }
         let (k, n) = (b.rows, b.cols);
-        let mut data = Vec::new();
-        let mut starts = Vec::new();
-        let mut buf = Vec::new();
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
-            for jc in (0..n).step_by(NC) {
-                let nc = NC.min(n - jc);
-                pack_b(isa, &b, pc, kc, jc, nc, false, &mut buf);
-                starts.push(data.len());
-                data.extend_from_slice(&buf[..nc.div_ceil(isa.tile().1) * kc * isa.tile().1]);
-            }
-        }
+        let (data, starts) =
+            pack_once(k, n, NC, isa.tile().1, |pc, kc, jc, nc, buf| pack_b(isa, &b, pc, kc, jc, nc, false, buf));
         Ok(PackedB { isa, rows: k, cols: n, data, starts })
     }
 
@@ -275,9 +255,33 @@ impl PackedB {
     }
 }
 
+/// The panels of an operand packed once for many products ([`PackedA`], [`PackedB`]): for each inner slice of
+/// `KC` values (of `k`) and each block of `step` rows or columns (of `len`), `pack(pc, kc, x0, xc, buf)` fills
+/// `buf`, whose panels of `panel` rows or columns are kept. Returns the values and where each (slice, block)
+/// starts, slice by slice.
+fn pack_once(
+    k: usize,
+    len: usize,
+    step: usize,
+    panel: usize,
+    mut pack: impl FnMut(usize, usize, usize, usize, &mut Vec<f32>),
+) -> (Vec<f32>, Vec<usize>) {
+    let (mut data, mut starts, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+    for pc in (0..k).step_by(KC) {
+        let kc = KC.min(k - pc);
+        for x0 in (0..len).step_by(step) {
+            let xc = step.min(len - x0);
+            pack(pc, kc, x0, xc, &mut buf);
+            starts.push(data.len());
+            data.extend_from_slice(&buf[..xc.div_ceil(panel) * kc * panel]);
+        }
+    }
+    (data, starts)
+}
+
 /// [`gemm`] with a pre-packed left operand: the same values as `gemm` with the matrix it was packed from.
 pub fn gemm_packed(a: &PackedA, b: MatRef, c: &mut [f32], accumulate: bool, parallel: bool) -> Result<(), GemmError> {
-    check_packed(a, &b, c.len())?;
+    check_packed(a.isa, (a.rows, a.cols), (b.rows, b.cols), &b, c.len())?;
     gemm_inner(a.isa, Left::Packed(a), Right::View(b), c, accumulate, parallel, None);
     Ok(())
 }
@@ -293,9 +297,20 @@ pub struct BiasClamp<'a> {
 }
 
 impl BiasClamp<'_> {
-    /// Whether the bounds are ordered (NaN bounds are refused too: `f32::clamp` needs `lo <= hi`).
-    fn ordered(&self) -> bool {
-        matches!(self.lo.partial_cmp(&self.hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
+    /// An error unless the bias covers `needed` rows or columns (`along`) and the bounds are ordered (NaN bounds
+    /// are refused too: `f32::clamp` needs `lo <= hi`).
+    fn check(&self, needed: usize, along: &str) -> Result<(), GemmError> {
+        let ordered =
+            matches!(self.lo.partial_cmp(&self.hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
+        if self.bias.len() < needed || !ordered {
+            return Err(GemmError(format!(
+                "a bias of {} values for {needed} {along}, clamp [{}, {}]",
+                self.bias.len(),
+                self.lo,
+                self.hi
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -334,16 +349,8 @@ pub fn gemm_packed_bias_clamp(
     epilogue: BiasClamp,
     parallel: bool,
 ) -> Result<(), GemmError> {
-    check_packed(a, &b, c.len())?;
-    if epilogue.bias.len() < a.rows || !epilogue.ordered() {
-        return Err(GemmError(format!(
-            "a bias of {} values for {} rows, clamp [{}, {}]",
-            epilogue.bias.len(),
-            a.rows,
-            epilogue.lo,
-            epilogue.hi
-        )));
-    }
+    check_packed(a.isa, (a.rows, a.cols), (b.rows, b.cols), &b, c.len())?;
+    epilogue.check(a.rows, "rows")?;
     let epilogue = Epilogue { clamp: epilogue, per_column: false };
     gemm_inner(a.isa, Left::Packed(a), Right::View(b), c, false, parallel, Some(epilogue));
     Ok(())
@@ -360,54 +367,32 @@ pub fn gemm_packed_b_bias_clamp(
     epilogue: BiasClamp,
     parallel: bool,
 ) -> Result<(), GemmError> {
-    if b.isa != Isa::detect() {
-        return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", b.isa, Isa::detect())));
-    }
-    if a.cols != b.rows || c.len() != a.rows * b.cols {
-        return Err(GemmError(format!(
-            "A is {}×{}, B is {}×{}, the output holds {} values",
-            a.rows,
-            a.cols,
-            b.rows,
-            b.cols,
-            c.len()
-        )));
-    }
-    if !a.in_bounds() {
-        return Err(GemmError("a strided view reaches past its data".into()));
-    }
-    if epilogue.bias.len() < b.cols || !epilogue.ordered() {
-        return Err(GemmError(format!(
-            "a bias of {} values for {} columns, clamp [{}, {}]",
-            epilogue.bias.len(),
-            b.cols,
-            epilogue.lo,
-            epilogue.hi
-        )));
-    }
+    check_packed(b.isa, (a.rows, a.cols), (b.rows, b.cols), &a, c.len())?;
+    epilogue.check(b.cols, "columns")?;
     let epilogue = Epilogue { clamp: epilogue, per_column: true };
     gemm_inner(b.isa, Left::View(a), Right::Packed(b), c, false, parallel, Some(epilogue));
     Ok(())
 }
 
-/// The checks of a product with a pre-packed left operand.
-fn check_packed(a: &PackedA, b: &MatRef, c_len: usize) -> Result<(), GemmError> {
-    if a.isa != Isa::detect() {
-        return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", a.isa, Isa::detect())));
+/// The checks of a product with a pre-packed operand (packed for `isa`): A is `m × k`, B `kb × n`, `view` the
+/// operand given as a view.
+fn check_packed(
+    isa: Isa,
+    (m, k): (usize, usize),
+    (kb, n): (usize, usize),
+    view: &MatRef,
+    c_len: usize,
+) -> Result<(), GemmError> {
+    if isa != Isa::detect() {
+        return Err(GemmError(format!("packed for the {:?} kernel, this CPU runs {:?}", isa, Isa::detect())));
     }
-    if a.cols != b.rows {
-        return Err(GemmError(format!("A is {}×{}, B is {}×{}", a.rows, a.cols, b.rows, b.cols)));
+    if k != kb {
+        return Err(GemmError(format!("A is {m}×{k}, B is {kb}×{n}")));
     }
-    if c_len != a.rows * b.cols {
-        return Err(GemmError(format!(
-            "output holds {} values, {}×{} needs {}",
-            c_len,
-            a.rows,
-            b.cols,
-            a.rows * b.cols
-        )));
+    if c_len != m * n {
+        return Err(GemmError(format!("output holds {c_len} values, {m}×{n} needs {}", m * n)));
     }
-    if !b.in_bounds() {
+    if !view.in_bounds() {
         return Err(GemmError("a strided view reaches past its data".into()));
     }
     Ok(())
