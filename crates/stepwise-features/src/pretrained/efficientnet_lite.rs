@@ -113,24 +113,26 @@ impl Variant {
 
     /// Side of the head's feature map (the input side through every stride-2 SAME convolution).
     pub fn feature_map_size(self) -> usize {
-        let stem = same_padding(self.image_size() as usize, 3, 2).0;
-        self.block_layout().iter().fold(stem, |n, &(k, s)| same_padding(n, k, s).0)
+        *self.sides().last().expect("the stem's side at least")
+    }
+
+    /// The side of each block's input, then the head's: the stem's output through every SAME convolution.
+    fn sides(self) -> Vec<usize> {
+        let mut side = same_padding(self.image_size() as usize, 3, 2).0;
+        let mut out = vec![side];
+        for (k, s) in self.block_layout() {
+            side = same_padding(side, k, s).0;
+            out.push(side);
+        }
+        out
     }
 
     /// Where the layouts change: the first blocks whose input side is at most [`PIXELS_MAX_SIDE`] and
-    /// [`GROUP_MAX_SIDE`].
+    /// [`GROUP_MAX_SIDE`] (none: the number of blocks).
     fn splits(self) -> Splits {
-        let first_at_most = |max_side: usize| {
-            let mut side = same_padding(self.image_size() as usize, 3, 2).0;
-            let layout = self.block_layout();
-            for (i, &(k, s)) in layout.iter().enumerate() {
-                if side <= max_side {
-                    return i;
-                }
-                side = same_padding(side, k, s).0;
-            }
-            layout.len()
-        };
+        let sides = self.sides();
+        let blocks = &sides[..sides.len() - 1];
+        let first_at_most = |max_side| blocks.iter().position(|&side| side <= max_side).unwrap_or(blocks.len());
         Splits { pixels_from: first_at_most(PIXELS_MAX_SIDE), groups_from: first_at_most(GROUP_MAX_SIDE) }
     }
 
@@ -412,7 +414,8 @@ impl EfficientNetLite {
         let PackedWeight::Planes(w) = &self.fc.w else { unreachable!("the classifier is packed on the left") };
         for (f, o) in features.chunks(self.fc.cin).zip(out.chunks_mut(self.fc.cout)) {
             // One image: out = W f + b, as a (cout x cin) x (cin x 1) product.
-            o.copy_from_slice(&pointwise_into(w, 1, f, &self.fc.b, false, vec![0f32; self.fc.cout]));
+            let f = MatRef::row_major(f, self.fc.cin, 1);
+            o.copy_from_slice(&pointwise_into(w, f, &self.fc.b, false, vec![0f32; self.fc.cout]));
         }
         out
     }
@@ -497,7 +500,8 @@ impl EfficientNetLite {
             }
         }
         let out = bufs.take(self.stem.cout * oh * ow);
-        let out = pointwise_into(&self.stem.w, oh * ow, &cols, &self.stem.b, true, out);
+        let cols_view = MatRef::row_major(&cols[..3 * k * k * oh * ow], 3 * k * k, oh * ow);
+        let out = pointwise_into(&self.stem.w, cols_view, &self.stem.b, true, out);
         bufs.give(cols);
         Map { c: self.stem.cout, h: oh, w: ow, n: 1, layout: Layout::Planes, data: out }
     }
@@ -574,9 +578,11 @@ fn apply_pointwise(p: &Pointwise, m: &Map, act: bool, bufs: &mut MapBuffers) -> 
     let pixels = m.h * m.w * m.n;
     let mut out = bufs.take(p.cout * pixels);
     match (&p.w, m.layout) {
-        (PackedWeight::Planes(w), Layout::Planes) => out = pointwise_into(w, pixels, m.values(), &p.b, act, out),
+        (PackedWeight::Planes(w), Layout::Planes) => {
+            out = pointwise_into(w, MatRef::row_major(m.values(), p.cin, pixels), &p.b, act, out)
+        }
         (PackedWeight::Pixels(w), Layout::Pixels) => {
-            let (lo, hi) = if act { (0.0, 6.0) } else { (f32::NEG_INFINITY, f32::INFINITY) };
+            let (lo, hi) = relu6_if(act);
             let x = MatRef::row_major(m.values(), pixels, p.cin);
             gemm_packed_b_bias_clamp(x, w, &mut out[..p.cout * pixels], BiasClamp { bias: &p.b, lo, hi }, false)
                 .expect("apply_pointwise: shapes follow from the weights");
@@ -586,20 +592,24 @@ fn apply_pointwise(p: &Pointwise, m: &Map, act: bool, bufs: &mut MapBuffers) -> 
     Map { c: p.cout, data: out, ..*m }
 }
 
-/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
+/// Row-major `dst (m x n) = lhs (m x k) · rhs (k x n view) + bias[m]`, ReLU6 when `act`, into the first `m·n` values of
 /// `dst` (at least that many, of any value: every one is overwritten). `lhs` is packed at load time (packing a
 /// weight per call cost 8% of the network); single-threaded (callers parallelise over groups of images, which keeps
 /// results independent of the thread count); the GEMM applies the bias and clamp to each block while it is in
 /// cache.
-fn pointwise_into(lhs: &PackedA, n: usize, rhs: &[f32], bias: &[f32], act: bool, mut dst: Vec<f32>) -> Vec<f32> {
-    let (m, k) = (lhs.rows(), lhs.cols());
-    assert!(rhs.len() >= k * n && bias.len() >= m && dst.len() >= m * n);
-    let (lo, hi) = if act { (0.0, 6.0) } else { (f32::NEG_INFINITY, f32::INFINITY) };
-    // The assert above makes the views valid; a failure would be a bug here, not bad input.
-    let (b, out) = (MatRef::row_major(&rhs[..k * n], k, n), &mut dst[..m * n]);
-    gemm_packed_bias_clamp(lhs, b, out, BiasClamp { bias, lo, hi }, false)
-        .expect("pointwise_into: shapes checked above");
+fn pointwise_into(lhs: &PackedA, rhs: MatRef, bias: &[f32], act: bool, mut dst: Vec<f32>) -> Vec<f32> {
+    let (m, n) = (lhs.rows(), rhs.cols);
+    assert!(dst.len() >= m * n);
+    let (lo, hi) = relu6_if(act);
+    // Shapes follow from the weights and maps; a failure would be a bug here, not bad input.
+    gemm_packed_bias_clamp(lhs, rhs, &mut dst[..m * n], BiasClamp { bias, lo, hi }, false)
+        .expect("pointwise_into: shapes follow from the weights");
     dst
+}
+
+/// The clamp of a layer: ReLU6 when `act`, none otherwise.
+fn relu6_if(act: bool) -> (f32, f32) {
+    if act { (0.0, 6.0) } else { (f32::NEG_INFINITY, f32::INFINITY) }
 }
 
 /// Feature-map buffers kept by a thread across the layers and images it runs. Every layer writes its whole output
@@ -647,12 +657,7 @@ fn depthwise(d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
     let mut out = bufs.take(d.c * oh * ow * m.n);
     let mut scratch = Vec::new();
     match m.layout {
-        Layout::Planes => {
-            for ((plane, o), c) in input.chunks(h * w).zip(out.chunks_mut(oh * ow)).zip(0..d.c) {
-                let (wk, b) = (&d.w[c * k * k..(c + 1) * k * k], d.b[c]);
-                depthwise_plane(plane, (h, w), wk, k, s, (pt, pl), b, relu6, o, (oh, ow), &mut scratch);
-            }
-        }
+        Layout::Planes => depthwise_plane_rows(d, input, (h, w), pt, &mut out, (oh, ow), 0..oh, &mut scratch),
         Layout::Pixels => {
             for (image, o) in input.chunks(m.image_len()).zip(out.chunks_mut(oh * ow * d.c)) {
                 let (c, taps, b) = (d.c, &d.w, &d.b);
@@ -661,6 +666,29 @@ fn depthwise(d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
         }
     }
     Map { c: d.c, h: oh, w: ow, data: out, ..*m }
+}
+
+/// Output rows `rows` of every channel of a depthwise layer on planes into `out` (`c` planes of `oh × ow`), with
+/// bias and ReLU6, from `input`: `c` planes of `h × w`, the map's rows from the first these outputs read, with
+/// `pad_top` padding rows above them (the whole map, or a strip of it).
+#[allow(clippy::too_many_arguments)]
+fn depthwise_plane_rows(
+    d: &Depthwise,
+    input: &[f32],
+    (h, w): (usize, usize),
+    pad_top: usize,
+    out: &mut [f32],
+    (oh, ow): (usize, usize),
+    rows: std::ops::Range<usize>,
+    scratch: &mut Vec<f32>,
+) {
+    let (k, s) = (d.k, d.stride);
+    let pad_left = same_padding(w, k, s).1;
+    for (c, plane) in input.chunks(h * w).take(d.c).enumerate() {
+        let (taps, bias) = (&d.w[c * k * k..(c + 1) * k * k], d.b[c]);
+        let o = &mut out[c * oh * ow + rows.start * ow..][..rows.len() * ow];
+        depthwise_plane(plane, (h, w), taps, k, s, (pad_top, pad_left), bias, (0.0, 6.0), o, (rows.len(), ow), scratch);
+    }
 }
 
 /// Output rows of a depthwise convolution per strip in [`expand_depthwise_in_strips`].
@@ -674,9 +702,9 @@ const STRIP_ROWS: usize = 8;
 fn expand_depthwise_in_strips(e: &Pointwise, d: &Depthwise, m: &Map, bufs: &mut MapBuffers) -> Map {
     assert_eq!((m.layout, d.layout, m.n), (Layout::Planes, Layout::Planes, 1), "strips run on one image's planes");
     let PackedWeight::Planes(we) = &e.w else { unreachable!("a planes block's weights are packed on the left") };
-    let (k, s, (h, w), relu6) = (d.k, d.stride, (m.h, m.w), (0.0, 6.0));
+    let (k, s, (h, w)) = (d.k, d.stride, (m.h, m.w));
     let (oh, pt) = same_padding(h, k, s);
-    let (ow, pl) = same_padding(w, k, s);
+    let ow = same_padding(w, k, s).0;
     let mut out = bufs.take(d.c * oh * ow);
     let mut strip = bufs.take(d.c * ((STRIP_ROWS - 1) * s + k) * w);
     let mut scratch = Vec::new();
@@ -687,14 +715,8 @@ fn expand_depthwise_in_strips(e: &Pointwise, d: &Depthwise, m: &Map, bufs: &mut 
         let end = ((r1 - 1) * s + k - pt).min(h);
         let (rows, pad_top) = (end - first, pt + first - r0 * s);
         let x = MatRef { data: &m.values()[first * w..], rows: m.c, cols: rows * w, rs: h * w, cs: 1 };
-        let expanded = &mut strip[..d.c * rows * w];
-        gemm_packed_bias_clamp(we, x, expanded, BiasClamp { bias: &e.b, lo: 0.0, hi: 6.0 }, false)
-            .expect("expand_depthwise_in_strips: shapes follow from the weights");
-        for (c, plane) in expanded.chunks(rows * w).enumerate() {
-            let (wk, b) = (&d.w[c * k * k..(c + 1) * k * k], d.b[c]);
-            let o = &mut out[c * oh * ow + r0 * ow..][..(r1 - r0) * ow];
-            depthwise_plane(plane, (rows, w), wk, k, s, (pad_top, pl), b, relu6, o, (r1 - r0, ow), &mut scratch);
-        }
+        strip = pointwise_into(we, x, &e.b, true, strip);
+        depthwise_plane_rows(d, &strip, (rows, w), pad_top, &mut out, (oh, ow), r0..r1, &mut scratch);
     }
     bufs.give(strip);
     Map { c: d.c, h: oh, w: ow, n: 1, layout: Layout::Planes, data: out }
@@ -997,7 +1019,7 @@ mod tests {
         let bias: Vec<f32> = (0..m).map(|i| i as f32).collect();
         // A reused buffer's old values must not leak into the output.
         for (act, dst) in [(false, vec![f32::NAN; m * n]), (true, vec![7.0; m * n])] {
-            let out = pointwise_into(&packed(&a, m), n, &b, &bias, act, dst);
+            let out = pointwise_into(&packed(&a, m), MatRef::row_major(&b, k, n), &bias, act, dst);
             for i in 0..m {
                 for j in 0..n {
                     let sum = bias[i] + (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum::<f32>();
