@@ -1121,6 +1121,22 @@ mod tests {
     }
 
     #[test]
+    fn a_1x1_convolution_wider_than_one_product_part_is_refused_at_load() {
+        let weights = |cin: usize| {
+            let mut map = HashMap::new();
+            map.insert("conv.weight".to_string(), (vec![2, cin, 1, 1], vec![0.5; 2 * cin]));
+            for part in ["weight", "bias", "running_mean", "running_var"] {
+                map.insert(format!("bn.{part}"), (vec![2], vec![1.0; 2]));
+            }
+            Weights { path: Path::new("wide.safetensors"), map }
+        };
+        let e = weights(UNSPLIT_INNER + 1).pointwise("conv.weight", "bn", None, Layout::Pixels).err();
+        let e = e.expect("wider than the bound must fail").to_string();
+        assert!(e.contains("wide.safetensors") && e.contains("conv.weight") && e.contains("input channels"), "{e}");
+        assert!(weights(UNSPLIT_INNER).pointwise("conv.weight", "bn", None, Layout::Pixels).is_ok());
+    }
+
+    #[test]
     fn every_layout_split_gives_the_same_bits() {
         // Lite0's sides are multiples of 7 (whole runs of outputs in the depthwise kernel), Lite2's are odd.
         assert_layout_splits_agree(Variant::Lite0, 5, &[(0, 0), (3, 9), (16, 16)], &[1, 2, 3]);
