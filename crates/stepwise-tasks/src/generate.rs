@@ -21,6 +21,7 @@ use crate::negatives::{knob2_stats, valid};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
 use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
+use crate::range::BallRequest;
 
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
 /// of questions in memory.
@@ -299,22 +300,64 @@ impl<'a> TaskGenerator<'a> {
             (0..n).map(|_| Vec::new()).collect()
         }
         let nm = modes.len();
-        let per_proc: Vec<(PerMode<Made>, PerMode<SkipReason>, Vec<ContextStep>)> = range
+        let view = |i: usize| {
+            let p = &procs[i];
+            let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
+            ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split }
+        };
+        // Every planned question in every mode; `None` for one whose widened search waits for its balls.
+        type Results = Vec<std::result::Result<Made, SkipReason>>;
+        let make_all = |view: &ProcView<'_>, pq, wide: &mut Widened| -> Results {
+            makers.iter().map(|m| m.make(view, pq, wide)).collect()
+        };
+        let mut first: Vec<(Vec<Option<Results>>, Vec<BallRequest>)> = range
+            .clone()
             .into_par_iter()
             .map(|i| {
+                let view = view(i);
+                let mut requests = Vec::new();
+                let results = plan.procs[i]
+                    .questions
+                    .iter()
+                    .map(|pq| {
+                        let mut wide = Widened::deferring();
+                        let results = make_all(&view, pq, &mut wide);
+                        let missing = wide.take_requests();
+                        let complete = missing.is_empty();
+                        requests.extend(missing);
+                        complete.then_some(results)
+                    })
+                    .collect();
+                (results, requests)
+            })
+            .collect();
+        // The balls the deferred questions need, measured together; then those questions made again (a
+        // question's random stream depends on its key alone, so it comes out as if made in one go).
+        let requests: Vec<BallRequest> = first.iter_mut().flat_map(|(_, r)| std::mem::take(r)).collect();
+        if !requests.is_empty() {
+            self.table.ranges(&self.cat).fill_balls(&self.cat, requests);
+            first.par_iter_mut().zip(range.clone()).for_each(|((results, _), i)| {
+                let view = view(i);
+                for (slot, pq) in results.iter_mut().zip(&plan.procs[i].questions) {
+                    if slot.is_none() {
+                        *slot = Some(make_all(&view, pq, &mut Widened::default()));
+                    }
+                }
+            });
+        }
+        let per_proc: Vec<(PerMode<Made>, PerMode<SkipReason>, Vec<ContextStep>)> = first
+            .into_par_iter()
+            .zip(range.clone())
+            .map(|((results, _), i)| {
                 let pp = &plan.procs[i];
                 if pp.questions.is_empty() {
                     return (per_mode(nm), per_mode(nm), Vec::new());
                 }
                 let p = &procs[i];
-                let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
-                let view = ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split };
                 let mut made: PerMode<Made> = per_mode(nm);
                 let mut skips: PerMode<SkipReason> = per_mode(nm);
-                for pq in &pp.questions {
-                    let mut wide = Widened::default();
-                    let results: Vec<std::result::Result<Made, SkipReason>> =
-                        makers.iter().map(|m| m.make(&view, pq, &mut wide)).collect();
+                for results in results {
+                    let results = results.expect("every deferred question was made again");
                     if results.iter().all(|r| r.is_ok()) {
                         for (j, r) in results.into_iter().enumerate() {
                             made[j].push(r.expect("checked: every setting made the question"));

@@ -18,6 +18,7 @@ use crate::negatives::{
 };
 use crate::neighbors::NeighborTable;
 use crate::plan::PlannedQuestion;
+use crate::range::BallRequest;
 
 /// RecipeQA's question texts (official release).
 pub const TEXT_TITLE_CLOZE: &str = "Choose the best title for the missing blank to correctly complete the recipe.";
@@ -39,7 +40,25 @@ pub struct ProcView<'a> {
 /// The candidates of one question found by the widened search (every catalog item within the knob-2 region's
 /// reach), computed at most once per question and shared by the paired settings that need them.
 #[derive(Debug, Default)]
-pub struct Widened(Option<Vec<Cand>>);
+pub struct Widened {
+    list: Option<Vec<Cand>>,
+    /// Set by [`Widened::deferring`]: a widened search over IVF lists whose balls are not all kept yet is not
+    /// measured; the balls it needs are recorded here, and the question must be made again (from a fresh
+    /// `Widened`) once [`crate::range::RangeIndex::fill_balls`] has measured them with other questions' balls.
+    requests: Option<Vec<BallRequest>>,
+}
+
+impl Widened {
+    /// A question whose widened search is deferred when its balls are not kept yet.
+    pub fn deferring() -> Widened {
+        Widened { list: None, requests: Some(Vec::new()) }
+    }
+
+    /// The balls a deferred widened search needs; empty when the question was made in full.
+    pub fn take_requests(&mut self) -> Vec<BallRequest> {
+        self.requests.take().unwrap_or_default()
+    }
+}
 
 /// A made question and whether its negatives came from the widened search.
 #[derive(Debug)]
@@ -393,7 +412,8 @@ impl Maker<'_> {
             return Err(reason);
         }
         // Widened once per question, to the outer bound of both knob-2 settings (the shell's m_d + s_d).
-        let list = wide.0.get_or_insert_with(|| self.widen(search.queries, m + s));
+        let Widened { list, requests } = wide;
+        let list = list.get_or_insert_with(|| self.widen(search.queries, m + s, requests));
         let mut stats = SelectionStats { candidates: list.len(), widened: Some(true), ..Default::default() };
         let region = region_of(list, m, s, k.k2, &mut stats);
         let negs = draw_with_constraint(&region, n, n_constrained, &close, &mut stats, rng)?;
@@ -418,10 +438,16 @@ impl Maker<'_> {
     /// with IVF neighbours each query reaches the lists its neighbour search probed
     /// ([`NeighborTable::probed_lists`]), as approximate as the neighbours themselves. Answered from the balls
     /// earlier widened searches measured around the same items when they reach far enough (the same result).
-    fn widen(&self, queries: &[u32], bound: f32) -> Vec<Cand> {
+    /// With `defer` (IVF lists only) a search whose balls are not all kept returns nothing and records them
+    /// there: the question is made again once they are measured ([`Widened::deferring`]).
+    fn widen(&self, queries: &[u32], bound: f32, defer: &mut Option<Vec<BallRequest>>) -> Vec<Cand> {
         let only = self.table.probed_lists(queries);
         let above = self.cfg.duplicate_epsilon as f32;
-        self.table.ranges(self.cat).within_cached(self.cat, queries, above, bound, only.as_deref())
+        let ranges = self.table.ranges(self.cat);
+        match (defer, &only) {
+            (Some(missing), Some(only)) => ranges.within_kept(queries, above, bound, only, missing).unwrap_or_default(),
+            _ => ranges.within_cached(self.cat, queries, above, bound, only.as_deref()),
+        }
     }
 
     /// Provenance of a cloze or coherence question (`meta`): procedure, steps, items, choice sources, distances.
@@ -595,13 +621,13 @@ mod tests {
         // Shell without knob 3: p2..p4 serve among the K neighbours.
         let m = make(1, 0, &mut wide).unwrap();
         assert!(!m.widened && ["image:3.jpg", "image:4.jpg", "image:5.jpg"].contains(&negative(&m).as_str()));
-        assert!(wide.0.is_none());
+        assert!(wide.list.is_none());
         // Shell with knob 3: only p5, beyond the K neighbours but inside the shell, is close enough.
         let m = make(1, 1, &mut wide).unwrap();
         assert!(m.widened);
         assert_eq!(negative(&m), "image:6.jpg");
         assert_eq!(m.question.extra["meta"]["distances"]["selection"]["widened"], true);
-        let found: Vec<u32> = wide.0.as_ref().unwrap().iter().map(|c| c.item).collect();
+        let found: Vec<u32> = wide.list.as_ref().unwrap().iter().map(|c| c.item).collect();
         assert_eq!(found, vec![2, 3, 4, 5, 6], "every item within m_d + s_d, nearest first, a excluded");
         // Ball with knob 3: the ball (d < 0.113) lies inside the K neighbours and holds only p1, which is not
         // close to a; no item anywhere can serve, so the question is skipped without a search.
