@@ -38,7 +38,8 @@ pub struct ProcView<'a> {
 }
 
 /// The candidates of one question found by the widened search (every catalog item within the knob-2 region's
-/// reach), computed at most once per question and shared by the paired settings that need them.
+/// reach), computed at most once per making of the question and shared by the paired settings that need them (a
+/// deferred question is made twice: first recording the balls it lacks, then with them).
 #[derive(Debug, Default)]
 pub struct Widened {
     list: Option<Vec<Cand>>,

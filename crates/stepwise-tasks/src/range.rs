@@ -27,7 +27,10 @@
 //! [`RangeIndex::within_cached`] keeps, per query item, its ball — every item within a bound of it, as `within`
 //! finds them for that one query — and answers a search from the balls of its queries when they reach far
 //! enough: the smallest distance to any query is the minimum over the balls, so the answer is `within`'s, item
-//! for item and bit for bit, whatever the cache held before.
+//! for item and bit for bit, whatever the cache held before. A question generator may also defer its widened
+//! searches ([`RangeIndex::within_kept`]) and have [`RangeIndex::fill_balls`] measure the balls of many questions
+//! together, per list in matrix products, then make those questions again: the same balls, computed as products
+//! instead of one pass over the lists' rows per ball.
 
 // `!(bound > threshold)` on purpose throughout: a NaN bound must keep its row, never drop it.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -309,15 +312,21 @@ impl RangeIndex {
     /// keeps them): per list, one matrix product of the items asking for it against its members screens every
     /// pair with a proven lower bound on its distance (no pair in range is dropped), and the pairs left get the
     /// catalog's own distance, the one `within` measures: each ball is `within`'s for its item, item for item and
-    /// bit for bit. One product per list instead of one memory-bound pass over the lists' rows per ball (the
-    /// 20,000-procedure sweep measures 169,000 balls over 8 lists of ~480 items each). Requests with a NaN bound,
-    /// or whose ball is kept already, are left to `within_cached`.
+    /// bit for bit. Products per list (tiles of 256 asking items) instead of one memory-bound pass over the lists'
+    /// rows per ball (the 20,000-procedure sweep measures 169,000 balls, each over its 8 probed lists of ~480
+    /// items). Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already,
+    /// are left to `within_cached`.
     pub fn fill_balls(&self, cat: &Catalog, mut requests: Vec<BallRequest>) {
         // One ball per item (its lists are the same in every request: its probes), reaching the largest bound.
         requests.retain(|r| !r.bound.is_nan() && (r.item as usize) < self.position.len());
         requests.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(b.bound.total_cmp(&a.bound)));
         requests.dedup_by_key(|r| r.item);
         requests.retain(|r| self.kept_ball(r.item, r.bound, Some(std::slice::from_ref(&r.lists))).is_none());
+        if requests.is_empty() {
+            return;
+        }
+        // A NaN reach (a bound of −∞) finds nothing and would never be reused: `ball` does not keep it either.
+        requests.retain(|r| !(r.bound + BALL_SLACK * r.bound.abs()).is_nan());
         if requests.is_empty() {
             return;
         }
@@ -397,7 +406,8 @@ impl RangeIndex {
                 let nq = self.norms[self.position[q as usize] as usize];
                 for ((j, &x), &s) in members.iter().enumerate().zip(row) {
                     // ‖q − x‖² = ‖q‖² + ‖x‖² − 2⟨q, x⟩, less the product's rounding: a lower bound on the true
-                    // distance (NaN or infinite products bound nothing: `max` keeps 0).
+                    // distance (a NaN or infinite product bounds nothing: `sq` is NaN, which `max` turns into 0, or
+                    // +∞, which `beyond_bound` never rules out).
                     let nx = self.norms[a + j];
                     let sq = nq * nq + nx * nx - 2.0 * s as f64 - 2.0 * gamma * nq * nx;
                     let l2 = sq.max(0.0).sqrt() / (1.0 + 1e-5);
@@ -410,7 +420,8 @@ impl RangeIndex {
                     } else {
                         f32::INFINITY.min(cat.distance(q, x))
                     };
-                    if best <= reach {
+                    // `within`'s test with `above` = −∞ (an overflowed inner product of −∞ is not in a ball).
+                    if best > f32::NEG_INFINITY && best <= reach {
                         out.push((ri, Cand { item: x, dist: best }));
                     }
                 }
@@ -754,6 +765,41 @@ mod tests {
             let plain = index.within(&cat, &queries, sorted[0], sorted[40], Some(&only));
             assert_eq!(bits(&kept.unwrap_or_default()), bits(&plain), "{metric:?} dim {dim} together");
             assert!(!plain.is_empty());
+        }
+    }
+
+    #[test]
+    fn balls_measured_together_keep_within_s_answer_for_overflowing_and_nan_rows() {
+        // Inner products that overflow to ±∞ (rows of 1e30 against rows of ±1e30) and a NaN row.
+        let mut cat = catalog(300, 16, Metric::InnerProduct, 2);
+        for (row, v) in [(7usize, 1e30f32), (13, 1e30), (9, -1e30), (10, f32::NAN)] {
+            cat.data[row * 16..(row + 1) * 16].iter_mut().for_each(|x| *x = v);
+        }
+        let members: Vec<Vec<u32>> = (0..3).map(|l| (0..300u32).filter(|x| x % 3 == l).collect()).collect();
+        let index = RangeIndex::new(&cat, members);
+        let bits = |v: &[Cand]| v.iter().map(|c| (c.item, c.dist.to_bits())).collect::<Vec<_>>();
+        let asks = [(7u32, 0.5f32), (8, f32::INFINITY), (9, -0.1), (10, 1.0), (11, f32::NEG_INFINITY), (12, 0.2)];
+        let mut missing = Vec::new();
+        for &(q, bound) in &asks {
+            assert!(index.within_kept(&[q], f32::NEG_INFINITY, bound, &[vec![0, 1, 2]], &mut missing).is_none());
+        }
+        index.fill_balls(&cat, missing);
+        for &(q, bound) in &asks {
+            let only = [vec![0u32, 1, 2]];
+            let plain = index.within(&cat, &[q], f32::NEG_INFINITY, bound, Some(&only));
+            let mut more = Vec::new();
+            let kept = index.within_kept(&[q], f32::NEG_INFINITY, bound, &only, &mut more);
+            // A bound of −∞ reaches NaN: never kept, left to the uncached search.
+            assert_eq!(more.is_empty(), bound != f32::NEG_INFINITY, "item {q} bound {bound}");
+            if let Some(kept) = kept {
+                assert_eq!(bits(&kept), bits(&plain), "item {q} bound {bound}");
+                // The ball whole, as a fresh search to its reach (an item at −∞ is in neither).
+                let ball = index.kept_ball(q, bound, Some(&only)).expect("kept");
+                let fresh = index.within(&cat, &[q], f32::NEG_INFINITY, ball.bound, Some(&only));
+                assert_eq!(bits(&ball.items), bits(&fresh), "item {q} bound {bound} ball");
+            }
+            let cached = index.within_cached(&cat, &[q], f32::NEG_INFINITY, bound, Some(&only));
+            assert_eq!(bits(&cached), bits(&plain), "item {q} bound {bound} cached");
         }
     }
 
