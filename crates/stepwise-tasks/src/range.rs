@@ -91,6 +91,28 @@ struct Ball {
     items: Vec<Cand>,
 }
 
+impl Ball {
+    /// Whether the ball answers a search to `bound` over `lists` (one entry, or the whole catalog).
+    fn serves(&self, bound: f32, lists: Option<&[Vec<u32>]>) -> bool {
+        let same_lists = match (&self.lists, lists) {
+            (None, None) => true,
+            (Some(a), Some(l)) => l.first() == Some(a),
+            _ => false,
+        };
+        same_lists && self.bound >= bound
+    }
+}
+
+/// How far a ball asked for `bound` is measured ([`BALL_SLACK`] beyond it); NaN for a bound of −∞ or NaN.
+fn ball_reach(bound: f32) -> f32 {
+    bound + BALL_SLACK * bound.abs()
+}
+
+/// Relative rounding of the catalog's f32 distance over `dim` coordinates (module docs): (dim + 4)·2⁻²⁴.
+fn distance_rounding(dim: usize) -> f64 {
+    (dim as f64 + 4.0) * f64::powi(2.0, -24)
+}
+
 impl RangeIndex {
     /// Index `cat` over the lists `members` (a partition of its items, e.g. k-means lists).
     pub fn new(cat: &Catalog, members: Vec<Vec<u32>>) -> RangeIndex {
@@ -166,9 +188,8 @@ impl RangeIndex {
         only: Option<&[Vec<u32>]>,
     ) -> Vec<Cand> {
         let p = self.p;
-        let u = f64::powi(2.0, -24);
         // Relative rounding of an f32 distance of `dim` terms (module docs), and of a projected coordinate.
-        let rel = (cat.dim as f64 + 4.0) * u;
+        let rel = distance_rounding(cat.dim);
         let coord_err = (p as f64).sqrt() * rel;
         let qs: Vec<Query> = queries
             .iter()
@@ -317,20 +338,17 @@ impl RangeIndex {
     /// items). Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already,
     /// are left to `within_cached`.
     pub fn fill_balls(&self, cat: &Catalog, mut requests: Vec<BallRequest>) {
+        // A NaN reach (a bound of NaN or −∞) finds nothing and would never be reused: `ball` does not keep it
+        // either.
+        requests.retain(|r| !ball_reach(r.bound).is_nan() && (r.item as usize) < self.position.len());
         // One ball per item (its lists are the same in every request: its probes), reaching the largest bound.
-        requests.retain(|r| !r.bound.is_nan() && (r.item as usize) < self.position.len());
         requests.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(b.bound.total_cmp(&a.bound)));
         requests.dedup_by_key(|r| r.item);
         requests.retain(|r| self.kept_ball(r.item, r.bound, Some(std::slice::from_ref(&r.lists))).is_none());
         if requests.is_empty() {
             return;
         }
-        // A NaN reach (a bound of −∞) finds nothing and would never be reused: `ball` does not keep it either.
-        requests.retain(|r| !(r.bound + BALL_SLACK * r.bound.abs()).is_nan());
-        if requests.is_empty() {
-            return;
-        }
-        let reach: Vec<f32> = requests.iter().map(|r| r.bound + BALL_SLACK * r.bound.abs()).collect();
+        let reach: Vec<f32> = requests.iter().map(|r| ball_reach(r.bound)).collect();
         let lists = self.starts.len() - 1;
         let mut by_list: Vec<Vec<u32>> = vec![Vec::new(); lists];
         for (ri, r) in requests.iter().enumerate() {
@@ -352,11 +370,10 @@ impl RangeIndex {
         }
         for ((r, mut items), reach) in requests.into_iter().zip(items).zip(reach) {
             items.sort_unstable_by(Cand::cmp_nearest);
-            let ball = Arc::new(Ball { lists: Some(r.lists), bound: reach, items });
             let mut slot = self.balls[r.item as usize].lock().unwrap_or_else(|e| e.into_inner());
             // A ball another search kept meanwhile stays when it reaches as far over the same lists.
-            if !slot.as_ref().is_some_and(|b| b.lists == ball.lists && b.bound >= reach) {
-                *slot = Some(ball);
+            if !slot.as_ref().is_some_and(|b| b.serves(reach, Some(std::slice::from_ref(&r.lists)))) {
+                *slot = Some(Arc::new(Ball { lists: Some(r.lists), bound: reach, items }));
             }
         }
     }
@@ -384,7 +401,7 @@ impl RangeIndex {
         // Relative rounding of the catalog's f32 distance (as in `within`), and of an f32 dot product of `dim`
         // terms in any order: |fl(⟨q, x⟩) − ⟨q, x⟩| ≤ γ·‖q‖·‖x‖, γ = dim·u / (1 − dim·u).
         let u = f64::powi(2.0, -24);
-        let rel = (dim as f64 + 4.0) * u;
+        let rel = distance_rounding(dim);
         let gamma = dim as f64 * u / (1.0 - dim as f64 * u) * (1.0 + 1e-3);
         const TILE: usize = 256;
         let mut qmat = Vec::with_capacity(TILE.min(asking.len()) * dim);
@@ -434,7 +451,7 @@ impl RangeIndex {
     fn kept_ball(&self, q: u32, bound: f32, lists: Option<&[Vec<u32>]>) -> Option<Arc<Ball>> {
         let slot = self.balls.get(q as usize)?;
         let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref().filter(|b| same_lists(b, lists) && b.bound >= bound).cloned()
+        slot.as_ref().filter(|b| b.serves(bound, lists)).cloned()
     }
 
     /// The ball of `q` reaching at least `bound` (over `lists`, one entry, or the whole catalog), from the cache
@@ -450,10 +467,10 @@ impl RangeIndex {
         };
         // A poisoned lock only means another search panicked: the ball in it is whole or absent.
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ball) = slot.as_ref().filter(|b| same_lists(b, lists) && b.bound >= bound) {
+        if let Some(ball) = slot.as_ref().filter(|b| b.serves(bound, lists)) {
             return ball.clone();
         }
-        let ball = compute(bound + BALL_SLACK * bound.abs());
+        let ball = compute(ball_reach(bound));
         // A NaN reach finds nothing and would never be reused: keep the ball that was there.
         if !ball.bound.is_nan() {
             *slot = Some(ball.clone());
@@ -469,15 +486,6 @@ pub struct BallRequest {
     item: u32,
     bound: f32,
     lists: Vec<u32>,
-}
-
-/// Whether `b` was measured over `lists` (one entry, or the whole catalog).
-fn same_lists(b: &Ball, lists: Option<&[Vec<u32>]>) -> bool {
-    match (&b.lists, lists) {
-        (None, None) => true,
-        (Some(a), Some(l)) => l.first() == Some(a),
-        _ => false,
-    }
 }
 
 /// The answer of a cached search from its queries' balls: each item at its smallest distance to any of them
