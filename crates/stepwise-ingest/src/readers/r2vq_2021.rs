@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use stepwise_core::error::{Location, Result};
+use stepwise_core::error::{Error, Location, Result};
 use stepwise_core::json::{Obj, read_jsonl};
 use stepwise_core::r2vq::{
     EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, ORIENTATION_KEY, Paragraph, QuestionId,
@@ -39,6 +39,10 @@ pub fn read_r2vq_2021(path: &Path, family_of: FamilyOf) -> Result<(R2vqDocument,
         let (recipe, n) = recipe(&obj, record.line, family_of)?;
         unlabelled += n;
         doc.recipes.push(recipe);
+    }
+    // As the SemEval layout's reader: a document without recipes could not be written and read back.
+    if doc.recipes.is_empty() {
+        return Err(Error::Empty { path: path.to_path_buf(), what: "no recipe (one JSON object per line)".into() });
     }
     Ok((doc, unlabelled))
 }
@@ -415,6 +419,12 @@ pub(crate) mod tests {
             bad["steps_offset"] = serde_json::json!([extreme]);
             std::fs::write(&p, format!("{bad}\n")).unwrap();
             assert!(read_r2vq_2021(&p, &family).is_err(), "offsets at {extreme}");
+        }
+        // A file without recipes is an error naming it (the SemEval layout could not hold what it reads).
+        for empty in ["", "\n\n"] {
+            std::fs::write(&p, empty).unwrap();
+            let e = read_r2vq_2021(&p, &family).unwrap_err();
+            assert!(matches!(e, Error::Empty { .. }) && e.to_string().contains("r2vq.jsonl"), "{e}");
         }
     }
 }

@@ -99,7 +99,9 @@ pub fn is_r2vq_conllu(path: &Path) -> bool {
 
 /// Parse text in the SemEval layout read from `path` (named in errors).
 pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
-    let final_newline = text.ends_with('\n');
+    // A last line of only a carriage return is a blank line without its "\n". No file the writer makes ends on an
+    // unterminated blank line, so it counts as terminated: what reads writes back and reads again the same.
+    let final_newline = text.ends_with('\n') || text.rsplit('\n').next() == Some("\r");
     let body = text.strip_suffix('\n').unwrap_or(text);
     let mut recipes: Vec<R2vqRecipe> = Vec::new();
     let mut first_line_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -450,6 +452,13 @@ mod tests {
         let doc = parse_r2vq_conllu(Path::new("x.csv"), trimmed).unwrap();
         assert!(!doc.final_newline);
         assert_eq!(doc.to_conllu_string(), trimmed);
+        // Ending on a blank line of only "\r": that line is terminated, so the document writes back and reads the same.
+        for ending in ["\r", "\n\r"] {
+            let doc = parse_r2vq_conllu(Path::new("x.csv"), &format!("{text}{ending}")).unwrap();
+            let last = doc.recipes[0].paragraphs[1].sentences.last().map(|s| s.blank_lines_after);
+            assert_eq!((doc.final_newline, last), (true, Some(2 + ending.len())), "{ending:?}");
+            assert_eq!(parse_r2vq_conllu(Path::new("y.csv"), &doc.to_conllu_string()).unwrap(), doc, "{ending:?}");
+        }
         assert_eq!(R2vqConllu.sniff(Path::new("x.csv"), text.as_bytes()), Sniff::Yes);
 
         // A token group after a blank line continues the sentence before it, and is written back without header.

@@ -46,6 +46,13 @@ pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -
     let Value::Object(recipes) = read_json(path)? else {
         return Err(Error::field(path, Location::File, "", "must be a JSON object {recipe: [step, ...]}"));
     };
+    // As the SemEval layout's reader: a document without recipes could not be written and read back.
+    if recipes.is_empty() {
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+            what: "no recipe in the object {recipe: [step, ...]}".into(),
+        });
+    }
     // Parse every step first: the prop lexicon (names of hidden habitats and tools, TOOL mentions) is the file's.
     let mut parsed: Vec<(&str, Vec<Vec<Raw>>)> = Vec::with_capacity(recipes.len());
     for (id, steps) in &recipes {
@@ -393,5 +400,9 @@ mod tests {
         std::fs::write(&a, r#"{"r1": ["cut ( entity : B-EVENT ) .", 3]}"#).unwrap();
         let e = read_inline_tagged(&a, None, &family).unwrap_err().to_string();
         assert!(e.contains("r1[1]") && e.contains("string"), "{e}");
+        // An object without recipes is an error naming the file (the SemEval layout could not hold what it reads).
+        std::fs::write(&a, "{}").unwrap();
+        let e = read_inline_tagged(&a, Some(&q), &family).unwrap_err();
+        assert!(matches!(e, Error::Empty { .. }) && e.to_string().contains("a.json"), "{e}");
     }
 }
