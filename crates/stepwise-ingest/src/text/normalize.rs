@@ -146,7 +146,8 @@ pub fn fix_sentence_spacing(text: &str) -> Option<(String, usize)> {
 
 /// True when the punctuation at `i` sits inside a URL, e-mail address or path (no whitespace around a `/` or `@`).
 fn looks_like_url_or_file(text: &str, i: usize) -> bool {
-    let start = text[..i].rfind(char::is_whitespace).map_or(0, |p| p + 1);
+    // The word starts after the whitespace character, which may be wider than one byte (U+2000...).
+    let start = text[..i].char_indices().rev().find(|(_, c)| c.is_whitespace()).map_or(0, |(p, c)| p + c.len_utf8());
     let end = text[i..].find(char::is_whitespace).map_or(text.len(), |p| i + p);
     let word = &text[start..end];
     word.contains("://") || word.contains('@') || word.contains('/') || word.starts_with("www.")
@@ -184,5 +185,8 @@ mod tests {
         for s in ["e.g.The", "U.S.A", "image.JPG", "see www.instructables.Com", "http://a.b/c.Html", "v1.2"] {
             assert_eq!(fix_sentence_spacing(s), None, "{s}");
         }
+        // The word around the stop starts after a whitespace character of three bytes (found by the property test).
+        assert_eq!(fix_sentence_spacing("\u{2000}aa!Aa").map(|x| x.0).as_deref(), Some("\u{2000}aa! Aa"));
+        assert_eq!(fix_sentence_spacing("\u{3000}x/aa.Bb"), None, "a path after an ideographic space");
     }
 }
