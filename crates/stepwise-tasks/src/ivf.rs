@@ -6,7 +6,8 @@
 //! §IV-A, without the quantization: distances are exact, only the candidate set is approximate). Every scan is
 //! one call of [`stepwise_features::knn::knn_keys`] on the gathered rows of one list and the queries probing it,
 //! so the heavy work stays in the features crate's tiled matrix multiply; a query's partial results are merged
-//! by ranking key and only its final k get their L2 distance recomputed.
+//! by ranking key and only its final k get their L2 distance recomputed. Each query's nearest list is scanned
+//! first, and its k-th key there bounds what its other lists offer ([`Ivf::search`]).
 //!
 //! Determinism: the training sample and the initial centroids come from `rng_for(seed, …)`, centroid sums run
 //! in sample order, every list is scanned by the same knn call whatever the thread count, and the partial
@@ -20,7 +21,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use stepwise_core::rng::rng_for;
 use stepwise_features::Metric;
-use stepwise_features::knn::{KnnOptions, distance, knn, knn_keys};
+use stepwise_features::knn::{KnnOptions, distance, knn, knn_keys, knn_keys_below};
 
 /// IVF parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +160,11 @@ impl Ivf {
     /// `keep(query, row)` accepts, as (row, distance) sorted by (distance, row); distances as knn returns them.
     /// The k are the best by knn's ranking key (for L2 the squared distance from the expansion) over the probed
     /// rows, and only they get their L2 distance recomputed.
+    ///
+    /// Two passes: each query first scans its nearest list (where most of its neighbours are); the k-th key found
+    /// there bounds the rest, so its other lists offer only candidates that can still be among its k best
+    /// ([`knn_keys_below`]). A query's k best by (key, row) have keys at most that k-th key, so the result is the
+    /// one-pass search's, bit for bit.
     pub fn search(
         &self,
         data: &[f32],
@@ -168,44 +174,35 @@ impl Ivf {
     ) -> Vec<Vec<(u32, f32)>> {
         let dim = self.dim;
         let lists = self.members.len();
-        // The queries probing each list (positions into `queries`, increasing).
-        let mut probing: Vec<Vec<u32>> = vec![Vec::new(); lists];
+        // The queries scanning each list (positions into `queries`, increasing): as their nearest probe, and as
+        // one of their others.
+        let mut nearest: Vec<Vec<u32>> = vec![Vec::new(); lists];
+        let mut others: Vec<Vec<u32>> = vec![Vec::new(); lists];
         for (qp, &q) in queries.iter().enumerate() {
             let ps = self.probes_of(q);
             for (i, &c) in ps.iter().enumerate() {
-                if !ps[..i].contains(&c) {
-                    probing[c as usize].push(qp as u32);
+                if i == 0 {
+                    nearest[c as usize].push(qp as u32);
+                } else if !ps[..i].contains(&c) {
+                    others[c as usize].push(qp as u32);
                 }
             }
         }
         let acc: Vec<Mutex<Vec<(f32, u32)>>> = (0..queries.len()).map(|_| Mutex::new(Vec::new())).collect();
-        let opts = KnnOptions { k, metric: self.metric };
-        (0..lists).into_par_iter().for_each(|c| {
-            let qs = &probing[c];
-            let base_rows = &self.members[c];
-            if qs.is_empty() || base_rows.is_empty() {
-                return;
-            }
-            let mut base = Vec::with_capacity(base_rows.len() * dim);
-            for &r in base_rows {
-                base.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
-            }
-            let mut qmat = Vec::with_capacity(qs.len() * dim);
-            for &qp in qs {
-                let q = queries[qp as usize] as usize;
-                qmat.extend_from_slice(&data[q * dim..(q + 1) * dim]);
-            }
-            let filter = |qi: usize, j: usize| keep(queries[qs[qi] as usize], base_rows[j]);
-            // Ranking keys: only the final k of each query get their L2 distance recomputed, below.
-            let found = knn_keys(&base, &qmat, dim, opts, Some(&filter));
-            for (qi, list) in found.into_iter().enumerate() {
-                let mut a = acc[qs[qi] as usize].lock().expect("no panics while merging");
-                a.extend(list.into_iter().map(|nb| (nb.distance, base_rows[nb.index])));
-                if a.len() > 2 * k {
-                    top_k(&mut a, k);
+        self.scan_lists(data, queries, &nearest, k, keep, None, &acc);
+        // What the other lists must beat: the k-th key of the nearest list (every key up to it may still win on
+        // its row), unbounded when that list gave fewer than k or a NaN.
+        let below: Vec<f32> = acc
+            .iter()
+            .map(|a| {
+                let a = a.lock().expect("no panics while merging");
+                match a.iter().map(|x| x.0).reduce(f32::max) {
+                    Some(kth) if k > 0 && a.len() >= k && kth.is_finite() => kth.next_up(),
+                    _ => f32::INFINITY,
                 }
-            }
-        });
+            })
+            .collect();
+        self.scan_lists(data, queries, &others, k, keep, Some(&below), &acc);
         acc.into_par_iter()
             .zip(queries)
             .map(|(m, &q)| {
@@ -221,6 +218,55 @@ impl Ivf {
                 a.into_iter().map(|(d, i)| (i, d)).collect()
             })
             .collect()
+    }
+
+    /// Scan each list against the queries `scanning` it (positions into `queries`), each query's candidates
+    /// bounded by `below` when given, adding every query's k best by key (as (key, row)) to its `acc`.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_lists(
+        &self,
+        data: &[f32],
+        queries: &[u32],
+        scanning: &[Vec<u32>],
+        k: usize,
+        keep: &(dyn Fn(u32, u32) -> bool + Sync),
+        below: Option<&[f32]>,
+        acc: &[Mutex<Vec<(f32, u32)>>],
+    ) {
+        let dim = self.dim;
+        let opts = KnnOptions { k, metric: self.metric };
+        (0..scanning.len()).into_par_iter().for_each(|c| {
+            let qs = &scanning[c];
+            let base_rows = &self.members[c];
+            if qs.is_empty() || base_rows.is_empty() {
+                return;
+            }
+            let mut base = Vec::with_capacity(base_rows.len() * dim);
+            for &r in base_rows {
+                base.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
+            }
+            let mut qmat = Vec::with_capacity(qs.len() * dim);
+            for &qp in qs {
+                let q = queries[qp as usize] as usize;
+                qmat.extend_from_slice(&data[q * dim..(q + 1) * dim]);
+            }
+            let filter = |qi: usize, j: usize| keep(queries[qs[qi] as usize], base_rows[j]);
+            // Ranking keys: only the final k of each query get their L2 distance recomputed (`search`).
+            let found = match below {
+                None => knn_keys(&base, &qmat, dim, opts, Some(&filter)),
+                Some(below) => {
+                    let bounds: Vec<f32> = qs.iter().map(|&qp| below[qp as usize]).collect();
+                    knn_keys_below(&base, &qmat, dim, opts, Some(&filter), &bounds)
+                }
+            };
+            for (qi, list) in found.into_iter().enumerate() {
+                let mut a = acc[qs[qi] as usize].lock().expect("no panics while merging");
+                a.extend(list.into_iter().map(|nb| (nb.distance, base_rows[nb.index])));
+                if a.len() > 2 * k {
+                    top_k(&mut a, k);
+                }
+            }
+        });
     }
 }
 
@@ -312,6 +358,37 @@ mod tests {
             let g: Vec<(u32, u32)> = g.iter().map(|&(r, d)| (r, d.to_bits())).collect();
             let e: Vec<(u32, u32)> = e.iter().map(|nb| (nb.index as u32, nb.distance.to_bits())).collect();
             assert_eq!(g, e);
+        }
+    }
+
+    #[test]
+    fn a_search_is_the_exact_search_over_the_probed_lists_bit_for_bit() {
+        // The other lists bounded by the nearest one's k-th key lose nothing: the result is the exact search
+        // restricted to each query's probed lists, winners and distances.
+        let (n, dim) = (900, 10);
+        let data = points(n, dim, 5);
+        for (metric, probes, k) in [(Metric::L2, 2, 12), (Metric::L2, 3, 40), (Metric::Cosine, 2, 25)] {
+            let params = IvfParams { lists: 9, probes, ..Default::default() };
+            let ivf = Ivf::build(&data, dim, metric, &params, 6);
+            let mut list_of = vec![0u32; n];
+            for (c, m) in ivf.members().iter().enumerate() {
+                m.iter().for_each(|&r| list_of[r as usize] = c as u32);
+            }
+            let queries: Vec<u32> = (0..n as u32).step_by(2).collect();
+            let keep = |q: u32, r: u32| q / 4 != r / 4;
+            let got = ivf.search(&data, &queries, k, &keep);
+            let qmat: Vec<f32> =
+                queries.iter().flat_map(|&q| data[q as usize * dim..(q as usize + 1) * dim].to_vec()).collect();
+            let probed = |qi: usize, j: usize| {
+                let q = queries[qi];
+                keep(q, j as u32) && ivf.probes_of(q).contains(&list_of[j])
+            };
+            let exact = knn(&data, &qmat, dim, KnnOptions { k, metric }, Some(&probed));
+            for (qi, (g, e)) in got.iter().zip(&exact).enumerate() {
+                let g: Vec<(u32, u32)> = g.iter().map(|&(r, d)| (r, d.to_bits())).collect();
+                let e: Vec<(u32, u32)> = e.iter().map(|nb| (nb.index as u32, nb.distance.to_bits())).collect();
+                assert_eq!(g, e, "{metric:?} probes {probes} k={k} query {qi}");
+            }
         }
     }
 

@@ -176,7 +176,7 @@ pub fn knn_with(
     filter: Option<Filter<'_>>,
     tiles: &TileConfig,
 ) -> Vec<Vec<Neighbor>> {
-    search(base, queries, dim, opts, filter, tiles, true)
+    search(base, queries, dim, opts, filter, None, tiles, true)
 }
 
 /// [`knn`] without the last step for L2: each neighbour's `distance` is the search's ranking key, the squared
@@ -190,15 +190,33 @@ pub fn knn_keys(
     opts: KnnOptions,
     filter: Option<Filter<'_>>,
 ) -> Vec<Vec<Neighbor>> {
-    search(base, queries, dim, opts, filter, &TileConfig::default(), false)
+    search(base, queries, dim, opts, filter, None, &TileConfig::default(), false)
 }
 
+/// [`knn_keys`] among the candidates whose key is below a bound known beforehand: each query `q`'s k best of the
+/// base rows with key `< below[q]` (fewer when fewer are); a non-finite bound bounds nothing. For searches whose
+/// parts are merged: once one part has given a query k candidates, the others need offer only what beats their
+/// k-th key (the IVF search seeds each query's other lists from its own), and the merged k best are the same.
+pub fn knn_keys_below(
+    base: &[f32],
+    queries: &[f32],
+    dim: usize,
+    opts: KnnOptions,
+    filter: Option<Filter<'_>>,
+    below: &[f32],
+) -> Vec<Vec<Neighbor>> {
+    assert_eq!(below.len() * dim, queries.len(), "knn: one bound per query");
+    search(base, queries, dim, opts, filter, Some(below), &TileConfig::default(), false)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn search(
     base: &[f32],
     queries: &[f32],
     dim: usize,
     opts: KnnOptions,
     filter: Option<Filter<'_>>,
+    below: Option<&[f32]>,
     tiles: &TileConfig,
     recompute: bool,
 ) -> Vec<Vec<Neighbor>> {
@@ -234,7 +252,7 @@ fn search(
         .flat_map(|q| (0..splits).map(move |s| (q, s * per_split, ((s + 1) * per_split).min(n_bt))))
         .filter(|&(_, a, b)| a < b)
         .collect();
-    let search = Search { base, queries, dim, nb, nq, bt, qt, opts, filter, base_norms, query_norms };
+    let search = Search { base, queries, dim, nb, nq, bt, qt, opts, filter, below, base_norms, query_norms };
     let partial: Vec<(usize, Vec<Vec<Neighbor>>)> = units
         .par_iter()
         .map(|&(q, b0, b1)| {
@@ -320,17 +338,27 @@ struct Search<'a> {
     qt: usize,
     opts: KnnOptions,
     filter: Option<Filter<'a>>,
+    /// Per query, the key candidates must stay below ([`knn_keys_below`]).
+    below: Option<&'a [f32]>,
     base_norms: Norms,
     query_norms: Norms,
 }
 
 impl Search<'_> {
+    /// An empty top k for query `qi`, bounded when the search has a finite bound for it.
+    fn top(&self, qi: usize) -> TopK {
+        match self.below.map(|b| b[qi]) {
+            Some(bound) if bound.is_finite() => TopK::below(self.opts.k, bound),
+            _ => TopK::new(self.opts.k),
+        }
+    }
+
     /// Query tile `q` against base rows `b_start..b_end` (whole base tiles): each query's top k, sorted.
     fn unit(&self, q: usize, b_start: usize, b_end: usize) -> Vec<Vec<Neighbor>> {
         let q0 = q * self.qt;
         let q1 = (q0 + self.qt).min(self.nq);
         let rows = q1 - q0;
-        let mut tops: Vec<TopK> = (0..rows).map(|_| TopK::new(self.opts.k)).collect();
+        let mut tops: Vec<TopK> = (q0..q1).map(|qi| self.top(qi)).collect();
         let mut scores = vec![0f32; rows * self.bt];
         let mut j0 = b_start;
         while j0 < b_end {
@@ -434,22 +462,41 @@ struct TopK {
     k: usize,
     kept: Vec<Cand>,
     /// A key no candidate that can still enter reaches: the k-th best key at the last cut (or once k were kept),
-    /// +∞ before. Never below the true k-th best key, so it only ever lets too many in, never too few.
+    /// +∞ before (or the bound, when bounded). Never below the true k-th best key, so it only ever lets too many
+    /// in, never too few.
     threshold: f32,
+    /// Whether only keys below the initial threshold may enter, even before k are kept.
+    bounded: bool,
 }
 
 impl TopK {
     fn new(k: usize) -> Self {
-        TopK { k, kept: Vec::with_capacity(k.saturating_mul(2).min(1 << 12) + 1), threshold: f32::INFINITY }
+        TopK {
+            k,
+            kept: Vec::with_capacity(k.saturating_mul(2).min(1 << 12) + 1),
+            threshold: f32::INFINITY,
+            bounded: false,
+        }
+    }
+
+    /// A top k that only keys `< bound` enter (`bound` finite).
+    fn below(k: usize, bound: f32) -> Self {
+        TopK { threshold: bound, bounded: true, ..TopK::new(k) }
+    }
+
+    /// Whether a candidate must beat the threshold to enter.
+    #[inline]
+    fn full(&self) -> bool {
+        self.bounded || self.kept.len() >= self.k
     }
 
     /// Offer `keys[c]` for candidate `j0 + c`, in increasing index order, so an equal key never displaces an
     /// earlier (smaller) index. `keep(j)` is asked only for candidates that would enter.
     #[inline]
     fn scan(&mut self, keys: &[f32], j0: usize, keep: impl Fn(usize) -> bool) {
-        // Until k are kept, every candidate is offered.
+        // Until k are kept (unless bounded), every candidate is offered.
         let mut c = 0;
-        while self.kept.len() < self.k && c < keys.len() {
+        while !self.full() && c < keys.len() {
             self.offer(keys[c], j0 + c, &keep);
             c += 1;
         }
@@ -473,7 +520,7 @@ impl TopK {
     #[inline]
     fn offer(&mut self, key: f32, index: usize, keep: &impl Fn(usize) -> bool) {
         // `<` is false for a NaN key: once k are kept, a NaN (last in the order) cannot be among the best.
-        if self.kept.len() >= self.k && !(key < self.threshold || self.threshold.is_nan()) {
+        if self.full() && !(key < self.threshold || self.threshold.is_nan()) {
             return;
         }
         if !keep(index) {
@@ -600,6 +647,45 @@ mod tests {
         assert!(knn(&[], &[], 4, o, None).is_empty());
         assert_eq!(knn(&[], &[1.0, 2.0], 2, o, None), vec![Vec::<Neighbor>::new()]);
         assert_eq!(knn(&[1.0, 2.0], &[1.0, 2.0], 2, KnnOptions { k: 0, ..o }, None), vec![Vec::<Neighbor>::new()]);
+    }
+
+    #[test]
+    fn bounded_keys_are_the_unbounded_keys_below_the_bound() {
+        // Small integers: many tied keys, so a bound equal to a key must exclude every candidate at it.
+        let (dim, nb, nq) = (6, 300, 7);
+        let val = |i: usize, salt: usize| ((i.wrapping_mul(2_654_435_761) + salt) >> 7) as f32 % 7.0 - 3.0;
+        let base: Vec<f32> = (0..nb * dim).map(|i| val(i, 1)).collect();
+        let queries: Vec<f32> = (0..nq * dim).map(|i| val(i, 99)).collect();
+        let keep = |q: usize, j: usize| !(q + j).is_multiple_of(5);
+        let filter: Filter<'_> = &keep;
+        for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            for screening in [Screening::Off, Screening::On] {
+                for base_tile in [16, 2048] {
+                    let tiles = TileConfig { base_tile, screening, ..TileConfig::default() };
+                    let every = KnnOptions { k: nb, metric };
+                    let all = search(&base, &queries, dim, every, Some(filter), None, &tiles, false);
+                    for k in [1, 5, 40] {
+                        for rank in [0, 3, 20, 100, nb] {
+                            let mut below: Vec<f32> =
+                                all.iter().map(|l| l.get(rank).map_or(f32::INFINITY, |n| n.distance)).collect();
+                            below[nq - 1] = f32::NAN; // bounds nothing
+                            let opts = KnnOptions { k, metric };
+                            let got = search(&base, &queries, dim, opts, Some(filter), Some(&below), &tiles, false);
+                            for (qi, (got, all)) in got.iter().zip(&all).enumerate() {
+                                let bound = below[qi];
+                                let want: Vec<Neighbor> = all
+                                    .iter()
+                                    .filter(|n| !bound.is_finite() || n.distance < bound)
+                                    .take(k)
+                                    .copied()
+                                    .collect();
+                                assert_eq!(got, &want, "{metric:?} {screening:?} tile {base_tile} k={k} rank {rank}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl Screen {
             .map(|r| {
                 let (nq, dq, tq) = (qb.norms()[r], qb.residuals()[r], qb.rounded_norms()[r]);
                 QueryScreen {
-                    top: TopK::new(s.opts.k),
+                    top: s.top(q0 + r),
                     cands: Vec::new(),
                     compact_at: 2 * s.opts.k + COMPACT_SLACK,
                     // ε = a·‖x − x̃‖ + b·‖x‖ + c·‖x̃‖ + d (module docs).
@@ -99,7 +99,7 @@ impl Screen {
                 let a = MatRef::row_major(&s.queries[qi * dim..(qi + 1) * dim], 1, dim);
                 let b = MatRef::row_major(&gathered, cands.len(), dim).t();
                 stepwise_kernels::gemm(a, b, &mut exact, false, false).expect("knn: candidate shapes match");
-                let mut top = TopK::new(s.opts.k);
+                let mut top = s.top(qi);
                 let nq = s.query_norms.get(qi);
                 for (&j, &sc) in cands.iter().zip(&exact) {
                     top.offer(key(s.opts.metric, sc, nq, s.base_norms.get(j)), j, &|_| true);
