@@ -190,18 +190,8 @@ impl Ivf {
         }
         let acc: Vec<Mutex<Vec<(f32, u32)>>> = (0..queries.len()).map(|_| Mutex::new(Vec::new())).collect();
         self.scan_lists(data, queries, &nearest, k, keep, None, &acc);
-        // What the other lists must beat: the k-th key of the nearest list (every key up to it may still win on
-        // its row), unbounded when that list gave fewer than k or a NaN.
-        let below: Vec<f32> = acc
-            .iter()
-            .map(|a| {
-                let a = a.lock().expect("no panics while merging");
-                match a.iter().map(|x| x.0).reduce(f32::max) {
-                    Some(kth) if k > 0 && a.len() >= k && kth.is_finite() => kth.next_up(),
-                    _ => f32::INFINITY,
-                }
-            })
-            .collect();
+        let below: Vec<f32> =
+            acc.iter().map(|a| bound_beyond(&a.lock().expect("no panics while merging"), k)).collect();
         self.scan_lists(data, queries, &others, k, keep, Some(&below), &acc);
         acc.into_par_iter()
             .zip(queries)
@@ -268,6 +258,18 @@ impl Ivf {
             }
         });
     }
+}
+
+/// What a query's other lists must beat, from the k best keys of its nearest list: keys below the next float
+/// after the k-th (every key up to it may still win on its row). Unbounded (+∞) when the list gave fewer than k,
+/// or any NaN — NaN keys rank last, so a finite key from another list would displace one (`f32::max` would skip
+/// the NaN and bound too tightly).
+fn bound_beyond(nearest: &[(f32, u32)], k: usize) -> f32 {
+    if k == 0 || nearest.len() < k || nearest.iter().any(|x| x.0.is_nan()) {
+        return f32::INFINITY;
+    }
+    let kth = nearest.iter().map(|x| x.0).fold(f32::NEG_INFINITY, f32::max);
+    if kth.is_finite() { kth.next_up() } else { f32::INFINITY }
 }
 
 /// Keep the `k` smallest by (distance, row), sorted. A total order, so the result does not depend on the order
@@ -389,6 +391,17 @@ mod tests {
                 let e: Vec<(u32, u32)> = e.iter().map(|nb| (nb.index as u32, nb.distance.to_bits())).collect();
                 assert_eq!(g, e, "{metric:?} probes {probes} k={k} query {qi}");
             }
+        }
+    }
+
+    #[test]
+    fn other_lists_are_bounded_by_the_nearest_lists_kth_key_unless_it_is_short_or_has_a_nan() {
+        let keys = [(0.5, 3), (-2.0, 1), (0.5, 9)];
+        assert_eq!(bound_beyond(&keys, 3), 0.5f32.next_up());
+        assert_eq!(bound_beyond(&[(-0.0, 1)], 1), (-0.0f32).next_up(), "both zeros get in");
+        assert!(bound_beyond(&keys, 3) > 0.5 && bound_beyond(&[(-1.5, 0)], 1) > -1.5);
+        for (keys, k) in [(&keys[..], 4), (&keys[..], 0), (&[(0.0, 0), (f32::NAN, 1)][..], 2), (&[(f32::MAX, 0)], 1)] {
+            assert_eq!(bound_beyond(keys, k), f32::INFINITY, "{keys:?} k={k}");
         }
     }
 

@@ -172,6 +172,13 @@ pub fn parse_r2vq_conllu(path: &Path, text: &str) -> Result<R2vqDocument> {
                 .map(|r| ("question", r))
                 .or_else(|| comment.strip_prefix(" answer ").map(|r| ("answer", r)))
             {
+                // Kept in the header: after a paragraph it could not be written back where it was read.
+                if !recipe.paragraphs.is_empty() {
+                    return Err(syntax(
+                        line_no,
+                        format!("`# {kind}` belongs to the recipe header (before its first `# newpar id`)"),
+                    ));
+                }
                 let (id, text) = rest
                     .split_once(" =")
                     .ok_or_else(|| syntax(line_no, format!("`# {kind} <family>-<index> = <text>` expected")))?;
@@ -510,6 +517,11 @@ mod tests {
             (Some("the first event"), &["the second event".to_string()][..])
         );
         assert_eq!(doc.to_conllu_string(), two);
+        // A question or answer after the first paragraph would be written back in the header (found in review).
+        let e = parse_r2vq_conllu(Path::new("r.csv"), &format!("{}\n\n# answer 1-1 = x", text.trim_end()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("r.csv:19") && e.contains("`# answer` belongs to the recipe header"), "{e}");
         let e = bad("# text = Cut carrots.", "# text = Cut carrots.\r\r");
         assert!(e.contains("r.csv:13") && e.contains("carriage return"), "{e}");
         let e = bad("# metadata:stop_sent = STEP\n", "# metadata:stop_sent = STEP\n\n");
