@@ -41,7 +41,7 @@ use rayon::prelude::*;
 
 use stepwise_features::Metric;
 use stepwise_kernels::MatRef;
-use stepwise_kernels::math::{BLOCK, block16_sq_distances};
+use stepwise_kernels::math::{BLOCK, block16_sq_distances, dot_lanes, sq_distance_lanes};
 
 use crate::catalog::Catalog;
 use crate::negatives::Cand;
@@ -62,6 +62,9 @@ const ROUNDS: usize = 6;
 pub struct RangeIndex {
     /// Projected dimensions (min(PROJ, dim)).
     p: usize,
+    /// The basis P (`p × dim`, row-major) and every item's coordinates Px (`p` per item, by item).
+    basis: Vec<f32>,
+    proj: Vec<f32>,
     /// Items in list order, and where each list starts in it (`lists + 1` entries).
     order: Vec<u32>,
     starts: Vec<usize>,
@@ -78,6 +81,8 @@ pub struct RangeIndex {
     centres: Vec<f64>,
     radii: Vec<f64>,
     max_norms: Vec<f64>,
+    /// The largest ‖x‖ of the catalog.
+    max_norm: f64,
     /// Per catalog item: its ball, once a cached search asked for it ([`RangeIndex::within_cached`]).
     balls: Vec<Mutex<Option<Arc<Ball>>>>,
 }
@@ -167,12 +172,28 @@ impl RangeIndex {
         }
         let norms = order.iter().map(|&x| norms[x as usize]).collect();
         let balls = (0..n).map(|_| Mutex::new(None)).collect();
-        RangeIndex { p, order, starts, blocks, norms, position, centres, radii, max_norms, balls }
+        let max_norm = max_norms.iter().copied().fold(0f64, f64::max);
+        RangeIndex {
+            p,
+            basis,
+            proj,
+            order,
+            starts,
+            blocks,
+            norms,
+            position,
+            centres,
+            radii,
+            max_norms,
+            max_norm,
+            balls,
+        }
     }
 
-    /// The projected coordinates of the item at list-order position `i`.
-    fn coords(&self, i: usize) -> Vec<f32> {
-        (0..self.p).map(|d| self.blocks[(i / BLOCK * self.p + d) * BLOCK + i % BLOCK]).collect()
+    /// The projected coordinates of item `x`.
+    fn coords(&self, x: u32) -> &[f32] {
+        let x = x as usize;
+        &self.proj[x * self.p..(x + 1) * self.p]
     }
 
     /// Every item `x` of `cat` whose smallest distance to a query `q` it may be measured from (`x ≠ q`, no shared
@@ -195,13 +216,11 @@ impl RangeIndex {
             .iter()
             .map(|&q| {
                 let i = self.position[q as usize] as usize;
-                Query { item: q, coords: self.coords(i), norm: self.norms[i] }
+                Query { item: q, coords: self.coords(q).to_vec(), norm: self.norms[i] }
             })
             .collect();
         let bound64 = bound as f64;
-        // A lower bound `lb` on a pair's distance rules it out when `lb − rel·|lb| > bound`, which holds when
-        // `lb > target`.
-        let target = if bound64 >= 0.0 { bound64 / (1.0 - rel) } else { bound64 / (1.0 + rel) };
+        let target = screen_target(bound64, rel);
         // A lower bound on the catalog's f32 distance from one on the projected distance `pd` (module docs).
         let beyond = |pd: f64, nq: f64, nx: f64| -> bool {
             let l2 = (pd - coord_err * (nq + nx)).max(0.0) / (1.0 + 1e-5);
@@ -273,6 +292,31 @@ impl RangeIndex {
         }
         out.sort_unstable_by(Cand::cmp_nearest);
         out
+    }
+
+    /// A screen of the catalog's distances ([`Catalog::distance_to`]) from the vector `v` (normalised like the
+    /// rows, e.g. a [`Catalog::centroid`]) to its items against `bound`: [`DistanceScreen::beyond`] proves an
+    /// item's distance above `bound` from its projected coordinates, without reading its row — `within`'s bound
+    /// (module docs) for a query that is not an item. Items it does not rule out may be beyond too.
+    pub fn screen(&self, cat: &Catalog, v: &[f32], bound: f32) -> DistanceScreen<'_> {
+        let p = self.p;
+        let rel = distance_rounding(cat.dim);
+        let coord_err = (p as f64).sqrt() * rel;
+        // Pv as the items' Px: f32 products of `dim` terms, within γ·‖v‖ per coordinate.
+        let coords = if v.len() == cat.dim {
+            self.basis.chunks_exact(cat.dim.max(1)).map(|b| dot_lanes(b, v)).collect()
+        } else {
+            Vec::new()
+        };
+        let nv = v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+        // A bound of −∞ rules nothing out (an inner product overflowing to −∞ is within it), nor does a vector of
+        // another dimension.
+        let t2 = if bound == f32::NEG_INFINITY || coords.len() != p {
+            f32::NAN
+        } else {
+            screen_threshold(cat.metric, p, nv, self.max_norm, rel, coord_err, screen_target(bound as f64, rel))
+        };
+        DistanceScreen { index: self, coords, t2 }
     }
 
     /// [`RangeIndex::within`], answered from per-query balls kept across calls (module docs): the same result,
@@ -479,6 +523,26 @@ impl RangeIndex {
     }
 }
 
+/// [`RangeIndex::screen`]: the distances from one vector against one bound.
+pub struct DistanceScreen<'a> {
+    index: &'a RangeIndex,
+    /// The vector's projected coordinates.
+    coords: Vec<f32>,
+    /// The squared projected distance beyond which an item is out of range ([`screen_threshold`]).
+    t2: f32,
+}
+
+impl DistanceScreen<'_> {
+    /// True when item `x`'s distance from the vector is provably above the bound (false for items outside the
+    /// catalog).
+    pub fn beyond(&self, x: u32) -> bool {
+        let p = self.index.p;
+        let x = x as usize;
+        // `>`: a NaN distance or threshold rules nothing out.
+        self.index.proj.get(x * p..(x + 1) * p).is_some_and(|c| sq_distance_lanes(c, &self.coords) > self.t2)
+    }
+}
+
 /// A ball a deferred widened search needs ([`RangeIndex::within_kept`]): every item within `bound` of `item` over
 /// `lists`.
 #[derive(Debug, Clone)]
@@ -525,6 +589,12 @@ struct Query {
     item: u32,
     coords: Vec<f32>,
     norm: f64,
+}
+
+/// A value `target` such that a lower bound `lb` on a pair's distance rules it out of `(−∞, bound]` after the f32
+/// distance's rounding (`lb − rel·|lb| > bound`) when `lb > target`.
+fn screen_target(bound: f64, rel: f64) -> f64 {
+    if bound >= 0.0 { bound / (1.0 - rel) } else { bound / (1.0 + rel) }
 }
 
 /// The screen of [`RangeIndex::within`]: a value `t2` such that a pair of a query (norm `nq`) and an item of a
@@ -718,6 +788,51 @@ mod tests {
                     assert_eq!(bits(&some), bits(&reached), "{metric:?} dim {dim} {queries:?} bound {bound} lists");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_distance_screen_rules_out_only_items_beyond_the_bound() {
+        for (metric, dim) in [(Metric::L2, 48), (Metric::Cosine, 48), (Metric::InnerProduct, 48), (Metric::L2, 7)] {
+            let cat = catalog(900, dim, metric, 5);
+            let members: Vec<Vec<u32>> =
+                (0..7).map(|l| (0..cat.len() as u32).filter(|x| (*x as usize * 3 + 2) % 7 == l).collect()).collect();
+            let index = RangeIndex::new(&cat, members);
+            let mut ruled_out = 0usize;
+            // Question centroids (of items of one cluster, and of several), a row itself, and a NaN vector.
+            let vectors = [cat.centroid(&[6, 12, 18]), cat.centroid(&[1, 2, 3, 4]), cat.row(11).to_vec(), {
+                let mut v = cat.centroid(&[6, 12, 18]);
+                v[3] = f32::NAN;
+                v
+            }];
+            for v in &vectors {
+                let d: Vec<f32> = (0..cat.len() as u32).map(|x| cat.distance_to(v, x)).collect();
+                let mut sorted = d.clone();
+                sorted.sort_by(f32::total_cmp);
+                // Bounds at items' own distances (ties must stay in), from the nearest to the farthest, and
+                // beyond every item on either side.
+                for bound in [
+                    sorted[0],
+                    sorted[1],
+                    sorted[40],
+                    sorted[450],
+                    sorted[899],
+                    f32::INFINITY,
+                    -1e30,
+                    f32::NEG_INFINITY,
+                ] {
+                    let screen = index.screen(&cat, v, bound);
+                    for (x, &dx) in d.iter().enumerate() {
+                        if screen.beyond(x as u32) {
+                            assert!(dx > bound, "{metric:?} dim {dim}: item {x} at {dx} ruled out beyond {bound}");
+                            ruled_out += 1;
+                        }
+                    }
+                    assert!(!screen.beyond(cat.len() as u32), "an item outside the catalog is never ruled out");
+                }
+            }
+            // The screen does work: most items beyond the tighter bounds are ruled out without their rows.
+            assert!(ruled_out > 900 * 4, "{metric:?} dim {dim}: only {ruled_out} items ruled out");
         }
     }
 
