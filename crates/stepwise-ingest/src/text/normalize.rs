@@ -119,16 +119,29 @@ pub fn collapse_whitespace(text: &str, keep_newlines: bool) -> Option<String> {
 pub fn fix_sentence_spacing(text: &str) -> Option<(String, usize)> {
     let b = text.as_bytes();
     let mut fixes = Vec::new();
-    for i in 2..b.len().saturating_sub(2) {
-        if matches!(b[i], b'.' | b'!' | b'?' | b';' | b':' | b',')
-            && b[i - 1].is_ascii_lowercase()
-            && b[i - 2].is_ascii_lowercase()
-            && b[i + 1].is_ascii_uppercase()
-            && b[i + 2].is_ascii_lowercase()
-            && !looks_like_url_or_file(text, i)
-        {
-            fixes.push(i + 1);
+    // A stop with letters on both sides lies inside a whitespace-free word: each word is checked for a URL,
+    // address or path once (checked per stop, a long word full of stops cost quadratic time).
+    let mut start = 0;
+    for (end, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        if !c.is_whitespace() {
+            continue;
         }
+        let mut in_word = Vec::new();
+        for i in start.max(2)..end.min(b.len().saturating_sub(2)) {
+            if matches!(b[i], b'.' | b'!' | b'?' | b';' | b':' | b',')
+                && b[i - 1].is_ascii_lowercase()
+                && b[i - 2].is_ascii_lowercase()
+                && b[i + 1].is_ascii_uppercase()
+                && b[i + 2].is_ascii_lowercase()
+            {
+                in_word.push(i + 1);
+            }
+        }
+        if !in_word.is_empty() && !looks_like_url_or_file(&text[start..end]) {
+            fixes.extend(in_word);
+        }
+        // The next word starts after the whole whitespace character, which may be wider than one byte (U+2000...).
+        start = end + c.len_utf8();
     }
     if fixes.is_empty() {
         return None;
@@ -144,12 +157,8 @@ pub fn fix_sentence_spacing(text: &str) -> Option<(String, usize)> {
     Some((out, fixes.len()))
 }
 
-/// True when the punctuation at `i` sits inside a URL, e-mail address or path (no whitespace around a `/` or `@`).
-fn looks_like_url_or_file(text: &str, i: usize) -> bool {
-    // The word starts after the whitespace character, which may be wider than one byte (U+2000...).
-    let start = text[..i].char_indices().rev().find(|(_, c)| c.is_whitespace()).map_or(0, |(p, c)| p + c.len_utf8());
-    let end = text[i..].find(char::is_whitespace).map_or(text.len(), |p| i + p);
-    let word = &text[start..end];
+/// True when a whitespace-free word is a URL, e-mail address or path (a `/` or `@` in it).
+fn looks_like_url_or_file(word: &str) -> bool {
     word.contains("://") || word.contains('@') || word.contains('/') || word.starts_with("www.")
 }
 
@@ -188,5 +197,18 @@ mod tests {
         // The word around the stop starts after a whitespace character of three bytes (found by the property test).
         assert_eq!(fix_sentence_spacing("\u{2000}aa!Aa").map(|x| x.0).as_deref(), Some("\u{2000}aa! Aa"));
         assert_eq!(fix_sentence_spacing("\u{3000}x/aa.Bb"), None, "a path after an ideographic space");
+        // Each word decides for its own stops.
+        assert_eq!(
+            fix_sentence_spacing("see http://a.b/x.Html then mix.Next, and a@b.Com\u{2003}done.Then")
+                .map(|x| x.0)
+                .as_deref(),
+            Some("see http://a.b/x.Html then mix. Next, and a@b.Com\u{2003}done. Then")
+        );
+        // One long word full of stops: every stop fixed (each word is checked once, not once per stop).
+        let long = "aa.Bb".repeat(20_000);
+        let (fixed, n) = fix_sentence_spacing(&long).expect("stops to fix");
+        assert_eq!(n, 20_000);
+        assert_eq!(fixed.len(), long.len() + n);
+        assert_eq!(fix_sentence_spacing(&format!("/{long}")), None, "a path");
     }
 }
