@@ -145,7 +145,8 @@ impl Maker<'_> {
         // mean of its items) as the answer.
         let search = Search { cands: &cands, reference: self.cfg.k_c, reach: self.reach(&[list]), queries: &[answer] };
         let answer_to_question = cat.distance_to(&centroid, answer);
-        let (negs, stats) = self.select(search, n_neg, self.closer(&centroid, answer_to_question, true), wide, rng)?;
+        let (negs, stats) =
+            self.select(search, n_neg, self.closer(&visible, &centroid, answer_to_question, true), wide, rng)?;
         let widened = stats.widened == Some(true);
 
         // Choices in random order; the answer shows the procedure's own text/image.
@@ -240,7 +241,7 @@ impl Maker<'_> {
             }
         };
         let search = Search { cands: &cands, reference: cands.len(), reach, queries };
-        let (negs, stats) = self.select(search, 1, self.closer(&centroid, close_limit, false), wide, rng)?;
+        let (negs, stats) = self.select(search, 1, self.closer(&coherent, &centroid, close_limit, false), wide, rng)?;
         let widened = stats.widened == Some(true);
         let odd = negs[0].item;
         let shown: Vec<u32> = pq
@@ -356,15 +357,22 @@ impl Maker<'_> {
         })
     }
 
-    /// Knob 3's constraint: a candidate's distance to `centroid` is below `limit` (at most `limit` when
-    /// `inclusive`). Few candidates meet it (2.5% of the 83 million tested in the 20,000-procedure sweep): the
+    /// Knob 3's constraint: a candidate's distance to `centroid` (of `items`) is below `limit` (at most `limit`
+    /// when `inclusive`). Few candidates meet it (2.5% of the 83 million tested in the 20,000-procedure sweep): the
     /// range index's proven screen rules most of the rest out from 64 projected coordinates instead of a 480-d row
-    /// ([`crate::range::RangeIndex::screen`]; set up on first use, as only knob-3 draws ask), and only those left
-    /// are measured — the same answers.
-    fn closer<'a>(&'a self, centroid: &'a [f32], limit: f32, inclusive: bool) -> impl Fn(&Cand) -> bool + 'a {
+    /// ([`crate::range::RangeIndex::screen_centroid`]; set up on first use, as only knob-3 draws ask), and only
+    /// those left are measured — the same answers.
+    fn closer<'a>(
+        &'a self,
+        items: &'a [u32],
+        centroid: &'a [f32],
+        limit: f32,
+        inclusive: bool,
+    ) -> impl Fn(&Cand) -> bool + 'a {
         let screen = std::cell::OnceCell::new();
         move |c: &Cand| {
-            let screen = screen.get_or_init(|| self.table.ranges(self.cat).screen(self.cat, centroid, limit));
+            let ranges = self.table.ranges(self.cat);
+            let screen = screen.get_or_init(|| ranges.screen_centroid(self.cat, items, centroid, limit));
             if screen.beyond(c.item) {
                 return false;
             }

@@ -41,7 +41,7 @@ use rayon::prelude::*;
 
 use stepwise_features::Metric;
 use stepwise_kernels::MatRef;
-use stepwise_kernels::math::{BLOCK, block16_sq_distances, dot_lanes, sq_distance_lanes};
+use stepwise_kernels::math::{BLOCK, block16_sq_distances, sq_distance_lanes};
 
 use crate::catalog::Catalog;
 use crate::negatives::Cand;
@@ -62,8 +62,7 @@ const ROUNDS: usize = 6;
 pub struct RangeIndex {
     /// Projected dimensions (min(PROJ, dim)).
     p: usize,
-    /// The basis P (`p × dim`, row-major) and every item's coordinates Px (`p` per item, by item).
-    basis: Vec<f32>,
+    /// Every item's coordinates Px (`p` per item, by item).
     proj: Vec<f32>,
     /// Items in list order, and where each list starts in it (`lists + 1` entries).
     order: Vec<u32>,
@@ -173,21 +172,7 @@ impl RangeIndex {
         let norms = order.iter().map(|&x| norms[x as usize]).collect();
         let balls = (0..n).map(|_| Mutex::new(None)).collect();
         let max_norm = max_norms.iter().copied().fold(0f64, f64::max);
-        RangeIndex {
-            p,
-            basis,
-            proj,
-            order,
-            starts,
-            blocks,
-            norms,
-            position,
-            centres,
-            radii,
-            max_norms,
-            max_norm,
-            balls,
-        }
+        RangeIndex { p, proj, order, starts, blocks, norms, position, centres, radii, max_norms, max_norm, balls }
     }
 
     /// The projected coordinates of item `x`.
@@ -266,7 +251,8 @@ impl RangeIndex {
             d2.resize(qs.len() * width, 0f32);
             for (qi, ((q, t), d2)) in qs.iter().zip(&mut screen).zip(d2.chunks_exact_mut(width)).enumerate() {
                 if reaches(qi, c) {
-                    *t = screen_threshold(cat.metric, p, q.norm, self.max_norms[c], rel, coord_err, target);
+                    let q_err = coord_err * q.norm;
+                    *t = screen_threshold(cat.metric, p, q.norm, self.max_norms[c], rel, coord_err, q_err, target);
                     block16_sq_distances(&self.blocks[first * BLOCK * p..last * BLOCK * p], &q.coords, d2);
                 } else {
                     // Every item of the list is skipped for this query (its zero distances exceed −1).
@@ -294,27 +280,50 @@ impl RangeIndex {
         out
     }
 
-    /// A screen of the catalog's distances ([`Catalog::distance_to`]) from the vector `v` (normalised like the
-    /// rows, e.g. a [`Catalog::centroid`]) to its items against `bound`: [`DistanceScreen::beyond`] proves an
-    /// item's distance above `bound` from its projected coordinates, without reading its row — `within`'s bound
-    /// (module docs) for a query that is not an item. Items it does not rule out may be beyond too.
-    pub fn screen(&self, cat: &Catalog, v: &[f32], bound: f32) -> DistanceScreen<'_> {
-        let p = self.p;
-        let rel = distance_rounding(cat.dim);
+    /// A screen of the catalog's distances ([`Catalog::distance_to`]) from `centroid`, the centroid of `items`
+    /// ([`Catalog::centroid`]; knob 3's question), to its items against `bound`: [`DistanceScreen::beyond`] proves
+    /// that an item's distance is not within `bound` (above it, or NaN) from its projected coordinates, without
+    /// reading its row — `within`'s
+    /// bound (module docs) for a query that is not an item. Items it does not rule out may be beyond too. Any
+    /// vector may be passed as `centroid` (the screen stays proven; it only rules out less the further the vector
+    /// is from the items' centroid).
+    pub fn screen_centroid(&self, cat: &Catalog, items: &[u32], centroid: &[f32], bound: f32) -> DistanceScreen<'_> {
+        let (p, dim) = (self.p, cat.dim);
+        let rel = distance_rounding(dim);
         let coord_err = (p as f64).sqrt() * rel;
-        // Pv as the items' Px: f32 products of `dim` terms, within γ·‖v‖ per coordinate.
-        let coords = if v.len() == cat.dim {
-            self.basis.chunks_exact(cat.dim.max(1)).map(|b| dot_lanes(b, v)).collect()
-        } else {
-            Vec::new()
-        };
-        let nv = v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+        let items: Vec<u32> = items.iter().copied().filter(|&i| (i as usize) < self.position.len()).collect();
+        let k = items.len().max(1) as f64;
+        // The centroid's coordinates from the items' own (projecting is linear: P of the rows' mean m is the mean
+        // of their Px), scaled by σ as the centroid c is (cosine re-normalises the mean): σ·mean(Px̃), 64 sums
+        // instead of a 64 × dim product. It is within σ·coord_err·mean‖x‖ (the items' coordinates' rounding) plus
+        // ‖P(σm − c)‖ ≤ (1 + 1e-5)·‖σm − c‖ (measured here) plus its own rounding to f32 of P·c.
+        let mut mean = vec![0f64; dim];
+        let mut coords = vec![0f64; p];
+        let mut mean_norm = 0f64;
+        for &i in &items {
+            mean.iter_mut().zip(cat.row(i)).for_each(|(m, &v)| *m += v as f64);
+            coords.iter_mut().zip(self.coords(i)).for_each(|(m, &v)| *m += v as f64);
+            mean_norm += self.norms[self.position[i as usize] as usize];
+        }
+        mean.iter_mut().chain(coords.iter_mut()).for_each(|m| *m /= k);
+        mean_norm /= k;
+        let nc = centroid.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        let nm = mean.iter().map(|m| m * m).sum::<f64>().sqrt();
+        let sigma = if cat.metric == Metric::Cosine && nm > 0.0 { nc / nm } else { 1.0 };
+        let off = mean.iter().zip(centroid).map(|(&m, &v)| (sigma * m - v as f64).powi(2)).sum::<f64>().sqrt();
+        let coords: Vec<f32> = coords.iter().map(|&v| (sigma * v) as f32).collect();
+        let n_coords = coords.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        // The f64 sums' own rounding (~1e-15 relative) is covered by the last two terms' slack.
+        let q_err = (sigma * coord_err * mean_norm + off * (1.0 + 1e-5) + f64::powi(2.0, -24) * n_coords)
+            * (1.0 + 1e-6)
+            + 1e-12 * (nc + sigma * mean_norm);
         // A bound of −∞ rules nothing out (an inner product overflowing to −∞ is within it), nor does a vector of
         // another dimension.
-        let t2 = if bound == f32::NEG_INFINITY || coords.len() != p {
+        let t2 = if bound == f32::NEG_INFINITY || centroid.len() != dim {
             f32::NAN
         } else {
-            screen_threshold(cat.metric, p, nv, self.max_norm, rel, coord_err, screen_target(bound as f64, rel))
+            let target = screen_target(bound as f64, rel);
+            screen_threshold(cat.metric, p, nc, self.max_norm, rel, coord_err, q_err, target)
         };
         DistanceScreen { index: self, coords, t2 }
     }
@@ -533,8 +542,8 @@ pub struct DistanceScreen<'a> {
 }
 
 impl DistanceScreen<'_> {
-    /// True when item `x`'s distance from the vector is provably above the bound (false for items outside the
-    /// catalog).
+    /// True when item `x`'s distance from the vector is provably not within the bound: above it, or NaN (false
+    /// for items outside the catalog).
     pub fn beyond(&self, x: u32) -> bool {
         let p = self.index.p;
         let x = x as usize;
@@ -597,14 +606,25 @@ fn screen_target(bound: f64, rel: f64) -> f64 {
     if bound >= 0.0 { bound / (1.0 - rel) } else { bound / (1.0 + rel) }
 }
 
-/// The screen of [`RangeIndex::within`]: a value `t2` such that a pair of a query (norm `nq`) and an item of a
+/// The screen of [`RangeIndex::within`]: a value `t2` such that a pair of a query (norm `nq`, its projected
+/// coordinates within `q_err` of the exact ones; an item's are within `coord_err·‖x‖`) and an item of a
 /// list (norm at most `max_nx`) whose f32 squared projected distance ([`block16_sq_distances`] over `p`
 /// coordinates) exceeds `t2` has a lower bound above `target` on its distance, hence is out of range (`rel`: the
 /// exact distance's relative rounding, as in `within`); −1 when every pair is, +∞ (or NaN) when none can be
 /// ruled out. The item's norm is taken at the list's largest, which
 /// only lowers the bound (module docs: the projected coordinates' rounding grows with it, and with cosine or
 /// inner product the bound falls as it grows).
-fn screen_threshold(metric: Metric, p: usize, nq: f64, max_nx: f64, rel: f64, coord_err: f64, target: f64) -> f32 {
+#[allow(clippy::too_many_arguments)]
+fn screen_threshold(
+    metric: Metric,
+    p: usize,
+    nq: f64,
+    max_nx: f64,
+    rel: f64,
+    coord_err: f64,
+    q_err: f64,
+    target: f64,
+) -> f32 {
     // The largest true distance ‖q − x‖ a pair in range may have: beyond it, the metric's lower bound exceeds
     // `target` (for cosine and inner product through ⟨q, x⟩ = (‖q‖² + ‖x‖² − ‖q − x‖²) / 2).
     let l2_max = match metric {
@@ -621,8 +641,8 @@ fn screen_threshold(metric: Metric, p: usize, nq: f64, max_nx: f64, rel: f64, co
     if l2_max < 0.0 {
         return -1.0;
     }
-    // ‖q − x‖ ≥ (pd − coord_err·(‖q‖ + ‖x‖)) / (1 + 1e-5) for the projected distance pd (module docs).
-    let t = l2_max * (1.0 + 1e-5) + coord_err * (nq + max_nx);
+    // ‖q − x‖ ≥ (pd − q_err − coord_err·‖x‖) / (1 + 1e-5) for the projected distance pd (module docs).
+    let t = l2_max * (1.0 + 1e-5) + q_err + coord_err * max_nx;
     // The f32 sum of `p` squared f32 differences is within (p + 2)·2⁻²⁴ of the exact square (relative): allow
     // twice (p + 4)·2⁻²⁴, and four ulps for rounding `t2` to f32.
     let t2 = t * t * (1.0 + 2.0 * (p as f64 + 4.0) * f64::powi(2.0, -24)) * (1.0 + f64::powi(2.0, -22));
@@ -799,13 +819,20 @@ mod tests {
                 (0..7).map(|l| (0..cat.len() as u32).filter(|x| (*x as usize * 3 + 2) % 7 == l).collect()).collect();
             let index = RangeIndex::new(&cat, members);
             let mut ruled_out = 0usize;
-            // Question centroids (of items of one cluster, and of several), a row itself, and a NaN vector.
-            let vectors = [cat.centroid(&[6, 12, 18]), cat.centroid(&[1, 2, 3, 4]), cat.row(11).to_vec(), {
-                let mut v = cat.centroid(&[6, 12, 18]);
-                v[3] = f32::NAN;
-                v
-            }];
-            for v in &vectors {
+            // Question centroids (of items of one cluster, and of several), a row itself, a NaN vector, and vectors
+            // that are not the items' centroid (the screen stays proven, only weaker).
+            let mut nan = cat.centroid(&[6, 12, 18]);
+            nan[3] = f32::NAN;
+            let vectors: Vec<(Vec<u32>, Vec<f32>)> = vec![
+                (vec![6, 12, 18], cat.centroid(&[6, 12, 18])),
+                (vec![1, 2, 3, 4], cat.centroid(&[1, 2, 3, 4])),
+                (vec![11], cat.row(11).to_vec()),
+                (vec![6, 12, 18], nan),
+                (vec![1, 2, 3, 4], cat.centroid(&[6, 12, 18])),
+                (vec![], cat.row(11).to_vec()),
+                (vec![5, 5000], cat.centroid(&[5])),
+            ];
+            for (items, v) in &vectors {
                 let d: Vec<f32> = (0..cat.len() as u32).map(|x| cat.distance_to(v, x)).collect();
                 let mut sorted = d.clone();
                 sorted.sort_by(f32::total_cmp);
@@ -821,10 +848,13 @@ mod tests {
                     -1e30,
                     f32::NEG_INFINITY,
                 ] {
-                    let screen = index.screen(&cat, v, bound);
+                    let screen = index.screen_centroid(&cat, items, v, bound);
                     for (x, &dx) in d.iter().enumerate() {
                         if screen.beyond(x as u32) {
-                            assert!(dx > bound, "{metric:?} dim {dim}: item {x} at {dx} ruled out beyond {bound}");
+                            assert!(
+                                dx > bound || dx.is_nan(),
+                                "{metric:?} dim {dim}: item {x} at {dx} ruled out beyond {bound}"
+                            );
                             ruled_out += 1;
                         }
                     }
