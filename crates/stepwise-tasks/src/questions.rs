@@ -371,8 +371,8 @@ impl Maker<'_> {
     ) -> impl Fn(&Cand) -> bool + 'a {
         let screen = std::cell::OnceCell::new();
         move |c: &Cand| {
-            let ranges = self.table.ranges(self.cat);
-            let screen = screen.get_or_init(|| ranges.screen_centroid(self.cat, items, centroid, limit));
+            let screen =
+                screen.get_or_init(|| self.table.ranges(self.cat).screen_centroid(self.cat, items, centroid, limit));
             if screen.beyond(c.item) {
                 return false;
             }

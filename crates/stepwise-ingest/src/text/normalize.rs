@@ -197,12 +197,12 @@ mod tests {
         // The word around the stop starts after a whitespace character of three bytes (found by the property test).
         assert_eq!(fix_sentence_spacing("\u{2000}aa!Aa").map(|x| x.0).as_deref(), Some("\u{2000}aa! Aa"));
         assert_eq!(fix_sentence_spacing("\u{3000}x/aa.Bb"), None, "a path after an ideographic space");
-        // Each word decides for its own stops.
+        // Each word decides for its own stops ("ef.Html" and "cd.Com" would be fixed outside a URL or address).
         assert_eq!(
-            fix_sentence_spacing("see http://a.b/x.Html then mix.Next, and a@b.Com\u{2003}done.Then")
+            fix_sentence_spacing("see http://ab.cd/ef.Html then mix.Next, and ab@cd.Com\u{2003}done.Then")
                 .map(|x| x.0)
                 .as_deref(),
-            Some("see http://a.b/x.Html then mix. Next, and a@b.Com\u{2003}done. Then")
+            Some("see http://ab.cd/ef.Html then mix. Next, and ab@cd.Com\u{2003}done. Then")
         );
         // One long word full of stops: every stop fixed (each word is checked once, not once per stop).
         let long = "aa.Bb".repeat(20_000);
