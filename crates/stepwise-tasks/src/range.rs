@@ -112,6 +112,11 @@ fn ball_reach(bound: f32) -> f32 {
     bound + BALL_SLACK * bound.abs()
 }
 
+/// ‖v‖, summed in f64.
+fn norm64(v: &[f32]) -> f64 {
+    v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt()
+}
+
 /// Relative rounding of the catalog's f32 distance over `dim` coordinates (module docs): (dim + 4)·2⁻²⁴.
 fn distance_rounding(dim: usize) -> f64 {
     (dim as f64 + 4.0) * f64::powi(2.0, -24)
@@ -137,8 +142,7 @@ impl RangeIndex {
             let b = MatRef::row_major(&basis, p, dim).t();
             stepwise_kernels::gemm(a, b, &mut proj, false, true).expect("range: projection shapes match");
         }
-        let norms: Vec<f64> =
-            cat.data.chunks(dim.max(1)).map(|r| r.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt()).collect();
+        let norms: Vec<f64> = cat.data.chunks(dim.max(1)).map(norm64).collect();
         let lists = members.len();
         let mut centres = vec![0f64; lists * p];
         let mut radii = vec![0f64; lists];
@@ -202,7 +206,7 @@ impl RangeIndex {
             .iter()
             .map(|&q| {
                 let i = self.position[q as usize] as usize;
-                Query { item: q, coords: self.coords(q).to_vec(), norm: self.norms[i] }
+                Query { item: q, coords: self.coords(q), norm: self.norms[i] }
             })
             .collect();
         let bound64 = bound as f64;
@@ -254,7 +258,7 @@ impl RangeIndex {
                 if reaches(qi, c) {
                     let q_err = coord_err * q.norm;
                     *t = screen_threshold(cat.metric, p, q.norm, self.max_norms[c], rel, coord_err, q_err, target);
-                    block16_sq_distances(&self.blocks[first * BLOCK * p..last * BLOCK * p], &q.coords, d2);
+                    block16_sq_distances(&self.blocks[first * BLOCK * p..last * BLOCK * p], q.coords, d2);
                 } else {
                     // Every item of the list is skipped for this query (its zero distances exceed −1).
                     *t = -1.0;
@@ -305,16 +309,16 @@ impl RangeIndex {
             let row = cat.row(i);
             mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v as f64);
             coords.iter_mut().zip(self.coords(i)).for_each(|(m, &v)| *m += v as f64);
-            mean_norm += row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+            mean_norm += norm64(row);
         }
         mean.iter_mut().chain(coords.iter_mut()).for_each(|m| *m /= k);
         mean_norm /= k;
-        let nc = centroid.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        let nc = norm64(centroid);
         let nm = mean.iter().map(|m| m * m).sum::<f64>().sqrt();
         let sigma = if cat.metric == Metric::Cosine && nm > 0.0 { nc / nm } else { 1.0 };
         let off = mean.iter().zip(centroid).map(|(&m, &v)| (sigma * m - v as f64).powi(2)).sum::<f64>().sqrt();
         let coords: Vec<f32> = coords.iter().map(|&v| (sigma * v) as f32).collect();
-        let n_coords = coords.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        let n_coords = norm64(&coords);
         // The f64 sums' own rounding (~1e-15 relative) is covered by the last two terms' slack.
         let q_err = (sigma * coord_err * mean_norm + off * (1.0 + 1e-5) + f64::powi(2.0, -24) * n_coords)
             * (1.0 + 1e-6)
@@ -547,11 +551,8 @@ impl DistanceScreen<'_> {
     /// True when item `x`'s distance from the vector is provably not within the bound: above it, or NaN (false
     /// for items outside the catalog).
     pub fn beyond(&self, x: u32) -> bool {
-        let p = self.index.p;
-        let x = x as usize;
         // `>`: a NaN distance or threshold rules nothing out.
-        x < self.index.position.len()
-            && self.index.proj.get(x * p..(x + 1) * p).is_some_and(|c| sq_distance_lanes(c, &self.coords) > self.t2)
+        (x as usize) < self.index.position.len() && sq_distance_lanes(self.index.coords(x), &self.coords) > self.t2
     }
 }
 
@@ -614,9 +615,9 @@ fn overflows(nq: f64, nx: f64, rel: f64) -> bool {
 }
 
 /// One query of [`RangeIndex::within`].
-struct Query {
+struct Query<'a> {
     item: u32,
-    coords: Vec<f32>,
+    coords: &'a [f32],
     norm: f64,
 }
 
