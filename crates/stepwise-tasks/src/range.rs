@@ -465,6 +465,10 @@ impl RangeIndex {
         const TILE: usize = 256;
         let mut qmat = Vec::with_capacity(TILE.min(asking.len()) * dim);
         let mut scores = vec![0f32; TILE.min(asking.len()) * members.len()];
+        let norms = &self.norms[a..b];
+        let norms_sq: Vec<f64> = norms.iter().map(|n| n * n).collect();
+        // The members a request's screen leaves (positions in the list).
+        let mut near: Vec<u32> = vec![0; members.len()];
         for tile in asking.chunks(TILE) {
             qmat.clear();
             for &ri in tile {
@@ -480,16 +484,36 @@ impl RangeIndex {
                 let q = requests[ri as usize].item;
                 let reach = reach[ri as usize];
                 let nq = self.norms[self.position[q as usize] as usize];
-                for ((j, &x), &s) in members.iter().enumerate().zip(row) {
-                    // ‖q − x‖² = ‖q‖² + ‖x‖² − 2⟨q, x⟩, less the product's rounding: a lower bound on the true
-                    // distance (a NaN or infinite product bounds nothing: `sq` is NaN, which `max` turns into 0, or
-                    // +∞, which `beyond_bound` never rules out).
-                    let nx = self.norms[a + j];
-                    let sq = nq * nq + nx * nx - 2.0 * s as f64 - 2.0 * gamma * nq * nx;
-                    let l2 = sq.max(0.0).sqrt() / (1.0 + 1e-5);
-                    if beyond_bound(cat.metric, l2, nq, nx, rel, reach as f64) {
-                        continue;
+                // ‖q − x‖² = ‖q‖² + ‖x‖² − 2⟨q, x⟩, less the product's rounding: `sq`, whose square root over
+                // (1 + 1e-5) is a lower bound on the true distance (a NaN or infinite product bounds nothing: `sq`
+                // is NaN, which `max` turns into 0, or +∞, which `beyond_bound` never rules out).
+                let (nq_sq, gamma_q) = (nq * nq, 2.0 * gamma * nq);
+                let sq = |s: f32, nx_sq: f64, nx: f64| nq_sq + nx_sq - 2.0 * s as f64 - gamma_q * nx;
+                let kept = match l2_sq_limit(cat.metric, reach as f64, rel) {
+                    // L2 (the common case): one comparison per pair, without square roots, branch-free.
+                    Some(limit) => {
+                        let mut n = 0;
+                        for (j, ((&s, &nx_sq), &nx)) in row.iter().zip(&norms_sq).zip(norms).enumerate() {
+                            let v = sq(s, nx_sq, nx);
+                            near[n] = j as u32;
+                            n += usize::from(!(v > limit && v < f64::INFINITY));
+                        }
+                        n
                     }
+                    None => {
+                        let mut n = 0;
+                        for (j, ((&s, &nx_sq), &nx)) in row.iter().zip(&norms_sq).zip(norms).enumerate() {
+                            let l2 = sq(s, nx_sq, nx).max(0.0).sqrt() / (1.0 + 1e-5);
+                            if !beyond_bound(cat.metric, l2, nq, nx, rel, reach as f64) {
+                                near[n] = j as u32;
+                                n += 1;
+                            }
+                        }
+                        n
+                    }
+                };
+                for &j in &near[..kept] {
+                    let x = members[j as usize];
                     // As `within` measures one query: the item itself and items of its procedures are at +∞.
                     let best = if x == q || cat.share_owner(q, x) {
                         f32::INFINITY
@@ -599,6 +623,19 @@ fn beyond_bound(metric: Metric, l2: f64, nq: f64, nx: f64, rel: f64, bound: f64)
         Metric::InnerProduct => -(nq * nq + nx * nx - l2 * l2) / 2.0 - rel * nq * nx - tiny,
     };
     lb - rel * lb.abs() > bound
+}
+
+/// For L2, a limit on [`RangeIndex::screen_list`]'s `sq` (the square of a lower bound on a pair's true distance,
+/// before its 1 + 1e-5 allowance) above which a finite `sq` proves the pair beyond `bound` as [`beyond_bound`]
+/// does, without a square root per pair: the bound's lower bound `lb` exceeds `target` ([`screen_target`]) when
+/// `sq / (1 + 1e-5)² − tiny > target²` (`tiny`: [`underflow`]); 1e-9 more covers rounding this limit. `None`
+/// for other metrics and for a negative or non-finite bound (left to `beyond_bound` pair by pair).
+fn l2_sq_limit(metric: Metric, bound: f64, rel: f64) -> Option<f64> {
+    if metric != Metric::L2 || !(bound >= 0.0 && bound.is_finite()) {
+        return None;
+    }
+    let target = screen_target(bound, rel);
+    Some((target * target + underflow(rel)) * (1.0 + 1e-5) * (1.0 + 1e-5) * (1.0 + 1e-9))
 }
 
 /// The absolute error products that underflow add to an f32 distance (each loses up to 2⁻¹⁵⁰; the relative
@@ -892,6 +929,39 @@ mod tests {
             // The screen does work: items beyond the bounds are ruled out without their rows.
             assert!(ruled_out * 2 > beyond_finite, "{metric:?} dim {dim}: {ruled_out} of {beyond_finite} ruled out");
         }
+    }
+
+    #[test]
+    fn the_squared_l2_limit_rules_out_only_what_beyond_bound_does() {
+        // Bounds from 0 to large, dims small and large; `sq` swept across the limit in relative steps of 1e-12 up
+        // to 1e-6: whatever the limit rules out (finite, above it) beyond_bound rules out too, and the limit is
+        // within 1e-8 of beyond_bound's own boundary (it screens as much).
+        let mut checked = 0;
+        for dim in [7usize, 48, 480] {
+            let rel = distance_rounding(dim);
+            for bound in [0.0f64, 1e-30, 1e-6, 0.3, 1.0, 7.5, 1e6, f32::MAX as f64] {
+                let limit = l2_sq_limit(Metric::L2, bound, rel).expect("a finite bound ≥ 0 has a limit");
+                let beyond =
+                    |sq: f64| beyond_bound(Metric::L2, sq.max(0.0).sqrt() / (1.0 + 1e-5), 1.0, 1.0, rel, bound);
+                for step in -6..=6i32 {
+                    for scale in [1e-12, 1e-9, 1e-6] {
+                        let sq = limit * (1.0 + scale * step as f64);
+                        if sq > limit && sq < f64::INFINITY {
+                            assert!(beyond(sq), "dim {dim} bound {bound} sq {sq} limit {limit}");
+                            checked += 1;
+                        }
+                    }
+                }
+                assert!(beyond(limit * (1.0 + 1e-8)) || limit == 0.0 && beyond(1e-300) == beyond(limit));
+            }
+            // No limit where beyond_bound decides pair by pair.
+            for bound in [-1.0, f64::INFINITY, f64::NAN] {
+                assert!(l2_sq_limit(Metric::L2, bound, rel).is_none());
+            }
+            assert!(l2_sq_limit(Metric::Cosine, 0.5, rel).is_none());
+            assert!(l2_sq_limit(Metric::InnerProduct, 0.5, rel).is_none());
+        }
+        assert!(checked > 100);
     }
 
     #[test]
