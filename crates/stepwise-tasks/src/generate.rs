@@ -24,10 +24,8 @@ use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
 use crate::range::BallRequest;
 
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
-/// of questions in memory. Each chunk's deferred widened searches are measured together
-/// ([`crate::range::RangeIndex::fill_balls`]), which gathers the rows of every list they touch: at 512 the
-/// 20,000-procedure sweep gathered 18.4 million rows (35 GB) in 107 calls; 2048 does it a quarter as often, for
-/// ~140 MiB more at the peak (1,541 → 1,684 MiB).
+/// of questions in memory. Large, because each chunk's deferred widened searches are measured together
+/// ([`crate::range::RangeIndex::fill_balls`]), gathering the rows of every list they touch once per chunk.
 const BUILD_CHUNK: usize = 2048;
 
 /// The questions of one procedure and the context they all share (their own `context` fields are empty).

@@ -393,8 +393,8 @@ impl RangeIndex {
     /// pair with a proven lower bound on its distance (no pair in range is dropped), and the pairs left get the
     /// catalog's own distance, the one `within` measures: each ball is `within`'s for its item, item for item and
     /// bit for bit. Products per list (tiles of 256 asking items) instead of one memory-bound pass over the lists'
-    /// rows per ball (the 20,000-procedure sweep measures 169,000 balls, each over its 8 probed lists of ~480
-    /// items). Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already,
+    /// rows per ball (the 20,000-procedure sweep measured 185,801 balls with 512-procedure chunks, each over its
+    /// 8 probed lists of ~480 items). Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already,
     /// are left to `within_cached`.
     pub fn fill_balls(&self, cat: &Catalog, mut requests: Vec<BallRequest>) {
         // A NaN reach (a bound of NaN or −∞) finds nothing and would never be reused: `ball` does not keep it
@@ -485,8 +485,8 @@ impl RangeIndex {
                 let reach = reach[ri as usize];
                 let nq = self.norms[self.position[q as usize] as usize];
                 // ‖q − x‖² = ‖q‖² + ‖x‖² − 2⟨q, x⟩, less the product's rounding: `sq`, whose square root over
-                // (1 + 1e-5) is a lower bound on the true distance (a NaN or infinite product bounds nothing: `sq`
-                // is NaN, which `max` turns into 0, or +∞, which `beyond_bound` never rules out).
+                // (1 + 1e-5) is a lower bound on the true distance. A NaN or infinite product bounds nothing: `sq`
+                // is NaN or ±∞, which neither test rules out (−∞ is below any bound).
                 let (nq_sq, gamma_q) = (nq * nq, 2.0 * gamma * nq);
                 let sq = |s: f32, nx_sq: f64, nx: f64| nq_sq + nx_sq - 2.0 * s as f64 - gamma_q * nx;
                 let kept = match l2_sq_limit(cat.metric, reach as f64, rel) {
@@ -494,9 +494,8 @@ impl RangeIndex {
                     Some(limit) => {
                         let mut n = 0;
                         for (j, ((&s, &nx_sq), &nx)) in row.iter().zip(&norms_sq).zip(norms).enumerate() {
-                            let v = sq(s, nx_sq, nx);
                             near[n] = j as u32;
-                            n += usize::from(!(v > limit && v < f64::INFINITY));
+                            n += usize::from(!l2_rules_out(sq(s, nx_sq, nx), limit));
                         }
                         n
                     }
@@ -627,15 +626,21 @@ fn beyond_bound(metric: Metric, l2: f64, nq: f64, nx: f64, rel: f64, bound: f64)
 
 /// For L2, a limit on [`RangeIndex::screen_list`]'s `sq` (the square of a lower bound on a pair's true distance,
 /// before its 1 + 1e-5 allowance) above which a finite `sq` proves the pair beyond `bound` as [`beyond_bound`]
-/// does, without a square root per pair: the bound's lower bound `lb` exceeds `target` ([`screen_target`]) when
-/// `sq / (1 + 1e-5)² − tiny > target²` (`tiny`: [`underflow`]); 1e-9 more covers rounding this limit. `None`
-/// for other metrics and for a negative or non-finite bound (left to `beyond_bound` pair by pair).
+/// does, without a square root per pair: `beyond_bound`'s lower bound `lb` exceeds `target` ([`screen_target`])
+/// when `sq / (1 + 1e-5)² − tiny > target²` (`tiny`: [`underflow`]); 1e-9 more covers the rounding of this limit
+/// and of `beyond_bound`'s own arithmetic. `None` for other metrics and for a negative or non-finite bound (left
+/// to `beyond_bound` pair by pair). Needs `rel` < 1, as `screen_target` does.
 fn l2_sq_limit(metric: Metric, bound: f64, rel: f64) -> Option<f64> {
     if metric != Metric::L2 || !(bound >= 0.0 && bound.is_finite()) {
         return None;
     }
     let target = screen_target(bound, rel);
     Some((target * target + underflow(rel)) * (1.0 + 1e-5) * (1.0 + 1e-5) * (1.0 + 1e-9))
+}
+
+/// Whether `sq` rules its pair out under [`l2_sq_limit`]'s `limit` (NaN and +∞ rule nothing out).
+fn l2_rules_out(sq: f64, limit: f64) -> bool {
+    sq > limit && sq < f64::INFINITY
 }
 
 /// The absolute error products that underflow add to an f32 distance (each loses up to 2⁻¹⁵⁰; the relative
@@ -934,34 +939,37 @@ mod tests {
     #[test]
     fn the_squared_l2_limit_rules_out_only_what_beyond_bound_does() {
         // Bounds from 0 to large, dims small and large; `sq` swept across the limit in relative steps of 1e-12 up
-        // to 1e-6: whatever the limit rules out (finite, above it) beyond_bound rules out too, and the limit is
-        // within 1e-8 of beyond_bound's own boundary (it screens as much).
+        // to 1e-6: whatever the limit rules out beyond_bound rules out too, and the limit sits within 1e-8 above
+        // beyond_bound's own boundary (it screens as much).
         let mut checked = 0;
         for dim in [7usize, 48, 480] {
             let rel = distance_rounding(dim);
             for bound in [0.0f64, 1e-30, 1e-6, 0.3, 1.0, 7.5, 1e6, f32::MAX as f64] {
                 let limit = l2_sq_limit(Metric::L2, bound, rel).expect("a finite bound ≥ 0 has a limit");
+                assert!(limit.is_finite() && limit > 0.0, "dim {dim} bound {bound}: limit {limit}");
                 let beyond =
                     |sq: f64| beyond_bound(Metric::L2, sq.max(0.0).sqrt() / (1.0 + 1e-5), 1.0, 1.0, rel, bound);
-                for step in -6..=6i32 {
+                for step in 1..=6i32 {
                     for scale in [1e-12, 1e-9, 1e-6] {
                         let sq = limit * (1.0 + scale * step as f64);
-                        if sq > limit && sq < f64::INFINITY {
-                            assert!(beyond(sq), "dim {dim} bound {bound} sq {sq} limit {limit}");
-                            checked += 1;
-                        }
+                        assert!(l2_rules_out(sq, limit) && beyond(sq), "dim {dim} bound {bound} sq {sq}");
+                        checked += 1;
                     }
                 }
-                assert!(beyond(limit * (1.0 + 1e-8)) || limit == 0.0 && beyond(1e-300) == beyond(limit));
+                assert!(!l2_rules_out(limit, limit), "dim {dim} bound {bound}");
+                assert!(!beyond(limit * (1.0 - 1e-8)), "dim {dim} bound {bound}: limit too loose");
             }
-            // No limit where beyond_bound decides pair by pair.
+            // Nothing without a limit's proof: NaN, +∞, −∞; no limit where beyond_bound decides pair by pair.
+            for sq in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0] {
+                assert!(!l2_rules_out(sq, 1.0), "sq {sq}");
+            }
             for bound in [-1.0, f64::INFINITY, f64::NAN] {
                 assert!(l2_sq_limit(Metric::L2, bound, rel).is_none());
             }
             assert!(l2_sq_limit(Metric::Cosine, 0.5, rel).is_none());
             assert!(l2_sq_limit(Metric::InnerProduct, 0.5, rel).is_none());
         }
-        assert!(checked > 100);
+        assert_eq!(checked, 3 * 8 * 6 * 3);
     }
 
     #[test]
@@ -1046,8 +1054,15 @@ mod tests {
 
     #[test]
     fn balls_measured_together_keep_within_s_answer_for_overflowing_and_nan_rows() {
-        // Inner products that overflow to ±∞ (rows of 1e30 against rows of ±1e30) and a NaN row.
-        let mut cat = catalog(300, 16, Metric::InnerProduct, 2);
+        for metric in [Metric::InnerProduct, Metric::L2] {
+            balls_keep_within_s_answer_for_overflowing_and_nan_rows(metric);
+        }
+    }
+
+    fn balls_keep_within_s_answer_for_overflowing_and_nan_rows(metric: Metric) {
+        // Products that overflow to ±∞ (rows of 1e30 against rows of ±1e30: inner products, and L2's squared
+        // distances) and a NaN row.
+        let mut cat = catalog(300, 16, metric, 2);
         for (row, v) in [(7usize, 1e30f32), (13, 1e30), (9, -1e30), (10, f32::NAN)] {
             cat.data[row * 16..(row + 1) * 16].iter_mut().for_each(|x| *x = v);
         }

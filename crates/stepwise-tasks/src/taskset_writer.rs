@@ -2,7 +2,7 @@
 //! `questions.json` and `questions.parquet`, so a large suite never holds a whole task set in memory.
 //!
 //! The files have the layout of [`stepwise_core::TaskSet::write_json`] (one canonical question per line) and
-//! the columns of [`stepwise_core::TaskSet::write_parquet`] (one row group per chunk). Each file is written
+//! the columns of [`stepwise_core::TaskSet::write_parquet`] (row groups of [`ROW_GROUP`] rows, whatever the chunks). Each file is written
 //! under a temporary name and renamed by [`TasksetWriter::finish`]; an unfinished writer removes its files.
 
 use std::fs::File;
