@@ -394,8 +394,8 @@ impl RangeIndex {
     /// catalog's own distance, the one `within` measures: each ball is `within`'s for its item, item for item and
     /// bit for bit. Products per list (tiles of 256 asking items) instead of one memory-bound pass over the lists'
     /// rows per ball (the 20,000-procedure sweep measured 185,801 balls with 512-procedure chunks, each over its
-    /// 8 probed lists of ~480 items). Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already,
-    /// are left to `within_cached`.
+    /// 8 probed lists of ~480 items). Requests with a NaN bound or reach, for items outside the catalog, or whose
+    /// ball is kept already, are left to `within_cached`.
     pub fn fill_balls(&self, cat: &Catalog, mut requests: Vec<BallRequest>) {
         // A NaN reach (a bound of NaN or −∞) finds nothing and would never be reused: `ball` does not keep it
         // either.
@@ -489,27 +489,13 @@ impl RangeIndex {
                 // is NaN or ±∞, which neither test rules out (−∞ is below any bound).
                 let (nq_sq, gamma_q) = (nq * nq, 2.0 * gamma * nq);
                 let sq = |s: f32, nx_sq: f64, nx: f64| nq_sq + nx_sq - 2.0 * s as f64 - gamma_q * nx;
+                let pairs = row.iter().zip(&norms_sq).zip(norms).map(|((&s, &nx_sq), &nx)| (sq(s, nx_sq, nx), nx));
                 let kept = match l2_sq_limit(cat.metric, reach as f64, rel) {
-                    // L2 (the common case): one comparison per pair, without square roots, branch-free.
-                    Some(limit) => {
-                        let mut n = 0;
-                        for (j, ((&s, &nx_sq), &nx)) in row.iter().zip(&norms_sq).zip(norms).enumerate() {
-                            near[n] = j as u32;
-                            n += usize::from(!l2_rules_out(sq(s, nx_sq, nx), limit));
-                        }
-                        n
-                    }
-                    None => {
-                        let mut n = 0;
-                        for (j, ((&s, &nx_sq), &nx)) in row.iter().zip(&norms_sq).zip(norms).enumerate() {
-                            let l2 = sq(s, nx_sq, nx).max(0.0).sqrt() / (1.0 + 1e-5);
-                            if !beyond_bound(cat.metric, l2, nq, nx, rel, reach as f64) {
-                                near[n] = j as u32;
-                                n += 1;
-                            }
-                        }
-                        n
-                    }
+                    // L2 (the common case): one comparison per pair, without square roots.
+                    Some(limit) => unscreened(pairs, &mut near, |v, _| l2_rules_out(v, limit)),
+                    None => unscreened(pairs, &mut near, |v, nx| {
+                        beyond_bound(cat.metric, v.max(0.0).sqrt() / (1.0 + 1e-5), nq, nx, rel, reach as f64)
+                    }),
                 };
                 for &j in &near[..kept] {
                     let x = members[j as usize];
@@ -636,6 +622,20 @@ fn l2_sq_limit(metric: Metric, bound: f64, rel: f64) -> Option<f64> {
     }
     let target = screen_target(bound, rel);
     Some((target * target + underflow(rel)) * (1.0 + 1e-5) * (1.0 + 1e-5) * (1.0 + 1e-9))
+}
+
+/// The positions of the `(sq, ‖x‖)` pairs that `rules_out` leaves, written to `near` (branch-free); how many.
+fn unscreened(
+    pairs: impl Iterator<Item = (f64, f64)>,
+    near: &mut [u32],
+    rules_out: impl Fn(f64, f64) -> bool,
+) -> usize {
+    let mut n = 0;
+    for (j, (sq, nx)) in pairs.enumerate() {
+        near[n] = j as u32;
+        n += usize::from(!rules_out(sq, nx));
+    }
+    n
 }
 
 /// Whether `sq` rules its pair out under [`l2_sq_limit`]'s `limit` (NaN and +∞ rule nothing out).

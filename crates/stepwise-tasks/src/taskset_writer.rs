@@ -2,8 +2,9 @@
 //! `questions.json` and `questions.parquet`, so a large suite never holds a whole task set in memory.
 //!
 //! The files have the layout of [`stepwise_core::TaskSet::write_json`] (one canonical question per line) and
-//! the columns of [`stepwise_core::TaskSet::write_parquet`] (row groups of [`ROW_GROUP`] rows, whatever the chunks). Each file is written
-//! under a temporary name and renamed by [`TasksetWriter::finish`]; an unfinished writer removes its files.
+//! the columns of [`stepwise_core::TaskSet::write_parquet`] (row groups of [`ROW_GROUP`] rows, whatever the
+//! chunks). Each file is written under a temporary name and renamed by [`TasksetWriter::finish`]; an unfinished
+//! writer removes its files.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
