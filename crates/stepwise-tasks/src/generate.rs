@@ -20,7 +20,7 @@ use crate::counts::{Counts, SkipReason};
 use crate::negatives::{knob2_stats, valid};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
-use crate::questions::{Made, Maker, ProcView, Widened, context_steps};
+use crate::questions::{Made, Maker, ProcView, Shared, context_steps};
 use crate::range::BallRequest;
 
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
@@ -306,10 +306,25 @@ impl<'a> TaskGenerator<'a> {
             let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
             ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split }
         };
-        // Every planned question in every mode; `None` for one whose widened search waits for its balls.
+        // Every planned question in every mode; `None` for one whose widened search waits for its balls. Every
+        // setting draws first and the questions are made only when all of them could: a question one setting
+        // cannot make is kept in none, and most knob-setting questions of the visual tasks end so (each setting
+        // still draws, for its own skip reason in the counts).
         type Results = Vec<std::result::Result<Made, SkipReason>>;
-        let make_all = |view: &ProcView<'_>, pq, wide: &mut Widened| -> Results {
-            makers.iter().map(|m| m.make(view, pq, wide)).collect()
+        let make_all = |view: &ProcView<'_>, pq, shared: &mut _, requests: &mut Vec<BallRequest>| {
+            let drawn: Vec<_> = makers.iter().map(|m| m.choose(view, pq, shared)).collect();
+            let missing = shared.take_requests();
+            if !missing.is_empty() {
+                requests.extend(missing);
+                return None;
+            }
+            let results: Results = if drawn.iter().all(|d| d.is_ok()) {
+                let drawn = drawn.into_iter().map(|d| d.expect("checked: every setting drew"));
+                makers.iter().zip(drawn).map(|(m, d)| Ok(m.finish(view, pq, shared, d))).collect()
+            } else {
+                drawn.into_iter().map(|d| Err(d.err().unwrap_or(SkipReason::PairedSettingFailed))).collect()
+            };
+            Some(results)
         };
         let mut first: Vec<(Vec<Option<Results>>, Vec<BallRequest>)> = range
             .clone()
@@ -320,14 +335,7 @@ impl<'a> TaskGenerator<'a> {
                 let results = plan.procs[i]
                     .questions
                     .iter()
-                    .map(|pq| {
-                        let mut wide = Widened::deferring();
-                        let results = make_all(&view, pq, &mut wide);
-                        let missing = wide.take_requests();
-                        let complete = missing.is_empty();
-                        requests.extend(missing);
-                        complete.then_some(results)
-                    })
+                    .map(|pq| make_all(&view, pq, &mut Shared::deferring(), &mut requests))
                     .collect();
                 (results, requests)
             })
@@ -341,7 +349,7 @@ impl<'a> TaskGenerator<'a> {
                 let view = view(i);
                 for (slot, pq) in results.iter_mut().zip(&plan.procs[i].questions) {
                     if slot.is_none() {
-                        *slot = Some(make_all(&view, pq, &mut Widened::default()));
+                        *slot = make_all(&view, pq, &mut Shared::default(), &mut Vec::new());
                     }
                 }
             });

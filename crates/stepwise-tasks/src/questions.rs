@@ -1,6 +1,7 @@
 //! Making one question of each task from a planned question: negatives, choices, context and provenance, in the
 //! official RecipeQA layout (field names, `@placeholder`, 0-based `answer`, question texts).
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use rand::seq::SliceRandom;
@@ -18,7 +19,7 @@ use crate::negatives::{
 };
 use crate::neighbors::NeighborTable;
 use crate::plan::PlannedQuestion;
-use crate::range::BallRequest;
+use crate::range::{BallRequest, DistanceScreen};
 
 /// RecipeQA's question texts (official release).
 pub const TEXT_TITLE_CLOZE: &str = "Choose the best title for the missing blank to correctly complete the recipe.";
@@ -37,22 +38,25 @@ pub struct ProcView<'a> {
     pub split: Option<&'a str>,
 }
 
-/// The candidates of one question found by the widened search (every catalog item within the knob-2 region's
-/// reach), computed at most once per making of the question and shared by the paired settings that need them (a
-/// deferred question is made twice: first recording the balls it lacks, then with them).
-#[derive(Debug, Default)]
-pub struct Widened {
+/// What the paired settings of one planned question share, each part computed at most once per making of the
+/// question: the setting-independent part of a cloze or coherence question ([`Base`]: its items, centroid and
+/// searched candidates, knob 3's screen) and the candidates found by the widened search (every catalog item
+/// within the knob-2 region's reach). A deferred question is made twice: first recording the balls its widened
+/// search lacks, then (from a fresh `Shared`) with them.
+#[derive(Default)]
+pub struct Shared<'a> {
+    base: OnceCell<Base<'a>>,
     list: Option<Vec<Cand>>,
-    /// Set by [`Widened::deferring`]: a widened search over IVF lists whose balls are not all kept yet is not
+    /// Set by [`Shared::deferring`]: a widened search over IVF lists whose balls are not all kept yet is not
     /// measured; the balls it needs are recorded here, and the question must be made again (from a fresh
-    /// `Widened`) once [`crate::range::RangeIndex::fill_balls`] has measured them with other questions' balls.
+    /// `Shared`) once [`crate::range::RangeIndex::fill_balls`] has measured them with other questions' balls.
     requests: Option<Vec<BallRequest>>,
 }
 
-impl Widened {
+impl Shared<'_> {
     /// A question whose widened search is deferred when its balls are not kept yet.
-    pub fn deferring() -> Widened {
-        Widened { list: None, requests: Some(Vec::new()) }
+    pub fn deferring() -> Self {
+        Shared { requests: Some(Vec::new()), ..Default::default() }
     }
 
     /// The balls a deferred widened search needs; empty when the question was made in full.
@@ -61,22 +65,53 @@ impl Widened {
     }
 }
 
+/// What a cloze or coherence question is in every setting paired with its own: the item its negatives stand in
+/// for, the question's other items and their centroid, where its negatives are searched, and knob 3's limit.
+struct Base<'a> {
+    /// The answer (cloze) or the replaced image (coherence).
+    anchor: u32,
+    /// The shown items of the question (cloze: the visible ones; coherence: the coherent ones) and their
+    /// centroid, knob 3's question.
+    items: Vec<u32>,
+    centroid: Vec<f32>,
+    /// The candidates found among the K nearest neighbours (sorted), how many of the nearest give knob 2's m_d
+    /// and s_d, the distance from which the neighbour lists may miss items (their last distance; infinite when a
+    /// list holds every allowed item), and the query items a widened search measures distances from.
+    cands: Vec<Cand>,
+    reference: usize,
+    reach: f32,
+    queries: Vec<u32>,
+    /// Knob 3's constraint: a negative's distance to `centroid` below `limit` (at most, when `inclusive`).
+    limit: f32,
+    inclusive: bool,
+    /// Knob 3's screen of distances to `centroid` against `limit`, set up on first use and shared by the
+    /// settings that draw under the constraint.
+    screen: OnceCell<DistanceScreen<'a>>,
+}
+
+/// A question's negatives (or wrong orders) as one setting drew them, and its random stream after the draw:
+/// what [`Maker::finish`] makes the question from.
+pub struct Drawn {
+    picked: Picked,
+    rng: ChaCha8Rng,
+}
+
+enum Picked {
+    Negatives(Vec<Cand>, SelectionStats),
+    /// Visual ordering: the wrong orders, their knob-2 weights, and the question images' pairwise distances
+    /// (`n × n`).
+    Orders {
+        wrong: Vec<Vec<usize>>,
+        weights: Vec<f64>,
+        pair: Vec<f32>,
+    },
+}
+
 /// A made question and whether its negatives came from the widened search.
 #[derive(Debug)]
 pub struct Made {
     pub question: Question,
     pub widened: bool,
-}
-
-/// Where a question's negatives are searched: the candidates found among the K nearest neighbours (sorted), how
-/// many of the nearest give knob 2's m_d and s_d, the distance from which the neighbour lists may miss items
-/// (their last distance; infinite when a list holds every allowed item), and the query items a widened search
-/// measures distances from.
-struct Search<'s> {
-    cands: &'s [Cand],
-    reference: usize,
-    reach: f32,
-    queries: &'s [u32],
 }
 
 /// Shared inputs of question making.
@@ -88,18 +123,59 @@ pub struct Maker<'a> {
     pub table: &'a NeighborTable,
 }
 
-impl Maker<'_> {
-    /// The question for `pq`, or why it had to be skipped. Its `context` is left empty: every question of a
-    /// procedure shares the same context ([`context_steps`]), which the caller attaches (or serialises once).
-    /// `wide` caches the question's widened search for the other settings paired with this one (a fresh
-    /// [`Widened::default`] per question).
-    pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion, wide: &mut Widened) -> Result<Made, SkipReason> {
+impl<'a> Maker<'a> {
+    /// The question for `pq`, or why it had to be skipped: [`Self::choose`], then [`Self::finish`]. Its
+    /// `context` is left empty: every question of a procedure shares the same context ([`context_steps`]), which
+    /// the caller attaches (or serialises once). `shared` holds what the other settings paired with this one
+    /// share with it (a fresh [`Shared::default`] per question).
+    pub fn make(&self, view: &ProcView<'_>, pq: &PlannedQuestion, shared: &mut Shared<'a>) -> Result<Made, SkipReason> {
+        let drawn = self.choose(view, pq, shared)?;
+        Ok(self.finish(view, pq, shared, drawn))
+    }
+
+    /// Draw the negatives (or wrong orders) of `pq` in this setting, or say why there are none. Cheap next to
+    /// [`Self::finish`], so paired settings can all draw first and make their questions only when every one of
+    /// them could (a question is kept in all of them or in none).
+    pub fn choose(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        shared: &mut Shared<'a>,
+    ) -> Result<Drawn, SkipReason> {
         let key = format!("tasks/negatives/{}/{}/{}/{}", self.task, self.mode.label(), view.procedure.id, pq.attempt);
         let mut rng = rng_for(self.cfg.seed, &key);
-        let (mut q, widened) = match self.task {
-            Task::TextualCloze | Task::VisualCloze => self.cloze(view, pq, wide, &mut rng)?,
-            Task::VisualCoherence => self.coherence(view, pq, wide, &mut rng)?,
-            Task::VisualOrdering => (self.ordering(view, pq, &mut rng)?, false),
+        let picked = match self.task {
+            Task::VisualOrdering => self.draw_orders(view, pq, &mut rng)?,
+            Task::TextualCloze | Task::VisualCloze | Task::VisualCoherence => {
+                let Shared { base, list, requests } = shared;
+                let base = base.get_or_init(|| self.base(view, pq));
+                let n = if self.task == Task::VisualCoherence { 1 } else { self.cfg.n_choices - 1 };
+                let (negs, stats) = match self.mode {
+                    Mode::RecipeQa => adaptive_neighbourhood(&base.cands, self.cfg.margin as f32, n, &mut rng)?,
+                    Mode::Knobs(k) => self.knob_select(k, base, n, list, requests, &mut rng)?,
+                };
+                Picked::Negatives(negs, stats)
+            }
+        };
+        Ok(Drawn { picked, rng })
+    }
+
+    /// The question from what [`Self::choose`] drew for it (from the same `shared`).
+    pub fn finish(&self, view: &ProcView<'_>, pq: &PlannedQuestion, shared: &Shared<'a>, drawn: Drawn) -> Made {
+        let Drawn { picked, mut rng } = drawn;
+        let (mut q, widened) = match picked {
+            Picked::Orders { wrong, weights, pair } => {
+                (self.ordering(view, pq, wrong, &weights, &pair, &mut rng), false)
+            }
+            Picked::Negatives(negs, stats) => {
+                let base = shared.base.get().expect("the negatives were drawn from the question's base");
+                let widened = stats.widened == Some(true);
+                let q = match self.task {
+                    Task::VisualCoherence => self.coherence(view, pq, base, &negs, stats),
+                    _ => self.cloze(view, pq, base, &negs, stats, &mut rng),
+                };
+                (q, widened)
+            }
         };
         let first = usize::from(self.cfg.skip_first_step);
         let positions: Vec<String> =
@@ -108,7 +184,7 @@ impl Maker<'_> {
         q.recipe_id = view.procedure.id.clone();
         q.task = self.task.as_str().to_string();
         q.split = view.split.map(str::to_string);
-        Ok(Made { question: q, widened })
+        Made { question: q, widened }
     }
 
     fn steps(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Vec<usize> {
@@ -119,36 +195,76 @@ impl Maker<'_> {
         view.entry.eligible[pos].item
     }
 
-    /// Textual and visual cloze: hide one item; the answer and `n_choices − 1` negatives from other procedures.
-    fn cloze(
-        &self,
-        view: &ProcView<'_>,
-        pq: &PlannedQuestion,
-        wide: &mut Widened,
-        rng: &mut ChaCha8Rng,
-    ) -> Result<(Question, bool), SkipReason> {
+    /// The setting-independent part of a cloze or coherence question.
+    ///
+    /// Cloze hides one item; its negatives come from the answer's neighbours, knob 2's m_d and s_d from the K_C
+    /// nearest, and knob 3 (§3.2) asks for a negative at least as close to the question (the mean of its items)
+    /// as the answer.
+    ///
+    /// Coherence replaces one of the ordered images by an image of another procedure. RecipeQA: the distractor is
+    /// a neighbour of the image it replaces. Knob 2 (appendix B.1): the union of the neighbours of the coherent
+    /// images, each at its smallest distance to one of them; m_d and s_d over the whole union. Knob 3: the
+    /// incoherent image must be closer to the coherent images' mean than the closest pair of coherent images is
+    /// to each other.
+    fn base(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> Base<'a> {
         let cat = self.cat;
-        let answer_pos = pq.positions[pq.slot];
-        let answer = self.item_of(view, answer_pos);
-        let visible: Vec<u32> = pq
+        let eps = self.cfg.duplicate_epsilon as f32;
+        let anchor = self.item_of(view, pq.positions[pq.slot]);
+        let items: Vec<u32> = pq
             .positions
             .iter()
             .enumerate()
             .filter(|(s, _)| *s != pq.slot)
             .map(|(_, &p)| self.item_of(view, p))
             .collect();
-        let centroid = cat.centroid(&visible);
-        let n_neg = self.cfg.n_choices - 1;
-        let list = self.table.get(answer);
-        let cands = valid(list, self.cfg.duplicate_epsilon as f32, &[]);
-        // Knob 2: m_d and s_d of the K_C nearest. Knob 3 (§3.2): a negative at least as close to the question (the
-        // mean of its items) as the answer.
-        let search = Search { cands: &cands, reference: self.cfg.k_c, reach: self.reach(&[list]), queries: &[answer] };
-        let answer_to_question = cat.distance_to(&centroid, answer);
-        let (negs, stats) =
-            self.select(search, n_neg, self.closer(&visible, &centroid, answer_to_question, true), wide, rng)?;
-        let widened = stats.widened == Some(true);
+        let centroid = cat.centroid(&items);
+        let (cands, reference, reach, queries, limit, inclusive) = match (self.task, self.mode) {
+            (Task::VisualCoherence, Mode::RecipeQa) => {
+                let cands = valid(self.table.get(anchor), eps, &[]);
+                let n = cands.len();
+                (cands, n, f32::INFINITY, vec![anchor], f32::NAN, false)
+            }
+            (Task::VisualCoherence, Mode::Knobs(_)) => {
+                let mut union: Vec<Cand> = Vec::with_capacity(items.len() * self.table.k());
+                for &c in &items {
+                    union.extend(valid(self.table.get(c), eps, &[]));
+                }
+                // Each item once, at its smallest distance; then nearest first.
+                union.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(a.dist.total_cmp(&b.dist)));
+                union.dedup_by_key(|c| c.item);
+                union.sort_unstable_by(Cand::cmp_nearest);
+                let mut min_pair = f32::INFINITY;
+                for (i, &a) in items.iter().enumerate() {
+                    for &b in &items[i + 1..] {
+                        min_pair = min_pair.min(cat.distance(a, b));
+                    }
+                }
+                let lists: Vec<&[(u32, f32)]> = items.iter().map(|&c| self.table.get(c)).collect();
+                let n = union.len();
+                (union, n, self.reach(&lists), items.clone(), min_pair, false)
+            }
+            _ => {
+                let list = self.table.get(anchor);
+                let to_question = cat.distance_to(&centroid, anchor);
+                (valid(list, eps, &[]), self.cfg.k_c, self.reach(&[list]), vec![anchor], to_question, true)
+            }
+        };
+        Base { anchor, items, centroid, cands, reference, reach, queries, limit, inclusive, screen: OnceCell::new() }
+    }
 
+    /// Textual and visual cloze: the answer and `n_choices − 1` negatives from other procedures.
+    fn cloze(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        base: &Base<'_>,
+        negs: &[Cand],
+        stats: SelectionStats,
+        rng: &mut ChaCha8Rng,
+    ) -> Question {
+        let cat = self.cat;
+        let answer_pos = pq.positions[pq.slot];
+        let answer = base.anchor;
         // Choices in random order; the answer shows the procedure's own text/image.
         let mut entries: Vec<(u32, String, bool)> =
             vec![(answer, view.entry.eligible[answer_pos].display.clone(), true)];
@@ -171,13 +287,14 @@ impl Maker<'_> {
                 })
                 .collect();
         let steps = self.steps(view, pq);
-        let meta = self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, answer, stats);
+        let meta =
+            self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &base.centroid, answer, stats);
         let (question_modality, question_text) = match (self.task, self.cfg.cloze_field) {
             (Task::TextualCloze, ClozeField::Title) => ("title", TEXT_TITLE_CLOZE),
             (Task::TextualCloze, ClozeField::Text) => ("body", TEXT_BODY_CLOZE),
             _ => ("images", TEXT_VISUAL_CLOZE),
         };
-        let q = Question {
+        Question {
             context_modality: context_modality(self.task, self.cfg.cloze_field),
             question,
             question_modality: vec![question_modality.to_string()],
@@ -186,63 +303,20 @@ impl Maker<'_> {
             answer: answer_idx,
             extra: BTreeMap::from([("meta".to_string(), meta)]),
             ..Default::default()
-        };
-        Ok((q, widened))
+        }
     }
 
-    /// Visual coherence: one of the ordered images is replaced by an image of another procedure; the choices are
-    /// the shown images and the answer is the replaced position.
+    /// Visual coherence: the choices are the shown images (one of them the drawn negative) and the answer is the
+    /// replaced position.
     fn coherence(
         &self,
         view: &ProcView<'_>,
         pq: &PlannedQuestion,
-        wide: &mut Widened,
-        rng: &mut ChaCha8Rng,
-    ) -> Result<(Question, bool), SkipReason> {
+        base: &Base<'_>,
+        negs: &[Cand],
+        stats: SelectionStats,
+    ) -> Question {
         let cat = self.cat;
-        let replaced = self.item_of(view, pq.positions[pq.slot]);
-        let coherent: Vec<u32> = pq
-            .positions
-            .iter()
-            .enumerate()
-            .filter(|(s, _)| *s != pq.slot)
-            .map(|(_, &p)| self.item_of(view, p))
-            .collect();
-        let centroid = cat.centroid(&coherent);
-        let replaced_list = [replaced];
-        let (cands, close_limit, reach, queries): (Vec<Cand>, f32, f32, &[u32]) = match self.mode {
-            // RecipeQA: the distractor is a neighbour of the image it replaces.
-            Mode::RecipeQa => (
-                valid(self.table.get(replaced), self.cfg.duplicate_epsilon as f32, &[]),
-                f32::NAN,
-                f32::INFINITY,
-                &replaced_list,
-            ),
-            // Knob 2 (appendix B.1): the union of the neighbours of the coherent images, each at its smallest
-            // distance to one of them; m_d and s_d over the whole union. Knob 3: the incoherent image must be
-            // closer to the coherent images' mean than the closest pair of coherent images is to each other.
-            Mode::Knobs(_) => {
-                let mut union: Vec<Cand> = Vec::with_capacity(coherent.len() * self.table.k());
-                for &c in &coherent {
-                    union.extend(valid(self.table.get(c), self.cfg.duplicate_epsilon as f32, &[]));
-                }
-                // Each item once, at its smallest distance; then nearest first.
-                union.sort_unstable_by(|a, b| a.item.cmp(&b.item).then(a.dist.total_cmp(&b.dist)));
-                union.dedup_by_key(|c| c.item);
-                union.sort_unstable_by(Cand::cmp_nearest);
-                let mut min_pair = f32::INFINITY;
-                for (i, &a) in coherent.iter().enumerate() {
-                    for &b in &coherent[i + 1..] {
-                        min_pair = min_pair.min(cat.distance(a, b));
-                    }
-                }
-                let lists: Vec<&[(u32, f32)]> = coherent.iter().map(|&c| self.table.get(c)).collect();
-                (union, min_pair, self.reach(&lists), &coherent[..])
-            }
-        };
-        let search = Search { cands: &cands, reference: cands.len(), reach, queries };
-        let (negs, stats) = self.select(search, 1, self.closer(&coherent, &centroid, close_limit, false), wide, rng)?;
-        let widened = stats.widened == Some(true);
         let odd = negs[0].item;
         let shown: Vec<u32> = pq
             .positions
@@ -267,7 +341,7 @@ impl Maker<'_> {
         let steps = self.steps(view, pq);
         let question_items: Vec<Value> = shown.iter().map(|&i| json!(cat.items[i as usize].feature_id)).collect();
         let mut meta =
-            self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &centroid, replaced, stats);
+            self.meta(view, &steps, Some(steps[pq.slot]), question_items, &entries, &base.centroid, base.anchor, stats);
         // For coherence the question is each image's fit with the other three.
         let to_rest: Vec<f32> = (0..shown.len())
             .map(|s| {
@@ -276,10 +350,10 @@ impl Maker<'_> {
             })
             .collect();
         meta["distances"]["to_question"] = json!(round_all(&to_rest));
-        if close_limit.is_finite() {
-            meta["distances"]["min_coherent_pair"] = json!(round(close_limit));
+        if base.limit.is_finite() {
+            meta["distances"]["min_coherent_pair"] = json!(round(base.limit));
         }
-        let q = Question {
+        Question {
             context_modality: context_modality(self.task, self.cfg.cloze_field),
             question: displays.clone(),
             question_modality: vec!["images".to_string()],
@@ -288,36 +362,50 @@ impl Maker<'_> {
             answer: pq.slot,
             extra: BTreeMap::from([("meta".to_string(), meta)]),
             ..Default::default()
-        };
-        Ok((q, widened))
+        }
     }
 
-    /// Visual ordering: the images in procedural order is the answer; the negatives are wrong orders.
-    fn ordering(
+    /// Visual ordering's draw: the wrong orders. Knob 2 (appendix B): setting 1 weights each wrong order by
+    /// Σ dist(φ(x_i), φ(x_{i+1})) along it; RecipeQA and setting 0 draw wrong orders uniformly. Knob 3 is not
+    /// defined for ordering.
+    fn draw_orders(
         &self,
         view: &ProcView<'_>,
         pq: &PlannedQuestion,
         rng: &mut ChaCha8Rng,
-    ) -> Result<Question, SkipReason> {
-        let cat = self.cat;
+    ) -> Result<Picked, SkipReason> {
         let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
-        // Pairwise distances once (the 23 wrong orders reuse them).
+        // Pairwise distances once (the 23 wrong orders and the question's provenance reuse them).
         let n = items.len();
         let mut pair = vec![0f32; n * n];
         for a in 0..n {
             for b in a + 1..n {
-                let d = cat.distance(items[a], items[b]);
+                let d = self.cat.distance(items[a], items[b]);
                 pair[a * n + b] = d;
                 pair[b * n + a] = d;
             }
         }
-        let path_length = |perm: &[usize]| -> f64 { perm.windows(2).map(|w| pair[w[0] * n + w[1]] as f64).sum() };
-        // Knob 2 (appendix B): setting 1 weights each wrong order by Σ dist(φ(x_i), φ(x_{i+1})) along it;
-        // RecipeQA and setting 0 draw wrong orders uniformly. Knob 3 is not defined for ordering.
         let weighted = matches!(self.mode, Mode::Knobs(k) if k.k2 == 1);
-        let weight: Option<&dyn Fn(&[usize]) -> f64> = if weighted { Some(&path_length) } else { None };
-        let (wrong, weights) = wrong_orders(pq.positions.len(), self.cfg.n_choices - 1, weight, rng)?;
-        let mut orders: Vec<(Vec<usize>, bool)> = vec![((0..items.len()).collect(), true)];
+        let length = |perm: &[usize]| path_length(&pair, n, perm);
+        let weight: Option<&dyn Fn(&[usize]) -> f64> = if weighted { Some(&length) } else { None };
+        let (wrong, weights) = wrong_orders(n, self.cfg.n_choices - 1, weight, rng)?;
+        Ok(Picked::Orders { wrong, weights, pair })
+    }
+
+    /// Visual ordering: the images in procedural order is the answer; the negatives are the wrong orders drawn.
+    fn ordering(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        wrong: Vec<Vec<usize>>,
+        weights: &[f64],
+        pair: &[f32],
+        rng: &mut ChaCha8Rng,
+    ) -> Question {
+        let cat = self.cat;
+        let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
+        let n = items.len();
+        let mut orders: Vec<(Vec<usize>, bool)> = vec![((0..n).collect(), true)];
         orders.extend(wrong.into_iter().map(|o| (o, false)));
         orders.shuffle(rng);
         let answer = orders.iter().position(|o| o.1).expect("the correct order is among the choices");
@@ -328,7 +416,7 @@ impl Maker<'_> {
             .map(|(o, _)| Choice::Sequence(o.iter().map(|&i| displays[i].to_string()).collect()))
             .collect();
         let mean_step: Vec<f64> =
-            orders.iter().map(|(o, _)| path_length(o) / (o.len().saturating_sub(1).max(1)) as f64).collect();
+            orders.iter().map(|(o, _)| path_length(pair, n, o) / (o.len().saturating_sub(1).max(1)) as f64).collect();
         let meta = json!({
             "generator": "stepwise-tasks",
             "setting": self.mode.label(),
@@ -345,7 +433,7 @@ impl Maker<'_> {
                 "wrong_order_weights": weights.iter().map(|&w| round(w as f32)).collect::<Vec<_>>(),
             },
         });
-        Ok(Question {
+        Question {
             context_modality: context_modality(self.task, self.cfg.cloze_field),
             question: vec![ORDERING_QUESTION.to_string()],
             question_modality: vec!["images".to_string()],
@@ -354,71 +442,51 @@ impl Maker<'_> {
             answer,
             extra: BTreeMap::from([("meta".to_string(), meta)]),
             ..Default::default()
-        })
-    }
-
-    /// Knob 3's constraint: a candidate's distance to `centroid` (of `items`) is below `limit` (at most `limit`
-    /// when `inclusive`). Few candidates meet it (2.5% of the 83 million tested in the 20,000-procedure sweep): the
-    /// range index's proven screen rules most of the rest out from 64 projected coordinates instead of a 480-d row
-    /// ([`crate::range::RangeIndex::screen_centroid`]; set up on first use, as only knob-3 draws ask), and only
-    /// those left are measured — the same answers.
-    fn closer<'a>(
-        &'a self,
-        items: &'a [u32],
-        centroid: &'a [f32],
-        limit: f32,
-        inclusive: bool,
-    ) -> impl Fn(&Cand) -> bool + 'a {
-        let screen = std::cell::OnceCell::new();
-        move |c: &Cand| {
-            let screen =
-                screen.get_or_init(|| self.table.ranges(self.cat).screen_centroid(self.cat, items, centroid, limit));
-            if screen.beyond(c.item) {
-                return false;
-            }
-            let d = self.cat.distance_to(centroid, c.item);
-            if inclusive { d <= limit } else { d < limit }
         }
     }
 
-    /// The mode's negative-selection rule: RecipeQA's adaptive neighbourhood over the searched candidates, or
-    /// knobs 2 and 3 ([`Self::knob_select`]). `close` is knob 3's constraint.
-    fn select(
-        &self,
-        search: Search<'_>,
-        n: usize,
-        close: impl Fn(&Cand) -> bool,
-        wide: &mut Widened,
-        rng: &mut ChaCha8Rng,
-    ) -> Result<(Vec<Cand>, SelectionStats), SkipReason> {
-        match self.mode {
-            Mode::RecipeQa => adaptive_neighbourhood(search.cands, self.cfg.margin as f32, n, rng),
-            Mode::Knobs(k) => self.knob_select(k, search, n, close, wide, rng),
+    /// Knob 3's constraint: a candidate's distance to the question's centroid is below its limit ([`Base`]). Few
+    /// candidates meet it (2.5% of the 83 million tested in the 20,000-procedure sweep): the range index's proven
+    /// screen rules most of the rest out from 64 projected coordinates instead of a 480-d row
+    /// ([`crate::range::RangeIndex::screen_centroid`]; set up on first use, as only knob-3 draws ask, and shared
+    /// by the paired settings), and only those left are measured — the same answers.
+    fn closer<'b>(&'b self, base: &'b Base<'a>) -> impl Fn(&Cand) -> bool + 'b {
+        let table: &'a NeighborTable = self.table;
+        move |c: &Cand| {
+            let screen = base.screen.get_or_init(|| {
+                table.ranges(self.cat).screen_centroid(self.cat, &base.items, &base.centroid, base.limit)
+            });
+            if screen.beyond(c.item) {
+                return false;
+            }
+            let d = self.cat.distance_to(&base.centroid, c.item);
+            if base.inclusive { d <= base.limit } else { d < base.limit }
         }
     }
 
     /// Knobs 2 and 3: draw `n` negatives from the region (ball or shell) that m_d and s_d of the reference
-    /// candidates define, `n_constrained` of them meeting `close` when k3 = 1. When the searched neighbours give
-    /// too few, and the region reaches past them (its upper bound is at least the lists' last distance), the
-    /// search is widened to every catalog item within the region's reach — m_d and s_d stay those of the K
-    /// searched neighbours — and the draw is made there. Only when that fails too is the question skipped: no
-    /// candidate meets the constraint anywhere. (With exact neighbours this is a proof: every item closer than
-    /// the lists' last distance is in them. With an approximate index (IVF, HNSW) the lists can miss a few
-    /// nearer items, and with IVF the widened search covers the probed lists only, so "anywhere" holds up to the
-    /// index's recall — as every neighbour-based choice does there.)
+    /// candidates define, `n_constrained` of them meeting knob 3's constraint when k3 = 1. When the searched
+    /// neighbours give too few, and the region reaches past them (its upper bound is at least the lists' last
+    /// distance), the search is widened to every catalog item within the region's reach — m_d and s_d stay
+    /// those of the K searched neighbours — and the draw is made there. Only when that fails too is the question
+    /// skipped: no candidate meets the constraint anywhere. (With exact neighbours this is a proof: every item
+    /// closer than the lists' last distance is in them. With an approximate index (IVF, HNSW) the lists can miss
+    /// a few nearer items, and with IVF the widened search covers the probed lists only, so "anywhere" holds up
+    /// to the index's recall — as every neighbour-based choice does there.)
     fn knob_select(
         &self,
         k: KnobSetting,
-        search: Search<'_>,
+        base: &Base<'a>,
         n: usize,
-        close: impl Fn(&Cand) -> bool,
-        wide: &mut Widened,
+        list: &mut Option<Vec<Cand>>,
+        requests: &mut Option<Vec<BallRequest>>,
         rng: &mut ChaCha8Rng,
     ) -> Result<(Vec<Cand>, SelectionStats), SkipReason> {
-        let cands = search.cands;
-        let Some((m, s)) = knob2_stats(&cands[..cands.len().min(search.reference)]) else {
+        let cands = &base.cands;
+        let Some((m, s)) = knob2_stats(&cands[..cands.len().min(base.reference)]) else {
             return Err(SkipReason::Knob2RegionTooSmall);
         };
+        let close = self.closer(base);
         let n_constrained = if k.k3 == 1 { self.cfg.n_constrained.min(n) } else { 0 };
         let mut stats = SelectionStats { candidates: cands.len(), widened: Some(false), ..Default::default() };
         let region = region_of(cands, m, s, k.k2, &mut stats);
@@ -432,13 +500,12 @@ impl Maker<'_> {
             Err(r) => r,
         };
         let (_, hi) = knob2_interval(m, s, k.k2);
-        if !(hi >= search.reach) {
+        if !(hi >= base.reach) {
             // Every candidate the region can hold was searched already.
             return Err(reason);
         }
         // Widened once per question, to the outer bound of both knob-2 settings (the shell's m_d + s_d).
-        let Widened { list, requests } = wide;
-        let list = list.get_or_insert_with(|| self.widen(search.queries, m + s, requests));
+        let list = list.get_or_insert_with(|| self.widen(&base.queries, m + s, requests));
         let mut stats = SelectionStats { candidates: list.len(), widened: Some(true), ..Default::default() };
         let region = region_of(list, m, s, k.k2, &mut stats);
         let negs = draw_with_constraint(&region, n, n_constrained, &close, &mut stats, rng)?;
@@ -464,7 +531,7 @@ impl Maker<'_> {
     /// ([`NeighborTable::probed_lists`]), as approximate as the neighbours themselves. Answered from the balls
     /// earlier widened searches measured around the same items when they reach far enough (the same result).
     /// With `defer` (IVF lists only) a search whose balls are not all kept returns nothing and records them
-    /// there: the question is made again once they are measured ([`Widened::deferring`]).
+    /// there: the question is made again once they are measured ([`Shared::deferring`]).
     fn widen(&self, queries: &[u32], bound: f32, defer: &mut Option<Vec<BallRequest>>) -> Vec<Cand> {
         let only = self.table.probed_lists(queries);
         let above = self.cfg.duplicate_epsilon as f32;
@@ -562,6 +629,11 @@ fn context_modality(task: Task, field: ClozeField) -> Vec<String> {
     m.iter().map(|s| s.to_string()).collect()
 }
 
+/// Σ dist(φ(x_i), φ(x_{i+1})) along `perm`, from the pairwise distances `pair` (`n × n`).
+fn path_length(pair: &[f32], n: usize, perm: &[usize]) -> f64 {
+    perm.windows(2).map(|w| pair[w[0] * n + w[1]] as f64).sum()
+}
+
 fn metric_name(cat: &Catalog) -> &'static str {
     match cat.metric {
         stepwise_features::Metric::Cosine => "cosine",
@@ -633,7 +705,7 @@ mod tests {
         let (cat, table, p, cfg) = setup();
         let view = ProcView { index: 0, procedure: &p, entry: &cat.procs[0], split: None };
         let pq = PlannedQuestion { attempt: 0, positions: vec![0, 1], slot: 1 };
-        let make = |k2, k3, wide: &mut Widened| {
+        let make = |k2, k3, wide: &mut _| {
             let mode = Mode::Knobs(KnobSetting { k1: 0, k2, k3 });
             Maker { task: Task::VisualCloze, mode, cfg: &cfg, cat: &cat, table: &table }.make(&view, &pq, wide)
         };
@@ -642,7 +714,7 @@ mod tests {
             let items = q.extra["meta"]["choice_items"].as_array().unwrap().clone();
             items[1 - q.answer].as_str().unwrap().to_string()
         };
-        let mut wide = Widened::default();
+        let mut wide = Shared::default();
         // Shell without knob 3: p2..p4 serve among the K neighbours.
         let m = make(1, 0, &mut wide).unwrap();
         assert!(!m.widened && ["image:3.jpg", "image:4.jpg", "image:5.jpg"].contains(&negative(&m).as_str()));
@@ -656,6 +728,6 @@ mod tests {
         assert_eq!(found, vec![2, 3, 4, 5, 6], "every item within m_d + s_d, nearest first, a excluded");
         // Ball with knob 3: the ball (d < 0.113) lies inside the K neighbours and holds only p1, which is not
         // close to a; no item anywhere can serve, so the question is skipped without a search.
-        assert_eq!(make(0, 1, &mut Widened::default()).unwrap_err(), SkipReason::Knob3NoCloseNegative);
+        assert_eq!(make(0, 1, &mut Shared::default()).unwrap_err(), SkipReason::Knob3NoCloseNegative);
     }
 }
