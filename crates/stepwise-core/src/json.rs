@@ -183,16 +183,30 @@ fn syntax_error(path: &Path, line_offset: usize, e: &serde_json::Error) -> Error
 pub fn write_canonical<W: Write + ?Sized>(w: &mut W, value: &Value) -> std::io::Result<()> {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            // serde_json's map iterates in key order unless a crate in the build turns on its `preserve_order`
+            // feature; sort only then (a sort and a lookup per key cost more than the writing in large suites).
+            let mut entries: Vec<(&String, &Value)> = Vec::new();
+            if !map.keys().is_sorted() {
+                entries = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
             w.write_all(b"{")?;
-            for (i, k) in keys.into_iter().enumerate() {
+            let mut write_entry = |i: usize, k: &String, v: &Value| -> std::io::Result<()> {
                 if i > 0 {
                     w.write_all(b",")?;
                 }
                 serde_json::to_writer(&mut *w, k)?;
                 w.write_all(b":")?;
-                write_canonical(w, &map[k])?;
+                write_canonical(w, v)
+            };
+            if entries.is_empty() {
+                for (i, (k, v)) in map.iter().enumerate() {
+                    write_entry(i, k, v)?;
+                }
+            } else {
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    write_entry(i, k, v)?;
+                }
             }
             w.write_all(b"}")
         }

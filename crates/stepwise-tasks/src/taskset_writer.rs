@@ -6,6 +6,7 @@
 //! chunks). Each file is written under a temporary name and renamed by [`TasksetWriter::finish`]; an unfinished
 //! writer removes its files.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -54,13 +55,11 @@ impl Row {
 
     /// A row whose context is `context` (the question's own `context` field is not read).
     fn with_context(q: Question, context: Arc<str>) -> Row {
-        let mut json = Vec::with_capacity(context.len() + 2048);
-        write_question(&mut json, &q, &context).expect("writing to a Vec cannot fail");
-        let extra = (!q.extra.is_empty()).then(|| {
-            let mut out = Vec::with_capacity(1024);
-            write_map(&mut out, q.extra.iter().map(|(k, v)| (k.as_str(), v))).expect("writing to a Vec cannot fail");
-            String::from_utf8(out).expect("serde_json writes UTF-8")
-        });
+        // Each extra field (the provenance) serialised once, for the JSON line and the Parquet `extra` column.
+        let extra = ExtraJson::of(&q.extra);
+        let mut json = Vec::with_capacity(context.len() + extra.text.len() + 1024);
+        write_question(&mut json, &q, &context, &extra).expect("writing to a Vec cannot fail");
+        let extra = (!q.extra.is_empty()).then_some(extra.text);
         let choices = q.choice_list.iter().map(|c| c.items().into_iter().map(str::to_string).collect()).collect();
         Row {
             json,
@@ -87,14 +86,13 @@ enum Val<'a> {
     Raw(&'a str),
     Choices(&'a [Choice]),
     Uint(u64),
-    Json(&'a Value),
 }
 
 /// One question as canonical JSON — the bytes `write_canonical(&q.to_json())` gives (sorted keys at every level,
 /// known fields winning over same-named unknown ones), written straight from the fields: a large suite writes
 /// millions of questions and building a `Value` tree for each doubled the cost. `context` is the question's
-/// context already serialised ([`context_json`]).
-fn write_question(w: &mut Vec<u8>, q: &Question, context: &str) -> std::io::Result<()> {
+/// context already serialised ([`context_json`]), `extra` its extra fields ([`ExtraJson::of`]).
+fn write_question(w: &mut Vec<u8>, q: &Question, context: &str, extra: &ExtraJson<'_>) -> std::io::Result<()> {
     let mut fields: Vec<(&str, Val<'_>)> = vec![
         ("answer", Val::Uint(q.answer as u64)),
         ("choice_list", Val::Choices(&q.choice_list)),
@@ -113,9 +111,9 @@ fn write_question(w: &mut Vec<u8>, q: &Question, context: &str) -> std::io::Resu
         fields.push(("split", Val::Str(s)));
     }
     let known: Vec<&str> = fields.iter().map(|f| f.0).collect();
-    for (k, v) in &q.extra {
-        if !known.contains(&k.as_str()) {
-            fields.push((k, Val::Json(v)));
+    for (k, v) in extra.fields() {
+        if !known.contains(&k) {
+            fields.push((k, Val::Raw(v)));
         }
     }
     fields.sort_by(|a, b| a.0.cmp(b.0));
@@ -131,7 +129,6 @@ fn write_question(w: &mut Vec<u8>, q: &Question, context: &str) -> std::io::Resu
             Val::Strs(v) => write_strs(w, v)?,
             Val::Raw(s) => w.extend_from_slice(s.as_bytes()),
             Val::Uint(n) => serde_json::to_writer(&mut *w, n)?,
-            Val::Json(v) => write_canonical(w, v)?,
             Val::Choices(cs) => {
                 w.push(b'[');
                 for (j, c) in cs.iter().enumerate() {
@@ -163,21 +160,37 @@ fn write_strs(w: &mut Vec<u8>, v: &[String]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A JSON object of `(key, value)` pairs in canonical form (keys sorted).
-fn write_map<'a>(w: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, &'a Value)>) -> std::io::Result<()> {
-    let mut e: Vec<(&str, &Value)> = entries.collect();
-    e.sort_by(|a, b| a.0.cmp(b.0));
-    w.push(b'{');
-    for (i, (k, v)) in e.iter().enumerate() {
-        if i > 0 {
-            w.push(b',');
+/// A question's extra fields as one canonical JSON object (keys sorted, as `BTreeMap` iterates them), with
+/// where each field's key and value lie in it, so the question's JSON line reuses each value's bytes.
+struct ExtraJson<'q> {
+    text: String,
+    /// Per field: the key and the value's byte range in `text`.
+    spans: Vec<(&'q str, std::ops::Range<usize>)>,
+}
+
+impl<'q> ExtraJson<'q> {
+    fn of(extra: &'q BTreeMap<String, Value>) -> ExtraJson<'q> {
+        let mut w: Vec<u8> = Vec::with_capacity(1024);
+        let mut spans = Vec::with_capacity(extra.len());
+        w.push(b'{');
+        for (i, (k, v)) in extra.iter().enumerate() {
+            if i > 0 {
+                w.push(b',');
+            }
+            serde_json::to_writer(&mut w, k).expect("writing to a Vec cannot fail");
+            w.push(b':');
+            let start = w.len();
+            write_canonical(&mut w, v).expect("writing to a Vec cannot fail");
+            spans.push((k.as_str(), start..w.len()));
         }
-        serde_json::to_writer(&mut *w, k)?;
-        w.push(b':');
-        write_canonical(w, v)?;
+        w.push(b'}');
+        ExtraJson { text: String::from_utf8(w).expect("serde_json writes UTF-8"), spans }
     }
-    w.push(b'}');
-    Ok(())
+
+    /// (key, serialised value) of every field, in key order.
+    fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.spans.iter().map(|(k, r)| (*k, &self.text[r.clone()]))
+    }
 }
 
 /// The canonical JSON of a question's context (as `Question::to_json` lays out each step).
@@ -591,7 +604,7 @@ mod tests {
         qs[2].extra.insert("zzz".into(), serde_json::json!({"b": [1, 2], "a": null}));
         for q in &qs {
             let mut mine = Vec::new();
-            write_question(&mut mine, q, &context_json(&q.context)).unwrap();
+            write_question(&mut mine, q, &context_json(&q.context), &ExtraJson::of(&q.extra)).unwrap();
             let want = stepwise_core::json::to_canonical_string(&q.to_json());
             assert_eq!(String::from_utf8(mine).unwrap(), want);
             assert_eq!(context_json(&q.context), stepwise_core::json::to_canonical_string(&q.to_json()["context"]));
