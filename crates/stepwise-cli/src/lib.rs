@@ -4,6 +4,7 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+pub mod allocator;
 mod cli_util;
 mod commands;
 pub mod fuzz_targets;

@@ -7,5 +7,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    stepwise_cli::allocator::keep_freed_memory();
     stepwise_cli::main()
 }
