@@ -4,10 +4,10 @@
 /// libmimalloc-sys names no constant for it.
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Keep freed memory committed for reuse instead of returning it to the OS (mimalloc purges freed pages 10 ms
-/// after they are freed by default). Large runs free and reallocate big buffers all the time (the sweep's gathered
-/// list rows, task-set rows on their way to disk): each purged page reused cost a page fault and zeroing — 10% of
-/// the 20,000-procedure sweep's samples were under page faults. Measured there: 31.9/33.0 s → 30.3/29.6 s, peak
+/// Keep freed memory committed for reuse instead of returning it to the OS (mimalloc v3, libmimalloc-sys' default
+/// build, purges freed memory a second after it is freed). Large runs free and reallocate big buffers all the
+/// time (the sweep's gathered list rows, task-set rows on their way to disk): each purged page reused cost a page
+/// fault and zeroing — 10% of the 20,000-procedure sweep's samples were under page faults. Measured there: 31.9/33.0 s → 30.3/29.6 s, peak
 /// resident memory +1–2% (the freed memory is reused, not accumulated).
 pub fn keep_freed_memory() {
     // SAFETY: sets one integer in mimalloc's options table, which it reads on later frees; valid at any time.
@@ -18,8 +18,8 @@ pub fn keep_freed_memory() {
 mod tests {
     #[test]
     fn the_option_set_is_mimallocs_purge_delay() {
-        // mimalloc.h documents the purge delay's default as 10 (ms); no option before it defaults to 10.
+        // mimalloc v3's options table (src/options.c): the purge delay defaults to 1000 (ms), no other option does.
         // SAFETY: reads one integer of mimalloc's options table.
-        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) }, 10);
+        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) }, 1000);
     }
 }
