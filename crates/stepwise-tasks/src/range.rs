@@ -334,6 +334,35 @@ impl RangeIndex {
         DistanceScreen { index: self, coords, t2 }
     }
 
+    /// The distance at which [`RangeIndex::within`] (same arguments) returns item `x`, when it returns it: its
+    /// smallest catalog distance to a query that reaches its list (`x ≠ q`, no shared procedure), kept when in
+    /// `(above, bound]` — `within`'s measure of one item, without the search.
+    pub fn within_distance(
+        &self,
+        cat: &Catalog,
+        queries: &[u32],
+        above: f32,
+        bound: f32,
+        only: Option<&[Vec<u32>]>,
+        x: u32,
+    ) -> Option<f32> {
+        let i = *self.position.get(x as usize)? as usize;
+        // The list holding position i: the last one starting at or before it (empty lists start where the next
+        // one does, so they come first).
+        let c = self.starts.partition_point(|&s| s <= i).checked_sub(1)? as u32;
+        let (mut best, mut reached) = (f32::INFINITY, false);
+        for (qi, &q) in queries.iter().enumerate() {
+            let reaches = only.is_none_or(|only| only.get(qi).is_some_and(|lists| lists.binary_search(&c).is_ok()));
+            // A list no query reaches is not searched; an item of a searched list that no query may measure is at
+            // +∞ (kept for an infinite bound).
+            reached |= reaches;
+            if reaches && x != q && !cat.share_owner(q, x) {
+                best = best.min(cat.distance(q, x));
+            }
+        }
+        (reached && best > above && best <= bound).then_some(best)
+    }
+
     /// [`RangeIndex::within`], answered from per-query balls kept across calls (module docs): the same result,
     /// item for item and bit for bit. Safe to call from many threads. Each item keeps one ball, recomputed when a
     /// search from it reaches further or over other lists (in a suite an item's lists are its IVF probes, always
@@ -562,6 +591,32 @@ impl DistanceScreen<'_> {
     pub fn beyond(&self, x: u32) -> bool {
         // `>`: a NaN distance or threshold rules nothing out.
         (x as usize) < self.index.position.len() && sq_distance_lanes(self.index.coords(x), &self.coords) > self.t2
+    }
+
+    /// The members of `lists` (list numbers of the index; every list when `None`) that the screen does not rule
+    /// out, in list order: what [`DistanceScreen::beyond`] leaves of them, screened a list at a time from the
+    /// index's blocks (16 items to a vector, as [`RangeIndex::within`] screens).
+    pub fn unscreened(&self, lists: Option<&[u32]>) -> Vec<u32> {
+        let ix = self.index;
+        let p = ix.p;
+        let n_lists = ix.starts.len() - 1;
+        let (mut out, mut d2) = (Vec::new(), Vec::new());
+        let mut screen = |c: usize| {
+            let (a, b) = (ix.starts[c], ix.starts[c + 1]);
+            let (first, last) = (a / BLOCK, b.div_ceil(BLOCK));
+            d2.clear();
+            d2.resize((last - first) * BLOCK, 0f32);
+            if self.coords.len() == p {
+                block16_sq_distances(&ix.blocks[first * BLOCK * p..last * BLOCK * p], &self.coords, &mut d2);
+            }
+            // `>`: a NaN distance or threshold rules nothing out.
+            out.extend((a..b).filter(|&i| !(d2[i - first * BLOCK] > self.t2)).map(|i| ix.order[i]));
+        };
+        match lists {
+            Some(lists) => lists.iter().map(|&c| c as usize).filter(|&c| c < n_lists).for_each(&mut screen),
+            None => (0..n_lists).for_each(&mut screen),
+        }
+        out
     }
 }
 
@@ -873,6 +928,14 @@ mod tests {
                         .collect();
                     reached.sort_unstable_by(Cand::cmp_nearest);
                     assert_eq!(bits(&some), bits(&reached), "{metric:?} dim {dim} {queries:?} bound {bound} lists");
+                    // One item measured as the search measures it: its distance when the search returns it.
+                    for (only, found) in [(None, &fast), (Some(&only[..]), &some)] {
+                        for x in 0..cat.len() as u32 + 1 {
+                            let want = found.iter().find(|c| c.item == x).map(|c| c.dist.to_bits());
+                            let got = index.within_distance(&cat, &queries, 0.0, bound, only, x).map(f32::to_bits);
+                            assert_eq!(got, want, "{metric:?} dim {dim} {queries:?} bound {bound} item {x}");
+                        }
+                    }
                 }
             }
         }
@@ -884,7 +947,7 @@ mod tests {
             let cat = catalog(900, dim, metric, 5);
             let members: Vec<Vec<u32>> =
                 (0..7).map(|l| (0..cat.len() as u32).filter(|x| (*x as usize * 3 + 2) % 7 == l).collect()).collect();
-            let index = RangeIndex::new(&cat, members);
+            let index = RangeIndex::new(&cat, members.clone());
             // Items beyond the finite bounds below the farthest, from the items' own centroids, and those ruled out.
             let (mut beyond_finite, mut ruled_out) = (0usize, 0usize);
             // Question centroids (of items of one cluster, and of several), a row itself, a NaN vector, and vectors
@@ -918,6 +981,23 @@ mod tests {
                 ] {
                     let screen = index.screen_centroid(&cat, items, v, bound);
                     let counted = vi < 3 && bound.is_finite() && bound > sorted[0] && bound < sorted[899];
+                    // The members of some lists (in list order) or of all that the screen leaves: it drops only
+                    // items beyond the bound, and the same ones as `beyond`, away from the threshold.
+                    for lists in [None, Some(&[4u32, 1, 99][..])] {
+                        let left = screen.unscreened(lists);
+                        let listed: Vec<u32> = match lists {
+                            Some(ls) => ls.iter().filter_map(|&l| members.get(l as usize)).flatten().copied().collect(),
+                            None => members.iter().flatten().copied().collect(),
+                        };
+                        let kept: Vec<u32> = listed.iter().copied().filter(|x| left.contains(x)).collect();
+                        assert_eq!(kept, left, "{metric:?} dim {dim}: the left items are listed members in order");
+                        for &x in listed.iter().filter(|x| !left.contains(x)) {
+                            let dx = d[x as usize];
+                            assert!(dx > bound || dx.is_nan(), "{metric:?} dim {dim}: {x} at {dx} dropped, {bound}");
+                        }
+                        let agree = listed.iter().filter(|&&x| left.contains(&x) != screen.beyond(x)).count();
+                        assert!(agree * 100 >= listed.len() * 99, "{metric:?} dim {dim}: {agree} of {}", listed.len());
+                    }
                     for (x, &dx) in d.iter().enumerate() {
                         if screen.beyond(x as u32) {
                             assert!(
