@@ -124,6 +124,64 @@ pub fn block16_sq_distances(blocks: &[f32], q: &[f32], out: &mut [f32]) {
     each(blocks, q, out)
 }
 
+/// Dimensions between the checks of [`block16_sq_distances_screened`], and in its `heads`.
+pub const SCREEN_STEP: usize = 16;
+
+/// [`block16_sq_distances`] for a screen against `limit`: a block is left as soon as, after a multiple of 16
+/// dimensions, all 16 of its partial sums exceed `limit`, and its outputs are those partial sums. So an output
+/// above `limit` is a point whose full sum is above it too (adding a non-negative term never lowers an f32 sum)
+/// or NaN (a NaN coordinate past the check); every other output is `block16_sq_distances`'s, bit for bit.
+/// `heads` holds the first min(16, dim) coordinates of the same blocks apart (the same layout with that many
+/// dimensions), read instead of `blocks`' for them: with coordinates in decreasing order of spread (principal
+/// directions) most far blocks are left after them, and a scan then reads 1 KiB per block contiguously instead
+/// of the first kilobyte of every 16·dim·4 bytes (a page apart at 64 dimensions).
+pub fn block16_sq_distances_screened(heads: &[f32], blocks: &[f32], q: &[f32], limit: f32, out: &mut [f32]) {
+    #[inline(always)]
+    fn each(heads: &[f32], blocks: &[f32], q: &[f32], limit: f32, out: &mut [f32]) {
+        let dim = q.len();
+        let h = SCREEN_STEP.min(dim);
+        if dim == 0 {
+            return;
+        }
+        let all_beyond = |acc: &[f32; BLOCK]| acc.iter().all(|&a| a > limit);
+        let blocks = heads.chunks_exact(h * BLOCK).zip(blocks.chunks_exact(dim * BLOCK));
+        for ((head, block), o) in blocks.zip(out.chunks_exact_mut(BLOCK)) {
+            let mut acc = [0f32; BLOCK];
+            for (col, &qd) in head.chunks_exact(BLOCK).zip(q) {
+                for j in 0..BLOCK {
+                    let t = col[j] - qd;
+                    acc[j] += t * t;
+                }
+            }
+            if !all_beyond(&acc) {
+                let rest = block[h * BLOCK..].chunks(SCREEN_STEP * BLOCK).zip(q[h..].chunks(SCREEN_STEP));
+                for (cols, qs) in rest {
+                    for (col, &qd) in cols.chunks_exact(BLOCK).zip(qs) {
+                        for j in 0..BLOCK {
+                            let t = col[j] - qd;
+                            acc[j] += t * t;
+                        }
+                    }
+                    if all_beyond(&acc) {
+                        break;
+                    }
+                }
+            }
+            o.copy_from_slice(&acc);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        #[target_feature(enable = "avx512f")]
+        fn wide(heads: &[f32], blocks: &[f32], q: &[f32], limit: f32, out: &mut [f32]) {
+            each(heads, blocks, q, limit, out)
+        }
+        // SAFETY: AVX-512F checked.
+        return unsafe { wide(heads, blocks, q, limit, out) };
+    }
+    each(heads, blocks, q, limit, out)
+}
+
 /// `Σ (a_i − b_i)²` over the shorter of the two, element `i` in lane `i % 16` and the lanes added as a fixed
 /// tree: the same bits on every instruction set, within (n/16 + 4)·2⁻²⁴ of the exact sum (relative).
 pub fn sq_distance_lanes(a: &[f32], b: &[f32]) -> f32 {
@@ -684,6 +742,69 @@ mod tests {
         blocks[BLOCK + 2] = f32::NAN;
         block16_sq_distances(&blocks, &q, &mut out);
         assert!(out[2].is_nan() && !out[3].is_nan());
+    }
+
+    #[test]
+    fn screened_block16_distances_stop_only_blocks_beyond_the_limit() {
+        // 40 dimensions (checks after 16 and 32) and 5 (all in the heads).
+        for dim in [40, 5] {
+            screened_block16_distances_in(dim);
+        }
+    }
+
+    fn screened_block16_distances_in(dim: usize) {
+        // Four blocks: near points, far ones, a mix, one NaN point.
+        let points = 4 * BLOCK;
+        let coords: Vec<Vec<f32>> = (0..points)
+            .map(|i| {
+                let shift = match i / BLOCK {
+                    0 => 0.0,
+                    1 => 9.0,
+                    2 if i % 3 == 0 => 0.0,
+                    2 => 9.0,
+                    _ => 0.0,
+                };
+                (0..dim)
+                    .map(|d| ((i * 7 + d * 13) % 23) as f32 * 0.03 - 0.3 + if d < 16 { shift } else { 0.0 })
+                    .collect()
+            })
+            .collect();
+        let mut blocks = vec![0f32; points * dim];
+        for (i, x) in coords.iter().enumerate() {
+            for (d, &v) in x.iter().enumerate() {
+                blocks[(i / BLOCK * dim + d) * BLOCK + i % BLOCK] = v;
+            }
+        }
+        blocks[(3 * dim + dim / 2) * BLOCK + 5] = f32::NAN;
+        // The first 16 coordinates apart.
+        let h = SCREEN_STEP.min(dim);
+        let heads: Vec<f32> = blocks.chunks(dim * BLOCK).flat_map(|b| b[..h * BLOCK].to_vec()).collect();
+        let q = vec![0.05f32; dim];
+        let mut full = vec![0f32; points];
+        block16_sq_distances(&blocks, &q, &mut full);
+        for limit in [0.0f32, 1.0, 10.0, 1e4, f32::INFINITY, f32::NAN, -1.0] {
+            let mut out = vec![0f32; points];
+            block16_sq_distances_screened(&heads, &blocks, &q, limit, &mut out);
+            for i in 0..points {
+                // An output above the limit is a point whose full sum is above it or NaN (a NaN term after the
+                // block was left); any other output is the full sum.
+                if out[i] > limit {
+                    assert!(full[i] > limit || full[i].is_nan(), "point {i} limit {limit}");
+                } else {
+                    assert_eq!(out[i].to_bits(), full[i].to_bits(), "point {i} limit {limit}");
+                }
+                // A block with a point whose full sum is not above the limit is measured in full.
+                let block = i / BLOCK * BLOCK..(i / BLOCK + 1) * BLOCK;
+                if full[block].iter().any(|&f| f <= limit || (limit.is_nan() && !f.is_nan())) {
+                    assert_eq!(out[i].to_bits(), full[i].to_bits(), "point {i} limit {limit}");
+                }
+            }
+        }
+        // The far block is left early: its outputs are the first 16 dimensions' sums.
+        let mut out = vec![0f32; points];
+        block16_sq_distances_screened(&heads, &blocks, &q, 10.0, &mut out);
+        let (far, far_full) = (&out[BLOCK..2 * BLOCK], &full[BLOCK..2 * BLOCK]);
+        assert!(far.iter().zip(far_full).all(|(a, b)| if dim > 16 { a < b && *a > 10.0 } else { a == b }), "{dim}");
     }
 
     #[test]
