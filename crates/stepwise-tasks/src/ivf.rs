@@ -200,8 +200,16 @@ impl Ivf {
                 top_k(&mut a, k);
                 if self.metric == Metric::L2 {
                     let q = &data[q as usize * dim..(q as usize + 1) * dim];
-                    for (d, i) in &mut a {
-                        *d = distance(q, &data[*i as usize * dim..(*i as usize + 1) * dim], Metric::L2);
+                    let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
+                    // The rows are scattered over the catalog: each one's misses overlap the previous one's work.
+                    if let Some(&(_, first)) = a.first() {
+                        stepwise_kernels::math::prefetch(row(first));
+                    }
+                    for j in 0..a.len() {
+                        if let Some(&(_, next)) = a.get(j + 1) {
+                            stepwise_kernels::math::prefetch(row(next));
+                        }
+                        a[j].0 = distance(q, row(a[j].1), Metric::L2);
                     }
                     a.sort_unstable_by(nearest_first);
                 }
