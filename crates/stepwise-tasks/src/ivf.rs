@@ -201,12 +201,12 @@ impl Ivf {
                 if self.metric == Metric::L2 {
                     let q = &data[q as usize * dim..(q as usize + 1) * dim];
                     let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
-                    // The rows are scattered over the catalog: each one's misses overlap the previous one's work.
-                    if let Some(&(_, first)) = a.first() {
+                    // The rows are scattered over the catalog: each one's misses overlap the work on the [`AHEAD`] before it.
+                    for &(_, first) in a.iter().take(AHEAD) {
                         stepwise_kernels::math::prefetch(row(first));
                     }
                     for j in 0..a.len() {
-                        if let Some(&(_, next)) = a.get(j + 1) {
+                        if let Some(&(_, next)) = a.get(j + AHEAD) {
                             stepwise_kernels::math::prefetch(row(next));
                         }
                         a[j].0 = distance(q, row(a[j].1), Metric::L2);
@@ -267,6 +267,9 @@ impl Ivf {
         });
     }
 }
+
+/// Rows hinted ahead of the final recompute ([`Ivf::search`]).
+const AHEAD: usize = 2;
 
 /// What a query's other lists must beat, from the k best keys of its nearest list: keys below the next float
 /// after the k-th (every key up to it may still win on its row). Unbounded (+∞) when the list gave fewer than k,
