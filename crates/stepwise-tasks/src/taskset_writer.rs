@@ -20,7 +20,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use serde_json::Value;
-use stepwise_core::json::write_canonical;
+use stepwise_core::json::{write_canonical, write_str};
 use stepwise_core::manifest::Manifest;
 use stepwise_core::output::partial_name;
 use stepwise_core::taskset::ContextStep;
@@ -122,10 +122,10 @@ fn write_question(w: &mut Vec<u8>, q: &Question, context: &str, extra: &ExtraJso
         if i > 0 {
             w.push(b',');
         }
-        serde_json::to_writer(&mut *w, k)?;
+        write_str(w, k)?;
         w.push(b':');
         match v {
-            Val::Str(s) => serde_json::to_writer(&mut *w, s)?,
+            Val::Str(s) => write_str(w, s)?,
             Val::Strs(v) => write_strs(w, v)?,
             Val::Raw(s) => w.extend_from_slice(s.as_bytes()),
             Val::Uint(n) => serde_json::to_writer(&mut *w, n)?,
@@ -136,7 +136,7 @@ fn write_question(w: &mut Vec<u8>, q: &Question, context: &str, extra: &ExtraJso
                         w.push(b',');
                     }
                     match c {
-                        Choice::Item(s) => serde_json::to_writer(&mut *w, s)?,
+                        Choice::Item(s) => write_str(w, s)?,
                         Choice::Sequence(v) => write_strs(w, v)?,
                     }
                 }
@@ -154,7 +154,7 @@ fn write_strs(w: &mut Vec<u8>, v: &[String]) -> std::io::Result<()> {
         if i > 0 {
             w.push(b',');
         }
-        serde_json::to_writer(&mut *w, s)?;
+        write_str(w, s)?;
     }
     w.push(b']');
     Ok(())
@@ -177,7 +177,7 @@ impl<'q> ExtraJson<'q> {
             if i > 0 {
                 w.push(b',');
             }
-            serde_json::to_writer(&mut w, k).expect("writing to a Vec cannot fail");
+            write_str(&mut w, k).expect("writing to a Vec cannot fail");
             w.push(b':');
             let start = w.len();
             write_canonical(&mut w, v).expect("writing to a Vec cannot fail");
@@ -216,7 +216,7 @@ fn context_json(context: &[ContextStep]) -> String {
             w.push(b'{');
             if let Some(b) = &c.body {
                 key(&mut w, "body");
-                serde_json::to_writer(&mut w, b).expect("writing to a Vec cannot fail");
+                write_str(&mut w, b).expect("writing to a Vec cannot fail");
             }
             key(&mut w, "id");
             write_canonical(&mut w, &c.id).expect("writing to a Vec cannot fail");
@@ -226,7 +226,7 @@ fn context_json(context: &[ContextStep]) -> String {
             }
             if let Some(t) = &c.title {
                 key(&mut w, "title");
-                serde_json::to_writer(&mut w, t).expect("writing to a Vec cannot fail");
+                write_str(&mut w, t).expect("writing to a Vec cannot fail");
             }
             w.push(b'}');
         } else {
