@@ -249,10 +249,7 @@ impl RangeIndex {
             }
             None => (0..lists).collect(),
         };
-        // Whether query `qi` reaches list `c` (a query without an entry in `only` reaches none).
-        let reaches = |qi: usize, c: usize| {
-            only.is_none_or(|only| only.get(qi).is_some_and(|lists| lists.binary_search(&(c as u32)).is_ok()))
-        };
+        let reaches = |qi: usize, c: usize| reaches(only, qi, c as u32);
         for c in chosen {
             let (a, b) = (self.starts[c], self.starts[c + 1]);
             if a == b {
@@ -373,7 +370,7 @@ impl RangeIndex {
         let c = self.starts.partition_point(|&s| s <= i).checked_sub(1)? as u32;
         let (mut best, mut reached) = (f32::INFINITY, false);
         for (qi, &q) in queries.iter().enumerate() {
-            let reaches = only.is_none_or(|only| only.get(qi).is_some_and(|lists| lists.binary_search(&c).is_ok()));
+            let reaches = reaches(only, qi, c);
             // A list no query reaches is not searched; an item of a searched list that no query may measure is at
             // +∞ (kept for an infinite bound).
             reached |= reaches;
@@ -654,6 +651,12 @@ pub struct BallRequest {
     item: u32,
     bound: f32,
     lists: Vec<u32>,
+}
+
+/// Whether query `qi` of a search confined to `only` ([`RangeIndex::within`]) reaches list `c` (every list
+/// without `only`; none for a query without an entry in it).
+fn reaches(only: Option<&[Vec<u32>]>, qi: usize, c: u32) -> bool {
+    only.is_none_or(|only| only.get(qi).is_some_and(|lists| lists.binary_search(&c).is_ok()))
 }
 
 /// The answer of a cached search from its queries' balls: each item at its smallest distance to any of them
