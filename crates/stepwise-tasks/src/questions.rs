@@ -472,9 +472,10 @@ impl<'a> Maker<'a> {
     /// did, for want of a close negative, without making the search: no item it would find meets the
     /// constraint, and at least `n` of `region` (the searched neighbours' region) are in it, so the draw does
     /// not fail for want of candidates first. Every item that knob 3's screen does not rule out in the lists
-    /// the search reaches is tested, measured as the search measures it ([`RangeIndex::within_distance`]): the
-    /// answer is the search's. Coherence's knob-3 settings in the 20,000-procedure sweep asked ~230,000
-    /// widened searches (all of that sweep's 185,801 measured balls) and nearly all of their draws failed so.
+    /// the search reaches is tested, measured as the search measures it
+    /// ([`crate::range::RangeIndex::within_distance`]): the answer is the search's. Coherence's knob-3 settings in
+    /// the 20,000-procedure sweep asked ~240,000 widened searches (all of that sweep's 185,801 measured balls)
+    /// and nearly all of their draws failed so.
     fn widened_draw_fails(
         &self,
         base: &Base<'a>,
