@@ -120,12 +120,7 @@ pub fn block16_sq_distances(blocks: &[f32], q: &[f32], out: &mut [f32]) {
         }
         for (block, o) in blocks.chunks_exact(dim * BLOCK).zip(out.chunks_exact_mut(BLOCK)) {
             let mut acc = [0f32; BLOCK];
-            for (col, &qd) in block.chunks_exact(BLOCK).zip(q) {
-                for j in 0..BLOCK {
-                    let t = col[j] - qd;
-                    acc[j] += t * t;
-                }
-            }
+            add_sq_diffs(&mut acc, block, q);
             o.copy_from_slice(&acc);
         }
     }
@@ -140,6 +135,19 @@ pub fn block16_sq_distances(blocks: &[f32], q: &[f32], out: &mut [f32]) {
         return unsafe { wide(blocks, q, out) };
     }
     each(blocks, q, out)
+}
+
+/// Add `(x_d − q_d)²` to each point's sum in `acc`, for the dimensions of `q` in order, from `cols` (one
+/// column of [`BLOCK`] coordinates per dimension): the one accumulation of both block kernels, so they sum in
+/// the same order and agree bit for bit.
+#[inline(always)]
+fn add_sq_diffs(acc: &mut [f32; BLOCK], cols: &[f32], q: &[f32]) {
+    for (col, &qd) in cols.chunks_exact(BLOCK).zip(q) {
+        for j in 0..BLOCK {
+            let t = col[j] - qd;
+            acc[j] += t * t;
+        }
+    }
 }
 
 /// Dimensions between the checks of [`block16_sq_distances_screened`], and in its `heads`.
@@ -165,21 +173,11 @@ pub fn block16_sq_distances_screened(heads: &[f32], blocks: &[f32], q: &[f32], l
         let blocks = heads.chunks_exact(h * BLOCK).zip(blocks.chunks_exact(dim * BLOCK));
         for ((head, block), o) in blocks.zip(out.chunks_exact_mut(BLOCK)) {
             let mut acc = [0f32; BLOCK];
-            for (col, &qd) in head.chunks_exact(BLOCK).zip(q) {
-                for j in 0..BLOCK {
-                    let t = col[j] - qd;
-                    acc[j] += t * t;
-                }
-            }
+            add_sq_diffs(&mut acc, head, q);
             if !all_beyond(&acc) {
                 let rest = block[h * BLOCK..].chunks(SCREEN_STEP * BLOCK).zip(q[h..].chunks(SCREEN_STEP));
                 for (cols, qs) in rest {
-                    for (col, &qd) in cols.chunks_exact(BLOCK).zip(qs) {
-                        for j in 0..BLOCK {
-                            let t = col[j] - qd;
-                            acc[j] += t * t;
-                        }
-                    }
+                    add_sq_diffs(&mut acc, cols, qs);
                     if all_beyond(&acc) {
                         break;
                     }

@@ -201,7 +201,8 @@ impl Ivf {
                 if self.metric == Metric::L2 {
                     let q = &data[q as usize * dim..(q as usize + 1) * dim];
                     let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
-                    // The rows are scattered over the catalog: each one's misses overlap the work on the [`AHEAD`] before it.
+                    // The rows are scattered over the catalog: each one's misses overlap the work on the AHEAD
+                    // rows before it.
                     for &(_, first) in a.iter().take(AHEAD) {
                         stepwise_kernels::math::prefetch(row(first));
                     }

@@ -496,16 +496,10 @@ impl<'a> Maker<'a> {
         if region.iter().filter(|c| in_region(c.item)).take(n).count() < n {
             return false;
         }
-        let lists: Option<Vec<u32>> = only.as_ref().map(|only| {
-            let mut all: Vec<u32> = only.iter().flatten().copied().collect();
-            all.sort_unstable();
-            all.dedup();
-            all
-        });
         let close = self.closer(base);
         !self
             .screen(base)
-            .unscreened(lists.as_deref())
+            .unscreened(only.as_deref())
             .into_iter()
             .any(|x| close(&Cand { item: x, dist: 0.0 }) && in_region(x))
     }

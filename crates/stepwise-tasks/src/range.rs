@@ -201,6 +201,21 @@ impl RangeIndex {
         }
     }
 
+    /// The lists a search confined to `only` reaches ([`RangeIndex::within`]): those of any query, in increasing
+    /// order; every list without `only`.
+    fn reached_lists(&self, only: Option<&[Vec<u32>]>) -> Vec<usize> {
+        let lists = self.starts.len() - 1;
+        match only {
+            Some(only) => {
+                let mut all: Vec<usize> = only.iter().flatten().map(|&c| c as usize).filter(|&c| c < lists).collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+            None => (0..lists).collect(),
+        }
+    }
+
     /// The projected coordinates of item `x`.
     fn coords(&self, x: u32) -> &[f32] {
         let x = x as usize;
@@ -239,18 +254,8 @@ impl RangeIndex {
         };
         let mut out = Vec::new();
         let (mut d2, mut screen) = (Vec::new(), vec![0f32; qs.len()]);
-        let lists = self.starts.len() - 1;
-        let chosen: Vec<usize> = match only {
-            Some(only) => {
-                let mut all: Vec<usize> = only.iter().flatten().map(|&c| c as usize).filter(|&c| c < lists).collect();
-                all.sort_unstable();
-                all.dedup();
-                all
-            }
-            None => (0..lists).collect(),
-        };
         let reaches = |qi: usize, c: usize| reaches(only, qi, c as u32);
-        for c in chosen {
+        for c in self.reached_lists(only) {
             let (a, b) = (self.starts[c], self.starts[c + 1]);
             if a == b {
                 continue;
@@ -611,18 +616,18 @@ impl DistanceScreen<'_> {
         (x as usize) < self.index.position.len() && sq_distance_lanes(self.index.coords(x), &self.coords) > self.t2
     }
 
-    /// The members of `lists` (list numbers of the index; every list when `None`) that the screen does not rule
-    /// out, in list order: every member whose distance may be within the bound is among them (as for
+    /// The members of the lists a search confined to `only` reaches (each query's list numbers, as in
+    /// [`RangeIndex::within`]; every list when `None`) that the screen does not rule out, in list order: every
+    /// member whose distance may be within the bound is among them (as for
     /// [`DistanceScreen::beyond`]: a member left out is above the bound, or at a NaN distance). Screened a list
     /// at a time from the index's blocks, 16 items to a vector, a block left once its first 16 coordinates put
     /// all of its items beyond ([`block16_sq_distances_screened`]: in the 20,000-procedure sweep the screen
     /// leaves 0.2% of the 690 million members it reads).
-    pub fn unscreened(&self, lists: Option<&[u32]>) -> Vec<u32> {
+    pub fn unscreened(&self, only: Option<&[Vec<u32>]>) -> Vec<u32> {
         let ix = self.index;
         let p = ix.p;
-        let n_lists = ix.starts.len() - 1;
         let (mut out, mut d2) = (Vec::new(), Vec::new());
-        let mut screen = |c: usize| {
+        for c in ix.reached_lists(only) {
             let (a, b) = (ix.starts[c], ix.starts[c + 1]);
             let (first, last) = (a / BLOCK, b.div_ceil(BLOCK));
             d2.clear();
@@ -635,10 +640,6 @@ impl DistanceScreen<'_> {
             }
             // `>`: a NaN threshold rules nothing out.
             out.extend((a..b).filter(|&i| !(d2[i - first * BLOCK] > self.t2)).map(|i| ix.order[i]));
-        };
-        match lists {
-            Some(lists) => lists.iter().map(|&c| c as usize).filter(|&c| c < n_lists).for_each(&mut screen),
-            None => (0..n_lists).for_each(&mut screen),
         }
         out
     }
@@ -1013,10 +1014,12 @@ mod tests {
                     let counted = vi < 3 && bound.is_finite() && bound > sorted[0] && bound < sorted[899];
                     // The members of some lists (in list order) or of all that the screen leaves: it drops only
                     // items beyond the bound, and the same ones as `beyond`, away from the threshold.
-                    for lists in [None, Some(&[4u32, 1, 99][..])] {
-                        let left = screen.unscreened(lists);
-                        let listed: Vec<u32> = match lists {
-                            Some(ls) => ls.iter().filter_map(|&l| members.get(l as usize)).flatten().copied().collect(),
+                    // Two queries' lists (a list beyond the index's, one shared): lists 1 and 4, in that order.
+                    let only = [vec![4u32, 1], vec![99, 4]];
+                    for only in [None, Some(&only[..])] {
+                        let left = screen.unscreened(only);
+                        let listed: Vec<u32> = match only {
+                            Some(_) => [1, 4].iter().flat_map(|&l| members[l].iter()).copied().collect(),
                             None => members.iter().flatten().copied().collect(),
                         };
                         let kept: Vec<u32> = listed.iter().copied().filter(|x| left.contains(x)).collect();
