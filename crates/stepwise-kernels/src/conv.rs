@@ -282,10 +282,113 @@ mod x86 {
     ) {
         // SAFETY: forwarded contract; each instance is the same code with the kernel side known.
         unsafe {
-            match g.k {
-                3 => rows_k::<3>(padded, weights, g, bias, clamp, out),
-                5 => rows_k::<5>(padded, weights, g, bias, clamp, out),
+            match (g.k, g.stride) {
+                (3, 1) => sliding_rows::<3, 1, 8>(padded, weights, g, bias, clamp, out),
+                (3, 2) => sliding_rows::<3, 2, 8>(padded, weights, g, bias, clamp, out),
+                (5, 1) => sliding_rows::<5, 1, 4>(padded, weights, g, bias, clamp, out),
+                (5, 2) => sliding_rows::<5, 2, 4>(padded, weights, g, bias, clamp, out),
+                (3, _) => rows_k::<3>(padded, weights, g, bias, clamp, out),
+                (5, _) => rows_k::<5>(padded, weights, g, bias, clamp, out),
                 _ => rows_k::<MAX_K>(padded, weights, g, bias, clamp, out),
+            }
+        }
+    }
+
+    /// [`rows_k`] for side `K` and stride `S` known, `R` output rows at a time: each padded row a block of output
+    /// rows reads is loaded once per tap column and multiplied into every row of the block that uses it (row `r`
+    /// uses padded row `r·S + ky` for tap row `ky`), where `rows_k` loaded it once per output row and tap — 18
+    /// loads instead of 72 for eight rows of a 3 × 3 kernel. Each output still adds its taps in the order `(ky,
+    /// kx)`, so the bits are `rows_k`'s. The rows left over after the blocks of `R` run one at a time.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sliding_rows<const K: usize, const S: usize, const R: usize>(
+        padded: &[f32],
+        weights: &[f32],
+        g: &Geometry,
+        bias: f32,
+        (lo, hi): (f32, f32),
+        out: &mut [f32],
+    ) {
+        let Geometry { k, stride, row_len, phase_w, oh, ow } = *g;
+        assert!(k == K && stride == S && padded.len() >= ((oh - 1) * stride + k) * row_len && out.len() >= oh * ow);
+        assert!(weights.len() >= k * k);
+        let mut taps = [[_mm512_setzero_ps(); K]; K];
+        for (ky, row) in taps.iter_mut().enumerate() {
+            for (kx, t) in row.iter_mut().enumerate() {
+                *t = _mm512_set1_ps(weights[ky * K + kx]);
+            }
+        }
+        let block = SlidingBlock {
+            padded: padded.as_ptr(),
+            out: out.as_mut_ptr(),
+            row_len,
+            phase_w,
+            ow,
+            bias: _mm512_set1_ps(bias),
+            lo: _mm512_set1_ps(lo),
+            hi: _mm512_set1_ps(hi),
+        };
+        let mut oy = 0;
+        while oy + R <= oh {
+            // SAFETY: rows oy..oy + R are output rows; the padded rows they read exist (asserted above).
+            unsafe { block.rows::<K, S, R>(&taps, oy) };
+            oy += R;
+        }
+        while oy < oh {
+            // SAFETY: as above, for one row.
+            unsafe { block.rows::<K, S, 1>(&taps, oy) };
+            oy += 1;
+        }
+    }
+
+    /// What [`sliding_rows`]' blocks share.
+    struct SlidingBlock {
+        padded: *const f32,
+        out: *mut f32,
+        row_len: usize,
+        phase_w: usize,
+        ow: usize,
+        bias: __m512,
+        lo: __m512,
+        hi: __m512,
+    }
+
+    impl SlidingBlock {
+        /// Output rows `oy..oy + R`, every run of 16 columns (the last one masked).
+        ///
+        /// # Safety
+        /// AVX-512F available; rows `oy..oy + R` exist in the output and padded rows `oy·S..(oy + R - 1)·S + K`
+        /// in the padded plane.
+        #[inline(always)]
+        unsafe fn rows<const K: usize, const S: usize, const R: usize>(&self, taps: &[[__m512; K]; K], oy: usize) {
+            let ow = self.ow;
+            let mut x0 = 0;
+            while x0 < ow {
+                let m: __mmask16 = if ow - x0 >= 16 { 0xffff } else { ((1u32 << (ow - x0)) - 1) as u16 };
+                let mut acc = [self.bias; R];
+                // Padded row oy·S + j feeds output row r through tap row j − r·S.
+                for j in 0..(R - 1) * S + K {
+                    let row = (oy * S + j) * self.row_len;
+                    for kx in 0..K {
+                        let off = (kx % S) * self.phase_w + kx / S + x0;
+                        // SAFETY: a tap's run ends at offset + ow − 1 < row_len in an existing padded row; masked
+                        // lanes are not read.
+                        let x = unsafe { _mm512_maskz_loadu_ps(m, self.padded.add(row + off)) };
+                        for (r, a) in acc.iter_mut().enumerate() {
+                            if j >= r * S && j - r * S < K {
+                                // SAFETY: AVX-512F available (the caller's contract).
+                                *a = unsafe { _mm512_fmadd_ps(taps[j - r * S][kx], x, *a) };
+                            }
+                        }
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    // SAFETY: AVX-512F available; columns x0.. of output row oy + r, masked to the row's end.
+                    unsafe {
+                        let v = _mm512_min_ps(_mm512_max_ps(*a, self.lo), self.hi);
+                        _mm512_mask_storeu_ps(self.out.add((oy + r) * ow + x0), m, v)
+                    };
+                }
+                x0 += 16;
             }
         }
     }
@@ -509,11 +612,24 @@ mod tests {
 
     #[test]
     fn vector_and_portable_rows_agree_bit_for_bit() {
-        let (h, w, k) = (13usize, 29usize, 5usize);
-        for stride in [1, 2] {
+        // Every side and stride the vector path specialises (and 7, which it does not), on heights that leave 0 to
+        // 7 rows after the blocks of 8 or 4, and widths ending in full and masked vectors.
+        for (h, w, k, stride) in [
+            (13usize, 29usize, 5usize, 1usize),
+            (13, 29, 5, 2),
+            (17, 32, 3, 1),
+            (23, 33, 3, 1),
+            (9, 16, 3, 2),
+            (19, 65, 3, 2),
+            (14, 7, 5, 1),
+            (11, 40, 5, 2),
+            (12, 20, 7, 1),
+            (10, 21, 3, 3),
+        ] {
             let (oh, ow) = (h.div_ceil(stride), w.div_ceil(stride));
             let plane: Vec<f32> = (0..h * w).map(|i| ((i * 7919 % 97) as f32 - 48.0) * 0.07).collect();
             let wts: Vec<f32> = (0..k * k).map(|i| ((i * 31 % 17) as f32 - 8.0) * 0.11).collect();
+            let pad = (((oh - 1) * stride + k).saturating_sub(h) / 2, ((ow - 1) * stride + k).saturating_sub(w) / 2);
             let mut fast = vec![0f32; oh * ow];
             let mut scratch = Vec::new();
             depthwise_plane(
@@ -522,7 +638,7 @@ mod tests {
                 &wts,
                 k,
                 stride,
-                (2, 2),
+                pad,
                 0.5,
                 (-1.0, 6.0),
                 &mut fast,
@@ -536,7 +652,7 @@ mod tests {
             let mut portable = vec![0f32; oh * ow];
             rows(&scratch[..ph * g.row_len], &wts, &g, 0.5, (-1.0, 6.0), &mut portable);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&fast), bits(&portable), "stride {stride}");
+            assert_eq!(bits(&fast), bits(&portable), "{h}x{w} side {k} stride {stride}");
         }
     }
 
