@@ -52,12 +52,22 @@ impl ImagePrep {
         let rgb = self.crop_resize(img)?;
         let plane = (self.size * self.size) as usize;
         assert_eq!(out.len(), 3 * plane, "to_chw_into: output buffer has the wrong size");
-        for (i, px) in rgb.chunks_exact(3).enumerate() {
-            for c in 0..3 {
-                out[c * plane + i] = (px[c] as f32 - self.mean[c]) / self.std[c];
-            }
+        // A pixel value has 256 possible normalised values per channel: look them up instead of a subtraction and
+        // a division per value with a bounds-checked strided store (0.47 ms of a 224×224 image's 0.7 ms).
+        let table = self.normalised_values();
+        let (r, gb) = out.split_at_mut(plane);
+        let (g, b) = gb.split_at_mut(plane);
+        for (((px, r), g), b) in rgb.chunks_exact(3).zip(r).zip(g).zip(b) {
+            *r = table[0][px[0] as usize];
+            *g = table[1][px[1] as usize];
+            *b = table[2][px[2] as usize];
         }
         Ok(())
+    }
+
+    /// `(v - mean[c]) / std[c]` for every channel `c` and pixel value `v`.
+    fn normalised_values(&self) -> [[f32; 256]; 3] {
+        std::array::from_fn(|c| std::array::from_fn(|v| (v as f32 - self.mean[c]) / self.std[c]))
     }
 
     /// Crop, resize and normalise one image: `3 * size * size` floats, CHW.
@@ -86,6 +96,28 @@ mod tests {
 
     fn prep(crop: f64) -> ImagePrep {
         ImagePrep { size: 8, crop_fraction: crop, mean: [127.0; 3], std: [128.0; 3] }
+    }
+
+    #[test]
+    fn every_pixel_value_normalises_as_the_formula_says() {
+        // Three ramps (one per channel, offset) cover every value 0..=255 in every channel.
+        let img = image::RgbImage::from_fn(256, 256, |x, y| {
+            image::Rgb([x as u8, (x + 85) as u8, (x as u32 + 170 + y) as u8])
+        });
+        let p = ImagePrep { size: 256, crop_fraction: 1.0, mean: [123.675, 116.28, 103.53], std: [58.395, 57.12, 57.375] };
+        let rgb = p.crop_resize(&img).unwrap();
+        let x = p.to_chw(&img).unwrap();
+        let plane = 256 * 256;
+        for (i, px) in rgb.chunks_exact(3).enumerate() {
+            for c in 0..3 {
+                let want = (px[c] as f32 - p.mean[c]) / p.std[c];
+                assert_eq!(x[c * plane + i].to_bits(), want.to_bits(), "pixel {i} channel {c} value {}", px[c]);
+            }
+        }
+        for c in 0..3 {
+            let seen: std::collections::HashSet<u8> = rgb.iter().skip(c).step_by(3).copied().collect();
+            assert_eq!(seen.len(), 256, "channel {c} takes every value");
+        }
     }
 
     #[test]
