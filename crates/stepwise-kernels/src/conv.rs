@@ -476,6 +476,12 @@ mod x86 {
     }
 
     /// [`channels_last_avx512`] for kernels of side `K`, `R` outputs at once.
+    ///
+    /// Each run of 16 channels is first copied into a zero-bordered map of its own (`[y][x][16]`, padding
+    /// included, the border zeroed once per call): the taps then read whole aligned vectors at a fixed pixel
+    /// stride with no masks, where reading the map in place needed a lane mask per pixel at the borders and a
+    /// pointer per tap row at a stride of `c` channels (the bookkeeping took more time than the multiply-adds on
+    /// 9 × 9 maps). A pixel of the padding adds `tap · 0`, as a padded plane does.
     #[target_feature(enable = "avx512f")]
     unsafe fn channels_last_k<const K: usize, const R: usize, const S: usize>(
         map: &[f32],
@@ -485,45 +491,55 @@ mod x86 {
         (lo, hi): (f32, f32),
         out: &mut [f32],
     ) {
+        const { assert!(R >= 1 && R <= 7, "the runs of a row have 1 to 7 outputs") };
         let ChannelsLast { h, w, c, k, stride, pad_top, pad_left, oh, ow } = *g;
         assert!(k == K && stride == S && weights.len() >= k * k * c && bias.len() >= c && out.len() >= oh * ow * c);
         assert!(map.len() >= h * w * c);
+        let (ph, pw) = ((oh - 1) * S + K, (ow - 1) * S + K);
+        let mut padded = vec![0f32; ph * pw * 16];
+        // The map's rows and columns that land inside the padded map (SAME padding may leave the last ones out).
+        let (rows, cols) = (h.min(ph.saturating_sub(pad_top)), w.min(pw.saturating_sub(pad_left)));
         let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-        let (mp, op) = (map.as_ptr(), out.as_mut_ptr());
-        // Per output row, the tap rows that read inside the map (bit ky).
-        let inside = |o: usize| {
-            (0..k).filter(|&t| ChannelsLast::source(o, t, stride, pad_top, h).is_some()).fold(0u32, |b, t| b | 1 << t)
-        };
         for c0 in (0..c).step_by(16) {
             let m: __mmask16 = if c - c0 >= 16 { 0xffff } else { ((1u32 << (c - c0)) - 1) as u16 };
-            // SAFETY: channels c0.. of each tap and of the bias, masked to `c`.
+            // SAFETY: channels c0.. of each tap, of the bias and of the map's pixels, masked to `c`; padded pixel
+            // (y + pad_top, x + pad_left) lies inside `padded` for y < rows, x < cols.
             let (taps, b) = unsafe {
+                for y in 0..rows {
+                    let src = map.as_ptr().add(y * w * c + c0);
+                    let dst = padded.as_mut_ptr().add(((y + pad_top) * pw + pad_left) * 16);
+                    for x in 0..cols {
+                        _mm512_storeu_ps(dst.add(x * 16), _mm512_maskz_loadu_ps(m, src.add(x * c)));
+                    }
+                }
                 let mut taps = [[_mm512_setzero_ps(); K]; K];
                 for (t, tap) in taps.iter_mut().flatten().enumerate() {
                     *tap = _mm512_maskz_loadu_ps(m, weights.as_ptr().add(t * c + c0));
                 }
                 (taps, _mm512_maskz_loadu_ps(m, bias.as_ptr().add(c0)))
             };
-            let g = Chunk { mp, op, w, c, c0, m, pad_top, pad_left, ow, lo, hi, b };
+            let g = Chunk { padded: padded.as_ptr(), pw, op: out.as_mut_ptr(), c, c0, m, ow, lo, hi, b };
+            // A row in runs of nearly equal length (17 = 6 + 6 + 5, not 7 + 7 + 2 + 1): a run of one or two
+            // outputs is a chain of K² dependent multiply-adds, bound by their latency.
+            let runs = ow.div_ceil(R);
             for oy in 0..oh {
-                let row_taps = inside(oy);
                 let mut ox = 0;
-                // SAFETY (all calls): outputs ox.. of row oy lie inside the output, as the counts are taken.
-                unsafe {
-                    while ow - ox >= R {
-                        outputs::<K, R, S>(&g, &taps, oy, row_taps, ox);
-                        ox += R;
-                    }
-                    for n in [4, 2, 1] {
-                        if ow - ox >= n && n < R {
-                            match n {
-                                4 => outputs::<K, 4, S>(&g, &taps, oy, row_taps, ox),
-                                2 => outputs::<K, 2, S>(&g, &taps, oy, row_taps, ox),
-                                _ => outputs::<K, 1, S>(&g, &taps, oy, row_taps, ox),
-                            }
-                            ox += n;
+                for run in 0..runs {
+                    let n = ow / runs + usize::from(run < ow % runs);
+                    // SAFETY (all calls): outputs ox..ox + n of row oy lie inside the output (the runs add up to
+                    // ow; n <= R).
+                    unsafe {
+                        match n {
+                            7 => outputs::<K, 7, S>(&g, &taps, oy, ox),
+                            6 => outputs::<K, 6, S>(&g, &taps, oy, ox),
+                            5 => outputs::<K, 5, S>(&g, &taps, oy, ox),
+                            4 => outputs::<K, 4, S>(&g, &taps, oy, ox),
+                            3 => outputs::<K, 3, S>(&g, &taps, oy, ox),
+                            2 => outputs::<K, 2, S>(&g, &taps, oy, ox),
+                            _ => outputs::<K, 1, S>(&g, &taps, oy, ox),
                         }
                     }
+                    ox += n;
                 }
                 debug_assert_eq!(ox, ow);
             }
@@ -532,14 +548,13 @@ mod x86 {
 
     /// What [`outputs`] needs besides the taps.
     struct Chunk {
-        mp: *const f32,
+        /// The run of channels' zero-bordered map: padded pixel (y, x) at `(y·pw + x)·16`.
+        padded: *const f32,
+        pw: usize,
         op: *mut f32,
-        w: usize,
         c: usize,
         c0: usize,
         m: __mmask16,
-        pad_top: usize,
-        pad_left: usize,
         ow: usize,
         lo: __m512,
         hi: __m512,
@@ -562,34 +577,15 @@ mod x86 {
         g: &Chunk,
         taps: &[[__m512; K]; K],
         oy: usize,
-        row_taps: u32,
         ox: usize,
     ) {
-        // The row's pixels from `x0` (possibly left of the map): pixel i is column x0 + i.
-        let x0 = (ox * S) as isize - g.pad_left as isize;
-        const { assert!((N - 1) * S + K <= 64, "the pixels of a row fit the mask table") };
-        let lanes: [__mmask16; 64] = std::array::from_fn(|i| {
-            let col = x0 + i as isize;
-            if i < (N - 1) * S + K && col >= 0 && col < g.w as isize { g.m } else { 0 }
-        });
         let mut acc = [g.b; N];
         for (ky, row_of_taps) in taps.iter().enumerate() {
-            if row_taps >> ky & 1 == 0 {
-                // A row outside the map adds zeros (as the padded planes do): the same operations.
-                for a in acc.iter_mut() {
-                    for tap in row_of_taps {
-                        *a = _mm512_fmadd_ps(*tap, _mm512_setzero_ps(), *a);
-                    }
-                }
-                continue;
-            }
-            // Pixel (iy, x0 + i) at `(iy·w + x0 + i)·c`; columns outside the map are masked loads of nothing, their
-            // addresses formed with wrapping arithmetic.
-            let iy = (oy * S + ky - g.pad_top) as isize;
-            let row = g.mp.wrapping_offset((iy * g.w as isize + x0) * g.c as isize + g.c0 as isize);
+            // SAFETY: padded row oy·S + ky < ph, pixels ox·S.. ox·S + (N − 1)·S + K − 1 < pw (caller).
+            let row = unsafe { g.padded.add(((oy * S + ky) * g.pw + ox * S) * 16) };
             for i in 0..(N - 1) * S + K {
-                // SAFETY: unmasked lanes are channels c0.. (< c) of a pixel inside the map.
-                let x = unsafe { _mm512_maskz_loadu_ps(lanes[i], row.wrapping_add(i * g.c)) };
+                // SAFETY: as above.
+                let x = unsafe { _mm512_loadu_ps(row.add(i * 16)) };
                 for (j, a) in acc.iter_mut().enumerate() {
                     // Output j meets pixel i at tap kx = i − j·S.
                     if i >= j * S && i - j * S < K {
@@ -674,6 +670,20 @@ mod tests {
             (17, 17, 5, 2, 16),
             (5, 5, 3, 1, 16),
             (13, 13, 7, 2, 16),
+            // Rows cut into runs of every length from 1 to 7 (and 4 for side 7): 1 to 15 outputs wide.
+            (3, 1, 3, 1, 16),
+            (3, 2, 5, 1, 16),
+            (3, 3, 3, 1, 16),
+            (3, 9, 3, 1, 16),
+            (4, 10, 3, 1, 16),
+            (3, 11, 5, 1, 16),
+            (2, 12, 3, 1, 16),
+            (3, 13, 5, 1, 16),
+            (3, 15, 3, 1, 16),
+            (3, 20, 5, 2, 16),
+            (2, 27, 3, 2, 16),
+            (3, 5, 7, 1, 16),
+            (4, 9, 7, 1, 16),
         ] {
             let (oh, pt) = (h.div_ceil(stride), (((h.div_ceil(stride) - 1) * stride + k).saturating_sub(h)) / 2);
             let (ow, pl) = (w.div_ceil(stride), (((w.div_ceil(stride) - 1) * stride + k).saturating_sub(w)) / 2);
