@@ -359,6 +359,8 @@ mod x86 {
         /// AVX-512F available; rows `oy..oy + R` exist in the output and padded rows `oy·S..(oy + R - 1)·S + K`
         /// in the padded plane.
         #[inline(always)]
+        // `kx` places the load as well as picking the tap (of a row chosen per output row).
+        #[allow(clippy::needless_range_loop)]
         unsafe fn rows<const K: usize, const S: usize, const R: usize>(&self, taps: &[[__m512; K]; K], oy: usize) {
             let ow = self.ow;
             let mut x0 = 0;
@@ -628,19 +630,7 @@ mod tests {
             let pad = (((oh - 1) * stride + k).saturating_sub(h) / 2, ((ow - 1) * stride + k).saturating_sub(w) / 2);
             let mut fast = vec![0f32; oh * ow];
             let mut scratch = Vec::new();
-            depthwise_plane(
-                &plane,
-                (h, w),
-                &wts,
-                k,
-                stride,
-                pad,
-                0.5,
-                (-1.0, 6.0),
-                &mut fast,
-                (oh, ow),
-                &mut scratch,
-            );
+            depthwise_plane(&plane, (h, w), &wts, k, stride, pad, 0.5, (-1.0, 6.0), &mut fast, (oh, ow), &mut scratch);
             let ph = (oh - 1) * stride + k;
             let pw = (ow - 1) * stride + k;
             let phase_w = pw.div_ceil(stride);

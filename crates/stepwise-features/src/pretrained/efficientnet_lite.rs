@@ -256,9 +256,9 @@ impl EfficientNetLite {
     /// Load from a safetensors file with the PyTorch port's state-dict names (`_conv_stem.weight`,
     /// `_blocks.N._depthwise_conv.weight`, `_bn0.running_mean`, `_fc.weight`...).
     pub fn from_safetensors(path: &Path, variant: Variant) -> Result<Self, FeatureError> {
-        let w = Weights { path, map: super::load_f32_tensors(path)? };
-        let mut model = Self::from_weights(&w, variant)?;
-        model.version = super::weights_version(CODE_VERSION, &[path])?;
+        let (map, hash) = super::load_f32_tensors_hashed(path)?;
+        let mut model = Self::from_weights(&Weights { path, map }, variant)?;
+        model.version = super::version_of_hashes(CODE_VERSION, &[hash]);
         Ok(model)
     }
 

@@ -101,10 +101,9 @@ mod tests {
     #[test]
     fn every_pixel_value_normalises_as_the_formula_says() {
         // Three ramps (one per channel, offset) cover every value 0..=255 in every channel.
-        let img = image::RgbImage::from_fn(256, 256, |x, y| {
-            image::Rgb([x as u8, (x + 85) as u8, (x as u32 + 170 + y) as u8])
-        });
-        let p = ImagePrep { size: 256, crop_fraction: 1.0, mean: [123.675, 116.28, 103.53], std: [58.395, 57.12, 57.375] };
+        let img = image::RgbImage::from_fn(256, 256, |x, y| image::Rgb([x as u8, (x + 85) as u8, (x + 170 + y) as u8]));
+        let p =
+            ImagePrep { size: 256, crop_fraction: 1.0, mean: [123.675, 116.28, 103.53], std: [58.395, 57.12, 57.375] };
         let rgb = p.crop_resize(&img).unwrap();
         let x = p.to_chw(&img).unwrap();
         let plane = 256 * 256;
