@@ -46,8 +46,9 @@ use crate::patches::PatchSpec;
 
 /// The most images a task runs together (see the module doc; 8 measured a little faster than 4 or 16).
 const MAX_GROUP: usize = 8;
-/// The largest input side of a block run channels-last (measured: 56 and 28 alike, 112 slower).
-const PIXELS_MAX_SIDE: usize = 56;
+/// The largest input side of a block run channels-last (measured: Lite0's 56 and 28 alike, 112 slower; Lite2's 65
+/// faster since the channels-last depthwise kernel reads zero-bordered copies, 130 slower).
+const PIXELS_MAX_SIDE: usize = 65;
 /// The largest input side of a block run on a group of images at once (the 7 × 7 and 9 × 9 maps).
 const GROUP_MAX_SIDE: usize = 9;
 
