@@ -7,7 +7,7 @@ pub enum BenchCommand {
     Features(super::bench_features::Args),
     /// Sequencing metrics on 1,000,000 random five-step predictions (target < 1 s).
     Metrics(super::bench_metrics::Args),
-    /// MiniLM sentences/s and EfficientNet-Lite0 images/s against onnxruntime (targets: >= 0.5x, >= 20 img/s).
+    /// MiniLM and EfficientNet-Lite0/2 against onnxruntime (targets: >= 1x; photo files >= 1.5x PIL + onnxruntime).
     Encoders(super::bench_encoders::Args),
     /// Ingest + clean + stats of 100,000 generated procedures (targets: < 30 s, < 1 GB peak memory).
     Ingest(super::bench_ingest::Args),
