@@ -608,6 +608,16 @@ mod x86 {
 mod tests {
     use super::*;
 
+    /// TensorFlow "SAME" output sides and leading pads of an `h × w` plane: `((oh, ow), (pad_top, pad_left))`.
+    fn same(h: usize, w: usize, k: usize, stride: usize) -> ((usize, usize), (usize, usize)) {
+        let side = |n: usize| {
+            let o = n.div_ceil(stride);
+            (o, ((o - 1) * stride + k).saturating_sub(n) / 2)
+        };
+        let ((oh, pt), (ow, pl)) = (side(h), side(w));
+        ((oh, ow), (pt, pl))
+    }
+
     #[test]
     fn vector_and_portable_rows_agree_bit_for_bit() {
         // Every side and stride the vector path specialises (and 7, which it does not), on heights that leave 0 to
@@ -624,10 +634,9 @@ mod tests {
             (12, 20, 7, 1),
             (10, 21, 3, 3),
         ] {
-            let (oh, ow) = (h.div_ceil(stride), w.div_ceil(stride));
+            let ((oh, ow), pad) = same(h, w, k, stride);
             let plane: Vec<f32> = (0..h * w).map(|i| ((i * 7919 % 97) as f32 - 48.0) * 0.07).collect();
             let wts: Vec<f32> = (0..k * k).map(|i| ((i * 31 % 17) as f32 - 8.0) * 0.11).collect();
-            let pad = (((oh - 1) * stride + k).saturating_sub(h) / 2, ((ow - 1) * stride + k).saturating_sub(w) / 2);
             let mut fast = vec![0f32; oh * ow];
             let mut scratch = Vec::new();
             depthwise_plane(&plane, (h, w), &wts, k, stride, pad, 0.5, (-1.0, 6.0), &mut fast, (oh, ow), &mut scratch);
@@ -675,8 +684,7 @@ mod tests {
             (3, 5, 7, 1, 16),
             (4, 9, 7, 1, 16),
         ] {
-            let (oh, pt) = (h.div_ceil(stride), (((h.div_ceil(stride) - 1) * stride + k).saturating_sub(h)) / 2);
-            let (ow, pl) = (w.div_ceil(stride), (((w.div_ceil(stride) - 1) * stride + k).saturating_sub(w)) / 2);
+            let ((oh, ow), (pt, pl)) = same(h, w, k, stride);
             let planes: Vec<Vec<f32>> = (0..c)
                 .map(|i| (0..h * w).map(|p| (((p + 3 * i) * 7919 % 97) as f32 - 48.0) * 0.07).collect())
                 .collect();
@@ -733,10 +741,7 @@ mod tests {
             (7, 6, 3, 1),
             (15, 15, 5, 2),
         ] {
-            let oh = h.div_ceil(stride);
-            let ow = w.div_ceil(stride);
-            let pt = ((oh - 1) * stride + k).saturating_sub(h) / 2;
-            let pl = ((ow - 1) * stride + k).saturating_sub(w) / 2;
+            let ((oh, ow), (pt, pl)) = same(h, w, k, stride);
             let plane: Vec<f32> = (0..h * w).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.3).collect();
             let wts: Vec<f32> = (0..k * k).map(|i| ((i * 13 % 7) as f32 - 3.0) * 0.5).collect();
             let mut out = vec![0f32; oh * ow];
