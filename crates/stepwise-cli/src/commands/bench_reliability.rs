@@ -310,16 +310,26 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
             if dir.join(&out).join(stepwise_features::store::WORK_DIR).is_dir() {
                 left.push(format!("{name}/{} (resumable)", stepwise_features::store::WORK_DIR));
             }
+            // A kill can land after the run committed its output and before the process exited: nothing of the
+            // run is left over and the output is already the uninterrupted run's, file for file; a re-run would
+            // refuse it as existing. Any other output left by the kill goes to the re-run, as before.
+            let committed_first = !finished_first
+                && left.is_empty()
+                && dir.join(&out).is_dir()
+                && differing_files(&reference_files, &tree_files(&dir.join(&out))?).is_empty();
             let left_by_kill = if finished_first {
                 "finished before the kill".to_string()
+            } else if committed_first {
+                "nothing (output committed before the kill)".to_string()
             } else if left.is_empty() {
                 "nothing".to_string()
             } else {
                 left.join(", ")
             };
             let start = Instant::now();
-            // A run that finished before the kill is complete: its re-run would refuse the existing output.
-            let stderr = if finished_first { String::new() } else { run_capturing(exe, &dir, &argv, &out)? };
+            // A run that finished or committed before the kill is complete: its re-run would refuse the output.
+            let complete = finished_first || committed_first;
+            let stderr = if complete { String::new() } else { run_capturing(exe, &dir, &argv, &out)? };
             let rerun_s = start.elapsed().as_secs_f64();
             // What the re-run reported: a resume (train: "resumed after epoch N"; embed: "N reused" inputs) and
             // the stale partial output it removed.
@@ -357,7 +367,7 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
                 command: name.to_string(),
                 kill_at: format!("{:.1} s of {:.1} s", at.as_secs_f64(), full.as_secs_f64()),
                 left_by_kill,
-                rerun: if finished_first {
+                rerun: if complete {
                     "not needed".to_string()
                 } else if said.is_empty() {
                     format!("{rerun_s:.1} s")
