@@ -105,8 +105,9 @@ pub fn depthwise_plane(
 /// writes `out[(oy·ow + ox)·c + ch]`. Each channel's values are those of [`depthwise_plane`] on its own plane, bit
 /// for bit (for kernels of side 3, 5 or 7 and strides 1 or 2, which run vectorised in both on AVX-512, or on a CPU
 /// without it; elsewhere a clamp to a zero bound may keep the other sign of a zero): the same taps in the same
-/// order, zeros read outside the map (no padded copy: on a 7 × 7 map the copy into a zero-filled 11 × 11 one cost
-/// as much as the convolution).
+/// order, zeros read outside the map (the AVX-512 path copies one run of 16 channels at a time into a small
+/// zero-bordered map, the border zeroed once per call; a zero-filled padded copy of the whole map per call cost as
+/// much as the convolution on 7 × 7 maps).
 #[allow(clippy::too_many_arguments)]
 pub fn depthwise_channels_last(
     map: &[f32],
@@ -266,8 +267,8 @@ mod x86 {
     const R: usize = 4;
 
     /// [`super::rows`] with runs of 16 output columns of `R` rows held in registers across all taps (masked at the
-    /// end of a row): per tap, one load and one FMA per row; the same operations per lane in the same order as the
-    /// portable code.
+    /// end of a row), the same operations per lane in the same order as the portable code: sides 3 and 5 with
+    /// stride 1 or 2 through [`sliding_rows`], the rest through [`rows_k`] (per tap, one load and one FMA per row).
     ///
     /// # Safety
     /// AVX-512F available; sizes as in [`super::depthwise_plane`].
@@ -280,15 +281,14 @@ mod x86 {
         clamp: (f32, f32),
         out: &mut [f32],
     ) {
-        // SAFETY: forwarded contract; each instance is the same code with the kernel side known.
+        // SAFETY: forwarded contract; each instance is the same code with the kernel side (and stride) known.
         unsafe {
             match (g.k, g.stride) {
                 (3, 1) => sliding_rows::<3, 1, 8>(padded, weights, g, bias, clamp, out),
                 (3, 2) => sliding_rows::<3, 2, 8>(padded, weights, g, bias, clamp, out),
                 (5, 1) => sliding_rows::<5, 1, 4>(padded, weights, g, bias, clamp, out),
                 (5, 2) => sliding_rows::<5, 2, 4>(padded, weights, g, bias, clamp, out),
-                (3, _) => rows_k::<3>(padded, weights, g, bias, clamp, out),
-                (5, _) => rows_k::<5>(padded, weights, g, bias, clamp, out),
+                // Side 7, or a stride above 2 (EfficientNet has neither).
                 _ => rows_k::<MAX_K>(padded, weights, g, bias, clamp, out),
             }
         }
@@ -449,8 +449,8 @@ mod x86 {
 
     /// [`super::channels_last`] with 16 channels per vector (masked for the last ones) and `R` outputs of a row
     /// in registers across all taps, the block's `K × K` tap vectors with them as far as the 32 registers go (the
-    /// 7 × 7 ones spill to the stack). Pixels outside the map are masked loads of nothing (zeros, as the portable
-    /// code reads).
+    /// 7 × 7 ones spill to the stack). Pixels outside the map are the zero border of [`channels_last_k`]'s copy
+    /// (zeros, as the portable code reads).
     ///
     /// # Safety
     /// AVX-512F available; sizes as in [`super::depthwise_channels_last`]; a kernel side of 3, 5 or 7.

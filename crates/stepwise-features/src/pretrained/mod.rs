@@ -46,7 +46,7 @@ pub(crate) fn enc_err(what: &str) -> impl Fn(candle_core::Error) -> FeatureError
 
 /// Every tensor of a safetensors file as (shape, f32 values), by name; errors name the file (and the tensor).
 pub(crate) fn load_f32_tensors(path: &std::path::Path) -> Result<Tensors, FeatureError> {
-    load_f32_tensors_hashed(path).map(|(tensors, _)| tensors)
+    f32_tensors(path, &read_weights(path)?)
 }
 
 /// Tensors by name: (shape, f32 values).
@@ -57,43 +57,52 @@ pub(crate) type Tensors = std::collections::HashMap<String, (Vec<usize>, Vec<f32
 /// every `stepwise embed` run; through candle (a tensor per entry, a dtype conversion and a copy out) and a second
 /// read for the hash, EfficientNet-Lite2's 24 MB took 29 ms.
 pub(crate) fn load_f32_tensors_hashed(path: &std::path::Path) -> Result<(Tensors, String), FeatureError> {
+    let bytes = read_weights(path)?;
+    let (hash, tensors) = rayon::join(|| blake3::hash(&bytes).to_hex().to_string(), || f32_tensors(path, &bytes));
+    Ok((tensors?, hash))
+}
+
+/// A weights file's error, naming the file.
+fn bad_weights(path: &std::path::Path, msg: String) -> FeatureError {
+    FeatureError::Core(stepwise_core::Error::bad_input(format!("{}: {msg}", path.display())))
+}
+
+fn read_weights(path: &std::path::Path) -> Result<Vec<u8>, FeatureError> {
+    std::fs::read(path).map_err(|e| bad_weights(path, format!("cannot read: {e}")))
+}
+
+/// The tensors of a safetensors file's bytes (read from `path`), converted straight from the bytes, in parallel.
+fn f32_tensors(path: &std::path::Path, bytes: &[u8]) -> Result<Tensors, FeatureError> {
     use rayon::prelude::*;
     use safetensors::Dtype;
-    let bad = |msg: String| FeatureError::Core(stepwise_core::Error::bad_input(format!("{}: {msg}", path.display())));
-    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-    let (hash, tensors) = rayon::join(
-        || blake3::hash(&bytes).to_hex().to_string(),
-        || -> Result<Tensors, FeatureError> {
-            let file = safetensors::SafeTensors::deserialize(&bytes)
-                .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
-            file.tensors()
-                .into_par_iter()
-                .map(|(name, t)| {
-                    let data = t.data();
-                    fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> f32) -> Vec<f32> {
-                        data.chunks_exact(N).map(|b| f(b.try_into().expect("chunks of N bytes"))).collect()
-                    }
-                    let values = match t.dtype() {
-                        Dtype::F32 => each(data, f32::from_le_bytes),
-                        Dtype::F16 => each(data, |b| half::f16::from_le_bytes(b).to_f32()),
-                        Dtype::BF16 => each(data, |b| half::bf16::from_le_bytes(b).to_f32()),
-                        Dtype::F64 => each(data, |b| f64::from_le_bytes(b) as f32),
-                        Dtype::I64 => each(data, |b| i64::from_le_bytes(b) as f32),
-                        Dtype::I32 => each(data, |b| i32::from_le_bytes(b) as f32),
-                        Dtype::U32 => each(data, |b| u32::from_le_bytes(b) as f32),
-                        Dtype::U8 => each(data, |[b]| b as f32),
-                        other => {
-                            return Err(bad(format!(
-                                "tensor `{name}`: values of type {other:?} are not numbers stepwise reads"
-                            )));
-                        }
-                    };
-                    Ok((name, (t.shape().to_vec(), values)))
-                })
-                .collect()
-        },
-    );
-    Ok((tensors?, hash))
+    let file = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| bad_weights(path, format!("not a valid safetensors file: {e}")))?;
+    file.tensors()
+        .into_par_iter()
+        .map(|(name, t)| {
+            let data = t.data();
+            fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> f32) -> Vec<f32> {
+                data.chunks_exact(N).map(|b| f(b.try_into().expect("chunks of N bytes"))).collect()
+            }
+            let values = match t.dtype() {
+                Dtype::F32 => each(data, f32::from_le_bytes),
+                Dtype::F16 => each(data, |b| half::f16::from_le_bytes(b).to_f32()),
+                Dtype::BF16 => each(data, |b| half::bf16::from_le_bytes(b).to_f32()),
+                Dtype::F64 => each(data, |b| f64::from_le_bytes(b) as f32),
+                Dtype::I64 => each(data, |b| i64::from_le_bytes(b) as f32),
+                Dtype::I32 => each(data, |b| i32::from_le_bytes(b) as f32),
+                Dtype::U32 => each(data, |b| u32::from_le_bytes(b) as f32),
+                Dtype::U8 => each(data, |[b]| b as f32),
+                other => {
+                    return Err(bad_weights(
+                        path,
+                        format!("tensor `{name}`: values of type {other:?} are not numbers stepwise reads"),
+                    ));
+                }
+            };
+            Ok((name, (t.shape().to_vec(), values)))
+        })
+        .collect()
 }
 
 /// A version string that changes with the code (`code`) and with the weights: `code+<12 hex of BLAKE3>` over
