@@ -84,13 +84,15 @@ fn a_suite_audit_puts_every_setting_side_by_side_before_and_after_aflite() {
     assert_eq!(rows.len(), 3, "{md}");
     for (row, setting) in rows.iter().zip(["recipeqa", "knobs-0-0-0", "knobs-1-1-1"]) {
         assert!(row.starts_with(&format!("| textual_cloze | {setting} | ")), "{row}");
-        // questions, Hasty, probe, kept, Hasty after, probe after
-        assert_eq!(row.matches('|').count(), 9, "{row}");
+        // questions, Hasty, probe, shortcut-free, worst shortcut, kept, Hasty after, probe after
+        assert_eq!(row.matches('|').count(), 11, "{row}");
         let all = TaskSet::load(&d.join("s").join(setting).join("textual_cloze")).unwrap();
         let kept = TaskSet::load(&d.join("a/aflite").join(setting).join("textual_cloze")).unwrap();
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         assert_eq!(cells[3], all.questions.len().to_string(), "{row}");
-        assert_eq!(cells[6], kept.questions.len().to_string(), "{row}");
+        assert_eq!(cells[8], kept.questions.len().to_string(), "{row}");
+        // Hasty Student with its interval; a verdict and the worst shortcut of the panel.
+        assert!(cells[4].contains(" [") && ["yes", "no", "–"].contains(&cells[6]) && cells[7] != "–", "{row}");
         assert!(d.join("a").join(setting).join("textual_cloze/audit.md").is_file());
     }
     let m = stepwise_core::Manifest::read(&d.join("a/aflite")).unwrap();

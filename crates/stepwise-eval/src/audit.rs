@@ -7,7 +7,9 @@
 //!   distances of correct and incorrect choices (for the histogram);
 //! - **question overlap** (Meta-RecipeQA bias 1; [`cues::overlap_flags`]);
 //! - **answer-position balance** (χ² against uniform, the majority-position baseline) and, for textual choices,
-//!   **length cues** (longest / shortest choice).
+//!   **length cues** (longest / shortest choice);
+//! - the **shortcut panel** ([`shortcuts`]): every distance-rank pick, the distance + rank probe and the
+//!   choice-only probe side by side, with a verdict on whether the task is shortcut-free.
 //!
 //! Accuracies carry 95% percentile-bootstrap intervals ([`crate::bootstrap`]) resampling *procedures* (questions
 //! of one recipe are correlated). Questions whose items have no vector are left out of the vector-based measures
@@ -18,6 +20,7 @@ pub mod probe;
 pub mod provenance;
 pub mod render;
 pub mod resolve;
+pub mod shortcuts;
 
 use std::collections::BTreeMap;
 
@@ -84,6 +87,8 @@ pub struct TaskAudit {
     pub majority_position: Option<Estimate>,
     pub longest_choice: Option<Estimate>,
     pub shortest_choice: Option<Estimate>,
+    /// How far every cheap shortcut gets, and whether any beats chance (`None` when no question has vectors).
+    pub shortcuts: Option<shortcuts::ShortcutPanel>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -133,20 +138,42 @@ pub struct OverlapSummary {
     pub later_same_task: Option<Estimate>,
 }
 
-/// The Hasty Student's pick and the per-choice distances of the probe for `q`, or why its items have no vectors.
-fn hasty_and_distances(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<(usize, Vec<f64>), String> {
+/// What the audit derives from one question's vectors.
+struct Measured {
+    /// The Hasty Student's pick.
+    pick: usize,
+    /// Per-choice distance to the question (the distance probe's d).
+    distances: Vec<f64>,
+    /// Per-choice relation to the other choices only (the shortcut panel's choice-only probe).
+    choice_only: Vec<f64>,
+}
+
+/// The Hasty Student's pick and the per-choice values of the probes for `q`, or why its items have no vectors.
+fn measure(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<Measured, String> {
     Ok(match &question_vectors(q, task, resolver)? {
-        QVecs::Cloze { question, choices } => (hasty::cloze(question, choices), cloze_distances(question, choices)),
-        QVecs::Coherence { items } => (hasty::coherence(items), coherence_distances(items)),
-        QVecs::Ordering { choices } => (hasty::ordering(choices), ordering_distances(choices)),
+        QVecs::Cloze { question, choices } => Measured {
+            pick: hasty::cloze(question, choices),
+            distances: cloze_distances(question, choices),
+            // Each choice against the mean of the other choices: the same computation as coherence's d.
+            choice_only: coherence_distances(choices),
+        },
+        QVecs::Coherence { items } => {
+            let d = coherence_distances(items);
+            Measured { pick: hasty::coherence(items), choice_only: d.clone(), distances: d }
+        }
+        QVecs::Ordering { choices } => Measured {
+            pick: hasty::ordering(choices),
+            distances: ordering_distances(choices),
+            choice_only: shortcuts::ordering_choice_only(q),
+        },
     })
 }
 
 /// The distance probe's input for `q` (its per-choice distances), or why its items have no vectors. AFLite
 /// filters on the same features.
 pub fn probe_question(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<probe::ProbeQuestion, String> {
-    let (_, distances) = hasty_and_distances(q, task, resolver)?;
-    Ok(probe::ProbeQuestion { qid: q.qid.clone(), distances, answer: q.answer })
+    let m = measure(q, task, resolver)?;
+    Ok(probe::ProbeQuestion { qid: q.qid.clone(), distances: m.distances, answer: q.answer })
 }
 
 /// Audit every RecipeQA task present in `ts` (other task names are ignored).
@@ -216,8 +243,9 @@ fn audit_task(
     let mut correct_d = Vec::new();
     let mut incorrect_d = Vec::new();
     let mut extreme = 0usize;
+    let mut shortcut_questions = Vec::new();
     for (qi, q) in qs.iter().enumerate() {
-        let (pick, d) = match hasty_and_distances(q, task, resolver) {
+        let Measured { pick, distances: d, choice_only } = match measure(q, task, resolver) {
             Ok(v) => v,
             Err(m) => {
                 if missing_examples.len() < 5 && !missing_examples.contains(&m) {
@@ -233,6 +261,12 @@ fn audit_task(
         for (c, &x) in d.iter().enumerate() {
             if c == q.answer { correct_d.push(x) } else { incorrect_d.push(x) }
         }
+        shortcut_questions.push(shortcuts::ShortcutQuestion {
+            procedure: q.recipe_id.clone(),
+            distances: d.clone(),
+            choice_only,
+            answer: q.answer,
+        });
         probe_questions.push(probe::ProbeQuestion { qid: q.qid.clone(), distances: d, answer: q.answer });
     }
     let with_vectors = hasty_correct.len();
@@ -266,6 +300,7 @@ fn audit_task(
         correct: correct_d,
         incorrect: incorrect_d,
     });
+    let shortcuts = shortcuts::panel(task, &shortcut_questions, n_choices, cfg);
 
     // --- overlap
     let flags = cues::overlap_flags(qs, ps, all);
@@ -325,6 +360,7 @@ fn audit_task(
         majority_position,
         longest_choice,
         shortest_choice,
+        shortcuts,
     }
 }
 
@@ -577,11 +613,26 @@ mod tests {
         assert_eq!(t.overlap.same_task.unwrap().value, 1.0);
         // Only the first question of each pair is revealed by a later one.
         assert_eq!(t.overlap.later_same_task.unwrap().value, 0.5);
+        // The shortcut panel names the same shortcut, and the report shows it.
+        let p = t.shortcuts.as_ref().unwrap();
+        assert_eq!(p.answer_rank_counts, vec![120, 0, 0, 0]);
+        assert_eq!(p.shortcut_free, Some(false));
+        assert_eq!(p.worst.as_ref().map(|w| (w.key.as_str(), w.accuracy.value)), Some(("rank_1", 1.0)));
+        let plots =
+            render::PlotLinks { ranks: vec![(t.task.clone(), "ranks-visual_cloze.svg".into())], ..Default::default() };
+        let md = render::markdown(&rep, "test", &plots);
+        assert!(
+            md.contains("## Shortcut panel") && md.contains("| visual_cloze | nearest to the question | 100.0 ["),
+            "{md}"
+        );
+        assert!(md.contains("**visual_cloze: not shortcut-free — worst: nearest to the question 100.0 ["), "{md}");
+        assert!(md.contains("120 / 0 / 0 / 0 ([ranks-visual_cloze.svg](ranks-visual_cloze.svg))"), "{md}");
         // Missing vectors are counted, not fatal.
         let empty = Vectors::new(3, vec![], vec![]);
         let r = FeatureResolver::new(Some(&empty), None, None);
         let rep = audit(&ts, &r, &cfg);
         assert_eq!(rep.tasks[0].with_vectors, 0);
         assert!(rep.tasks[0].hasty_student.is_none() && rep.tasks[0].vectors_unavailable.is_some());
+        assert!(rep.tasks[0].shortcuts.is_none());
     }
 }

@@ -11,7 +11,7 @@
 //! - [`markdown`]: number formatting of the reports
 //! - [`r2vq`]: R2VQ answers scored by exact match and token F1 per question family
 //! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting)
-//! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, overlap, position and length cues)
+//! - [`audit`]: bias audit of task sets (Hasty Student, distance probe, shortcut panel, overlap, position, lengths)
 //! - [`aflite`]: adversarial filtering (AFLite) of the questions the distance probe answers from surface features
 
 pub mod accuracy;

@@ -115,6 +115,10 @@ impl<'a> Node<'a> {
         self.get(key)?.map(|n| n.u64()).transpose()
     }
 
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.get(key)?.map(|n| n.v.as_bool().ok_or_else(|| n.expected("true or false"))).transpose()
+    }
+
     pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>> {
         self.get(key)?.map(|n| n.str()).transpose()
     }

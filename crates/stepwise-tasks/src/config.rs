@@ -118,6 +118,57 @@ impl fmt::Display for Mode {
     }
 }
 
+/// How a suite's knob settings choose negatives (Meta-RecipeQA knobs 2 and 3; knob 1 is the same in both).
+///
+/// - `Paper`: the papers' rules as written, with knob 3 as the paper's implementation applied it (§4.4): a
+///   coin flip per question decides whether one negative must be at least as close to the question as the
+///   answer. They reproduce the paper, shortcuts included.
+/// - `Calibrated`: knob 2's ball or shell around the answer as in the paper, but the negatives are drawn so
+///   that the answer's distance rank to the question among the choices is uniform over positions (a target
+///   rank drawn per question, then negatives from the bands of question distance that realise it), so that
+///   "pick the nearest" and its mirror image both sit at chance. Knob 3 sets how close those bands are to the
+///   answer's own question distance: k3 = 1 takes the negatives nearest to it (as close to the question as the
+///   answer), k3 = 0 any of each band. Visual coherence does the same for the odd-one-out's rank; visual
+///   ordering draws wrong orders around the correct order's chain length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum KnobsMode {
+    Paper,
+    #[default]
+    Calibrated,
+}
+
+impl KnobsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KnobsMode::Paper => "paper",
+            KnobsMode::Calibrated => "calibrated",
+        }
+    }
+
+    /// Manifests written before the mode existed made knob settings the paper's way.
+    pub fn before_modes() -> Self {
+        KnobsMode::Paper
+    }
+}
+
+impl fmt::Display for KnobsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for KnobsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "paper" => Ok(KnobsMode::Paper),
+            "calibrated" => Ok(KnobsMode::Calibrated),
+            other => Err(format!("knobs mode {other:?}: expected `paper` or `calibrated`")),
+        }
+    }
+}
+
 /// Which text of a step the textual cloze hides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -200,6 +251,9 @@ pub struct GenerateConfig {
     pub duplicate_epsilon: f64,
     /// How neighbours are found.
     pub neighbors: NeighborSearch,
+    /// How knob settings choose negatives ([`KnobsMode`]); RecipeQA mode ignores it.
+    #[serde(default = "KnobsMode::before_modes")]
+    pub knobs_mode: KnobsMode,
 }
 
 /// Exact neighbours, or an approximate index (IVF or HNSW) for catalogs where exact search is too slow.
@@ -290,6 +344,7 @@ impl Default for GenerateConfig {
             metric: Metric::L2,
             duplicate_epsilon: 1e-6,
             neighbors: NeighborSearch::Auto,
+            knobs_mode: KnobsMode::Calibrated,
         }
     }
 }

@@ -44,6 +44,12 @@ pub enum SkipReason {
     /// Knob settings: this setting could make the question, but another setting sharing its k1 (same task)
     /// could not, so the question is left out of all of them (the settings stay paired).
     PairedSettingFailed,
+    /// Calibrated knobs: the candidates cannot put the answer at any distance rank among the choices (e.g. no
+    /// candidate lies on one side of the answer's distance to the question and the other side has too few).
+    CalibratedRankUnreachable,
+    /// Calibrated knobs: left out so that the answer's distance rank stays uniform over the positions (the
+    /// question could only take ranks that other questions already fill; see [`crate::calibrated`]).
+    CalibratedRankBalance,
 }
 
 impl SkipReason {
@@ -62,6 +68,8 @@ impl SkipReason {
             SkipReason::Knob3NoCloseNegative => "knob3_no_close_negative",
             SkipReason::TooFewOrderings => "too_few_orderings",
             SkipReason::PairedSettingFailed => "paired_setting_failed",
+            SkipReason::CalibratedRankUnreachable => "calibrated_rank_unreachable",
+            SkipReason::CalibratedRankBalance => "calibrated_rank_balance",
         }
     }
 }
@@ -97,11 +105,15 @@ impl SkipReason {
             | SkipReason::TooFewOrderings => {
                 "distractors are scarce: raise --k, add --distractor-pool, or use a larger corpus"
             }
+            SkipReason::CalibratedRankUnreachable | SkipReason::CalibratedRankBalance => {
+                "the answer is closer to (or farther from) the question than the candidates reach: raise --k, add \
+                 --distractor-pool, or use a larger corpus (--knobs-mode paper keeps these questions, shortcut and all)"
+            }
         }
     }
 }
 
-pub(crate) const ALL_REASONS: [SkipReason; 13] = [
+pub(crate) const ALL_REASONS: [SkipReason; 15] = [
     SkipReason::StepCountOutOfRange,
     SkipReason::TooFewEligibleSteps,
     SkipReason::Knob1TooFewSteps,
@@ -115,11 +127,17 @@ pub(crate) const ALL_REASONS: [SkipReason; 13] = [
     SkipReason::Knob3NoCloseNegative,
     SkipReason::TooFewOrderings,
     SkipReason::PairedSettingFailed,
+    SkipReason::CalibratedRankUnreachable,
+    SkipReason::CalibratedRankBalance,
 ];
 
 /// A task set with fewer questions than this gives accuracies too uncertain to compare: at 50% accuracy the 95%
 /// interval of 50 questions spans about ±14 points.
 pub const FEW_QUESTIONS: u64 = 50;
+
+/// A setting that keeps less than this share of its planned questions is reported by name: its questions are a
+/// selection of the plan's (the ones a constraint could serve), not the plan.
+pub const MIN_RETENTION: f64 = 0.5;
 
 /// What one generation run (one task, one mode) produced and left out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -185,6 +203,18 @@ impl Counts {
 
     /// Warnings about this result (to be prefixed with what it is, e.g. "visual_cloze knobs-1-0-1: "): too few
     /// questions, or most procedures giving none; each names the main reason and what to change.
+    /// The questions the plan asked for (kept or skipped by a constraint; not those knob 1's pool ran out of).
+    pub fn planned(&self) -> u64 {
+        let exhausted = self.questions_skipped.get(SkipReason::Knob1PoolExhausted.as_str()).copied().unwrap_or(0);
+        self.questions + self.questions_skipped_total() - exhausted
+    }
+
+    /// Share of the planned questions kept; `None` when none were planned.
+    pub fn retention(&self) -> Option<f64> {
+        let planned = self.planned();
+        (planned > 0).then(|| self.questions as f64 / planned as f64)
+    }
+
     pub fn warnings(&self) -> Vec<String> {
         let top = |m: &BTreeMap<String, u64>| {
             m.iter()
@@ -198,6 +228,15 @@ impl Counts {
                 "{skipped} of {} procedures were left out{}",
                 self.procedures,
                 top(&self.procedures_skipped).map_or(String::new(), |t| format!(" ({t})"))
+            ));
+        }
+        if let Some(kept) = self.retention().filter(|&k| k < MIN_RETENTION) {
+            out.push(format!(
+                "keeps {:.1}% of its {} planned questions, below the {:.0}% a setting should keep{}",
+                100.0 * kept,
+                self.planned(),
+                100.0 * MIN_RETENTION,
+                top(&self.questions_skipped).map_or(String::new(), |t| format!(" (most dropped for {t})"))
             ));
         }
         if self.questions < FEW_QUESTIONS {

@@ -10,12 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
+use stepwise_core::rng::rng_for;
 use stepwise_core::shard::Shard;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
+use crate::calibrated::{RankAllocation, pilot_stride, rank_range};
 use crate::catalog::{Catalog, FeatureSources};
-use crate::config::{GenerateConfig, ItemKind, Mode};
+use crate::config::{GenerateConfig, ItemKind, KnobsMode, Mode};
 use crate::counts::{Counts, SkipReason};
 use crate::negatives::{knob2_stats, valid};
 use crate::neighbors::NeighborTable;
@@ -140,10 +142,13 @@ impl<'a> TaskGenerator<'a> {
         let mut first_asker: BTreeMap<u32, usize> = BTreeMap::new();
         let mut queries = BTreeSet::new();
         for p in plans {
+            let pilot: BTreeSet<usize> = self.pilot(p).into_iter().map(|(proc, _)| proc).collect();
             for (proc, item) in query_items(p, &self.cat) {
                 let first = first_asker.entry(item).or_insert(proc);
                 *first = (*first).min(proc);
-                if mine.contains(&proc) {
+                // A shard also searches the calibrated knobs' pilot questions: every part allocates ranks from
+                // the same pilot as a whole run.
+                if mine.contains(&proc) || pilot.contains(&proc) {
                     queries.insert(item);
                 }
             }
@@ -269,15 +274,65 @@ impl<'a> TaskGenerator<'a> {
         let base = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
         let mut counts = vec![base; modes.len()];
         let range = self.procedure_range();
+        let allocation = self.rank_allocation(plan, modes);
         let mut start = range.start;
         while start < range.end {
             let end = (start + BUILD_CHUNK).min(range.end);
-            for (i, groups) in self.build_range(plan, modes, start..end, &mut counts).into_iter().enumerate() {
+            let built = self.build_range(plan, modes, allocation.as_ref(), start..end, &mut counts);
+            for (i, groups) in built.into_iter().enumerate() {
                 sink(i, groups)?;
             }
             start = end;
         }
         Ok(counts)
+    }
+
+    /// Calibrated knobs: the pilot questions of `plan` (procedure, question index), every
+    /// [`pilot_stride`]-th planned question of the whole corpus in plan order; none otherwise.
+    fn pilot(&self, plan: &Plan) -> Vec<(usize, usize)> {
+        if !(matches!(plan.mode, Mode::Knobs(_)) && self.cfg.knobs_mode == KnobsMode::Calibrated) {
+            return Vec::new();
+        }
+        let all: Vec<(usize, usize)> =
+            plan.procs.iter().enumerate().flat_map(|(i, pp)| (0..pp.questions.len()).map(move |q| (i, q))).collect();
+        let stride = pilot_stride(all.len());
+        all.into_iter().step_by(stride).collect()
+    }
+
+    /// Calibrated knobs: how the answer's rank is allocated over the pilot's rank sets (the ranks every setting
+    /// of `modes` can give each pilot question), so that the kept questions' ranks are uniform; `None` for
+    /// RecipeQA mode and paper knobs.
+    pub fn rank_allocation(&self, plan: &Plan, modes: &[Mode]) -> Option<RankAllocation> {
+        let pilot = self.pilot(plan);
+        if pilot.is_empty() {
+            return None;
+        }
+        let makers: Vec<Maker<'_>> = modes
+            .iter()
+            .map(|&mode| Maker { task: plan.task, mode, cfg: &self.cfg, cat: &self.cat, table: &self.table })
+            .collect();
+        let positions = makers[0].rank_positions();
+        let sets: Vec<u16> = pilot
+            .par_iter()
+            .map(|&(i, q)| {
+                let view = self.view(i);
+                let pq = &plan.procs[i].questions[q];
+                let mut shared = Shared::default();
+                makers
+                    .iter()
+                    .try_fold(rank_range(0, positions - 1), |set, m| {
+                        m.rank_set(&view, pq, &mut shared).map(|s| set & s).ok()
+                    })
+                    .unwrap_or(0)
+            })
+            .collect();
+        Some(RankAllocation::solve(&sets, positions))
+    }
+
+    fn view(&self, i: usize) -> ProcView<'_> {
+        let p = &self.procedures[i];
+        let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
+        ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split }
     }
 
     /// The questions of procedures `range` in each of `modes` (one group per procedure with questions), adding
@@ -286,6 +341,7 @@ impl<'a> TaskGenerator<'a> {
         &self,
         plan: &Plan,
         modes: &[Mode],
+        allocation: Option<&RankAllocation>,
         range: std::ops::Range<usize>,
         counts: &mut [Counts],
     ) -> Vec<Vec<ProcedureQuestions>> {
@@ -301,17 +357,55 @@ impl<'a> TaskGenerator<'a> {
             (0..n).map(|_| Vec::new()).collect()
         }
         let nm = modes.len();
-        let view = |i: usize| {
-            let p = &procs[i];
-            let split = self.splits.and_then(|m| m.get(&p.id)).map(|s| s.as_str());
-            ProcView { index: i, procedure: p, entry: &self.cat.procs[i], split }
-        };
+        let view = |i: usize| self.view(i);
         // Every planned question in every mode; `None` for one whose widened search waits for its balls. Every
         // setting draws first and the questions are made only when all of them could: a question one setting
         // cannot make is kept in none, and most knob-setting questions of the visual tasks end so (each setting
         // still draws, for its own skip reason in the counts).
         type Results = Vec<std::result::Result<Made, SkipReason>>;
         let make_all = |view: &ProcView<'_>, pq, shared: &mut _, requests: &mut Vec<BallRequest>| {
+            if let Some(allocation) = allocation {
+                // Calibrated knobs: one target rank for the question in every paired setting, drawn among the
+                // ranks all of them can give it, or the question left out.
+                let mut set = rank_range(0, allocation.positions - 1);
+                let mut failed = None;
+                for (j, m) in makers.iter().enumerate() {
+                    match m.rank_set(view, pq, shared) {
+                        Ok(s) => set &= s,
+                        Err(r) => {
+                            failed.get_or_insert((j, r));
+                        }
+                    }
+                }
+                let missing = shared.take_requests();
+                if !missing.is_empty() {
+                    requests.extend(missing);
+                    return None;
+                }
+                let k1 = match plan.mode {
+                    Mode::Knobs(k) => k.k1,
+                    Mode::RecipeQa => unreachable!("an allocation is for knob settings"),
+                };
+                let key = format!("tasks/calibrated-rank/{task}/k1={k1}/{}/{}", view.procedure.id, pq.attempt);
+                let mut rng = rng_for(self.cfg.seed, &key);
+                let left_out = match failed {
+                    Some((j, r)) => Some((Some(j), r)),
+                    None if set == 0 => Some((None, SkipReason::CalibratedRankUnreachable)),
+                    None => match allocation.draw(set, &mut rng) {
+                        Some(r) => {
+                            shared.target = Some(r);
+                            None
+                        }
+                        None => Some((None, SkipReason::CalibratedRankBalance)),
+                    },
+                };
+                if let Some((who, reason)) = left_out {
+                    let results: Results = (0..makers.len())
+                        .map(|j| Err(if who.is_none_or(|w| w == j) { reason } else { SkipReason::PairedSettingFailed }))
+                        .collect();
+                    return Some(results);
+                }
+            }
             let drawn: Vec<_> = makers.iter().map(|m| m.choose(view, pq, shared)).collect();
             let missing = shared.take_requests();
             if !missing.is_empty() {

@@ -2,6 +2,7 @@
 //! RecipeQA made them or with Meta-RecipeQA's control knobs, suites of all settings, and sequencing instances.
 //!
 //! - [`config`]: tasks' parameters, modes and knob settings ([`GenerateConfig`], [`Mode`], [`KnobSetting`])
+//! - [`calibrated`]: calibrated knobs: negatives that put the answer's distance rank uniformly over the choices
 //! - [`catalog`]: the items of a task (titles, texts, images) with vectors and owning procedures
 //! - [`plan`]: procedure filters and question positions (RecipeQA mode, knob 1)
 //! - [`neighbors`]: nearest neighbours among other procedures' items
@@ -21,6 +22,7 @@
 //! - [`r2vq`]: tasks from R2VQ annotation (event ordering)
 //! - [`export`]: suites and task sets as Hugging Face datasets, VLMEvalKit TSVs and lmms-eval tasks
 
+pub mod calibrated;
 pub mod catalog;
 pub mod config;
 pub mod counts;
@@ -39,6 +41,8 @@ pub mod suite;
 pub mod taskset_writer;
 pub mod titles;
 
-pub use config::{ClozeField, GenerateConfig, ItemKind, KnobSetting, Mode, NeighborSearch, QuestionsPerProcedure};
+pub use config::{
+    ClozeField, GenerateConfig, ItemKind, KnobSetting, KnobsMode, Mode, NeighborSearch, QuestionsPerProcedure,
+};
 pub use counts::{Counts, SkipReason};
 pub use generate::{Generated, Inputs, TaskGenerator, generate};

@@ -4,14 +4,16 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
+use rand::Rng;
 use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
 use stepwise_core::{Choice, Procedure, Question, Task};
 
+use crate::calibrated::{self, RankSet, Unit, rank_range};
 use crate::catalog::{Catalog, ProcEntry};
-use crate::config::{ClozeField, GenerateConfig, KnobSetting, Mode};
+use crate::config::{ClozeField, GenerateConfig, KnobSetting, KnobsMode, Mode};
 use crate::counts::SkipReason;
 use crate::negatives::{
     Cand, SelectionStats, adaptive_neighbourhood, draw_with_constraint, in_knob2_region, knob2_interval, knob2_stats,
@@ -51,6 +53,11 @@ pub struct Shared<'a> {
     /// measured; the balls it needs are recorded here, and the question must be made again (from a fresh
     /// `Shared`) once [`crate::range::RangeIndex::fill_balls`] has measured them with other questions' balls.
     requests: Option<Vec<BallRequest>>,
+    /// Calibrated knobs: the answer's distance rank among the choices that every paired setting realises,
+    /// drawn by the generator ([`crate::calibrated::RankAllocation::draw`]) before the settings draw.
+    pub target: Option<usize>,
+    /// Calibrated knobs: the candidates' shortcut distances, measured once for all the settings.
+    memo: calibrated::Memo,
 }
 
 impl Shared<'_> {
@@ -94,6 +101,8 @@ struct Base<'a> {
 pub struct Drawn {
     picked: Picked,
     rng: ChaCha8Rng,
+    /// Paper knobs with k3 = 1: whether this question's coin flip applied knob 3's constraint.
+    knob3_applied: Option<bool>,
 }
 
 enum Picked {
@@ -144,25 +153,245 @@ impl<'a> Maker<'a> {
     ) -> Result<Drawn, SkipReason> {
         let key = format!("tasks/negatives/{}/{}/{}/{}", self.task, self.mode.label(), view.procedure.id, pq.attempt);
         let mut rng = rng_for(self.cfg.seed, &key);
+        let calibrated = self.calibrated();
+        let mut knob3_applied = None;
         let picked = match self.task {
+            Task::VisualOrdering if calibrated => {
+                let target = shared.target.expect("calibrated knobs: the generator drew the target rank");
+                self.calibrated_orders(view, pq, target, &mut rng)?
+            }
             Task::VisualOrdering => self.draw_orders(view, pq, &mut rng)?,
             Task::TextualCloze | Task::VisualCloze | Task::VisualCoherence => {
-                let Shared { base, list, requests } = shared;
+                let target = shared.target;
+                let Shared { base, list, requests, memo, .. } = shared;
                 let base = base.get_or_init(|| self.base(view, pq));
-                let n = if self.task == Task::VisualCoherence { 1 } else { self.cfg.n_choices - 1 };
+                let n = self.negatives();
                 let (negs, stats) = match self.mode {
                     Mode::RecipeQa => adaptive_neighbourhood(&base.cands, self.cfg.margin as f32, n, &mut rng)?,
-                    Mode::Knobs(k) => self.knob_select(k, base, n, list, requests, &mut rng)?,
+                    Mode::Knobs(k) if calibrated => {
+                        let target = target.expect("calibrated knobs: the generator drew the target rank");
+                        let sides = self.calibrated_sides(k, base, list, requests, memo)?;
+                        let centre = self.centre_target(view, pq);
+                        let unit = Unit::new(self.cat);
+                        let negs = sides.draw(k, target, centre, n, &unit, base.anchor, &mut rng)?;
+                        (negs, sides.stats)
+                    }
+                    Mode::Knobs(k) => {
+                        // The paper's implementation applied knob 3 to a coin flip's half of the questions (§4.4).
+                        let applied = k.k3 == 1 && self.knob3_coin(view, pq);
+                        if k.k3 == 1 {
+                            knob3_applied = Some(applied);
+                        }
+                        let k = KnobSetting { k3: u8::from(applied), ..k };
+                        self.knob_select(k, base, n, list, requests, &mut rng)?
+                    }
                 };
                 Picked::Negatives(negs, stats)
             }
         };
-        Ok(Drawn { picked, rng })
+        Ok(Drawn { picked, rng, knob3_applied })
+    }
+
+    fn calibrated(&self) -> bool {
+        matches!(self.mode, Mode::Knobs(_)) && self.cfg.knobs_mode == KnobsMode::Calibrated
+    }
+
+    /// Negatives per question: one odd image for coherence, `n_choices − 1` otherwise.
+    fn negatives(&self) -> usize {
+        if self.task == Task::VisualCoherence { 1 } else { self.cfg.n_choices - 1 }
+    }
+
+    /// The positions a distance rank can take: the shown images for coherence, the choices otherwise.
+    pub fn rank_positions(&self) -> usize {
+        if self.task == Task::VisualCoherence { self.cfg.n_items } else { self.cfg.n_choices }
+    }
+
+    /// Calibrated knobs: the choice-only rank the question's draw aims the answer at (the same in every paired
+    /// setting; best effort, see [`Sides::draw`]).
+    fn centre_target(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> usize {
+        let key = format!("tasks/calibrated-centre/{}/{}/{}", self.task, view.procedure.id, pq.attempt);
+        rng_for(self.cfg.seed, &key).random_range(0..self.rank_positions())
+    }
+
+    fn knob3_coin(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> bool {
+        knob3_coin(self.cfg.seed, self.task, &view.procedure.id, pq.attempt)
+    }
+
+    /// Calibrated knobs: the ranks this setting can give the answer (coherence: the odd image) among the
+    /// choices, by the shortcuts' distance ([`crate::calibrated`]). Uses (and fills) `shared` as [`Self::choose`]
+    /// does; a deferred widened search gives an empty set and records its balls.
+    pub fn rank_set(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        shared: &mut Shared<'a>,
+    ) -> Result<RankSet, SkipReason> {
+        let Mode::Knobs(k) = self.mode else { return Ok(rank_range(0, self.rank_positions() - 1)) };
+        if self.task == Task::VisualOrdering {
+            return Ok(self.order_sides(view, pq).reachable(self.negatives()));
+        }
+        let Shared { base, list, requests, memo, .. } = shared;
+        let base = base.get_or_init(|| self.base(view, pq));
+        Ok(self.calibrated_sides(k, base, list, requests, memo)?.reachable(self.negatives()))
+    }
+
+    /// Calibrated knobs (cloze, coherence): knob 2's region as in the paper (searched neighbours, widened once
+    /// when some rank is out of reach there and the region reaches past them), split by the rank each
+    /// candidate gives the answer.
+    fn calibrated_sides(
+        &self,
+        k: KnobSetting,
+        base: &Base<'a>,
+        list: &mut Option<Vec<Cand>>,
+        requests: &mut Option<Vec<BallRequest>>,
+        memo: &mut calibrated::Memo,
+    ) -> Result<Sides, SkipReason> {
+        let cands = &base.cands;
+        let Some((m, s)) = knob2_stats(&cands[..cands.len().min(base.reference)]) else {
+            return Err(SkipReason::Knob2RegionTooSmall);
+        };
+        let n = self.negatives();
+        let full = rank_range(0, self.rank_positions() - 1);
+        let mut stats = SelectionStats { candidates: cands.len(), widened: Some(false), ..Default::default() };
+        let region = region_of(cands, m, s, k.k2, &mut stats);
+        let mut sides = self.split_sides(base, &region, stats, memo);
+        let interval = knob2_interval(m, s, k.k2);
+        if sides.reachable(n) != full && interval.1 >= base.reach {
+            let list = list.get_or_insert_with(|| self.widen(&base.queries, m + s, requests));
+            let mut stats = SelectionStats { candidates: list.len(), widened: Some(true), ..Default::default() };
+            let region = region_of(list, m, s, k.k2, &mut stats);
+            sides = self.split_sides(base, &region, stats, memo);
+        }
+        if sides.len() < n {
+            return Err(SkipReason::Knob2RegionTooSmall);
+        }
+        Ok(sides)
+    }
+
+    /// The candidates of `region` by the rank they give the answer (cloze: below or above its distance to the
+    /// question; coherence: the odd image's rank), each side nearest to the answer's own distance first.
+    fn split_sides(
+        &self,
+        base: &Base<'_>,
+        region: &[Cand],
+        stats: SelectionStats,
+        memo: &mut calibrated::Memo,
+    ) -> Sides {
+        let unit = Unit::new(self.cat);
+        if self.task == Task::VisualCoherence {
+            let mut by_rank: Vec<Vec<(Cand, f32, Vec<f32>)>> = vec![Vec::new(); self.rank_positions()];
+            for &c in region {
+                let (odd, values) = memo.coherence(&unit, &base.items, c.item);
+                let rank = values.iter().filter(|&&d| d < odd).count();
+                let last = by_rank.len() - 1;
+                by_rank[rank.min(last)].push((c, odd, values));
+            }
+            for g in &mut by_rank {
+                g.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.item.cmp(&b.0.item)));
+            }
+            return Sides { answer: f32::NAN, below: Vec::new(), above: Vec::new(), by_rank, stats };
+        }
+        let mut answer = f32::NAN;
+        let (mut below, mut above) = (Vec::new(), Vec::new());
+        for &c in region {
+            let (a, d) = memo.cloze(&unit, &base.items, base.anchor, c.item);
+            answer = a;
+            if d < answer {
+                below.push((c, answer - d));
+            } else if d > answer {
+                above.push((c, d - answer));
+            }
+        }
+        for side in [&mut below, &mut above] {
+            side.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.item.cmp(&b.0.item)));
+        }
+        Sides { answer, below, above, by_rank: Vec::new(), stats }
+    }
+
+    /// Calibrated visual ordering: the wrong orders by their chain length (mean cosine distance between
+    /// consecutive images) against the correct order's. The reversed correct order has the same length and is
+    /// never drawn (its rank would be a tie).
+    fn order_sides(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> OrderSides {
+        let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
+        let n = items.len();
+        let unit = Unit::new(self.cat);
+        let mut pair = vec![0f32; n * n];
+        for a in 0..n {
+            for b in a + 1..n {
+                let d = 1.0 - unit.similarity(items[a], items[b]);
+                pair[a * n + b] = d;
+                pair[b * n + a] = d;
+            }
+        }
+        let perms = stepwise_core::sequencing::all_permutations(n);
+        let correct = path_length(&pair, n, &perms[0]);
+        let reversed: Vec<usize> = (0..n).rev().collect();
+        let (mut below, mut above) = (Vec::new(), Vec::new());
+        for p in perms.into_iter().skip(1).filter(|p| *p != reversed) {
+            let d = path_length(&pair, n, &p);
+            if d < correct - 1e-9 {
+                below.push((p, correct - d));
+            } else if d > correct + 1e-9 {
+                above.push((p, d - correct));
+            }
+        }
+        for side in [&mut below, &mut above] {
+            side.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        }
+        OrderSides { below, above, pair }
+    }
+
+    /// Calibrated visual ordering's draw: `target` wrong orders shorter than the correct one and the rest
+    /// longer; k2 = 0 (hard) takes them from the 2n orders nearest the correct order's length on each side,
+    /// k2 = 1 from each whole side. Of [`calibrated::TRIES`] draws the one kept gives the correct order the
+    /// choice-only rank (mean Kendall distance to the other choices) of the question's centre target when one
+    /// does, and spaces the chain lengths most evenly.
+    fn calibrated_orders(
+        &self,
+        view: &ProcView<'_>,
+        pq: &PlannedQuestion,
+        target: usize,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Picked, SkipReason> {
+        let Mode::Knobs(k) = self.mode else { unreachable!("calibrated orders are a knob setting's") };
+        let sides = self.order_sides(view, pq);
+        let n = self.negatives();
+        if target > sides.below.len() || n - target > sides.above.len() {
+            return Err(SkipReason::CalibratedRankUnreachable);
+        }
+        let band = |len: usize, want: usize| if k.k2 == 0 { len.min(want.max(2 * n)) } else { len };
+        let below = &sides.below[..band(sides.below.len(), target)];
+        let above = &sides.above[..band(sides.above.len(), n - target)];
+        let identity: Vec<usize> = (0..pq.positions.len()).collect();
+        let mut draws: Vec<Vec<(&[usize], f32)>> = Vec::with_capacity(calibrated::TRIES);
+        for _ in 0..calibrated::TRIES {
+            let mut d: Vec<(&[usize], f32)> = rand::seq::index::sample(rng, below.len(), target)
+                .into_iter()
+                .map(|i| (below[i].0.as_slice(), -(below[i].1 as f32)))
+                .collect();
+            d.extend(
+                rand::seq::index::sample(rng, above.len(), n - target)
+                    .into_iter()
+                    .map(|i| (above[i].0.as_slice(), above[i].1 as f32)),
+            );
+            draws.push(d);
+        }
+        let tried: Vec<(Vec<f32>, usize)> = draws
+            .iter()
+            .map(|d| {
+                let orders: Vec<&[usize]> = std::iter::once(identity.as_slice()).chain(d.iter().map(|x| x.0)).collect();
+                let values: Vec<f32> = std::iter::once(0.0).chain(d.iter().map(|x| x.1)).collect();
+                (values, calibrated::rank_of(&calibrated::order_centrality(&orders), 0))
+            })
+            .collect();
+        let best = calibrated::best_draw(&tried, self.centre_target(view, pq)).expect("draws were tried");
+        let wrong: Vec<Vec<usize>> = draws[best].iter().map(|x| x.0.to_vec()).collect();
+        Ok(Picked::Orders { wrong, weights: Vec::new(), pair: sides.pair })
     }
 
     /// The question from what [`Self::choose`] drew for it (from the same `shared`).
     pub fn finish(&self, view: &ProcView<'_>, pq: &PlannedQuestion, shared: &Shared<'a>, drawn: Drawn) -> Made {
-        let Drawn { picked, mut rng } = drawn;
+        let Drawn { picked, mut rng, knob3_applied } = drawn;
         let (mut q, widened) = match picked {
             Picked::Orders { wrong, weights, pair } => {
                 (self.ordering(view, pq, wrong, &weights, &pair, &mut rng), false)
@@ -184,6 +413,15 @@ impl<'a> Maker<'a> {
         q.recipe_id = view.procedure.id.clone();
         q.task = self.task.as_str().to_string();
         q.split = view.split.map(str::to_string);
+        if let (Mode::Knobs(_), Some(meta)) = (self.mode, q.extra.get_mut("meta")) {
+            meta["knobs_mode"] = json!(self.cfg.knobs_mode.as_str());
+            if let Some(applied) = knob3_applied {
+                meta["knob3_applied"] = json!(applied);
+            }
+            if self.calibrated() {
+                meta["calibrated_rank"] = json!(shared.target);
+            }
+        }
         Made { question: q, widened }
     }
 
@@ -637,6 +875,13 @@ impl<'a> Maker<'a> {
     }
 }
 
+/// Paper knobs: the coin flip deciding whether knob 3 applies to a question (Meta-RecipeQA §4.4: its
+/// implementation decided per question, then constrained one incorrect choice). The same flip in every setting
+/// of the question, recorded in its provenance (`knob3_applied`).
+pub fn knob3_coin(seed: u64, task: Task, procedure: &str, attempt: usize) -> bool {
+    rng_for(seed, &format!("tasks/knob3-coin/{task}/{procedure}/{attempt}")).random_bool(0.5)
+}
+
 /// The context steps of a procedure for a task (RecipeQA: every step but the narrative first one; textual cloze
 /// shows bodies and images, the visual tasks bodies and titles).
 pub fn context_steps(p: &Procedure, task: Task, cfg: &GenerateConfig) -> Vec<ContextStep> {
@@ -673,6 +918,128 @@ fn context_modality(task: Task, field: ClozeField) -> Vec<String> {
         _ => &["body", "title"],
     };
     m.iter().map(|s| s.to_string()).collect()
+}
+
+/// Calibrated knobs: a cloze question's candidates below and above the answer's distance to the question
+/// `answer` (each with how far from it, nearest first), or a coherence question's candidates by the odd image's
+/// rank (each with its distance to the other images and the coherent images' own distances).
+struct Sides {
+    answer: f32,
+    below: Vec<(Cand, f32)>,
+    above: Vec<(Cand, f32)>,
+    by_rank: Vec<Vec<(Cand, f32, Vec<f32>)>>,
+    stats: SelectionStats,
+}
+
+impl Sides {
+    fn len(&self) -> usize {
+        self.below.len() + self.above.len() + self.by_rank.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// The ranks `n` negatives can give the answer.
+    fn reachable(&self, n: usize) -> RankSet {
+        if !self.by_rank.is_empty() {
+            return self.by_rank.iter().enumerate().filter(|(_, g)| !g.is_empty()).fold(0, |m, (r, _)| m | (1 << r));
+        }
+        reachable_split(self.below.len(), self.above.len(), n)
+    }
+
+    /// `n` negatives giving the answer rank `target`. Knob 3 = 1 takes them from the candidates nearest the
+    /// answer's own distance to the question (cloze: the 2n nearest on each side; coherence: the third of the
+    /// odd images nearest the others, at least 3), k3 = 0 from the whole side. Of [`calibrated::TRIES`] draws
+    /// the one kept gives the answer the choice-only rank `centre` when one does, and spaces the choices'
+    /// distances most evenly ([`calibrated::best_draw`]).
+    #[allow(clippy::too_many_arguments)]
+    fn draw(
+        &self,
+        k: KnobSetting,
+        target: usize,
+        centre: usize,
+        n: usize,
+        unit: &Unit<'_>,
+        anchor: u32,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Vec<Cand>, SkipReason> {
+        if !self.by_rank.is_empty() {
+            let group = self.by_rank.get(target).map_or(&[][..], Vec::as_slice);
+            if group.is_empty() {
+                return Err(SkipReason::CalibratedRankUnreachable);
+            }
+            let band = if k.k3 == 1 { group.len().min((group.len() / 3).max(3)) } else { group.len() };
+            let picks: Vec<usize> = if band <= calibrated::TRIES {
+                (0..band).collect()
+            } else {
+                rand::seq::index::sample(rng, band, calibrated::TRIES).into_vec()
+            };
+            // For coherence the choice-only reading is the question's own: its rank is the target.
+            let tried: Vec<(Vec<f32>, usize)> = picks
+                .iter()
+                .map(|&i| {
+                    let (_, odd, values) = &group[i];
+                    (values.iter().copied().chain([*odd]).collect(), target)
+                })
+                .collect();
+            let best = calibrated::best_draw(&tried, target).expect("the group is not empty");
+            return Ok(vec![group[picks[best]].0]);
+        }
+        if target > n || self.below.len() < target || self.above.len() < n - target {
+            return Err(SkipReason::CalibratedRankUnreachable);
+        }
+        let band = |len: usize, want: usize| if k.k3 == 1 { len.min(want.max(2 * n)) } else { len };
+        let below: Vec<(Cand, f32)> = self.below[..band(self.below.len(), target)].to_vec();
+        let above: Vec<(Cand, f32)> = self.above[..band(self.above.len(), n - target)].to_vec();
+        let mut draws: Vec<Vec<(Cand, f32)>> = Vec::with_capacity(calibrated::TRIES);
+        for _ in 0..calibrated::TRIES {
+            let mut d: Vec<(Cand, f32)> = rand::seq::index::sample(rng, below.len(), target)
+                .into_iter()
+                .map(|i| (below[i].0, self.answer - below[i].1))
+                .collect();
+            d.extend(
+                rand::seq::index::sample(rng, above.len(), n - target)
+                    .into_iter()
+                    .map(|i| (above[i].0, self.answer + above[i].1)),
+            );
+            draws.push(d);
+        }
+        let tried: Vec<(Vec<f32>, usize)> = draws
+            .iter()
+            .map(|d| {
+                let items: Vec<u32> = std::iter::once(anchor).chain(d.iter().map(|c| c.0.item)).collect();
+                let m = items.len();
+                let mut sim = vec![1f32; m * m];
+                for a in 0..m {
+                    for b in a + 1..m {
+                        let x = unit.similarity(items[a], items[b]);
+                        sim[a * m + b] = x;
+                        sim[b * m + a] = x;
+                    }
+                }
+                let values: Vec<f32> = std::iter::once(self.answer).chain(d.iter().map(|c| c.1)).collect();
+                (values, calibrated::rank_of(&calibrated::choice_centrality(&sim, m), 0))
+            })
+            .collect();
+        let best = calibrated::best_draw(&tried, centre).expect("draws were tried");
+        Ok(draws[best].iter().map(|c| c.0).collect())
+    }
+}
+
+/// Calibrated visual ordering: wrong orders shorter and longer than the correct one (each with how far from
+/// its length, nearest first) and the question images' pairwise cosine distances.
+struct OrderSides {
+    below: Vec<(Vec<usize>, f64)>,
+    above: Vec<(Vec<usize>, f64)>,
+    pair: Vec<f32>,
+}
+
+impl OrderSides {
+    fn reachable(&self, n: usize) -> RankSet {
+        reachable_split(self.below.len(), self.above.len(), n)
+    }
+}
+
+/// The ranks `n` negatives drawn from `below` candidates nearer than the answer and `above` farther can give it.
+fn reachable_split(below: usize, above: usize, n: usize) -> RankSet {
+    (0..=n).filter(|&r| below >= r && above >= n - r).fold(0, |m, r| m | (1 << r))
 }
 
 /// Σ dist(φ(x_i), φ(x_{i+1})) along `perm`, from the pairwise distances `pair` (`n × n`).
@@ -731,13 +1098,17 @@ mod tests {
             items,
             procs: vec![ProcEntry { eligible, excluded: Vec::new() }],
         };
+        // Paper knobs, with a seed whose coin flip applies knob 3 to the question (§4.4).
+        let seed = (0..).find(|&s| knob3_coin(s, Task::VisualCloze, "p", 0)).expect("some seed applies knob 3");
         let cfg = GenerateConfig {
+            seed,
             n_items: 2,
             n_choices: 2,
             k: 4,
             k_c: 4,
             skip_first_step: false,
             neighbors: NeighborSearch::Exact,
+            knobs_mode: KnobsMode::Paper,
             ..Default::default()
         };
         let mut table = NeighborTable::new(cfg.k, cfg.neighbors);

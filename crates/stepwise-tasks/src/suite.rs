@@ -344,6 +344,10 @@ pub fn taskset_manifest(
     m.param("setting", g.mode.label());
     if let Mode::Knobs(k) = g.mode {
         m.param("knobs", [k.k1, k.k2, k.k3]);
+        m.param("knobs_mode", cfg.knobs_mode.as_str());
+        if cfg.knobs_mode == crate::KnobsMode::Calibrated {
+            m.param("knobs_departures", crate::calibrated::DEPARTURES);
+        }
     }
     let data = g.mode.data_mode(g.task);
     if data != g.mode {
@@ -402,7 +406,10 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
          neighbours, its search is widened to every item within the region's reach (counted as widened); a \
          question no candidate can serve is dropped from all the paired settings (counted under the failing \
          setting's reason, and as paired_setting_failed in the others). Visual ordering has no knob 3: its k3 = 1 \
-         settings are the k3 = 0 ones.\n",
+         settings are the k3 = 0 ones. \"Kept of planned\": the share of the plan's questions a setting kept (a \
+         setting keeping under half is named in the warnings). Calibrated knobs skip a question whose answer \
+         cannot take any rank in some paired setting (calibrated_rank_unreachable) or could only take ranks other \
+         questions already fill (calibrated_rank_balance: kept, it would tilt the ranks back to the shortcut).\n",
     );
     let mut tasks: Vec<Task> = rows.iter().map(|r| r.task).collect();
     tasks.dedup();
@@ -416,7 +423,7 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
         proc_reasons.sort();
         proc_reasons.dedup();
         out.push_str(&format!(
-            "\n## {task}\n\n| setting | questions | train | val | test | procedures used | widened |"
+            "\n## {task}\n\n| setting | questions | kept of planned | train | val | test | procedures used | widened |"
         ));
         for r in &proc_reasons {
             out.push_str(&format!(" procedures skipped: {r} |"));
@@ -424,7 +431,7 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
         for r in &reasons {
             out.push_str(&format!(" skipped: {r} |"));
         }
-        out.push_str("\n|---|---:|---:|---:|---:|---:|---:|");
+        out.push_str("\n|---|---:|---:|---:|---:|---:|---:|---:|");
         for _ in proc_reasons.iter().chain(&reasons) {
             out.push_str("---:|");
         }
@@ -435,7 +442,7 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
                     "| {} | same as {same} (no knob 3 for {task}; questions in {same}/{task}) |",
                     r.setting
                 ));
-                for _ in 0..5 + proc_reasons.len() + reasons.len() {
+                for _ in 0..6 + proc_reasons.len() + reasons.len() {
                     out.push_str(" |");
                 }
                 out.push('\n');
@@ -443,10 +450,12 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
             }
             let c = &r.counts;
             let split = |s: &str| c.questions_by_split.get(s).copied().unwrap_or(0);
+            let kept = c.retention().map_or("–".to_string(), |k| format!("{:.1}% of {}", 100.0 * k, c.planned()));
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.setting,
                 c.questions,
+                kept,
                 split("train"),
                 split("val"),
                 split("test"),
@@ -494,15 +503,19 @@ mod tests {
             row("knobs-1-0-1", Task::VisualCloze, 21, &[("knob3_no_close_negative", 2400)]),
         ];
         let w = counts_warnings(&rows);
-        assert_eq!(w.len(), 2, "{w:#?}");
-        assert!(w[0].starts_with("visual_cloze knobs-0-0-1, knobs-1-0-1 (2 settings): only 21 questions"), "{}", w[0]);
-        assert!(
-            w[0].contains("most attempts failed (knob3_no_close_negative: 2400; distractors are scarce"),
-            "{}",
-            w[0]
-        );
-        assert!(w[1].starts_with("visual_cloze knobs-0-0-0: only 21 questions"), "{}", w[1]);
-        assert!(w[1].contains("(paired_setting_failed: 2400; settings with the same k1"), "{}", w[1]);
+        // Each setting: too few questions, and too little of its plan kept.
+        assert_eq!(w.len(), 4, "{w:#?}");
+        let find = |prefix: &str, part: &str| {
+            w.iter()
+                .find(|x| x.starts_with(prefix) && x.contains(part))
+                .unwrap_or_else(|| panic!("{prefix} {part}: {w:#?}"))
+        };
+        let few = find("visual_cloze knobs-0-0-1, knobs-1-0-1 (2 settings): only 21 questions", "most attempts failed");
+        assert!(few.contains("(knob3_no_close_negative: 2400; distractors are scarce"), "{few}");
+        let few = find("visual_cloze knobs-0-0-0: only 21 questions", "");
+        assert!(few.contains("(paired_setting_failed: 2400; settings with the same k1"), "{few}");
+        find("visual_cloze knobs-0-0-1, knobs-1-0-1 (2 settings): keeps 0.9% of its 2421 planned", "below the 50%");
+        find("visual_cloze knobs-0-0-0: keeps 0.9% of its 2424 planned questions", "below the 50%");
         let mut many_left_out = row("recipeqa", Task::TextualCloze, 300, &[]);
         many_left_out.counts.procedures_skipped.insert("too_few_eligible_steps".into(), 64);
         let w = counts_warnings(&[many_left_out]);

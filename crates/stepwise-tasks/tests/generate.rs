@@ -10,7 +10,7 @@ use stepwise_core::taskset::PLACEHOLDER;
 use stepwise_core::{Choice, Procedure, Question, Step, Task};
 use stepwise_features::Vectors;
 use stepwise_tasks::catalog::FeatureSources;
-use stepwise_tasks::{GenerateConfig, Inputs, KnobSetting, Mode, generate};
+use stepwise_tasks::{GenerateConfig, Inputs, KnobSetting, KnobsMode, Mode, generate};
 
 const DIM: usize = 16;
 
@@ -68,7 +68,7 @@ fn f(v: &Value) -> f64 {
 #[test]
 fn every_task_and_mode_gives_well_formed_questions() {
     let (procs, v) = corpus(60, 9);
-    let cfg = GenerateConfig { seed: 3, k: 40, k_c: 20, ..Default::default() };
+    let cfg = GenerateConfig { seed: 3, k: 40, k_c: 20, knobs_mode: KnobsMode::Paper, ..Default::default() };
     for task in Task::ALL {
         for mode in Mode::suite() {
             let g = run(&procs, &v, task, mode, &cfg);
@@ -137,7 +137,7 @@ fn every_task_and_mode_gives_well_formed_questions() {
 #[test]
 fn knob_constraints_hold_in_provenance() {
     let (procs, v) = corpus(80, 10);
-    let cfg = GenerateConfig { seed: 11, k: 60, k_c: 30, ..Default::default() };
+    let cfg = GenerateConfig { seed: 11, k: 60, k_c: 30, knobs_mode: KnobsMode::Paper, ..Default::default() };
     for k in KnobSetting::all() {
         let g = run(&procs, &v, Task::VisualCloze, Mode::Knobs(k), &cfg);
         for q in &g.questions {
@@ -154,7 +154,8 @@ fn knob_constraints_hold_in_provenance() {
                     assert!(x >= lo - 1e-5 && x <= hi + 1e-5, "shell: {x} ∉ [{lo}, {hi}]");
                 }
             }
-            if k.k3 == 1 {
+            // Paper knobs apply knob 3 to the questions their coin flip chose (§4.4).
+            if k.k3 == 1 && meta(q)["knob3_applied"] == true {
                 let a = to_question[q.answer];
                 assert!(
                     (0..4).any(|i| i != q.answer && to_question[i] <= a + 1e-5),
@@ -166,7 +167,7 @@ fn knob_constraints_hold_in_provenance() {
         let g = run(&procs, &v, Task::VisualCoherence, Mode::Knobs(k), &cfg);
         for q in &g.questions {
             let d = &meta(q)["distances"];
-            if k.k3 == 1 {
+            if k.k3 == 1 && meta(q)["knob3_applied"] == true {
                 let limit = f(&d["min_coherent_pair"]);
                 // The incoherent image's distance to the coherent images' mean is below the closest pair.
                 let odd_to_mean = f(&d["to_question"][q.answer]);
@@ -179,7 +180,7 @@ fn knob_constraints_hold_in_provenance() {
 #[test]
 fn knob1_never_reuses_an_answer_step_in_a_later_question() {
     let (procs, v) = corpus(40, 12);
-    let cfg = GenerateConfig { seed: 5, k: 40, k_c: 30, ..Default::default() };
+    let cfg = GenerateConfig { seed: 5, k: 40, k_c: 30, knobs_mode: KnobsMode::Paper, ..Default::default() };
     for k1 in [0, 1] {
         let g = run(&procs, &v, Task::TextualCloze, Mode::Knobs(KnobSetting { k1, k2: 1, k3: 0 }), &cfg);
         let mut by_proc: BTreeMap<String, Vec<&Question>> = BTreeMap::new();
@@ -213,7 +214,7 @@ fn impossible_constraints_skip_and_count_instead_of_relaxing() {
         ],
         ..Default::default()
     });
-    let cfg = GenerateConfig { seed: 1, k: 4, k_c: 4, ..Default::default() };
+    let cfg = GenerateConfig { seed: 1, k: 4, k_c: 4, knobs_mode: KnobsMode::Paper, ..Default::default() };
     let g = run(&procs, &v, Task::VisualCloze, Mode::Knobs(KnobSetting { k1: 0, k2: 0, k3: 0 }), &cfg);
     assert_eq!(g.counts.procedures_skipped.get("step_count_out_of_range"), Some(&1));
     assert_eq!(g.counts.questions, 0);
@@ -223,7 +224,7 @@ fn impossible_constraints_skip_and_count_instead_of_relaxing() {
 #[test]
 fn output_is_identical_for_any_thread_count() {
     let (procs, v) = corpus(50, 9);
-    let cfg = GenerateConfig { seed: 9, k: 30, k_c: 15, ..Default::default() };
+    let cfg = GenerateConfig { seed: 9, k: 30, k_c: 15, knobs_mode: KnobsMode::Paper, ..Default::default() };
     let render = |threads: usize| -> Vec<String> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
@@ -255,7 +256,7 @@ fn output_is_identical_for_any_thread_count() {
 #[test]
 fn settings_sharing_k1_ask_the_same_positions() {
     let (procs, v) = corpus(30, 9);
-    let cfg = GenerateConfig { seed: 2, k: 60, k_c: 60, ..Default::default() };
+    let cfg = GenerateConfig { seed: 2, k: 60, k_c: 60, knobs_mode: KnobsMode::Paper, ..Default::default() };
     let qids = |k: KnobSetting| -> Vec<String> {
         run(&procs, &v, Task::VisualOrdering, Mode::Knobs(k), &cfg).questions.into_iter().map(|q| q.qid).collect()
     };
@@ -273,10 +274,10 @@ fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search()
     let (procs, v) = corpus(60, 9);
     let files = |dir: &std::path::Path| -> BTreeMap<String, Vec<u8>> { stepwise_core::output::read_tree(dir).unwrap() };
 
-    let write = |threads: usize, neighbors: NeighborSearch| -> BTreeMap<String, Vec<u8>> {
+    let write = |threads: usize, neighbors: NeighborSearch, knobs_mode: KnobsMode| -> BTreeMap<String, Vec<u8>> {
         let td = tempfile::tempdir().unwrap();
         let cfg = SuiteConfig {
-            generate: GenerateConfig { seed: 4, k: 30, k_c: 15, neighbors, ..Default::default() },
+            generate: GenerateConfig { seed: 4, k: 30, k_c: 15, neighbors, knobs_mode, ..Default::default() },
             tasks: Task::ALL.to_vec(),
             modes: Mode::suite(),
             split_fractions: Default::default(),
@@ -289,18 +290,23 @@ fn written_suites_are_identical_for_any_thread_count_with_exact_and_ivf_search()
         });
         files(td.path())
     };
-    for search in [NeighborSearch::Exact, NeighborSearch::Ivf { probes: 3 }] {
-        let one = write(1, search);
+    for (search, mode) in [
+        (NeighborSearch::Exact, KnobsMode::Paper),
+        (NeighborSearch::Ivf { probes: 3 }, KnobsMode::Paper),
+        (NeighborSearch::Exact, KnobsMode::Calibrated),
+        (NeighborSearch::Ivf { probes: 3 }, KnobsMode::Calibrated),
+    ] {
+        let one = write(1, search, mode);
         assert!(one.keys().any(|k| k.ends_with("questions.parquet")));
         // 9 settings × 4 tasks, but visual ordering once per (k1, k2): 32 task sets of 3 files, plus the
         // manifest and the counts (JSON, Markdown).
         assert_eq!(one.len(), (9 * 4 - 4) * 3 + 3, "{:?}", one.keys().collect::<Vec<_>>());
         assert!(!one.keys().any(|k| k.starts_with("knobs-0-0-1/visual_ordering/")));
-        assert_eq!(one, write(3, search), "{search:?}");
+        assert_eq!(one, write(3, search, mode), "{search:?} {mode}");
     }
     // IVF over every list (probes ≥ lists: ⌈√n⌉ lists) finds exactly the exact neighbours.
-    let exact = write(2, NeighborSearch::Exact);
-    let all_lists = write(2, NeighborSearch::Ivf { probes: 1000 });
+    let exact = write(2, NeighborSearch::Exact, KnobsMode::Paper);
+    let all_lists = write(2, NeighborSearch::Ivf { probes: 1000 }, KnobsMode::Paper);
     // Question ids per task set (distances may differ in the last float bits between the two searches).
     let questions = |f: &BTreeMap<String, Vec<u8>>| -> Vec<(String, Vec<String>)> {
         f.iter()

@@ -16,7 +16,7 @@ use stepwise_features::registry::{EncoderContext, build_encoder};
 use stepwise_features::{Item, Metric, Vectors};
 use stepwise_tasks::catalog::FeatureSources;
 use stepwise_tasks::suite::{SuiteConfig, taskset_dir, write_suite};
-use stepwise_tasks::{GenerateConfig, Generated, Inputs, KnobSetting, Mode, TaskGenerator, generate};
+use stepwise_tasks::{GenerateConfig, Generated, Inputs, KnobSetting, KnobsMode, Mode, TaskGenerator, generate};
 
 /// A 40-procedure cooking world (4 shared kitchens, so knob 3 can be met for part of the questions) and the
 /// descriptor vectors of its step images, made once for all tests.
@@ -91,7 +91,7 @@ fn knobs(k1: u8, k2: u8, k3: u8) -> Mode {
 
 #[test]
 fn settings_sharing_k1_have_the_same_questions_and_answers() {
-    let cfg = GenerateConfig { seed: 5, ..Default::default() };
+    let cfg = GenerateConfig { seed: 5, knobs_mode: KnobsMode::Paper, ..Default::default() };
     assert_eq!(cfg.metric, Metric::L2, "the papers' Euclidean distance is the default");
     for task in [Task::VisualCloze, Task::VisualCoherence, Task::VisualOrdering] {
         for k1 in [0, 1] {
@@ -138,13 +138,13 @@ fn settings_sharing_k1_have_the_same_questions_and_answers() {
                 })
                 .sum();
             assert!(failing >= dropped, "{task} k1={k1}: {dropped} dropped, {failing} failures");
-            // The k3 = 1 settings keep their constraint on every kept question.
+            // The k3 = 1 settings keep their constraint on every kept question the coin flip applied it to.
             for (mode, g) in &sets {
                 let Mode::Knobs(k) = mode else { unreachable!() };
                 if k.k3 == 0 {
                     continue;
                 }
-                for q in &g.questions {
+                for q in g.questions.iter().filter(|q| meta(q)["knob3_applied"] == true) {
                     let d = &meta(q)["distances"];
                     let to_q: Vec<f64> = d["to_question"].as_array().unwrap().iter().map(f).collect();
                     if task == Task::VisualCloze {
@@ -217,7 +217,7 @@ fn feasible_anywhere(
 #[test]
 fn a_question_is_dropped_exactly_when_some_paired_setting_has_no_candidate_anywhere() {
     let (procs, v) = world();
-    let cfg = GenerateConfig { seed: 6, ..Default::default() };
+    let cfg = GenerateConfig { seed: 6, knobs_mode: KnobsMode::Paper, ..Default::default() };
     let sources = FeatureSources { features: v, extra_pool: None, allow_missing: false };
     let mut tg = TaskGenerator::for_kind(cfg.item_kind(Task::VisualCloze), procs, &sources, None, &cfg).unwrap();
     for k1 in [0, 1] {
@@ -238,9 +238,11 @@ fn a_question_is_dropped_exactly_when_some_paired_setting_has_no_candidate_anywh
                     .filter(|(s, _)| *s != pq.slot)
                     .map(|(_, &p)| eligible[p].item)
                     .collect();
+                // Paper knobs: knob 3 binds only the questions its coin flip chose.
+                let coin = stepwise_tasks::questions::knob3_coin(cfg.seed, Task::VisualCloze, &procs[i].id, pq.attempt);
                 let ok = [(0, 0), (0, 1), (1, 0), (1, 1)]
                     .iter()
-                    .all(|&(k2, k3)| feasible_anywhere(cat, &cfg, answer, &visible, k2, k3));
+                    .all(|&(k2, k3)| feasible_anywhere(cat, &cfg, answer, &visible, k2, k3 * u8::from(coin)));
                 feasible += usize::from(ok);
                 let steps: Vec<String> = pq.positions.iter().map(|&p| (eligible[p].step - 1).to_string()).collect();
                 let qid = format!("{}-{i}-{}", Task::VisualCloze.qid_prefix(), steps.join("-"));
@@ -255,7 +257,7 @@ fn a_question_is_dropped_exactly_when_some_paired_setting_has_no_candidate_anywh
 
 #[test]
 fn widened_flags_match_the_counts_and_unwidened_negatives_are_among_the_k_nearest() {
-    let cfg = GenerateConfig { seed: 2, k: 40, k_c: 20, ..Default::default() };
+    let cfg = GenerateConfig { seed: 2, k: 40, k_c: 20, knobs_mode: KnobsMode::Paper, ..Default::default() };
     for mode in knobs(0, 0, 0).paired(Task::VisualCloze) {
         let g = run(Task::VisualCloze, mode, &cfg);
         let widened = g.questions.iter().filter(|q| meta(q)["distances"]["selection"]["widened"] == true).count();
@@ -286,7 +288,7 @@ fn widened_flags_match_the_counts_and_unwidened_negatives_are_among_the_k_neares
 
 #[test]
 fn coherence_knob2_statistics_cover_the_whole_union() {
-    let cfg = GenerateConfig { seed: 4, k: 30, k_c: 10, ..Default::default() };
+    let cfg = GenerateConfig { seed: 4, k: 30, k_c: 10, knobs_mode: KnobsMode::Paper, ..Default::default() };
     let g = run(Task::VisualCoherence, knobs(0, 1, 0), &cfg);
     assert!(!g.questions.is_empty());
     for q in g.questions.iter().take(25) {
@@ -318,7 +320,7 @@ fn a_suite_writes_ordering_once_and_resolves_every_setting() {
     let (procs, v) = world();
     let td = tempfile::tempdir().unwrap();
     let cfg = SuiteConfig {
-        generate: GenerateConfig { seed: 1, ..Default::default() },
+        generate: GenerateConfig { seed: 1, knobs_mode: KnobsMode::Paper, ..Default::default() },
         tasks: vec![Task::VisualCloze, Task::VisualOrdering],
         modes: Mode::suite(),
         split_fractions: Default::default(),
@@ -373,27 +375,34 @@ fn a_suite_writes_ordering_once_and_resolves_every_setting() {
 
 #[test]
 fn one_setting_generated_alone_equals_its_suite_counterpart() {
-    // Pairing does not depend on which settings are generated: a knob setting alone is built with its partners.
+    // Pairing does not depend on which settings are generated: a knob setting alone is built with its partners
+    // (calibrated knobs: with the same rank allocation).
     let (procs, v) = world();
+    for knobs_mode in [KnobsMode::Paper, KnobsMode::Calibrated] {
+        let cfg = GenerateConfig { seed: 8, knobs_mode, ..Default::default() };
+        let sources = FeatureSources { features: v, extra_pool: None, allow_missing: false };
+        let mut tg = TaskGenerator::for_kind(cfg.item_kind(Task::VisualCloze), procs, &sources, None, &cfg).unwrap();
+        let plan = tg.plan(Task::VisualCloze, knobs(1, 0, 0)).unwrap();
+        tg.prepare(&[&plan]).unwrap();
+        let modes = knobs(1, 0, 0).paired(Task::VisualCloze);
+        let mut together: Vec<Vec<Question>> = vec![Vec::new(); modes.len()];
+        let counts = tg
+            .build_paired(&plan, &modes, |i, groups| {
+                together[i].extend(groups.into_iter().flat_map(|g| g.into_questions()));
+                Ok(())
+            })
+            .unwrap();
+        for (i, mode) in modes.iter().enumerate() {
+            let alone = run(Task::VisualCloze, *mode, &cfg);
+            assert_eq!(alone.counts, counts[i], "{mode} {knobs_mode}");
+            let json = |qs: &[Question]| qs.iter().map(|q| q.to_json()).collect::<Vec<_>>();
+            assert_eq!(json(&alone.questions), json(&together[i]), "{mode} {knobs_mode}");
+        }
+    }
     let cfg = GenerateConfig { seed: 8, ..Default::default() };
     let sources = FeatureSources { features: v, extra_pool: None, allow_missing: false };
-    let mut tg = TaskGenerator::for_kind(cfg.item_kind(Task::VisualCloze), procs, &sources, None, &cfg).unwrap();
+    let tg = TaskGenerator::for_kind(cfg.item_kind(Task::VisualCloze), procs, &sources, None, &cfg).unwrap();
     let plan = tg.plan(Task::VisualCloze, knobs(1, 0, 0)).unwrap();
-    tg.prepare(&[&plan]).unwrap();
-    let modes = knobs(1, 0, 0).paired(Task::VisualCloze);
-    let mut together: Vec<Vec<Question>> = vec![Vec::new(); modes.len()];
-    let counts = tg
-        .build_paired(&plan, &modes, |i, groups| {
-            together[i].extend(groups.into_iter().flat_map(|g| g.into_questions()));
-            Ok(())
-        })
-        .unwrap();
-    for (i, mode) in modes.iter().enumerate() {
-        let alone = run(Task::VisualCloze, *mode, &cfg);
-        assert_eq!(alone.counts, counts[i], "{mode}");
-        let json = |qs: &[Question]| qs.iter().map(|q| q.to_json()).collect::<Vec<_>>();
-        assert_eq!(json(&alone.questions), json(&together[i]), "{mode}");
-    }
     // Settings of another k1, or RecipeQA mode, cannot be built from this plan.
     assert!(tg.build_paired(&plan, &[knobs(0, 0, 0)], |_, _| Ok(())).is_err());
     assert!(tg.build_paired(&plan, &[Mode::RecipeQa], |_, _| Ok(())).is_err());

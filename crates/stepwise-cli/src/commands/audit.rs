@@ -1,5 +1,6 @@
 //! `stepwise audit TASKSET --features F [-o OUT]`: how much of a task set can be answered without reading — the
-//! Hasty Student, the distance probe with its histogram, question overlap, answer-position and length cues.
+//! Hasty Student, the distance probe with its histogram, question overlap, answer-position and length cues, and
+//! the shortcut panel (every distance-rank pick and two probes against chance, with a verdict).
 
 use std::path::{Path, PathBuf};
 
@@ -7,9 +8,11 @@ use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_eval::aflite::{self, AfliteConfig};
+use stepwise_eval::audit::render::PlotLinks;
 use stepwise_eval::audit::resolve::FeatureResolver;
+use stepwise_eval::audit::shortcuts::{MARGIN, PanelEntry, ShortcutPanel};
 use stepwise_eval::audit::{AuditConfig, AuditReport, audit, render, texts_to_encode};
-use stepwise_eval::bootstrap::BootstrapConfig;
+use stepwise_eval::bootstrap::{BootstrapConfig, Estimate, Interval};
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
@@ -30,7 +33,8 @@ use crate::usage_bail;
     stepwise audit suite/knobs-0-0-0/visual_cloze --features feats/descriptor --aflite -o audit-vc-aflite\n  \
     stepwise audit suite --features feats/descriptor --features feats/w2v --aflite -o audit-suite\n\n\
     Output (-o): audit.md, audit.json, distances-<task>.svg/.png (correct vs incorrect choice–question \
-    distances), manifest.json; without -o the Markdown is printed. With --aflite also aflite/: questions.json \
+    distances), ranks-<task>.svg/.png (the answer's distance rank among the choices, for the shortcut panel), \
+    manifest.json; without -o the Markdown is printed. With --aflite also aflite/: questions.json \
     (the task set after adversarial filtering), removed.jsonl (each removed question with its predictability \
     score and round) and aflite.json, and the audit after filtering in audit.md. A suite gets \
     OUT/<setting>/<task>/ per task set (no plots), a summary of every setting in OUT/audit.md and, with \
@@ -144,11 +148,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let source = args.taskset.display().to_string();
 
     let Some(out) = out else {
-        print!("{}", render::markdown(&report, &source, &[]));
+        print!("{}", render::markdown(&report, &source, &PlotLinks::default()));
         return Ok(());
     };
-    let mut plots = Vec::new();
+    let mut plots = PlotLinks::default();
     for t in &report.tasks {
+        if let Some(p) = &t.shortcuts {
+            let name = format!("ranks-{}", t.task);
+            let title = format!("{}: distance rank of the answer among the choices", t.task);
+            // One bin per rank k, centred on k.
+            let edges: Vec<f64> = (0..=p.choices).map(|k| k as f64 + 0.5).collect();
+            let h = Histogram {
+                title: &title,
+                x_label: "rank of the answer's distance (1 = smallest); flat without a distance cue",
+                edges: &edges,
+                series: vec![Series { label: "answers", counts: &p.answer_rank_counts, color: CORRECT }],
+                normalize: true,
+            };
+            write_histogram(&h, &out.path().join(format!("{name}.svg")), &out.path().join(format!("{name}.png")))?;
+            plots.ranks.push((t.task.clone(), format!("{name}.svg")));
+        }
         let Some(d) = &t.distances else { continue };
         let name = format!("distances-{}", t.task);
         let title = format!("{}: choice–question distance", t.task);
@@ -163,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             normalize: true,
         };
         write_histogram(&h, &out.path().join(format!("{name}.svg")), &out.path().join(format!("{name}.png")))?;
-        plots.push((t.task.clone(), format!("{name}.svg")));
+        plots.distances.push((t.task.clone(), format!("{name}.svg")));
     }
     let mut markdown = render::markdown(&report, &source, &plots);
     let filtered = if args.aflite {
@@ -197,12 +216,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !stepwise_core::progress::is_quiet() {
         for t in &report.tasks {
             eprintln!(
-                "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}",
+                "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}{}",
                 t.task,
                 t.questions,
                 t.with_vectors,
                 percent(t.hasty_student),
-                percent(t.distance_probe.as_ref().map(|p| p.accuracy))
+                percent(t.distance_probe.as_ref().map(|p| p.accuracy)),
+                t.shortcuts.as_ref().map_or(String::new(), |p| format!(", {}", verdict_text(p)))
             );
         }
         for f in filtered.iter().flat_map(|f| &f.filters) {
@@ -213,8 +233,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percent(e: Option<stepwise_eval::bootstrap::Estimate>) -> String {
+fn percent(e: Option<Estimate>) -> String {
     e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
+}
+
+/// An accuracy in % with its interval when it has one: `82.1 [78.0, 86.0]`.
+fn with_interval(value: f64, ci: Option<Interval>) -> String {
+    let v = stepwise_eval::markdown::percent(value);
+    if ci.is_some() { format!("{v} {}", stepwise_eval::markdown::percent_interval(ci)) } else { v }
+}
+
+/// A shortcut and its accuracy: `nearest to the question 41.0 [35.2, 47.1]`.
+fn entry_text(e: &PanelEntry) -> String {
+    format!("{} {}", e.name, with_interval(e.accuracy.value, e.accuracy.ci))
+}
+
+/// The shortcut panel's verdict in a few words.
+fn verdict_text(p: &ShortcutPanel) -> String {
+    match (p.shortcut_free, &p.worst) {
+        (Some(true), _) => "shortcut-free".into(),
+        (Some(false), Some(w)) => format!("not shortcut-free (worst: {})", entry_text(w)),
+        (Some(false), None) => "not shortcut-free".into(),
+        (None, _) => "shortcut-freedom undetermined".into(),
+    }
 }
 
 /// What AFLite did to one task set.
@@ -348,7 +389,14 @@ struct SuiteAuditRow {
     task: String,
     questions: usize,
     hasty_student: Option<f64>,
+    /// The Hasty Student's interval over procedures (`None` without resamples).
+    hasty_student_ci: Option<Interval>,
     distance_probe: Option<f64>,
+    distance_probe_ci: Option<Interval>,
+    /// The shortcut panel's verdict (`None`: no vectors, no intervals or too few procedures to judge).
+    shortcut_free: Option<bool>,
+    /// The panel entry farthest from chance.
+    worst_shortcut: Option<PanelEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     aflite: Option<AfliteRow>,
 }
@@ -403,10 +451,12 @@ fn audit_suite(
         inputs.explain_missing(&mut report);
         let dir = out.path().join(&rel);
         std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-        let mut markdown = render::markdown(&report, &args.taskset.join(&rel).display().to_string(), &[]);
+        let mut markdown =
+            render::markdown(&report, &args.taskset.join(&rel).display().to_string(), &PlotLinks::default());
         let audited = report.tasks.first();
-        let hasty = audited.and_then(|t| t.hasty_student).map(|e| e.value);
-        let probe = audited.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value);
+        let hasty = audited.and_then(|t| t.hasty_student);
+        let probe = audited.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy);
+        let panel = audited.and_then(|t| t.shortcuts.as_ref());
         let aflite = if args.aflite {
             // OUT/aflite/ is laid out as a suite, so `stepwise study OUT/aflite` trains the models after filtering.
             let aflite_dir = out.path().join("aflite").join(&rel);
@@ -442,8 +492,12 @@ fn audit_suite(
             setting: setting.clone(),
             task: task.as_str().to_string(),
             questions: report.questions,
-            hasty_student: hasty,
-            distance_probe: probe,
+            hasty_student: hasty.map(|e| e.value),
+            hasty_student_ci: hasty.and_then(|e| e.ci),
+            distance_probe: probe.map(|e| e.value),
+            distance_probe_ci: probe.and_then(|e| e.ci),
+            shortcut_free: panel.and_then(|p| p.shortcut_free),
+            worst_shortcut: panel.and_then(|p| p.worst.clone()),
             aflite,
         });
     }
@@ -512,10 +566,16 @@ fn counts_after(before: &stepwise_tasks::Counts, kept: &TaskSet, removed: u64) -
 /// The suite audit's table: one row per (setting, task), the settings of a task next to each other.
 fn suite_summary_markdown(source: &str, rows: &[SuiteAuditRow], aflite: Option<&AfliteConfig>) -> String {
     let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}", 100.0 * v));
+    let ci = |v: Option<f64>, ci: Option<Interval>| v.map_or("–".to_string(), |v| with_interval(v, ci));
     let mut md = format!(
         "# Suite audit\n\n{source}: how much of each task set the Hasty Student and the distance probe answer without \
-         reading (accuracy, %){}.\n\n",
-        if aflite.is_some() { ", and after adversarial filtering (AFLite) on the probe's features" } else { "" }
+         reading (accuracy, %, with 95% bootstrap intervals over procedures){}. **Shortcut-free**: every shortcut of \
+         the shortcut panel (each distance-rank pick, the distance + rank probe and the choice-only probe) has an \
+         interval containing chance and none lies more than {:.0} points above it (–: cannot be judged, for lack \
+         of vectors, intervals or procedures); the worst shortcut is the one farthest from chance. Each task set's \
+         audit.md lists the whole panel.\n\n",
+        if aflite.is_some() { ", and after adversarial filtering (AFLite) on the probe's features" } else { "" },
+        100.0 * MARGIN
     );
     if let Some(c) = aflite {
         md += &format!(
@@ -526,21 +586,28 @@ fn suite_summary_markdown(source: &str, rows: &[SuiteAuditRow], aflite: Option<&
              with their scores, laid out as a suite (`stepwise study aflite/` trains the models on what is left).\n\n",
             c.partitions, c.train_share, c.threshold, c.slice_share, c.min_share
         );
-        md += "| task | setting | questions | Hasty Student | distance probe | AFLite kept | Hasty after | probe after |\n";
-        md += "|---|---|---:|---:|---:|---:|---:|---:|\n";
-    } else {
-        md += "| task | setting | questions | Hasty Student | distance probe |\n|---|---|---:|---:|---:|\n";
     }
+    md += "| task | setting | questions | Hasty Student | distance probe | shortcut-free | worst shortcut |";
+    md += if aflite.is_some() { " AFLite kept | Hasty after | probe after |\n" } else { "\n" };
+    md += "|---|---|---:|---:|---:|---|---|";
+    md += if aflite.is_some() { "---:|---:|---:|\n" } else { "\n" };
     let mut sorted: Vec<&SuiteAuditRow> = rows.iter().collect();
     sorted.sort_by(|a, b| a.task.cmp(&b.task));
     for r in sorted {
+        let free = match r.shortcut_free {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "–",
+        };
         md += &format!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.task,
             r.setting,
             r.questions,
-            pct(r.hasty_student),
-            pct(r.distance_probe)
+            ci(r.hasty_student, r.hasty_student_ci),
+            ci(r.distance_probe, r.distance_probe_ci),
+            free,
+            r.worst_shortcut.as_ref().map_or("–".to_string(), entry_text)
         );
         if let Some(a) = &r.aflite {
             md += &format!(" {} | {} | {} |", a.kept, pct(a.hasty_student), pct(a.distance_probe));

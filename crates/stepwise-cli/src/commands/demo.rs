@@ -448,6 +448,41 @@ fn audit(d: &mut Demo) -> anyhow::Result<String> {
             parts.push(format!("{task} {name} {rq} in RecipeQA mode, {range} in the knob settings"));
         }
     }
+    // The shortcut panel's verdict over the knob settings (calibrated knobs, the default): how many are
+    // shortcut-free, and the worst shortcut left.
+    let (mut judged, mut free, mut worst): (usize, usize, Option<(f64, String)>) = (0, 0, None);
+    for ((setting, task), n) in &counts {
+        if *n == 0 || setting == "recipeqa" {
+            continue;
+        }
+        let file = format!("audit/{setting}/{task}/audit.json");
+        if !Path::new(&file).is_file() {
+            continue;
+        }
+        let j = json(&file)?;
+        let Some(verdict) = j.pointer("/tasks/0/shortcuts/shortcut_free").and_then(Value::as_bool) else { continue };
+        judged += 1;
+        free += usize::from(verdict);
+        let w = j.pointer("/tasks/0/shortcuts/worst");
+        let chance = j.pointer("/tasks/0/chance").and_then(Value::as_f64).unwrap_or(0.25);
+        if let (Some(name), Some(v)) = (
+            w.and_then(|w| w.pointer("/name")).and_then(Value::as_str),
+            w.and_then(|w| w.pointer("/accuracy/value")).and_then(Value::as_f64),
+        ) && worst.as_ref().is_none_or(|(d, _)| (v - chance).abs() > *d)
+        {
+            let ci = w
+                .and_then(|w| w.pointer("/accuracy/ci"))
+                .and_then(|c| Some((c.get("low")?.as_f64()?, c.get("high")?.as_f64()?)))
+                .map_or(String::new(), |(lo, hi)| format!(" [{}, {}]", pct(lo), pct(hi)));
+            worst = Some(((v - chance).abs(), format!("{task} {setting}: {name} {}{ci}", pct(v))));
+        }
+    }
+    if judged > 0 {
+        parts.push(format!(
+            "shortcut-free (shortcut panel) in {free} of {judged} knob task sets{}",
+            worst.map_or(String::new(), |(_, w)| format!(", worst {w}"))
+        ));
+    }
     let mut s = format!("{audited} task sets audited (chance 25%): {}", parts.join("; "));
     if !empty.is_empty() {
         s.push_str(&format!("; empty, not audited: {}", empty.join(", ")));

@@ -48,7 +48,13 @@ use crate::usage_bail;
     close to the question as the answer). Settings sharing k1 ask the same questions: a knob setting is built \
     with its three partners and keeps a question only if all four can make it (the search widens beyond the K \
     neighbours when the region reaches past them); a question no candidate can serve is skipped and counted. \
-    Visual ordering has no knob 3 (k3 = 1 gives the k3 = 0 questions).")]
+    Visual ordering has no knob 3 (k3 = 1 gives the k3 = 0 questions).\n\
+    --knobs-mode calibrated (the default) keeps knob 2's regions but draws a target rank for the answer's distance \
+    to the question among the choices and picks negatives that realise it, ranks allocated so that they are \
+    uniform over the kept questions (nearest- and farthest-choice shortcuts at chance; questions that cannot take \
+    an under-filled rank are skipped as calibrated_rank_balance); --knobs-mode paper applies the papers' rules, \
+    knob 3 on a coin flip's half of the questions as the paper's implementation did. `stepwise audit` says which \
+    settings are shortcut-free.")]
 pub struct Args {
     /// Corpus folder or procedure-JSONL file.
     pub corpus: PathBuf,
@@ -130,7 +136,12 @@ pub struct GenOptions {
     /// Knob 1: minimum eligible steps of a procedure (Meta-RecipeQA: 5).
     #[arg(long, default_value_t = 5, help_heading = "Question parameters")]
     pub knob1_min_steps: usize,
-    /// Knob 3: negatives that must be as close to the question as the answer (the paper: 1).
+    /// How knob settings choose negatives: `calibrated` (the answer's distance rank to the question uniform over
+    /// the choices, so nearest-or-farthest shortcuts sit at chance; knob 2's regions kept) or `paper` (the papers'
+    /// rules, knob 3 applied to a coin flip's half of the questions as the paper's implementation did).
+    #[arg(long, default_value = "calibrated", value_name = "MODE", help_heading = "Question parameters")]
+    pub knobs_mode: String,
+    /// Knob 3 (paper mode): negatives that must be as close to the question as the answer (the paper: 1).
     #[arg(long, default_value_t = 1, help_heading = "Question parameters")]
     pub constrained_negatives: usize,
     /// RecipeQA mode: questions per procedure and task: `auto` (max(1, ⌊eligible steps / 4⌋)) or a number.
@@ -195,6 +206,10 @@ impl GenOptions {
             neighbors: match self.neighbors.parse() {
                 Ok(n) => n,
                 Err(e) => usage_bail!("--neighbors: {e}"),
+            },
+            knobs_mode: match self.knobs_mode.parse() {
+                Ok(m) => m,
+                Err(e) => usage_bail!("--knobs-mode: {e}"),
             },
         };
         if let Err(e) = cfg.validate() {

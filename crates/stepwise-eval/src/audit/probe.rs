@@ -8,6 +8,10 @@
 //! typical distance". Logistic regression (L2) is trained on choices with k-fold cross-validation *grouped by
 //! question* (all choices of a question in one fold; folds dealt from a seeded hash order of qids), and each held-
 //! out question is answered by its highest-scoring choice (ties: lowest index).
+//!
+//! The shortcut panel ([`super::shortcuts`]) reuses the same model with the choice's rank among its question's
+//! choices added ([`choice_features_with_ranks`]) and folds grouped by procedure ([`group_folds`],
+//! [`cross_validate_folds`]).
 
 use stepwise_core::hash::hash64;
 use stepwise_models::logreg::{LogRegConfig, LogisticRegression};
@@ -91,19 +95,74 @@ pub fn cross_validate(
         fold[i] = rank % folds;
     }
     let feats: Vec<Vec<Vec<f64>>> = questions.iter().map(|q| choice_features(&q.distances)).collect();
-    let mut correct = vec![false; questions.len()];
+    let answers: Vec<usize> = questions.iter().map(|q| q.answer).collect();
+    cross_validate_folds(&feats, &answers, fold, folds, cfg)
+}
+
+/// The fold of each row: the distinct `groups` are dealt round-robin over `folds` in the order of
+/// `hash64(seed, salt, group)`, and every row takes its group's fold (so a group never straddles two folds).
+pub fn group_folds(groups: &[&str], folds: usize, seed: u64, salt: &str) -> Vec<usize> {
+    let mut distinct: Vec<&str> = groups.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut order: Vec<(u64, &str)> =
+        distinct.into_iter().map(|g| (hash64(&[&seed.to_le_bytes(), salt.as_bytes(), g.as_bytes()]), g)).collect();
+    order.sort();
+    let of: std::collections::BTreeMap<&str, usize> =
+        order.iter().enumerate().map(|(rank, &(_, g))| (g, rank % folds.max(1))).collect();
+    groups.iter().map(|g| of[g]).collect()
+}
+
+/// Cross-validation on given per-question choice features (`features[q][c]`, rows of equal length) and folds
+/// (`fold[q]` in `0..folds`): each fold's questions are answered by a model fitted on the others. `None` when a
+/// fold is empty or a fit fails.
+pub fn cross_validate_folds(
+    features: &[Vec<Vec<f64>>],
+    answers: &[usize],
+    fold: Vec<usize>,
+    folds: usize,
+    cfg: &LogRegConfig,
+) -> Option<ProbeOutcome> {
+    if folds < 2 || (0..folds).any(|f| !fold.contains(&f)) {
+        return None;
+    }
+    let mut correct = vec![false; features.len()];
     let mut models = Vec::with_capacity(folds);
     for f in 0..folds {
-        let train = questions.iter().enumerate().filter(|(qi, _)| fold[*qi] != f);
-        let model = fit_on_choices(train.map(|(qi, q)| (feats[qi].as_slice(), q.answer)), cfg).ok()?;
-        for (qi, q) in questions.iter().enumerate() {
-            if fold[qi] == f {
-                correct[qi] = pick(&model, &feats[qi]) == q.answer;
-            }
+        let train = (0..features.len()).filter(|&qi| fold[qi] != f);
+        let model = fit_on_choices(train.map(|qi| (features[qi].as_slice(), answers[qi])), cfg).ok()?;
+        for qi in (0..features.len()).filter(|&qi| fold[qi] == f) {
+            correct[qi] = pick(&model, &features[qi]) == answers[qi];
         }
         models.push(model);
     }
     Some(ProbeOutcome { correct, fold, models })
+}
+
+/// The rank of each value in ascending order, 0-based (ties: the lower index ranks first), so rank 0 is the
+/// audit's [`argmin`](super::argmin).
+pub fn ranks(values: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
+    let mut rank = vec![0; values.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r;
+    }
+    rank
+}
+
+/// [`choice_features`] followed by the one-hot of the choice's rank ([`ranks`]) over `width` columns (ranks at or
+/// beyond `width` set none): lets a probe learn "the k-th nearest" as well as distances.
+pub fn choice_features_with_ranks(values: &[f64], width: usize) -> Vec<Vec<f64>> {
+    let rank = ranks(values);
+    choice_features(values)
+        .into_iter()
+        .zip(rank)
+        .map(|(mut row, r)| {
+            row.extend((0..width).map(|k| f64::from(u8::from(k == r))));
+            row
+        })
+        .collect()
 }
 
 #[cfg(test)]

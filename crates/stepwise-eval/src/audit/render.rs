@@ -3,7 +3,7 @@
 use crate::bootstrap::Estimate;
 use crate::markdown::{number, percent, percent_interval};
 
-use super::AuditReport;
+use super::{AuditReport, TaskAudit};
 
 fn pct(e: Option<Estimate>) -> String {
     match e {
@@ -12,8 +12,21 @@ fn pct(e: Option<Estimate>) -> String {
     }
 }
 
-/// Render `r`; `source` names the audited task set, `plots` the histogram files (relative paths) per task.
-pub fn markdown(r: &AuditReport, source: &str, plots: &[(String, String)]) -> String {
+/// The plot files a report links to, as (task, relative path) pairs.
+#[derive(Debug, Clone, Default)]
+pub struct PlotLinks {
+    /// Distances of correct and incorrect choices.
+    pub distances: Vec<(String, String)>,
+    /// The answer's distance-rank histogram (shortcut panel).
+    pub ranks: Vec<(String, String)>,
+}
+
+fn link(plots: &[(String, String)], task: &str) -> Option<String> {
+    plots.iter().find(|(t, _)| t == task).map(|(_, p)| format!("[{p}]({p})"))
+}
+
+/// Render `r`; `source` names the audited task set, `plots` the plot files per task.
+pub fn markdown(r: &AuditReport, source: &str, plots: &PlotLinks) -> String {
     let mut out = format!("# Bias audit of {source}\n\n");
     out.push_str(&format!(
         "{} questions. Accuracies in %, with {:.0}% percentile-bootstrap intervals ({} resamples over procedures). \
@@ -68,13 +81,12 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &[(String, String)]) -> St
         }
     }
 
+    shortcut_section(&mut out, r, plots);
+
     out.push_str("\n## Distances of correct and incorrect choices\n\n| task | distance | correct (mean) | incorrect (mean) | plot |\n|---|---|---:|---:|---|\n");
     for t in &r.tasks {
         if let Some(d) = &t.distances {
-            let plot = plots
-                .iter()
-                .find(|(task, _)| *task == t.task)
-                .map_or("–".to_string(), |(_, p)| format!("[{p}]({p})"));
+            let plot = link(&plots.distances, &t.task).unwrap_or_else(|| "–".to_string());
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 t.task,
@@ -130,4 +142,65 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &[(String, String)]) -> St
         ));
     }
     out
+}
+
+/// "## Shortcut panel": one row per (task, shortcut), then each task's verdict and answer-rank histogram.
+fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
+    let tasks: Vec<&TaskAudit> = r.tasks.iter().filter(|t| t.shortcuts.is_some()).collect();
+    if tasks.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "\n## Shortcut panel\n\n| task | shortcut | accuracy ({:.0}% CI) | questions |\n|---|---|---|---:|\n",
+        100.0 * r.config.bootstrap.confidence
+    ));
+    for t in &tasks {
+        let Some(p) = &t.shortcuts else { continue };
+        for e in &p.entries {
+            out.push_str(&format!("| {} | {} | {} | {} |\n", t.task, e.name, pct(Some(e.accuracy)), e.questions));
+        }
+    }
+    out.push_str(&format!(
+        "\nRank k: always pick the choice whose distance d (as in the table of distances below) is the k-th \
+         smallest (ties: the lower position first); together the rank picks are the histogram of the \
+         answer's distance rank, flat for a set without a distance cue. Distance + rank probe: the distance probe \
+         with the choice's rank as a one-hot; choice-only probe: the same model on each choice's relation to the \
+         other choices only, never the question (it catches an answer that looks different from the negatives; \
+         for coherence the choices are the question). Both probes are cross-validated with folds grouped by \
+         procedure. A task is **shortcut-free** when every entry's interval contains chance and no entry lies \
+         more than {:.0} points above it. Each entry is tested at {:.0}% on its own, so a truly balanced set \
+         fails one of its several entries by chance now and then.\n\n",
+        100.0 * super::shortcuts::MARGIN,
+        100.0 * r.config.bootstrap.confidence
+    ));
+    for t in &tasks {
+        let Some(p) = &t.shortcuts else { continue };
+        let verdict = match (p.shortcut_free, &p.worst) {
+            (Some(true), _) => format!("**{}: shortcut-free**", t.task),
+            (Some(false), Some(w)) => format!(
+                "**{}: not shortcut-free — worst: {} {} (chance {})**",
+                t.task,
+                w.name,
+                pct(Some(w.accuracy)),
+                percent(p.chance)
+            ),
+            (Some(false), None) => format!("**{}: not shortcut-free**", t.task),
+            (None, _) => format!(
+                "**{}: undetermined** ({})",
+                t.task,
+                p.undetermined.as_deref().unwrap_or("the verdict could not be judged")
+            ),
+        };
+        let counts: Vec<String> = p.answer_rank_counts.iter().map(u64::to_string).collect();
+        let plot = link(&plots.ranks, &t.task).map_or(String::new(), |l| format!(" ({l})"));
+        out.push_str(&format!(
+            "- {verdict}; answer's distance rank 1..{} (smallest d first): {}{plot}",
+            p.choices,
+            counts.join(" / ")
+        ));
+        if p.left_out > 0 {
+            out.push_str(&format!("; {} questions with another number of choices left out", p.left_out));
+        }
+        out.push('\n');
+    }
 }

@@ -34,6 +34,13 @@ pub struct AuditRow {
     pub correct_mean: Option<f64>,
     pub incorrect_mean: Option<f64>,
     pub overlap_same_task: Option<Estimate>,
+    /// The shortcut panel's verdict (`None`: not judged) and its worst entry (name and accuracy).
+    pub shortcut_free: Option<bool>,
+    pub worst: Option<(String, Estimate)>,
+    /// The knob mode of the audited task set (`paper`, `calibrated`) and, for calibrated knobs, how they depart
+    /// from the papers (from the task set's manifest).
+    pub knobs_mode: Option<String>,
+    pub departures: Vec<String>,
     /// The distance histogram picture of this task, if the audit folder has it.
     pub histogram: Option<PathBuf>,
 }
@@ -49,14 +56,30 @@ impl AuditRow {
     }
 }
 
-/// What an audit audited: (setting, name, in a suite). The audit manifest's first input is the task set's
-/// `questions.json` (or an external file); a task set's own manifest gives its setting. An input that is not a
-/// stepwise task set (a RecipeQA file) has no setting, whatever its path contains.
-fn audited_of(audit_dir: &Path, run_dir: &Path, rel: &str) -> (Option<String>, String, bool) {
+/// What an audit audited.
+struct Audited {
+    setting: Option<String>,
+    name: String,
+    in_suite: bool,
+    knobs_mode: Option<String>,
+    departures: Vec<String>,
+}
+
+/// What an audit audited. The audit manifest's first input is the task set's `questions.json` (or an external
+/// file); a task set's own manifest gives its setting and knob mode. An input that is not a stepwise task set (a
+/// RecipeQA file) has no setting, whatever its path contains.
+fn audited_of(audit_dir: &Path, run_dir: &Path, rel: &str) -> Audited {
+    let plain = |setting: Option<String>, name: String| Audited {
+        setting,
+        name,
+        in_suite: false,
+        knobs_mode: None,
+        departures: Vec::new(),
+    };
     let Some(input) = Manifest::read(audit_dir).ok().and_then(|m| m.inputs.first().map(|i| i.path.clone())) else {
         // No manifest: only the audit's own path can say anything.
         let setting = rel.split('/').find(|c| is_setting(c)).map(str::to_string);
-        return (setting, rel.to_string(), false);
+        return plain(setting, rel.to_string());
     };
     let given = Path::new(&input);
     let candidates = [given.to_path_buf(), run_dir.join(given)];
@@ -67,6 +90,12 @@ fn audited_of(audit_dir: &Path, run_dir: &Path, rel: &str) -> (Option<String>, S
             continue;
         }
         let setting = m.params.get("setting").and_then(|v| v.as_str()).map(str::to_string);
+        let knobs_mode = m.params.get("knobs_mode").and_then(|v| v.as_str()).map(str::to_string);
+        let departures = m
+            .params
+            .get("knobs_departures")
+            .and_then(|v| v.as_array())
+            .map_or_else(Vec::new, |a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect());
         let abs = super::absolute(set_dir);
         let name = abs
             .strip_prefix(run_dir)
@@ -77,16 +106,16 @@ fn audited_of(audit_dir: &Path, run_dir: &Path, rel: &str) -> (Option<String>, S
             .and_then(Path::parent)
             .and_then(|suite| Manifest::read(suite).ok())
             .is_some_and(|m| m.kind == "suite");
-        return (setting, name, in_suite);
+        return Audited { setting, name, in_suite, knobs_mode, departures };
     }
-    (None, input, false)
+    plain(None, input)
 }
 
 pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
     let dir = a.path.parent().map(Path::to_path_buf).unwrap_or_default();
     let rel = a.rel.strip_suffix("/audit.json").unwrap_or(&a.rel).to_string();
     let run_dir = strip_rel(&a.path, &a.rel);
-    let (setting, audited, in_suite) = audited_of(&dir, &run_dir, &rel);
+    let Audited { setting, name: audited, in_suite, knobs_mode, departures } = audited_of(&dir, &run_dir, &rel);
     let f = JsonFile::read(&a.path)?;
     let mut rows = Vec::new();
     for t in f.root().req("tasks")?.items()? {
@@ -100,6 +129,16 @@ pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
         let overlap = match t.get("overlap")? {
             Some(o) => o.opt_estimate("same_task")?,
             None => None,
+        };
+        let (shortcut_free, worst) = match t.get("shortcuts")? {
+            Some(p) => {
+                let worst = match p.get("worst")? {
+                    Some(w) => Some((w.req_str("name")?.to_string(), w.req("accuracy")?.estimate()?)),
+                    None => None,
+                };
+                (p.opt_bool("shortcut_free")?, worst)
+            }
+            None => (None, None),
         };
         let svg = dir.join(format!("distances-{task}.svg"));
         rows.push(AuditRow {
@@ -116,6 +155,10 @@ pub fn read(a: &Artefact) -> Result<Vec<AuditRow>> {
             correct_mean: df("correct_mean")?,
             incorrect_mean: df("incorrect_mean")?,
             overlap_same_task: overlap,
+            shortcut_free,
+            worst,
+            knobs_mode: knobs_mode.clone(),
+            departures: departures.clone(),
             histogram: svg.is_file().then_some(svg),
             task,
         });
@@ -161,6 +204,24 @@ pub fn headlines(rows: &[AuditRow]) -> Vec<String> {
             count(low.0.questions),
             pct(rq.0.chance)
         ));
+        let judged: Vec<&&AuditRow> = knobs.iter().filter(|r| r.shortcut_free.is_some()).collect();
+        if !judged.is_empty() {
+            let free = judged.iter().filter(|r| r.shortcut_free == Some(true)).count();
+            let worst = judged
+                .iter()
+                .filter_map(|r| r.worst.as_ref().map(|w| (r, w)))
+                .max_by(|a, b| (a.1.1.value - a.0.chance).abs().total_cmp(&(b.1.1.value - b.0.chance).abs()));
+            out.push(format!(
+                "{task}: shortcut-free in {free} of {} knob settings{}.",
+                judged.len(),
+                worst.map_or(String::new(), |(r, (name, e))| format!(
+                    "; the worst shortcut over them: {name} {}% with knobs {} ({} questions)",
+                    pct_ci(e.value, e.ci),
+                    r.label(),
+                    count(r.questions)
+                ))
+            ));
+        }
     }
     out
 }
@@ -176,8 +237,24 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
          consecutive images. Distance probe (Meta-RecipeQA fig. 2): a cross-validated logistic regression on each \
          choice's distance to the question. Accuracies in % with 95% bootstrap intervals; chance is 1 / choices. \
          The question the control knobs answer: does the probe fall to chance once the knobs remove the shortcuts? \
-         Settings with only a handful of questions have wide intervals — read them with their counts.",
+         Settings with only a handful of questions have wide intervals — read them with their counts. \
+         **Shortcut-free**: every entry of the audit's shortcut panel (each distance-rank pick — nearest, 2nd, …, \
+         farthest —, a probe on distances and ranks, and a choice-only probe that never sees the question) has a 95% \
+         interval containing chance and none lies more than 5 points above it; the worst shortcut is the entry \
+         farthest from chance (each task set's audit.md lists the whole panel).",
     );
+    let mut modes: Vec<&str> = rows.iter().filter_map(|r| r.knobs_mode.as_deref()).collect();
+    modes.sort();
+    modes.dedup();
+    if !modes.is_empty() {
+        s.para(format!("Knob settings made with --knobs-mode {}.", modes.join(" and ")));
+    }
+    if let Some(r) = rows.iter().find(|r| !r.departures.is_empty()) {
+        s.para("Calibrated knobs depart from the papers' rules (Meta-RecipeQA §3.2, appendix B):");
+        for d in &r.departures {
+            s.para(format!("- {d}"));
+        }
+    }
     let tasks: BTreeSet<&str> = rows.iter().map(|r| r.task.as_str()).collect();
     pivots(&mut s, rows, &tasks);
     for (ti, task) in tasks.iter().enumerate() {
@@ -193,6 +270,8 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
             ">answer is the extreme choice",
             ">mean distance correct / incorrect",
             "answer step shown in another question",
+            "shortcut-free",
+            "worst shortcut",
         ]);
         for r in &rs {
             let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| pct_ci(e.value, e.ci));
@@ -214,6 +293,12 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
                     _ => "–".into(),
                 },
                 est(&r.overlap_same_task),
+                match r.shortcut_free {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "–".into(),
+                },
+                r.worst.as_ref().map_or("–".into(), |(name, e)| format!("{name} {}", pct_ci(e.value, e.ci))),
             ]);
         }
         s.table(t);

@@ -1,0 +1,478 @@
+//! The shortcut panel: how far every cheap shortcut gets on a task, each as an accuracy with a bootstrap interval
+//! over procedures, and a verdict on whether any of them beats chance.
+//!
+//! Entries, for a task with n choices (chance 1/n):
+//! - **rank k** (k = 1..n): always pick the choice whose distance to the question ([`super::DistanceSummary`]'s
+//!   d) has rank k in ascending order (ties: the lower position first, so rank 1 is the Hasty Student's pick for
+//!   cloze and ordering). Together these are the histogram of the answer's distance rank, flat for a set without
+//!   a distance cue. For coherence d is each item's distance to the other items, so rank n is the odd one out
+//!   (it differs from the Hasty Student's argmax only when the largest distances tie);
+//! - **distance + rank probe**: the distance probe ([`super::probe`]) with the choice's rank added as a one-hot,
+//!   cross-validated with folds grouped by *procedure* (a model never sees a recipe it is tested on);
+//! - **choice-only probe**: the same model on a value that never looks at the question, only at the other
+//!   choices ([`choice_only_definition`]); it catches "the answer looks different from the negatives". For
+//!   coherence the choices *are* the question, so its value is d itself.
+//!
+//! Questions whose number of choices differs from the task's usual one are left out (ranks of different n do not
+//! compare) and counted.
+
+use serde::Serialize;
+use stepwise_core::{Choice, Question, Task};
+
+use super::AuditConfig;
+use super::probe::{choice_features_with_ranks, cross_validate_folds, group_folds, ranks};
+use crate::bootstrap::{Estimate, Unit, mean_estimate};
+
+/// How far above chance an entry may lie and the task still count as shortcut-free.
+pub const MARGIN: f64 = 0.05;
+
+/// What the panel sees of one question.
+#[derive(Debug, Clone)]
+pub struct ShortcutQuestion {
+    /// The question's procedure (`recipe_id`): the unit of resampling and of the probes' folds.
+    pub procedure: String,
+    /// Per-choice distance to the question (the distance probe's d).
+    pub distances: Vec<f64>,
+    /// Per-choice relation to the other choices only ([`choice_only_definition`]).
+    pub choice_only: Vec<f64>,
+    pub answer: usize,
+}
+
+/// One shortcut and how often it finds the answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct PanelEntry {
+    /// Stable snake_case id for scripts: `rank_1`..`rank_<n>`, `probe_distance_rank`, `probe_choice_only`.
+    pub key: String,
+    /// What the shortcut does, in words ("nearest to the question").
+    pub name: String,
+    /// Share of questions it answers, with the interval over procedures.
+    pub accuracy: Estimate,
+    /// Questions it was measured on.
+    pub questions: usize,
+}
+
+/// Every cheap shortcut of one task side by side, and whether the task resists all of them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShortcutPanel {
+    /// Number of choices the panel is about (the task's most common count).
+    pub choices: usize,
+    /// 1 / `choices`: what every entry scores on a set without shortcuts.
+    pub chance: f64,
+    /// Questions the panel rests on (with vectors and `choices` choices).
+    pub questions: usize,
+    /// Questions with vectors left out because they have another number of choices (or an answer out of range).
+    pub left_out: usize,
+    /// What the choice-only probe's value is for this task.
+    pub choice_only: &'static str,
+    /// Rank picks 1..n (ascending distance), then the distance + rank probe and the choice-only probe (each probe
+    /// only when there are at least as many procedures as folds).
+    pub entries: Vec<PanelEntry>,
+    /// Questions whose answer has distance rank k (index k − 1, ascending distance): flat without a distance cue.
+    pub answer_rank_counts: Vec<u64>,
+    /// Every entry's interval contains chance and none lies more than [`MARGIN`] above it; `None` when that
+    /// cannot be judged (see `undetermined`).
+    pub shortcut_free: Option<bool>,
+    /// Why `shortcut_free` is `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undetermined: Option<String>,
+    /// The entry farthest from chance (either side): what to look at first.
+    pub worst: Option<PanelEntry>,
+}
+
+/// What the choice-only probe's value is for `task`.
+pub fn choice_only_definition(task: Task) -> &'static str {
+    match task {
+        Task::TextualCloze | Task::VisualCloze => "cosine distance of the choice to the mean of the other choices",
+        Task::VisualCoherence => {
+            "cosine distance of the item to the mean of the other items (the choices are the question, so this is d)"
+        }
+        Task::VisualOrdering => {
+            "mean normalised Kendall τ distance (share of discordant pairs) of the choice's order to the other \
+             choices' orders"
+        }
+    }
+}
+
+/// The name of the "k-th smallest distance" pick (k from 1) among `n` choices.
+pub fn rank_name(task: Task, k: usize, n: usize) -> String {
+    match task {
+        Task::TextualCloze | Task::VisualCloze => match k {
+            1 => "nearest to the question".into(),
+            _ if k == n => "farthest from the question".into(),
+            _ => format!("{} nearest to the question", ordinal(k)),
+        },
+        Task::VisualCoherence => match k {
+            _ if k == n && n > 1 => "odd one out (farthest from the others)".into(),
+            1 => "closest to the others".into(),
+            _ => format!("{} closest to the others", ordinal(k)),
+        },
+        Task::VisualOrdering => match k {
+            1 => "closest chain".into(),
+            _ if k == n => "loosest chain".into(),
+            _ => format!("{} closest chain", ordinal(k)),
+        },
+    }
+}
+
+fn ordinal(k: usize) -> String {
+    let suffix = match (k % 10, k % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{k}{suffix}")
+}
+
+/// The panel of `task` over `questions` with the task's usual number of `choices`; `None` when no question has
+/// that many choices.
+pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &AuditConfig) -> Option<ShortcutPanel> {
+    let qs: Vec<&ShortcutQuestion> = questions
+        .iter()
+        .filter(|q| q.distances.len() == choices && q.choice_only.len() == choices && q.answer < choices)
+        .collect();
+    if qs.is_empty() || choices == 0 {
+        return None;
+    }
+    let chance = 1.0 / choices as f64;
+    let procedures: Vec<&str> = qs.iter().map(|q| q.procedure.as_str()).collect();
+    let clusters = dense_ids(&procedures);
+    let estimate = |values: &[f64], key: &str| {
+        mean_estimate(values, Unit::Clusters(&clusters), &cfg.bootstrap, &format!("audit/{task}/shortcut/{key}"))
+    };
+    let entry = |key: String, name: String, hits: &[f64]| PanelEntry {
+        accuracy: estimate(hits, &key),
+        key,
+        name,
+        questions: hits.len(),
+    };
+
+    // Rank picks: the answer's rank decides which of them is right.
+    let answer_rank: Vec<usize> = qs.iter().map(|q| ranks(&q.distances)[q.answer]).collect();
+    let mut answer_rank_counts = vec![0u64; choices];
+    for &r in &answer_rank {
+        answer_rank_counts[r] += 1;
+    }
+    let mut entries: Vec<PanelEntry> = (0..choices)
+        .map(|r| {
+            let hits: Vec<f64> = answer_rank.iter().map(|&a| f64::from(u8::from(a == r))).collect();
+            entry(format!("rank_{}", r + 1), rank_name(task, r + 1, choices), &hits)
+        })
+        .collect();
+
+    // Probes, folds grouped by procedure.
+    let mut missing = Vec::new();
+    let n_procedures = clusters.iter().max().map_or(0, |m| m + 1);
+    let answers: Vec<usize> = qs.iter().map(|q| q.answer).collect();
+    // (key, name, whether the probe sees the choice-only values rather than the distances)
+    let probes =
+        [("probe_distance_rank", "distance + rank probe", false), ("probe_choice_only", "choice-only probe", true)];
+    for (key, name, choice_only) in probes {
+        let outcome = (cfg.folds >= 2 && n_procedures >= cfg.folds)
+            .then(|| {
+                let features: Vec<Vec<Vec<f64>>> = qs
+                    .iter()
+                    .map(|q| {
+                        choice_features_with_ranks(if choice_only { &q.choice_only } else { &q.distances }, choices)
+                    })
+                    .collect();
+                let fold = group_folds(&procedures, cfg.folds, cfg.bootstrap.seed, "audit-shortcut-fold");
+                cross_validate_folds(&features, &answers, fold, cfg.folds, &cfg.logreg)
+            })
+            .flatten();
+        match outcome {
+            Some(out) => {
+                let hits: Vec<f64> = out.correct.iter().map(|&c| f64::from(u8::from(c))).collect();
+                entries.push(entry(key.to_string(), name.to_string(), &hits));
+            }
+            None => missing.push(name),
+        }
+    }
+
+    let undetermined = if cfg.bootstrap.resamples == 0 {
+        Some("intervals are disabled (0 resamples)".to_string())
+    } else if !missing.is_empty() {
+        Some(format!(
+            "the {} could not be cross-validated ({n_procedures} procedures, {} folds)",
+            missing.join(" and the "),
+            cfg.folds
+        ))
+    } else if qs.len() < 2 || n_procedures < 2 {
+        Some(format!("too few questions ({}) or procedures ({n_procedures}) for an interval", qs.len()))
+    } else if entries.iter().any(|e| e.accuracy.ci.is_none()) {
+        Some("an entry has no interval".to_string())
+    } else {
+        None
+    };
+    let shortcut_free = undetermined.is_none().then(|| entries.iter().all(|e| within_chance(e, chance)));
+    let worst = entries
+        .iter()
+        .fold(None::<&PanelEntry>, |w, e| match w {
+            Some(w) if (w.accuracy.value - chance).abs() >= (e.accuracy.value - chance).abs() => Some(w),
+            _ => Some(e),
+        })
+        .cloned();
+    Some(ShortcutPanel {
+        choices,
+        chance,
+        questions: qs.len(),
+        left_out: questions.len() - qs.len(),
+        choice_only: choice_only_definition(task),
+        entries,
+        answer_rank_counts,
+        shortcut_free,
+        undetermined,
+        worst,
+    })
+}
+
+/// The entry's interval contains chance and its value is at most [`MARGIN`] above it.
+fn within_chance(e: &PanelEntry, chance: f64) -> bool {
+    let contains = e.accuracy.ci.is_some_and(|ci| ci.low <= chance && chance <= ci.high);
+    contains && e.accuracy.value <= chance + MARGIN
+}
+
+/// Dense labels in order of first appearance.
+fn dense_ids(keys: &[&str]) -> Vec<usize> {
+    let mut ids: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    keys.iter()
+        .map(|k| {
+            let n = ids.len();
+            *ids.entry(k).or_insert(n)
+        })
+        .collect()
+}
+
+/// The ordering choice-only value of each choice of `q`: its mean normalised Kendall τ distance to the other
+/// choices' orders, from `meta.choice_orders` when it has one order per choice, else from the positions of the
+/// shown items in the `Choice::Sequence`s.
+pub fn ordering_choice_only(q: &Question) -> Vec<f64> {
+    let orders: Option<Vec<Vec<usize>>> = q
+        .extra
+        .get("meta")
+        .and_then(|m| m.get("choice_orders"))
+        .and_then(|o| serde_json::from_value::<Vec<Vec<usize>>>(o.clone()).ok())
+        .filter(|o| o.len() == q.choice_list.len());
+    match orders {
+        Some(o) => mean_distance_to_others(&o),
+        None => {
+            let seqs: Vec<Vec<&str>> = q
+                .choice_list
+                .iter()
+                .map(|c| match c {
+                    Choice::Sequence(s) => s.iter().map(String::as_str).collect(),
+                    Choice::Item(_) => Vec::new(),
+                })
+                .collect();
+            mean_distance_to_others(&seqs)
+        }
+    }
+}
+
+fn mean_distance_to_others<T: PartialEq>(orders: &[Vec<T>]) -> Vec<f64> {
+    let n = orders.len();
+    (0..n)
+        .map(|i| {
+            let sum: f64 = (0..n).filter(|&j| j != i).map(|j| kendall_distance(&orders[i], &orders[j])).sum();
+            if n > 1 { sum / (n - 1) as f64 } else { 0.0 }
+        })
+        .collect()
+}
+
+/// Share of the pairs of items of `a` (also in `b`) that `b` orders the other way round (0: same order, 1:
+/// reversed; 0 when no pair is shared).
+pub fn kendall_distance<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
+    let pos: Vec<Option<usize>> = a.iter().map(|x| b.iter().position(|y| y == x)).collect();
+    let (mut pairs, mut discordant) = (0usize, 0usize);
+    for i in 0..pos.len() {
+        for j in i + 1..pos.len() {
+            if let (Some(p), Some(q)) = (pos[i], pos[j]) {
+                pairs += 1;
+                discordant += usize::from(p > q);
+            }
+        }
+    }
+    if pairs == 0 { 0.0 } else { discordant as f64 / pairs as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bootstrap::BootstrapConfig;
+    use rand::Rng;
+
+    fn cfg(resamples: usize) -> AuditConfig {
+        AuditConfig { bootstrap: BootstrapConfig { resamples, ..Default::default() }, ..Default::default() }
+    }
+
+    fn question(i: usize, distances: Vec<f64>, choice_only: Vec<f64>, answer: usize) -> ShortcutQuestion {
+        ShortcutQuestion { procedure: format!("r{}", i / 2), distances, choice_only, answer }
+    }
+
+    fn entry<'a>(p: &'a ShortcutPanel, key: &str) -> &'a PanelEntry {
+        p.entries.iter().find(|e| e.key == key).unwrap_or_else(|| panic!("no entry {key}"))
+    }
+
+    #[test]
+    fn rank_picks_match_a_brute_force_count_with_ties() {
+        // Distances from a handful of values, so many questions have ties.
+        let qs: Vec<ShortcutQuestion> = (0..40)
+            .map(|i| {
+                let d: Vec<f64> = (0..4).map(|c| ((i * 7 + c * 3 + i * c) % 5) as f64 / 4.0).collect();
+                question(i, d.clone(), d, (i * 3 + i / 5) % 4)
+            })
+            .collect();
+        assert!(qs.iter().any(|q| q.distances.iter().filter(|&&x| x == q.distances[0]).count() > 1));
+        let p = panel(Task::VisualCloze, &qs, 4, &cfg(50)).unwrap();
+        // Brute force: rank of c = smaller distances + equal distances at a lower position.
+        let brute = |d: &[f64], c: usize| (0..d.len()).filter(|&j| d[j] < d[c] || (d[j] == d[c] && j < c)).count();
+        let mut counts = [0u64; 4];
+        for q in &qs {
+            let r = ranks(&q.distances);
+            for (c, &rc) in r.iter().enumerate() {
+                assert_eq!(rc, brute(&q.distances, c), "{:?}", q.distances);
+            }
+            counts[brute(&q.distances, q.answer)] += 1;
+        }
+        assert_eq!(p.answer_rank_counts, counts.to_vec());
+        assert_eq!(p.answer_rank_counts.iter().sum::<u64>(), 40);
+        for k in 1..=4 {
+            let e = entry(&p, &format!("rank_{k}"));
+            assert_eq!(e.questions, 40);
+            assert!((e.accuracy.value - counts[k - 1] as f64 / 40.0).abs() < 1e-12, "rank {k}");
+            // Brute force of "pick the k-th nearest choice".
+            let hits =
+                qs.iter().filter(|q| (0..4).find(|&c| brute(&q.distances, c) == k - 1) == Some(q.answer)).count();
+            assert_eq!(hits as u64, counts[k - 1]);
+        }
+        // Rank 1 is the audit's argmin (ties: the lowest index).
+        let nearest = qs.iter().filter(|q| super::super::argmin(&q.distances) == q.answer).count();
+        assert_eq!(nearest as u64, counts[0]);
+        assert_eq!(entry(&p, "rank_1").name, "nearest to the question");
+        assert_eq!(entry(&p, "rank_4").name, "farthest from the question");
+        assert_eq!(rank_name(Task::VisualCoherence, 4, 4), "odd one out (farthest from the others)");
+        assert_eq!(rank_name(Task::VisualOrdering, 2, 4), "2nd closest chain");
+    }
+
+    #[test]
+    fn an_always_nearest_answer_is_not_shortcut_free() {
+        let qs: Vec<ShortcutQuestion> = (0..120)
+            .map(|i| {
+                let answer = i % 4;
+                let d: Vec<f64> =
+                    (0..4).map(|c| if c == answer { 0.1 } else { 0.5 + 0.1 * ((i + c) % 3) as f64 }).collect();
+                let co: Vec<f64> = (0..4).map(|c| ((i * 5 + c * 11) % 13) as f64).collect();
+                question(i, d, co, answer)
+            })
+            .collect();
+        let p = panel(Task::TextualCloze, &qs, 4, &cfg(200)).unwrap();
+        assert_eq!(p.shortcut_free, Some(false));
+        let w = p.worst.as_ref().unwrap();
+        assert_eq!((w.key.as_str(), w.accuracy.value), ("rank_1", 1.0));
+        assert_eq!(p.answer_rank_counts, vec![120, 0, 0, 0]);
+        assert_eq!(entry(&p, "probe_distance_rank").accuracy.value, 1.0);
+        assert_eq!(p.entries.len(), 6);
+        // Without intervals the verdict is undetermined, the worst entry is still named.
+        let p = panel(Task::TextualCloze, &qs, 4, &cfg(0)).unwrap();
+        assert!(p.shortcut_free.is_none() && p.undetermined.is_some());
+        assert_eq!(p.worst.unwrap().key, "rank_1");
+        // Too few procedures for the probes: undetermined, the rank picks are still there.
+        let p = panel(Task::TextualCloze, &qs[..6], 4, &cfg(50)).unwrap();
+        assert!(p.shortcut_free.is_none() && p.entries.len() == 4, "{p:?}");
+    }
+
+    #[test]
+    fn exchangeable_distances_give_chance_and_a_flat_histogram() {
+        let mut rng = stepwise_core::rng::rng_for(7, "shortcut-test");
+        let qs: Vec<ShortcutQuestion> = (0..400)
+            .map(|i| {
+                let d: Vec<f64> = (0..4).map(|_| rng.random::<f64>()).collect();
+                let co: Vec<f64> = (0..4).map(|_| rng.random::<f64>()).collect();
+                question(i, d, co, rng.random_range(0..4))
+            })
+            .collect();
+        let p = panel(Task::VisualCloze, &qs, 4, &cfg(200)).unwrap();
+        for key in ["probe_distance_rank", "probe_choice_only"] {
+            let v = entry(&p, key).accuracy.value;
+            assert!(v < p.chance + 0.1, "{key}: {v}");
+        }
+        // 100 expected per rank, standard deviation ≈ 8.7.
+        assert!(p.answer_rank_counts.iter().all(|&c| (65..=135).contains(&c)), "{:?}", p.answer_rank_counts);
+        assert!((p.worst.unwrap().accuracy.value - 0.25).abs() < 0.1);
+    }
+
+    /// Visual cloze where the answer points away from the negatives but every choice is equally far from the
+    /// question (d depends only on an iid draw): only the choice-only probe finds the answer.
+    #[test]
+    fn the_choice_only_probe_sees_an_answer_unlike_the_negatives() {
+        use crate::audit::{audit, resolve::FeatureResolver};
+        use stepwise_core::TaskSet;
+        use stepwise_core::taskset::PLACEHOLDER;
+        use stepwise_features::Vectors;
+
+        let mut rng = stepwise_core::rng::rng_for(3, "choice-only-test");
+        let (mut ids, mut data, mut questions) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..160 {
+            let mut push = |name: String, v: [f32; 4]| {
+                ids.push(format!("image:{name}"));
+                data.extend_from_slice(&v);
+                name
+            };
+            let mut question: Vec<String> =
+                (0..3).map(|k| push(format!("q{i}_{k}.jpg"), [0.0, 0.0, 1.0, 0.0])).collect();
+            question.insert(1, PLACEHOLDER.to_string());
+            let answer = i % 4;
+            let choices: Vec<Choice> = (0..4)
+                .map(|k| {
+                    let r = rng.random_range(0.0..0.5f32);
+                    let v = if k == answer {
+                        [0.0, 1.0, r, 0.0]
+                    } else {
+                        let (s, c) = (0.1 * k as f32).sin_cos();
+                        [c, 0.0, r, s]
+                    };
+                    Choice::Item(push(format!("c{i}_{k}.jpg"), v))
+                })
+                .collect();
+            questions.push(Question {
+                qid: format!("q{i}"),
+                recipe_id: format!("r{}", i / 2),
+                task: "visual_cloze".into(),
+                question,
+                choice_list: choices,
+                answer,
+                ..Default::default()
+            });
+        }
+        let v = Vectors::new(4, ids, data);
+        let ts = TaskSet { questions, extra: Default::default() };
+        let rep = audit(&ts, &FeatureResolver::new(Some(&v), None, None), &cfg(200));
+        let p = rep.tasks[0].shortcuts.as_ref().unwrap();
+        assert_eq!((p.questions, p.left_out), (160, 0));
+        let choice_only = entry(p, "probe_choice_only").accuracy.value;
+        let distance = entry(p, "probe_distance_rank").accuracy.value;
+        assert!(choice_only > 0.9, "{choice_only}");
+        assert!(distance < p.chance + 0.15, "{distance}");
+        assert_eq!(p.shortcut_free, Some(false));
+        assert_eq!(p.worst.as_ref().unwrap().key, "probe_choice_only");
+    }
+
+    #[test]
+    fn kendall_distances_of_orders() {
+        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[0, 1, 2, 3]), 0.0);
+        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[3, 2, 1, 0]), 1.0);
+        assert!((kendall_distance(&[0, 1, 2, 3], &[1, 0, 2, 3]) - 1.0 / 6.0).abs() < 1e-12);
+        let seq = |s: &[&str]| Choice::Sequence(s.iter().map(|x| x.to_string()).collect());
+        let mut q = Question {
+            choice_list: vec![seq(&["a", "b", "c"]), seq(&["a", "c", "b"]), seq(&["c", "b", "a"])],
+            ..Default::default()
+        };
+        // a-b-c: 1/3 to a-c-b, 1 to c-b-a.
+        let v = ordering_choice_only(&q);
+        assert!((v[0] - 2.0 / 3.0).abs() < 1e-12 && (v[2] - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12, "{v:?}");
+        // meta.choice_orders wins over the shown strings.
+        q.extra.insert("meta".into(), serde_json::json!({"choice_orders": [[0, 1, 2], [0, 1, 2], [0, 1, 2]]}));
+        assert_eq!(ordering_choice_only(&q), vec![0.0, 0.0, 0.0]);
+    }
+}

@@ -1,0 +1,206 @@
+//! Calibrated knobs against a brute-force reading of the questions they make: the answer's distance rank that
+//! the provenance states is the rank the shortcuts see, the ranks are uniform, the draws are the same for any
+//! thread count; and paper knobs apply knob 3 to a coin flip's share of the questions.
+
+use std::collections::BTreeMap;
+
+use rand::Rng;
+use serde_json::Value;
+use stepwise_core::rng::rng_for;
+use stepwise_core::taskset::PLACEHOLDER;
+use stepwise_core::{Choice, Procedure, Question, Step, Task};
+use stepwise_features::Vectors;
+use stepwise_tasks::catalog::FeatureSources;
+use stepwise_tasks::{GenerateConfig, Inputs, KnobSetting, KnobsMode, Mode, generate};
+
+const DIM: usize = 16;
+
+/// Procedures with a per-procedure style plus noise (as in tests/generate.rs), plus a pool-free catalog.
+fn corpus(n_procs: usize, n_steps: usize) -> (Vec<Procedure>, Vectors) {
+    let mut procs = Vec::new();
+    let mut ids = Vec::new();
+    let mut data = Vec::new();
+    for p in 0..n_procs {
+        let pid = format!("synth/{p:03}");
+        let mut rng = rng_for(5, &pid);
+        let style: Vec<f32> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let mut steps = Vec::new();
+        for s in 0..n_steps {
+            let img = format!("images/{p:03}_{s}.jpg");
+            steps.push(Step {
+                title: Some(format!("Step {s}: do thing {} of {p}", s * 7 % 11)),
+                text: Some(format!("Text of step {s} in procedure {p}.")),
+                images: vec![img.clone()],
+                ..Default::default()
+            });
+            for prefix in [format!("image:{img}"), format!("title:{pid}#{s}"), format!("text:{pid}#{s}")] {
+                ids.push(prefix);
+                data.extend(style.iter().map(|x| 0.5 * x + rng.random_range(-0.5f32..0.5)));
+            }
+        }
+        procs.push(Procedure { id: pid, category: Some("a".into()), steps, ..Default::default() });
+    }
+    (procs, Vectors::new(DIM, ids, data))
+}
+
+fn run(procs: &[Procedure], v: &Vectors, task: Task, mode: Mode, cfg: &GenerateConfig) -> stepwise_tasks::Generated {
+    let inputs = Inputs {
+        procedures: procs,
+        sources: FeatureSources { features: v, extra_pool: None, allow_missing: false },
+        splits: None,
+    };
+    generate(task, &inputs, cfg, mode).unwrap()
+}
+
+fn unit(v: &[f32]) -> Vec<f64> {
+    let n = v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    v.iter().map(|x| *x as f64 / n).collect()
+}
+
+fn cos_dist(a: &[f64], b: &[f64]) -> f64 {
+    let (na, nb) = (a.iter().map(|x| x * x).sum::<f64>().sqrt(), b.iter().map(|x| x * x).sum::<f64>().sqrt());
+    1.0 - a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / (na * nb)
+}
+
+fn mean(vs: &[Vec<f64>]) -> Vec<f64> {
+    (0..vs[0].len()).map(|d| vs.iter().map(|v| v[d]).sum::<f64>()).collect()
+}
+
+/// The answer's rank (how many choices are nearer) by the shortcuts' distance, computed from the vectors.
+fn brute_rank(q: &Question, task: Task, v: &Vectors) -> usize {
+    let meta = &q.extra["meta"];
+    let vec_of = |id: &str| unit(v.get(id).unwrap_or_else(|| panic!("no vector for {id}")));
+    let ids = |key: &str| -> Vec<String> {
+        meta[key].as_array().unwrap().iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+    };
+    let d: Vec<f64> = match task {
+        Task::VisualCloze | Task::TextualCloze => {
+            let question: Vec<Vec<f64>> = ids("question_items").iter().map(|i| vec_of(i)).collect();
+            let c = mean(&question);
+            ids("choice_items").iter().map(|i| cos_dist(&c, &vec_of(i))).collect()
+        }
+        Task::VisualCoherence => {
+            let items: Vec<Vec<f64>> = ids("choice_items").iter().map(|i| vec_of(i)).collect();
+            (0..items.len())
+                .map(|k| {
+                    let others: Vec<Vec<f64>> =
+                        items.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, x)| x.clone()).collect();
+                    cos_dist(&mean(&others), &items[k])
+                })
+                .collect()
+        }
+        Task::VisualOrdering => {
+            let items: Vec<Vec<f64>> = ids("question_items").iter().map(|i| vec_of(i)).collect();
+            let orders: Vec<Vec<usize>> = serde_json::from_value(meta["choice_orders"].clone()).unwrap();
+            orders
+                .iter()
+                .map(|o| o.windows(2).map(|w| cos_dist(&items[w[0]], &items[w[1]])).sum::<f64>() / 3.0)
+                .collect()
+        }
+    };
+    let a = d[q.answer];
+    d.iter().filter(|&&x| x < a - 1e-6).count()
+}
+
+#[test]
+fn calibrated_ranks_are_the_shortcuts_ranks_and_uniform() {
+    let (procs, v) = corpus(400, 9);
+    let cfg = GenerateConfig { seed: 3, k: 60, k_c: 30, ..Default::default() };
+    assert_eq!(cfg.knobs_mode, KnobsMode::Calibrated, "new suites are calibrated");
+    for task in Task::ALL {
+        for k3 in [0, 1] {
+            let mode = Mode::Knobs(KnobSetting { k1: 0, k2: 1, k3 });
+            let g = run(&procs, &v, task, mode, &cfg);
+            let mut hist = BTreeMap::new();
+            for q in &g.questions {
+                let meta = &q.extra["meta"];
+                assert_eq!(meta["knobs_mode"], "calibrated");
+                let stated = meta["calibrated_rank"].as_u64().unwrap() as usize;
+                assert_eq!(brute_rank(q, task, &v), stated, "{task} {mode} {}", q.qid);
+                *hist.entry(stated).or_insert(0usize) += 1;
+                if task != Task::VisualOrdering {
+                    assert!(q.question.iter().any(|s| s == PLACEHOLDER) || task == Task::VisualCoherence);
+                }
+                assert!(q.choice_list.iter().all(|c| matches!(c, Choice::Item(_) | Choice::Sequence(_))));
+            }
+            let n = g.questions.len();
+            assert!(n >= 100, "{task} {mode}: {n} questions ({:?})", g.counts);
+            // Every rank within 3.5 binomial standard deviations of a quarter.
+            let tolerance = 3.5 * (0.25f64 * 0.75 / n as f64).sqrt();
+            for r in 0..4 {
+                let share = *hist.get(&r).unwrap_or(&0) as f64 / n as f64;
+                assert!((share - 0.25).abs() < tolerance, "{task} {mode}: ranks {hist:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn calibrated_draws_are_identical_for_any_thread_count() {
+    let (procs, v) = corpus(80, 9);
+    let cfg = GenerateConfig { seed: 8, k: 40, k_c: 20, ..Default::default() };
+    let render = |threads: usize| -> Vec<String> {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let mut out = Vec::new();
+            for task in Task::ALL {
+                for mode in KnobSetting::all().into_iter().map(Mode::Knobs) {
+                    let g = run(&procs, &v, task, mode, &cfg);
+                    out.push(format!("{task} {mode} {:?}", g.counts));
+                    out.extend(g.questions.iter().map(|q| stepwise_core::json::to_canonical_string(&q.to_json())));
+                }
+            }
+            out
+        })
+    };
+    let one = render(1);
+    assert!(one.len() > 100);
+    assert_eq!(one, render(2));
+}
+
+#[test]
+fn paper_knob3_applies_to_a_coin_flips_share_and_then_holds() {
+    let (procs, v) = corpus(120, 9);
+    let cfg = GenerateConfig { seed: 4, k: 60, k_c: 30, knobs_mode: KnobsMode::Paper, ..Default::default() };
+    let g = run(&procs, &v, Task::VisualCloze, Mode::Knobs(KnobSetting { k1: 0, k2: 1, k3: 1 }), &cfg);
+    let (mut applied, mut closer_when_applied) = (0usize, 0usize);
+    for q in &g.questions {
+        let meta = &q.extra["meta"];
+        assert_eq!(meta["knobs_mode"], "paper");
+        assert!(meta.get("calibrated_rank").is_none());
+        let to_q: Vec<f64> =
+            meta["distances"]["to_question"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        if meta["knob3_applied"] == Value::Bool(true) {
+            applied += 1;
+            closer_when_applied +=
+                usize::from(to_q.iter().enumerate().any(|(i, &d)| i != q.answer && d <= to_q[q.answer]));
+        } else {
+            assert_eq!(meta["knob3_applied"], Value::Bool(false));
+        }
+    }
+    let n = g.questions.len();
+    assert!(n >= 100, "{:?}", g.counts);
+    assert_eq!(closer_when_applied, applied, "every question the coin applied knob 3 to has a closer negative");
+    let share = applied as f64 / n as f64;
+    assert!((0.3..0.7).contains(&share), "applied to {applied} of {n}");
+}
+
+#[test]
+fn a_setting_below_its_retention_target_is_named() {
+    // Few neighbours: the calibrated ranks can rarely be reached.
+    let (procs, v) = corpus(40, 9);
+    let cfg = GenerateConfig { seed: 1, k: 4, k_c: 4, ..Default::default() };
+    let g = run(&procs, &v, Task::VisualCloze, Mode::Knobs(KnobSetting { k1: 0, k2: 0, k3: 1 }), &cfg);
+    let kept = g.counts.retention().unwrap();
+    assert!(kept < 0.5, "{:?}", g.counts);
+    let w = g.counts.warnings();
+    assert!(w.iter().any(|w| w.contains("planned questions, below the 50%")), "{w:?}");
+    let rows = vec![stepwise_tasks::suite::SuiteRow {
+        setting: "knobs-0-0-1".into(),
+        task: Task::VisualCloze,
+        same_as: None,
+        counts: g.counts.clone(),
+    }];
+    let named = stepwise_tasks::suite::counts_warnings(&rows);
+    assert!(named.iter().any(|w| w.contains("knobs-0-0-1") && w.contains("below the 50%")), "{named:?}");
+}
