@@ -206,7 +206,7 @@ fn flow(supply: &BTreeMap<RankSet, u64>, positions: usize, quota: u64) -> (u64, 
 }
 
 /// Draws tried per question when choosing among the negatives that realise its target rank.
-pub const TRIES: usize = 24;
+pub const TRIES: usize = 48;
 
 /// How unevenly `values` (the choices' shortcut distances) are spaced: the spread of the gaps between
 /// consecutive sorted values over their mean (0 for equal gaps). A choice whose value stands apart from the

@@ -945,7 +945,7 @@ impl Sides {
     }
 
     /// `n` negatives giving the answer rank `target`. Knob 3 = 1 takes them from the candidates nearest the
-    /// answer's own distance to the question (cloze: the 2n nearest on each side; coherence: the third of the
+    /// answer's own distance to the question (cloze: the 3n nearest on each side; coherence: the third of the
     /// odd images nearest the others, at least 3), k3 = 0 from the whole side. Of [`calibrated::TRIES`] draws
     /// the one kept gives the answer the choice-only rank `centre` when one does, and spaces the choices'
     /// distances most evenly ([`calibrated::best_draw`]).
@@ -985,7 +985,7 @@ impl Sides {
         if target > n || self.below.len() < target || self.above.len() < n - target {
             return Err(SkipReason::CalibratedRankUnreachable);
         }
-        let band = |len: usize, want: usize| if k.k3 == 1 { len.min(want.max(2 * n)) } else { len };
+        let band = |len: usize, want: usize| if k.k3 == 1 { len.min(want.max(3 * n)) } else { len };
         let below: Vec<(Cand, f32)> = self.below[..band(self.below.len(), target)].to_vec();
         let above: Vec<(Cand, f32)> = self.above[..band(self.above.len(), n - target)].to_vec();
         let mut draws: Vec<Vec<(Cand, f32)>> = Vec::with_capacity(calibrated::TRIES);
