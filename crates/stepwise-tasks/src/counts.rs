@@ -105,9 +105,14 @@ impl SkipReason {
             | SkipReason::TooFewOrderings => {
                 "distractors are scarce: raise --k, add --distractor-pool, or use a larger corpus"
             }
-            SkipReason::CalibratedRankUnreachable | SkipReason::CalibratedRankBalance => {
+            SkipReason::CalibratedRankUnreachable => {
                 "the answer is closer to (or farther from) the question than the candidates reach: raise --k, add \
                  --distractor-pool, or use a larger corpus (--knobs-mode paper keeps these questions, shortcut and all)"
+            }
+            SkipReason::CalibratedRankBalance => {
+                "most questions' answers can only be the nearest choices, so keeping them would bring the shortcut \
+                 back; a larger corpus or --distractor-pool gives more questions that can take the other ranks \
+                 (--knobs-mode paper keeps them, shortcut and all)"
             }
         }
     }

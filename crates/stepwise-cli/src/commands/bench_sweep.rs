@@ -32,7 +32,7 @@ use stepwise_features::{Metric, Vectors};
 use stepwise_tasks::catalog::FeatureSources;
 use stepwise_tasks::config::ItemKind;
 use stepwise_tasks::suite::{SuiteConfig, SuiteRow, procedure_splits, write_kind_tasksets, write_suite_summary};
-use stepwise_tasks::{GenerateConfig, KnobSetting, Mode, NeighborSearch, TaskGenerator};
+use stepwise_tasks::{GenerateConfig, KnobSetting, KnobsMode, Mode, NeighborSearch, TaskGenerator};
 use stepwise_world::{Domain, WorldParams};
 
 use crate::usage_bail;
@@ -83,6 +83,13 @@ pub struct Args {
     /// Random vectors with the features' shape instead of rendered images and embedded titles.
     #[arg(long)]
     pub synthetic: bool,
+    /// How the knob settings choose negatives (`calibrated` or `paper`, as `stepwise sweep --knobs-mode`).
+    #[arg(long, default_value = "calibrated", value_name = "MODE")]
+    pub knobs_mode: String,
+    /// Skip the same sweep with the other knob mode (timed after the measured one, for comparison; without
+    /// --work-dir its features are extracted again).
+    #[arg(long)]
+    pub no_mode_reference: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -127,7 +134,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64(),
         features.cache_note()
     );
-    let cfg = GenerateConfig { seed: args.seed, neighbors, ..Default::default() };
+    let knobs_mode: KnobsMode = match args.knobs_mode.parse() {
+        Ok(m) => m,
+        Err(e) => usage_bail!("--knobs-mode: {e}"),
+    };
+    let cfg = GenerateConfig { seed: args.seed, neighbors, knobs_mode, ..Default::default() };
     let fractions = SplitFractions::default();
     let splits = procedure_splits(&procedures, fractions, args.seed);
     let base = Manifest::new("taskset");
@@ -159,21 +170,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     println!(
-        "sweep benchmark: {} procedures, {} images, 9 settings × 4 tasks, {threads} threads",
+        "sweep benchmark: {} procedures, {} images, 9 settings × 4 tasks, {threads} threads, {knobs_mode} knobs",
         procedures.len(),
         queries.image_items
     );
     println!("  questions written: {questions} ({:.0} MB of task sets)", bytes as f64 / 1e6);
-    for task in Task::ALL {
-        let per: Vec<String> =
-            rows.iter().filter(|r| r.task == task).map(|r| format!("{}={}", r.setting, r.counts.questions)).collect();
-        println!("  {task}: {}", per.join(" "));
-    }
+    println!("  questions per setting (kept of the plan's):");
+    print_retention(&rows);
     println!(
         "  neighbour search: images {} ({} queries), titles {} ({} queries)",
         methods.1, queries.image_queries, methods.0, queries.title_queries
     );
     println!("  sweep: {secs:.1} s");
+    if !args.no_mode_reference {
+        let other = match knobs_mode {
+            KnobsMode::Calibrated => KnobsMode::Paper,
+            KnobsMode::Paper => KnobsMode::Calibrated,
+        };
+        let (images, titles) = features.load()?;
+        let suite = SuiteConfig { generate: GenerateConfig { knobs_mode: other, ..cfg.clone() }, ..suite.clone() };
+        let dir = std::env::temp_dir().join(format!("stepwise-bench-sweep-{}-{other}", std::process::id()));
+        let t = Instant::now();
+        let (rows, _, _) = sweep(&dir, &procedures, &splits, titles, images, &suite, &base)?;
+        let other_secs = t.elapsed().as_secs_f64();
+        let _ = std::fs::remove_dir_all(&dir);
+        println!(
+            "  the same sweep with {other} knobs: {other_secs:.1} s ({:.2}× this run's time), {} questions; per setting:",
+            other_secs / secs,
+            rows.iter().map(|r| r.counts.questions).sum::<u64>()
+        );
+        print_retention(&rows);
+    }
 
     // --- references
     let mut ratio_lines = Vec::new();
@@ -241,6 +268,21 @@ struct QueryCounts {
 }
 
 /// The timed part: titles first (their vectors are freed once their catalog is built), then the images.
+/// Each task's questions per setting, with the share of its plan kept.
+fn print_retention(rows: &[SuiteRow]) {
+    for task in Task::ALL {
+        let per: Vec<String> = rows
+            .iter()
+            .filter(|r| r.task == task && r.same_as.is_none())
+            .map(|r| {
+                let kept = r.counts.retention().map_or(String::new(), |k| format!(" ({:.0}%)", 100.0 * k));
+                format!("{}={}{kept}", r.setting, r.counts.questions)
+            })
+            .collect();
+        println!("    {task}: {}", per.join(" "));
+    }
+}
+
 fn sweep(
     dir: &std::path::Path,
     procedures: &[stepwise_core::Procedure],
