@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 /// manifest; the report lists them).
 pub const DEPARTURES: &[&str] = &[
     "Knob 2 keeps the paper's ball (k2 = 0) or shell (k2 = 1) around the answer, but its negatives are chosen \
-     within it, not drawn uniformly.",
+     within it, not drawn uniformly, and only among the K searched neighbours (no widened search).",
     "Knob 3 no longer asks for one negative at least as close to the question as the answer (on a coin flip's \
      half of the questions, as the paper's implementation did): every question draws a target rank for the \
      answer's distance to the question among the choices, and the negatives realise it; k3 = 1 takes them from \

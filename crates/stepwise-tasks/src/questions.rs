@@ -170,7 +170,7 @@ impl<'a> Maker<'a> {
                     Mode::RecipeQa => adaptive_neighbourhood(&base.cands, self.cfg.margin as f32, n, &mut rng)?,
                     Mode::Knobs(k) if calibrated => {
                         let target = target.expect("calibrated knobs: the generator drew the target rank");
-                        let sides = self.calibrated_sides(k, base, list, requests, memo)?;
+                        let sides = self.calibrated_sides(k, base, memo)?;
                         let centre = self.centre_target(view, pq);
                         let unit = Unit::new(self.cat);
                         let negs = sides.draw(k, target, centre, n, &unit, base.anchor, &mut rng)?;
@@ -230,39 +230,29 @@ impl<'a> Maker<'a> {
         if self.task == Task::VisualOrdering {
             return Ok(self.order_sides(view, pq).reachable(self.negatives()));
         }
-        let Shared { base, list, requests, memo, .. } = shared;
+        let Shared { base, memo, .. } = shared;
         let base = base.get_or_init(|| self.base(view, pq));
-        Ok(self.calibrated_sides(k, base, list, requests, memo)?.reachable(self.negatives()))
+        Ok(self.calibrated_sides(k, base, memo)?.reachable(self.negatives()))
     }
 
-    /// Calibrated knobs (cloze, coherence): knob 2's region as in the paper (searched neighbours, widened once
-    /// when some rank is out of reach there and the region reaches past them), split by the rank each
-    /// candidate gives the answer.
+    /// Calibrated knobs (cloze, coherence): knob 2's region as in the paper among the searched neighbours, split
+    /// by the rank each candidate gives the answer. The search is not widened beyond the K neighbours: what a
+    /// calibrated draw lacks is candidates nearer the question than the answer, and the items a widening adds
+    /// lie beyond the K nearest to the answer, where such candidates are rarer still.
     fn calibrated_sides(
         &self,
         k: KnobSetting,
         base: &Base<'a>,
-        list: &mut Option<Vec<Cand>>,
-        requests: &mut Option<Vec<BallRequest>>,
         memo: &mut calibrated::Memo,
     ) -> Result<Sides, SkipReason> {
         let cands = &base.cands;
         let Some((m, s)) = knob2_stats(&cands[..cands.len().min(base.reference)]) else {
             return Err(SkipReason::Knob2RegionTooSmall);
         };
-        let n = self.negatives();
-        let full = rank_range(0, self.rank_positions() - 1);
         let mut stats = SelectionStats { candidates: cands.len(), widened: Some(false), ..Default::default() };
         let region = region_of(cands, m, s, k.k2, &mut stats);
-        let mut sides = self.split_sides(base, &region, stats, memo);
-        let interval = knob2_interval(m, s, k.k2);
-        if sides.reachable(n) != full && interval.1 >= base.reach {
-            let list = list.get_or_insert_with(|| self.widen(&base.queries, m + s, requests));
-            let mut stats = SelectionStats { candidates: list.len(), widened: Some(true), ..Default::default() };
-            let region = region_of(list, m, s, k.k2, &mut stats);
-            sides = self.split_sides(base, &region, stats, memo);
-        }
-        if sides.len() < n {
+        let sides = self.split_sides(base, &region, stats, memo);
+        if sides.len() < self.negatives() {
             return Err(SkipReason::Knob2RegionTooSmall);
         }
         Ok(sides)
