@@ -153,12 +153,12 @@ fn flow(supply: &BTreeMap<RankSet, u64>, positions: usize, quota: u64) -> (u64, 
         let mut end = None;
         while let Some(u) = queue.pop_front() {
             if u < s_n {
-                for r in 0..positions {
+                for (r, &wanted) in need.iter().enumerate() {
                     let v = s_n + r;
                     if !seen[v] && sets[u].0 & (1 << r) != 0 {
                         seen[v] = true;
                         prev[v] = Some(u);
-                        if need[r] > 0 {
+                        if wanted > 0 {
                             end = Some(v);
                             break;
                         }
@@ -447,7 +447,7 @@ mod tests {
             assert!((c as f64 / total as f64 - 0.25).abs() < 0.01, "{counts:?}");
         }
         // Everyone free: everything kept.
-        let a = RankAllocation::solve(&vec![rank_range(0, 3); 40], 4);
+        let a = RankAllocation::solve(&[rank_range(0, 3); 40], 4);
         assert_eq!(a.expected_keep, 1.0);
         // Unseen or empty sets are left out.
         assert_eq!(a.draw(rank_range(1, 1), &mut rng), None);
@@ -487,8 +487,8 @@ mod tests {
                 unit.distance(&unit.sum(&others), shown[k])
             };
             assert!((odd - d(3)).abs() < 1e-5);
-            for k in 0..3 {
-                assert!((values[k] - d(k)).abs() < 1e-5, "candidate {c}, image {k}");
+            for (k, v) in values.iter().enumerate() {
+                assert!((v - d(k)).abs() < 1e-5, "candidate {c}, image {k}");
             }
             let direct = (0..3).filter(|&k| d(k) < d(3)).count();
             assert_eq!(rank, direct, "candidate {c}");

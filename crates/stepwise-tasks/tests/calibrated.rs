@@ -4,52 +4,19 @@
 
 use std::collections::BTreeMap;
 
-use rand::Rng;
 use serde_json::Value;
-use stepwise_core::rng::rng_for;
 use stepwise_core::taskset::PLACEHOLDER;
-use stepwise_core::{Choice, Procedure, Question, Step, Task};
+use stepwise_core::{Choice, Procedure, Question, Task};
 use stepwise_features::Vectors;
-use stepwise_tasks::catalog::FeatureSources;
-use stepwise_tasks::{GenerateConfig, Inputs, KnobSetting, KnobsMode, Mode, generate};
+use stepwise_tasks::{GenerateConfig, KnobSetting, KnobsMode, Mode};
 
-const DIM: usize = 16;
+mod common;
 
-/// Procedures with a per-procedure style plus noise (as in tests/generate.rs), plus a pool-free catalog.
+use common::{run, styled_corpus};
+
+/// A stronger style than tests/generate.rs's (0.5): answers sit near their question, as in real data.
 fn corpus(n_procs: usize, n_steps: usize) -> (Vec<Procedure>, Vectors) {
-    let mut procs = Vec::new();
-    let mut ids = Vec::new();
-    let mut data = Vec::new();
-    for p in 0..n_procs {
-        let pid = format!("synth/{p:03}");
-        let mut rng = rng_for(5, &pid);
-        let style: Vec<f32> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let mut steps = Vec::new();
-        for s in 0..n_steps {
-            let img = format!("images/{p:03}_{s}.jpg");
-            steps.push(Step {
-                title: Some(format!("Step {s}: do thing {} of {p}", s * 7 % 11)),
-                text: Some(format!("Text of step {s} in procedure {p}.")),
-                images: vec![img.clone()],
-                ..Default::default()
-            });
-            for prefix in [format!("image:{img}"), format!("title:{pid}#{s}"), format!("text:{pid}#{s}")] {
-                ids.push(prefix);
-                data.extend(style.iter().map(|x| 0.5 * x + rng.random_range(-0.5f32..0.5)));
-            }
-        }
-        procs.push(Procedure { id: pid, category: Some("a".into()), steps, ..Default::default() });
-    }
-    (procs, Vectors::new(DIM, ids, data))
-}
-
-fn run(procs: &[Procedure], v: &Vectors, task: Task, mode: Mode, cfg: &GenerateConfig) -> stepwise_tasks::Generated {
-    let inputs = Inputs {
-        procedures: procs,
-        sources: FeatureSources { features: v, extra_pool: None, allow_missing: false },
-        splits: None,
-    };
-    generate(task, &inputs, cfg, mode).unwrap()
+    styled_corpus(n_procs, n_steps, 5, 0.5)
 }
 
 fn unit(v: &[f32]) -> Vec<f64> {
