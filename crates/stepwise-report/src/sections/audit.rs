@@ -238,7 +238,7 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
          choice's distance to the question. Accuracies in % with 95% bootstrap intervals; chance is 1 / choices. \
          The question the control knobs answer: does the probe fall to chance once the knobs remove the shortcuts? \
          Settings with only a handful of questions have wide intervals — read them with their counts. \
-         **Shortcut-free**: every entry of the audit's shortcut panel (each distance-rank pick — nearest, 2nd, …, \
+         Shortcut-free: every entry of the audit's shortcut panel (each distance-rank pick — nearest, 2nd, …, \
          farthest —, a probe on distances and ranks, and a choice-only probe that never sees the question) has a 95% \
          interval containing chance and none lies more than 5 points above it; the worst shortcut is the entry \
          farthest from chance (each task set's audit.md lists the whole panel).",
