@@ -18,6 +18,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rand::Rng;
+use serde::Serialize;
+use stepwise_kernels::math::dot_lanes;
+
+use crate::catalog::Catalog;
+
 /// How calibrated knobs depart from the papers' rules, one line each (recorded in every calibrated task set's
 /// manifest; the report lists them).
 pub const DEPARTURES: &[&str] = &[
@@ -39,12 +45,6 @@ pub const DEPARTURES: &[&str] = &[
     "The shortcuts' distance is cosine on the features whatever --metric says (the Hasty Student's distance); \
      knob 2's regions use --metric as in the paper.",
 ];
-
-use rand::Rng;
-use serde::Serialize;
-use stepwise_kernels::math::dot_lanes;
-
-use crate::catalog::Catalog;
 
 /// A set of ranks (bit r = rank r reachable), at most 16 positions.
 pub type RankSet = u16;
@@ -322,11 +322,7 @@ impl<'a> Unit<'a> {
 
     /// Cosine distance of item `i` to the direction `v` (any length).
     pub fn distance(&self, v: &[f32], i: u32) -> f32 {
-        let (nv, ni) = (dot_lanes(v, v).sqrt(), self.norm(i));
-        if nv == 0.0 || ni == 0.0 {
-            return 1.0;
-        }
-        1.0 - dot_lanes(v, self.cat.row(i)) / (nv * ni)
+        self.distance_len(v, dot_lanes(v, v).sqrt(), i)
     }
 
     /// Cosine similarity of two items.

@@ -206,8 +206,6 @@ impl Counts {
         }
     }
 
-    /// Warnings about this result (to be prefixed with what it is, e.g. "visual_cloze knobs-1-0-1: "): too few
-    /// questions, or most procedures giving none; each names the main reason and what to change.
     /// The questions the plan asked for (kept or skipped by a constraint; not those knob 1's pool ran out of).
     pub fn planned(&self) -> u64 {
         let exhausted = self.questions_skipped.get(SkipReason::Knob1PoolExhausted.as_str()).copied().unwrap_or(0);
@@ -220,6 +218,9 @@ impl Counts {
         (planned > 0).then(|| self.questions as f64 / planned as f64)
     }
 
+    /// Warnings about this result (to be prefixed with what it is, e.g. "visual_cloze knobs-1-0-1: "): too few
+    /// questions, too little of the plan kept, or most procedures giving none; each names the main reason and
+    /// what to change.
     pub fn warnings(&self) -> Vec<String> {
         let top = |m: &BTreeMap<String, u64>| {
             m.iter()

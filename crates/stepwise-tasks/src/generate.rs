@@ -15,7 +15,7 @@ use stepwise_core::shard::Shard;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
-use crate::calibrated::{RankAllocation, pilot_stride, rank_range};
+use crate::calibrated::{RankAllocation, RankSet, pilot_stride, rank_range};
 use crate::catalog::{Catalog, FeatureSources};
 use crate::config::{GenerateConfig, ItemKind, KnobsMode, Mode};
 use crate::counts::{Counts, SkipReason};
@@ -307,26 +307,21 @@ impl<'a> TaskGenerator<'a> {
         if pilot.is_empty() {
             return None;
         }
-        let makers: Vec<Maker<'_>> = modes
-            .iter()
-            .map(|&mode| Maker { task: plan.task, mode, cfg: &self.cfg, cat: &self.cat, table: &self.table })
-            .collect();
+        let makers = self.makers(plan.task, modes);
         let positions = makers[0].rank_positions();
-        let sets: Vec<u16> = pilot
+        let sets: Vec<RankSet> = pilot
             .par_iter()
             .map(|&(i, q)| {
-                let view = self.view(i);
                 let pq = &plan.procs[i].questions[q];
-                let mut shared = Shared::default();
-                makers
-                    .iter()
-                    .try_fold(rank_range(0, positions - 1), |set, m| {
-                        m.rank_set(&view, pq, &mut shared).map(|s| set & s).ok()
-                    })
-                    .unwrap_or(0)
+                common_ranks(&makers, &self.view(i), pq, &mut Shared::default()).unwrap_or(0)
             })
             .collect();
         Some(RankAllocation::solve(&sets, positions))
+    }
+
+    /// One question maker per setting of `modes`.
+    fn makers(&self, task: Task, modes: &[Mode]) -> Vec<Maker<'_>> {
+        modes.iter().map(|&mode| Maker { task, mode, cfg: &self.cfg, cat: &self.cat, table: &self.table }).collect()
     }
 
     fn view(&self, i: usize) -> ProcView<'_> {
@@ -346,10 +341,7 @@ impl<'a> TaskGenerator<'a> {
         counts: &mut [Counts],
     ) -> Vec<Vec<ProcedureQuestions>> {
         let task = plan.task;
-        let makers: Vec<Maker<'_>> = modes
-            .iter()
-            .map(|&mode| Maker { task, mode, cfg: &self.cfg, cat: &self.cat, table: &self.table })
-            .collect();
+        let makers = self.makers(task, modes);
         let procs = self.procedures;
         let offset = range.start;
         type PerMode<T> = Vec<Vec<T>>;
@@ -367,31 +359,17 @@ impl<'a> TaskGenerator<'a> {
             if let Some(allocation) = allocation {
                 // Calibrated knobs: one target rank for the question in every paired setting, drawn among the
                 // ranks all of them can give it, or the question left out.
-                let mut set = rank_range(0, allocation.positions - 1);
-                let mut failed = None;
-                for (j, m) in makers.iter().enumerate() {
-                    match m.rank_set(view, pq, shared) {
-                        Ok(s) => set &= s,
-                        Err(r) => {
-                            failed.get_or_insert((j, r));
-                        }
-                    }
-                }
-                let missing = shared.take_requests();
-                if !missing.is_empty() {
-                    requests.extend(missing);
-                    return None;
-                }
+                let ranks = common_ranks(&makers, view, pq, shared);
                 let k1 = match plan.mode {
                     Mode::Knobs(k) => k.k1,
                     Mode::RecipeQa => unreachable!("an allocation is for knob settings"),
                 };
                 let key = format!("tasks/calibrated-rank/{task}/k1={k1}/{}/{}", view.procedure.id, pq.attempt);
                 let mut rng = rng_for(self.cfg.seed, &key);
-                let left_out = match failed {
-                    Some((j, r)) => Some((Some(j), r)),
-                    None if set == 0 => Some((None, SkipReason::CalibratedRankUnreachable)),
-                    None => match allocation.draw(set, &mut rng) {
+                let left_out = match ranks {
+                    Err((j, r)) => Some((Some(j), r)),
+                    Ok(0) => Some((None, SkipReason::CalibratedRankUnreachable)),
+                    Ok(set) => match allocation.draw(set, &mut rng) {
                         Some(r) => {
                             shared.target = Some(r);
                             None
@@ -517,6 +495,21 @@ impl<'a> TaskGenerator<'a> {
         self.prepare(&[&p])?;
         Ok(self.build(&p))
     }
+}
+
+/// Calibrated knobs: the ranks every setting of `makers` can give the answer of `pq` (0: none in common), or the
+/// first setting that cannot make the question at all and why.
+fn common_ranks<'a>(
+    makers: &[Maker<'a>],
+    view: &ProcView<'_>,
+    pq: &crate::plan::PlannedQuestion,
+    shared: &mut Shared<'a>,
+) -> std::result::Result<RankSet, (usize, SkipReason)> {
+    let all = rank_range(0, makers[0].rank_positions() - 1);
+    makers
+        .iter()
+        .enumerate()
+        .try_fold(all, |set, (j, m)| m.rank_set(view, pq, shared).map(|s| set & s).map_err(|r| (j, r)))
 }
 
 /// The items whose neighbours a plan's questions need, with the index of the procedure asking: the answer

@@ -219,7 +219,7 @@ impl<'a> Maker<'a> {
 
     /// Calibrated knobs: the ranks this setting can give the answer (coherence: the odd image) among the
     /// choices, by the shortcuts' distance ([`crate::calibrated`]). Uses (and fills) `shared` as [`Self::choose`]
-    /// does; a deferred widened search gives an empty set and records its balls.
+    /// does.
     pub fn rank_set(
         &self,
         view: &ProcView<'_>,
