@@ -3,6 +3,7 @@
 //! Plain `query` calls, no compile-time macros: the schema lives in `migrations/`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
@@ -21,6 +22,21 @@ pub enum Backend {
 pub struct Db {
     pub pool: AnyPool,
     pub backend: Backend,
+    /// SQLite takes one writer: this process's write transactions queue here, in order, rather than in SQLite's
+    /// busy handler (whose sleeps of up to 100 ms would set the latency tail). Unused on PostgreSQL.
+    writer: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction (see [`Db::begin_write`]).
+pub struct WriteTx {
+    pub tx: sqlx::Transaction<'static, sqlx::Any>,
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await.map_err(db_error)
+    }
 }
 
 /// A database failure: not the user's input (the server answers 503 and logs it).
@@ -122,33 +138,32 @@ impl Db {
             Backend::Postgres => sqlx::migrate!("migrations/postgres"),
         };
         migrator.run(&pool).await.map_err(|e| Error::runtime(format!("database migrations: {e}")))?;
-        Ok(Db { pool, backend })
+        Ok(Db { pool, backend, writer: Arc::new(tokio::sync::Mutex::new(())) })
+    }
+
+    /// Begin a transaction that writes (on SQLite, after this process's earlier writers).
+    pub async fn begin_write(&self) -> Result<WriteTx> {
+        let turn = match self.backend {
+            Backend::Sqlite => Some(self.writer.clone().lock_owned().await),
+            Backend::Postgres => None,
+        };
+        Ok(WriteTx { tx: self.pool.begin().await.map_err(db_error)?, _turn: turn })
     }
 
     /// Load the study's tasks into an empty database, or check that the database holds this study's tasks.
     pub async fn sync_tasks(&self, study: &Study) -> Result<()> {
-        let rows = sqlx::query("SELECT id, instance, modality, qualification, needed FROM tasks ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_error)?;
+        let mut rows = self.task_rows().await?;
         if rows.is_empty() {
-            let mut tx = self.pool.begin().await.map_err(db_error)?;
-            for (i, t) in study.tasks.iter().enumerate() {
-                let needed = if t.qualification { 0 } else { study.rules.judgements as i64 };
-                sqlx::query(
-                    "INSERT INTO tasks (id, instance, modality, qualification, needed) VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(i as i64 + 1)
-                .bind(t.instance as i64)
-                .bind(t.modality.as_str())
-                .bind(i64::from(t.qualification))
-                .bind(needed)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
+            match self.insert_tasks(study).await {
+                Ok(()) => return Ok(()),
+                // Another server process loaded them at the same moment: check what it loaded.
+                Err(e) => {
+                    rows = self.task_rows().await?;
+                    if rows.is_empty() {
+                        return Err(e);
+                    }
+                }
             }
-            tx.commit().await.map_err(db_error)?;
-            return Ok(());
         }
         let mut same = rows.len() == study.tasks.len();
         for (i, (r, t)) in rows.iter().zip(&study.tasks).enumerate() {
@@ -160,6 +175,47 @@ impl Db {
         if !same {
             return Err(Error::bad_input("the database holds another study's tasks: give each study its own database"));
         }
+        Ok(())
+    }
+
+    async fn task_rows(&self) -> Result<Vec<sqlx::any::AnyRow>> {
+        sqlx::query("SELECT id, instance, modality, qualification, needed FROM tasks ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn insert_tasks(&self, study: &Study) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(db_error)?;
+        // Many rows per statement: a 100,000-HIT study has hundreds of thousands of items.
+        for (c, chunk) in study.tasks.chunks(500).enumerate() {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|k| format!("(${}, ${}, ${}, ${}, ${})", 5 * k + 1, 5 * k + 2, 5 * k + 3, 5 * k + 4, 5 * k + 5))
+                .collect();
+            let sql = format!(
+                "INSERT INTO tasks (id, instance, modality, qualification, needed) VALUES {}",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (k, t) in chunk.iter().enumerate() {
+                let needed = if t.qualification { 0 } else { study.rules.judgements as i64 };
+                q = q
+                    .bind((c * 500 + k) as i64 + 1)
+                    .bind(t.instance as i64)
+                    .bind(t.modality.as_str())
+                    .bind(i64::from(t.qualification))
+                    .bind(needed);
+            }
+            q.execute(&mut *tx).await.map_err(db_error)?;
+        }
+        sqlx::query(
+            "INSERT INTO wanted (modality, remaining) SELECT modality, SUM(needed) FROM tasks \
+             WHERE qualification = 0 GROUP BY modality",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         Ok(())
     }
 
@@ -305,17 +361,44 @@ impl Db {
 
     /// Withdraw an open assignment (its item timed out and others gave every wanted judgement).
     pub async fn release(&self, id: i64) -> Result<()> {
+        let mut w = self.begin_write().await?;
+        let rows = sqlx::query(
+            "UPDATE assignments SET status = $1, holds = 0 WHERE id = $2 AND status = $3 AND holds = 1 RETURNING task_id",
+        )
+        .bind(DISCARDED)
+        .bind(id)
+        .bind(OPEN)
+        .fetch_all(&mut *w.tx)
+        .await
+        .map_err(db_error)?;
+        let mut tally = crate::queue::Tally::default();
+        crate::queue::give_back(&mut w.tx, &mut tally, &rows).await?;
+        crate::queue::settle(&mut w.tx, tally).await?;
         sqlx::query("UPDATE assignments SET status = $1 WHERE id = $2 AND status = $3")
             .bind(DISCARDED)
             .bind(id)
             .bind(OPEN)
-            .execute(&self.pool)
+            .execute(&mut *w.tx)
             .await
             .map_err(db_error)?;
+        w.commit().await?;
         Ok(())
     }
 
-    /// Judgements held per task: submitted ones, plus open ones younger than `open_since_ms`.
+    /// The person's first open assignment's HIT (every assignment of it, in position order), if any is open.
+    pub async fn open_hit(&self, worker: i64) -> Result<Vec<AssignmentRow>> {
+        let sql = format!(
+            "SELECT {ASSIGNMENT_COLUMNS} FROM assignments a JOIN hits h ON h.id = a.hit_id \
+             WHERE a.hit_id = (SELECT o.hit_id FROM assignments o JOIN hits oh ON oh.id = o.hit_id \
+                 WHERE o.worker_id = $1 AND o.status = $2 ORDER BY oh.seq, o.position LIMIT 1) \
+             ORDER BY a.position"
+        );
+        let rows = sqlx::query(&sql).bind(worker).bind(OPEN).fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.iter().map(assignment_row).collect()
+    }
+
+    /// Judgements held per task recomputed from the assignments (submitted ones, plus open ones made at or after
+    /// `open_since_ms`): what the queue's counts stand for, for checks.
     pub async fn task_load(&self, open_since_ms: i64) -> Result<BTreeMap<i64, usize>> {
         let rows = sqlx::query(
             "SELECT task_id, COUNT(*) FROM assignments WHERE status = $1 OR (status = $2 AND created_ms >= $3) \
@@ -329,46 +412,56 @@ impl Db {
         .map_err(db_error)?;
         rows.iter().map(|r| Ok((col::<i64>(r, 0)?, col::<i64>(r, 1)? as usize))).collect()
     }
+}
 
-    /// A new HIT for `worker` holding `tasks` in this order; returns the HIT's id.
-    pub async fn create_hit(
-        &self,
-        worker: i64,
-        seq: i64,
-        qualification: bool,
-        tasks: &[i64],
-        now_ms: i64,
-    ) -> Result<i64> {
-        let mut tx = self.pool.begin().await.map_err(db_error)?;
-        let hit: i64 = sqlx::query(
-            "INSERT INTO hits (worker_id, seq, qualification, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
+/// Insert a HIT for `worker` holding `tasks` in this order (taken from the queue in the same transaction);
+/// returns the HIT's id. Study items' assignments count in their item's judgements (`holds`).
+pub async fn insert_hit(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    worker: i64,
+    seq: i64,
+    qualification: bool,
+    tasks: &[i64],
+    now_ms: i64,
+) -> Result<i64> {
+    let hit: i64 = sqlx::query(
+        "INSERT INTO hits (worker_id, seq, qualification, created_ms) VALUES ($1, $2, $3, $4) RETURNING id",
+    )
+    .bind(worker)
+    .bind(seq)
+    .bind(i64::from(qualification))
+    .bind(now_ms)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(db_error)
+    .and_then(|r| col(&r, 0))?;
+    for (position, task) in tasks.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO assignments (hit_id, worker_id, task_id, position, status, created_ms, holds) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
+        .bind(hit)
         .bind(worker)
-        .bind(seq)
-        .bind(i64::from(qualification))
+        .bind(task)
+        .bind(position as i64)
+        .bind(OPEN)
         .bind(now_ms)
-        .fetch_one(&mut *tx)
+        .bind(i64::from(!qualification))
+        .execute(&mut **tx)
         .await
-        .map_err(db_error)
-        .and_then(|r| col(&r, 0))?;
-        for (position, task) in tasks.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO assignments (hit_id, worker_id, task_id, position, status, created_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(hit)
-            .bind(worker)
-            .bind(task)
-            .bind(position as i64)
-            .bind(OPEN)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        }
-        tx.commit().await.map_err(db_error)?;
-        Ok(hit)
+        .map_err(db_error)?;
     }
+    Ok(hit)
+}
+
+/// The person's last HIT number (0 before their first HIT).
+pub async fn last_seq(tx: &mut sqlx::Transaction<'static, sqlx::Any>, worker: i64) -> Result<i64> {
+    let row = sqlx::query("SELECT COALESCE(MAX(seq), 0) FROM hits WHERE worker_id = $1")
+        .bind(worker)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    col(&row, 0)
 }
 
 /// What a submission did.
@@ -448,6 +541,40 @@ fn assignment_row(r: &sqlx::any::AnyRow) -> Result<AssignmentRow> {
     })
 }
 
+/// Held by the one server process of a SQLite study (released when the process ends, however it ends).
+#[derive(Debug)]
+pub struct ServerLock {
+    _file: std::fs::File,
+}
+
+/// A SQLite database takes one writer, so one server process: claim `<database file>.serve-lock` for this
+/// process, or say that another process serves it. PostgreSQL takes several processes: `None`.
+pub fn claim_server(url: &str) -> Result<Option<ServerLock>> {
+    let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
+        return Ok(None);
+    };
+    let path = rest.split('?').next().unwrap_or(rest);
+    if path.is_empty() || path == ":memory:" {
+        return Ok(None);
+    }
+    let lock = format!("{path}.serve-lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(|e| Error::bad_input(format!("{lock}: cannot open the server lock: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(ServerLock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::usage(format!(
+            "another `stepwise annotate serve` is serving the SQLite database {path}: SQLite takes one writer, so \
+             a study on SQLite has one server process. Stop the other one, or run several processes on one \
+             PostgreSQL database (--database postgres://USER@HOST/DB)"
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::bad_input(format!("{lock}: cannot lock: {e}"))),
+    }
+}
+
 /// A database URL without its password, for messages.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -483,6 +610,19 @@ pub fn task_spec(study: &Study, task_id: i64) -> Option<(usize, Modality, bool)>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sqlite_database_has_one_server() {
+        let td = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+        let held = claim_server(&url).unwrap();
+        assert!(held.is_some());
+        let e = claim_server(&url).unwrap_err().to_string();
+        assert!(e.contains("one server process") && e.contains("PostgreSQL"), "{e}");
+        drop(held);
+        assert!(claim_server(&url).unwrap().is_some(), "free again once the first server is gone");
+        assert!(claim_server("postgres://u@h/db").unwrap().is_none());
+    }
 
     #[test]
     fn redact_hides_the_password_only() {

@@ -7,6 +7,7 @@
 //! - [`study`]: a study folder (rules, instances, admin password hash) — `stepwise annotate create`
 //! - [`db`]: SQLite (default, in the study folder) or PostgreSQL, migrations, queries
 //! - [`schedule`]: which items a person gets next (HITs, modality gap)
+//! - [`queue`]: the same rules on counts kept in the database (no scan per HIT; several processes agree)
 //! - [`judgements`]: the answer format, validation, per-person accuracy and agreement
 //! - [`progress`]: where a study stands (dashboard and exports)
 //! - [`tables`]: the paper's human tables (which modality helped, confidence, κ per modality, time per HIT)
@@ -24,6 +25,7 @@ pub mod export;
 pub mod judgements;
 pub mod pages;
 pub mod progress;
+pub mod queue;
 pub mod schedule;
 pub mod server;
 pub mod simulate;

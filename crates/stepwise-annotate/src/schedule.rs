@@ -1,10 +1,11 @@
 //! Which items a person gets next: pure rules over the study, the judgements already held per item and the
 //! person's history (tested without a server).
 //!
-//! A HIT holds up to `hit_size` items of one modality (the one with most judgements still wanted among the items
-//! this person may take), in queue order. A person may take an item when it still wants judgements, they have
-//! not had it before, and they have not seen its instance in another modality within the last `modality_gap`
-//! HITs (`None`: ever). One HIT never holds an instance twice.
+//! A HIT holds up to `hit_size` items of one modality, in queue order: the modality with most judgements still
+//! wanted in the whole study (ties in the fixed modality order) among those with an item this person may take.
+//! A person may take an item when it still wants judgements, they have not had it before, and they have not
+//! seen its instance in another modality within the last `modality_gap` HITs (`None`: ever). One HIT never
+//! holds an instance twice. The server applies these rules through the database ([`crate::queue`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -38,41 +39,42 @@ pub fn next_hit(study: &Study, load: &BTreeMap<i64, usize>, seen: &[Seen], next_
             })
         })
     };
-    let mut by_modality: BTreeMap<Modality, (usize, Vec<(i64, usize)>)> = BTreeMap::new();
+    let remaining = |id: i64| rules.judgements.saturating_sub(load.get(&id).copied().unwrap_or(0));
+    let mut wanted: BTreeMap<Modality, usize> = BTreeMap::new();
     for (i, t) in study.tasks.iter().enumerate() {
-        if t.qualification {
-            continue;
-        }
-        let id = i as i64 + 1;
-        let held = load.get(&id).copied().unwrap_or(0);
-        let Some(remaining) = rules.judgements.checked_sub(held).filter(|&r| r > 0) else {
-            continue;
-        };
-        if !allowed(t.instance, t.modality) {
-            continue;
-        }
-        let entry = by_modality.entry(t.modality).or_default();
-        entry.0 += remaining;
-        entry.1.push((id, t.instance));
-    }
-    // Most wanted modality first; ties in the fixed modality order.
-    let Some((_, (_, candidates))) =
-        by_modality.into_iter().max_by(|(ma, (ra, _)), (mb, (rb, _))| ra.cmp(rb).then(mb.cmp(ma)))
-    else {
-        return Vec::new();
-    };
-    let mut hit = Vec::with_capacity(rules.hit_size);
-    let mut instances = Vec::with_capacity(rules.hit_size);
-    for (id, instance) in candidates {
-        if hit.len() == rules.hit_size {
-            break;
-        }
-        if !instances.contains(&instance) {
-            instances.push(instance);
-            hit.push(id);
+        if !t.qualification {
+            *wanted.entry(t.modality).or_default() += remaining(i as i64 + 1);
         }
     }
-    hit
+    let wanted: Vec<(Modality, usize)> = wanted.into_iter().filter(|&(_, r)| r > 0).collect();
+    for modality in modality_order(&wanted) {
+        let mut hit = Vec::with_capacity(rules.hit_size);
+        let mut instances = Vec::with_capacity(rules.hit_size);
+        for (i, t) in study.tasks.iter().enumerate() {
+            if hit.len() == rules.hit_size {
+                break;
+            }
+            let id = i as i64 + 1;
+            if t.qualification || t.modality != modality || remaining(id) == 0 || !allowed(t.instance, t.modality) {
+                continue;
+            }
+            if !instances.contains(&t.instance) {
+                instances.push(t.instance);
+                hit.push(id);
+            }
+        }
+        if !hit.is_empty() {
+            return hit;
+        }
+    }
+    Vec::new()
+}
+
+/// Modalities by judgements still wanted, most first; ties in the fixed modality order.
+pub fn modality_order(wanted: &[(Modality, usize)]) -> Vec<Modality> {
+    let mut order = wanted.to_vec();
+    order.sort_by(|(ma, ra), (mb, rb)| rb.cmp(ra).then(ma.cmp(mb)));
+    order.into_iter().map(|(m, _)| m).collect()
 }
 
 /// Task ids of the qualification round (every qualification item, in queue order).

@@ -28,7 +28,8 @@ use crate::db::{
 };
 use crate::judgements::{self, Answer, Submission};
 use crate::pages;
-use crate::schedule::{self, Seen};
+use crate::queue;
+use crate::schedule;
 use crate::study::{Study, StudyKind};
 
 const SESSION_COOKIE: &str = "sw_session";
@@ -43,7 +44,7 @@ const ANNOTATOR_SESSION_MS: i64 = 30 * 24 * 3600 * 1000;
 pub struct AppState {
     pub db: Db,
     pub study: Arc<Study>,
-    /// HITs are handed out one at a time so two people never both take an item's last wanted judgement.
+    /// HITs are handed out one at a time in this process (see `current_assignment`).
     assign: tokio::sync::Mutex<()>,
     /// Password checks running at once (each holds 19 MiB for Argon2id).
     logins: tokio::sync::Semaphore,
@@ -295,16 +296,14 @@ async fn current_assignment(
     w: &WorkerRow,
 ) -> Result<Option<(AssignmentRow, Vec<AssignmentRow>)>, AppError> {
     let study = &state.study;
-    let open_of = |mine: &[AssignmentRow]| -> Option<(AssignmentRow, Vec<AssignmentRow>)> {
-        let a = mine.iter().filter(|a| a.status == OPEN).min_by_key(|a| (a.hit_seq, a.position))?.clone();
-        let hit = mine.iter().filter(|x| x.hit_id == a.hit_id).cloned().collect();
+    let first_open = |hit: Vec<AssignmentRow>| -> Option<(AssignmentRow, Vec<AssignmentRow>)> {
+        let a = hit.iter().filter(|a| a.status == OPEN).min_by_key(|a| a.position)?.clone();
         Some((a, hit))
     };
     let timeout = study.rules.assignment_timeout_minutes.saturating_mul(60_000) as i64;
     // An item held past the timeout was offered to others; once they gave every wanted judgement, it is
     // withdrawn from this person instead of collecting one judgement too many.
-    let mut mine = state.db.assignments(Some(w.id)).await?;
-    while let Some((a, hit)) = open_of(&mine) {
+    while let Some((a, hit)) = first_open(state.db.open_hit(w.id).await?) {
         let stale = now_ms() - a.created_ms > timeout;
         let full = match task_spec(study, a.task_id) {
             Some((_, _, false)) if stale => db::done_count(&state.db.pool, a.task_id).await? >= study.rules.judgements,
@@ -314,36 +313,48 @@ async fn current_assignment(
             return Ok(Some((a, hit)));
         }
         state.db.release(a.id).await?;
-        mine = state.db.assignments(Some(w.id)).await?;
     }
+    // One HIT at a time per process (SQLite has one writer anyway); across processes the person's row lock
+    // and the queue's conditional counts keep HITs apart.
     let _one_at_a_time = state.assign.lock().await;
-    let mine = state.db.assignments(Some(w.id)).await?;
-    if let Some(found) = open_of(&mine) {
-        return Ok(Some(found));
-    }
-    let next_seq = mine.iter().map(|a| a.hit_seq).max().unwrap_or(0) + 1;
-    let now = now_ms();
-    let (tasks, qualification) = match w.status.as_str() {
-        WORKER_QUALIFYING if mine.is_empty() => (schedule::qualification_hit(study), true),
-        WORKER_ACTIVE => {
-            let load = state.db.task_load(now - timeout).await?;
-            let seen: Vec<Seen> = mine
-                .iter()
-                .filter_map(|a| {
-                    let (instance, modality, q) = task_spec(study, a.task_id)?;
-                    (!q).then_some(Seen { instance, modality, hit_seq: a.hit_seq })
-                })
-                .collect();
-            (schedule::next_hit(study, &load, &seen, next_seq), false)
+    let mut wtx = state.db.begin_write().await?;
+    let tx = &mut wtx.tx;
+    // Lock the person's row first (also makes this a write transaction from its first statement on SQLite),
+    // then look again: another request or process may have handed them a HIT meanwhile.
+    let status: String = sqlx::query("UPDATE workers SET status = status WHERE id = $1 RETURNING status")
+        .bind(w.id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)
+        .and_then(|r| db::col(&r, 0))?;
+    let open: Option<i64> = sqlx::query("SELECT id FROM assignments WHERE worker_id = $1 AND status = $2 LIMIT 1")
+        .bind(w.id)
+        .bind(OPEN)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_error)?
+        .map(|r| db::col(&r, 0))
+        .transpose()?;
+    if open.is_none() {
+        let last_seq = db::last_seq(tx, w.id).await?;
+        let mut tally = queue::Tally::default();
+        let now = now_ms();
+        let (tasks, qualification) = match status.as_str() {
+            WORKER_QUALIFYING if last_seq == 0 => (schedule::qualification_hit(study), true),
+            WORKER_ACTIVE => {
+                queue::expire(tx, &mut tally, now - timeout).await?;
+                (queue::next_hit(tx, &mut tally, study, w.id, last_seq + 1).await?, false)
+            }
+            _ => (Vec::new(), false),
+        };
+        if !tasks.is_empty() {
+            db::insert_hit(tx, w.id, last_seq + 1, qualification, &tasks, now).await?;
         }
-        _ => (Vec::new(), false),
-    };
-    if tasks.is_empty() {
-        return Ok(None);
+        queue::settle(tx, tally).await?;
     }
-    state.db.create_hit(w.id, next_seq, qualification, &tasks, now).await?;
-    let mine = state.db.assignments(Some(w.id)).await?;
-    Ok(open_of(&mine))
+    // Also with nothing handed out: the expiry stands.
+    wtx.commit().await?;
+    Ok(first_open(state.db.open_hit(w.id).await?))
 }
 
 async fn submit(
@@ -372,27 +383,33 @@ async fn submit(
     let kind = if qualification { StudyKind::Ordering } else { study.rules.kind };
     let answer = judgements::validate(study, kind, instance, modality, &sub).map_err(AppError::BadRequest)?;
     let now = now_ms();
-    let mut tx = state.db.pool.begin().await.map_err(db_error)?;
+    let mut wtx = state.db.begin_write().await?;
+    let tx = &mut wtx.tx;
     // Lock the person's row first: on PostgreSQL two of their submissions then run one after the other, so the
     // qualification verdict and censoring always see every answer (SQLite has one writer anyway).
     let status: String = sqlx::query("UPDATE workers SET status = status WHERE id = $1 RETURNING status")
         .bind(w.id)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await
         .map_err(db_error)
         .and_then(|r| db::col(&r, 0))?;
-    if !qualification && a.status == OPEN && db::done_count(&mut *tx, a.task_id).await? >= study.rules.judgements {
-        drop(tx);
+    if !qualification && a.status == OPEN && db::done_count(&mut **tx, a.task_id).await? >= study.rules.judgements {
+        drop(wtx);
         state.db.release(a.id).await?;
         return Err(AppError::Conflict(
             "This item was held too long and others have answered it meanwhile; go on with the next one at /work."
                 .into(),
         ));
     }
-    match db::store_answer(&mut tx, id, &answer.to_json(), now).await? {
+    match db::store_answer(tx, id, &answer.to_json(), now).await? {
         Submitted::Stored => {
-            after_submission(&mut tx, study, &w, &status, qualification).await?;
-            tx.commit().await.map_err(db_error)?;
+            let mut tally = queue::Tally::default();
+            if !qualification {
+                queue::count_again(tx, &mut tally, id).await?;
+            }
+            after_submission(tx, &mut tally, study, &w, &status, qualification).await?;
+            queue::settle(tx, tally).await?;
+            wtx.commit().await?;
         }
         Submitted::Repeated => {}
         Submitted::Conflict(m) => return Err(AppError::Conflict(m)),
@@ -404,6 +421,7 @@ async fn submit(
 /// every qualification item is answered, and censoring below the accuracy floor (items re-queued).
 async fn after_submission(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tally: &mut queue::Tally,
     study: &Study,
     w: &WorkerRow,
     status: &str,
@@ -455,6 +473,18 @@ async fn after_submission(
             .await
             .map_err(db_error)?;
         // Their study items (answered or not) stop counting: the scheduler re-queues them for others.
+        let held = sqlx::query(
+            "UPDATE assignments SET status = $1, holds = 0 WHERE worker_id = $2 AND status IN ($3, $4) \
+             AND holds = 1 RETURNING task_id",
+        )
+        .bind(DISCARDED)
+        .bind(w.id)
+        .bind(OPEN)
+        .bind(DONE)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        queue::give_back(tx, tally, &held).await?;
         sqlx::query(
             "UPDATE assignments SET status = $1 WHERE worker_id = $2 AND status IN ($3, $4) \
              AND task_id IN (SELECT id FROM tasks WHERE qualification = 0)",

@@ -341,12 +341,7 @@ async fn sqlite_flow() {
 #[ignore = "needs a PostgreSQL server: STEPWISE_TEST_POSTGRES_URL (set by .ci/run)"]
 async fn postgres_flow() {
     let url = std::env::var("STEPWISE_TEST_POSTGRES_URL").expect("STEPWISE_TEST_POSTGRES_URL");
-    // A fresh database per run: the schema is dropped first.
-    let db = Db::open(&url).await.unwrap();
-    for t in ["sessions", "assignments", "hits", "workers", "tasks", "_sqlx_migrations"] {
-        sqlx::query(&format!("DROP TABLE IF EXISTS {t} CASCADE")).execute(&db.pool).await.unwrap();
-    }
-    db.pool.close().await;
+    let url = fresh_postgres(&url, "stepwise_test_flow").await;
     let td = tempfile::tempdir().unwrap();
     flow(&url, td.path()).await;
 }
@@ -408,4 +403,143 @@ async fn timed_out_items_are_reoffered_and_never_over_judged() {
     assert_eq!(db.assignment(held).await.unwrap().unwrap().status, DISCARDED);
     let next = cx.get("/work").await;
     assert_ne!(assignment(&next.body), held);
+}
+
+/// The queue kept in the database hands out exactly the HITs the pure rules (`schedule::next_hit`) choose from
+/// the assignments, through timeouts, late answers, withdrawals and censoring; and its counts always equal a
+/// recount of the assignments right after a HIT is handed out.
+async fn queue_follows_rules(url: &str) {
+    use rand::{Rng, SeedableRng};
+    use stepwise_annotate::schedule::{Seen, next_hit};
+
+    let rules = StudyRules {
+        modalities: vec![Modality::Multimodal, Modality::Text],
+        hit_size: 3,
+        judgements: 2,
+        modality_gap: Some(2),
+        censor_floor: 0.4,
+        censor_min_items: 4,
+        assignment_timeout_minutes: 1,
+        ..StudyRules::default()
+    };
+    let (study, _) = Study::create(instances(40, 3), Path::new("x"), None, rules).unwrap();
+    let db = Db::open(url).await.unwrap();
+    db.sync_tasks(&study).await.unwrap();
+    let app = router(AppState::new(db.clone(), study.clone()));
+    let mut people = Vec::new();
+    for k in 0..5 {
+        let w = db.create_worker(&format!("p{k}"), "active", 0).await.unwrap();
+        let c = new_worker(&app, &format!("/join/{}", w.invite)).await;
+        people.push((w.id, c));
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let (mut handed, mut empty) = (0, 0);
+    for _ in 0..500 {
+        let k = rng.random_range(0..people.len());
+        let (worker, c) = &mut people[k];
+        let status = db.worker(*worker).await.unwrap().unwrap().status;
+        let mine = db.assignments(Some(*worker)).await.unwrap();
+        let has_open = mine.iter().any(|a| a.status == "open");
+        let now = stepwise_annotate::server::now_ms();
+        let expected = if !has_open && status == "active" {
+            let load = db.task_load(now - 60_000).await.unwrap();
+            let seen: Vec<Seen> = mine
+                .iter()
+                .map(|a| {
+                    let (instance, modality, _) = stepwise_annotate::db::task_spec(&study, a.task_id).unwrap();
+                    Seen { instance, modality, hit_seq: a.hit_seq }
+                })
+                .collect();
+            let next_seq = mine.iter().map(|a| a.hit_seq).max().unwrap_or(0) + 1;
+            Some(next_hit(&study, &load, &seen, next_seq))
+        } else {
+            None
+        };
+        let page = c.get("/work").await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        if let Some(expected) = expected {
+            let after = db.assignments(Some(*worker)).await.unwrap();
+            let last = after.iter().map(|a| a.hit_seq).max().unwrap_or(0);
+            let got: Vec<i64> =
+                after.iter().filter(|a| a.hit_seq == last && a.status == "open").map(|a| a.task_id).collect();
+            if expected.is_empty() {
+                assert!(page.body.contains("All done"), "{}", page.body);
+                empty += 1;
+            } else {
+                assert_eq!(got, expected, "the HIT handed out");
+                handed += 1;
+            }
+            // Right after a HIT is handed out (expiry just ran), the counts equal a recount.
+            let load = db.task_load(now - 60_000).await.unwrap();
+            let held: Vec<(i64, i64)> =
+                sqlx::query_as("SELECT id, held FROM tasks WHERE qualification = 0 ORDER BY id")
+                    .fetch_all(&db.pool)
+                    .await
+                    .unwrap();
+            for (id, h) in &held {
+                assert_eq!(*h as usize, load.get(id).copied().unwrap_or(0), "held of task {id}");
+            }
+            let wanted: Vec<(String, i64)> = sqlx::query_as("SELECT modality, remaining FROM wanted ORDER BY modality")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+            for (m, r) in wanted {
+                let want: i64 = held
+                    .iter()
+                    .filter(|(id, _)| study.tasks[*id as usize - 1].modality.as_str() == m)
+                    .map(|(_, h)| (2 - h).max(0))
+                    .sum();
+                assert_eq!(r, want, "wanted {m}");
+            }
+        }
+        if !page.body.contains("action=\"/work/") {
+            continue;
+        }
+        match rng.random_range(0..10) {
+            // Walk away from the open items (they time out).
+            0..=1 => {
+                sqlx::query(
+                    "UPDATE assignments SET created_ms = created_ms - 120000 WHERE worker_id = $1 AND status = 'open'",
+                )
+                .bind(*worker)
+                .execute(&db.pool)
+                .await
+                .unwrap();
+            }
+            // Answer, mostly right (wrong answers censor some people).
+            _ => {
+                let (_, r) = answer(c, &db, &study, rng.random_bool(0.7)).await;
+                assert!(r.status == StatusCode::SEE_OTHER || r.status == StatusCode::CONFLICT, "{}", r.body);
+            }
+        }
+    }
+    assert!(handed > 40 && empty > 0, "{handed} HITs handed out, {empty} empty");
+    let censored = db.workers().await.unwrap().iter().filter(|w| w.status == "censored").count();
+    let withdrawn = db.assignments(None).await.unwrap().iter().filter(|a| a.status == DISCARDED).count();
+    assert!(censored > 0 && withdrawn > 0, "{censored} censored, {withdrawn} withdrawn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_queue_follows_the_rules() {
+    let td = tempfile::tempdir().unwrap();
+    queue_follows_rules(&format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server: STEPWISE_TEST_POSTGRES_URL (set by .ci/run)"]
+async fn postgres_queue_follows_the_rules() {
+    let url = std::env::var("STEPWISE_TEST_POSTGRES_URL").expect("STEPWISE_TEST_POSTGRES_URL");
+    queue_follows_rules(&fresh_postgres(&url, "stepwise_test_queue").await).await;
+}
+
+/// A new empty database for one test on the PostgreSQL server `url` names (tests run in parallel); its URL.
+async fn fresh_postgres(url: &str, name: &str) -> String {
+    sqlx::any::install_default_drivers();
+    let admin = sqlx::AnyPool::connect(url).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
+    admin.close().await;
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let server = &base[..base.rfind('/').unwrap()];
+    if query.is_empty() { format!("{server}/{name}") } else { format!("{server}/{name}?{query}") }
 }

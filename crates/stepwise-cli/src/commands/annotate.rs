@@ -92,7 +92,10 @@ pub struct CreateArgs {
     stepwise annotate serve --study study/                                   # SQLite in study/\n  \
     stepwise annotate serve --study study/ --database postgres://lab@db/study --bind 0.0.0.0:8080\n\n\
     The first line on stdout is `listening on http://ADDR/`. Stop with Ctrl-C or SIGTERM: submissions are \
-    acknowledged only after they are committed, so stopping loses nothing acknowledged.")]
+    acknowledged only after they are committed, so stopping loses nothing acknowledged.\n\n\
+    Several processes may serve one study on one PostgreSQL database (behind a load balancer, or while one \
+    restarts): they never hand out an item's judgement twice. A study on SQLite has one server process (a \
+    second one is refused).")]
 pub struct ServeArgs {
     /// The study folder (`stepwise annotate create`).
     #[arg(long)]
@@ -229,6 +232,7 @@ fn database_url(study: &Path, database: &Option<String>) -> anyhow::Result<Strin
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let study = Study::read(&args.study)?;
     let url = database_url(&args.study, &args.database)?;
+    let _one_server = stepwise_annotate::db::claim_server(&url)?;
     runtime()?.block_on(async {
         let db = Db::open(&url).await?;
         db.sync_tasks(&study).await?;

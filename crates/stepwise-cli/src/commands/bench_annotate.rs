@@ -7,7 +7,10 @@
 //! retry what failed. Then every acknowledged submission (HTTP 303) is looked up in the database: present with
 //! the same answer (else *lost*), and no item answered twice by one person (else *duplicated*). Both must be 0.
 //! Printed: submissions/s, submit latency p50/p99, the restart gap, per backend (SQLite in a temp folder, and
-//! PostgreSQL with `--postgres URL`, in a fresh database made and dropped on that server).
+//! PostgreSQL with `--postgres URL`, in a fresh database made and dropped on that server) and per study size
+//! (`--hits 1000,10000,100000`: the rate must stay flat as the study grows). With `--servers N` (PostgreSQL)
+//! N server processes share the database, people spread over them, and the first is the one killed; afterwards
+//! no item may hold more judgements than it wants and the queue's counts must equal a recount.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -35,14 +38,16 @@ use crate::usage_bail;
 #[command(after_help = "Example:\n  \
     stepwise bench annotate                                   # 100 people, 10,000 HITs, SQLite, kill at 50%\n  \
     stepwise bench annotate --postgres postgres://stepwise@127.0.0.1:55432/postgres\n  \
-    stepwise bench annotate --hits 500 --annotators 20 --kill-at 0   # a quick run, no kill")]
+    stepwise bench annotate --hits 500 --annotators 20 --kill-at 0   # a quick run, no kill\n  \
+    stepwise bench annotate --hits 1000,10000,100000 --postgres URL   # is the rate flat as the study grows?\n  \
+    stepwise bench annotate --no-sqlite --servers 2 --postgres URL    # two processes on one database")]
 pub struct Args {
     /// Simulated people working at the same time.
     #[arg(long, default_value_t = 100)]
     pub annotators: usize,
-    /// Completed HITs to reach.
-    #[arg(long, default_value_t = 10_000)]
-    pub hits: usize,
+    /// Completed HITs to reach; several sizes (comma-separated) run one after the other, each on a new study.
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    pub hits: Vec<usize>,
     #[arg(long, default_value_t = 5)]
     pub hit_size: usize,
     /// Kill the server with SIGKILL when this share of the HITs is complete, then restart it (0 = no kill).
@@ -54,9 +59,16 @@ pub struct Args {
     /// Skip the SQLite run.
     #[arg(long)]
     pub no_sqlite: bool,
+    /// Server processes on the one database (more than 1 needs PostgreSQL and --no-sqlite).
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
+
+/// Targets: p99 submit latency, and the rate of the largest study against the smallest.
+const P99_TARGET_MS: f64 = 50.0;
+const FLAT_TARGET: f64 = 0.8;
 
 pub(crate) struct Outcome {
     pub(crate) backend: &'static str,
@@ -71,50 +83,41 @@ pub(crate) struct Outcome {
     /// more answers than wanted.
     pub(crate) duplicated: usize,
     pub(crate) stored: usize,
+    /// Items holding more fresh judgements than they want, plus items whose kept count differs from a recount.
+    pub(crate) queue_errors: usize,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.annotators == 0 || a.hits == 0 || a.hit_size == 0 {
-        usage_bail!("--annotators, --hits and --hit-size must be at least 1");
+    if a.annotators == 0 || a.hits.is_empty() || a.hits.contains(&0) || a.hit_size == 0 || a.servers == 0 {
+        usage_bail!("--annotators, --hits, --hit-size and --servers must be at least 1");
     }
     if !(0.0..1.0).contains(&a.kill_at) {
         usage_bail!("--kill-at {}: a share in [0, 1)", a.kill_at);
     }
+    if a.servers > 1 && (!a.no_sqlite || a.postgres.is_none()) {
+        usage_bail!("--servers {}: several server processes need PostgreSQL (--postgres URL --no-sqlite)", a.servers);
+    }
     let exe = std::env::current_exe()?;
     let mut outcomes = Vec::new();
-    if !a.no_sqlite {
-        let td = tempfile::tempdir()?;
-        let url = format!("sqlite://{}?mode=rwc", td.path().join("bench.sqlite").display());
-        outcomes.push(run_backend("sqlite", &exe, &url, td.path(), &a)?);
-    }
-    if let Some(pg) = &a.postgres {
-        // A fresh database on that server, made and dropped on one connection of one runtime.
-        let name = format!("stepwise_bench_{}", std::process::id());
-        let rt = runtime()?;
-        let admin = rt.block_on(async {
-            let db = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(pg).await?;
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&db).await?;
-            Ok::<_, sqlx::Error>(db)
-        })?;
-        let url = replace_database(pg, &name);
-        let td = tempfile::tempdir()?;
-        let result = run_backend("postgres", &exe, &url, td.path(), &a);
-        let dropped = rt.block_on(async {
-            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await
-        });
-        if let Err(e) = dropped {
-            crate::cli_util::warn_user(&format!("bench database {name} was not dropped: {e}"));
+    for &hits in &a.hits {
+        if !a.no_sqlite {
+            let td = tempfile::tempdir()?;
+            let url = format!("sqlite://{}?mode=rwc", td.path().join("bench.sqlite").display());
+            outcomes.push(run_backend("sqlite", &exe, &url, td.path(), hits, &a)?);
         }
-        outcomes.push(result?);
+        if let Some(pg) = &a.postgres {
+            outcomes.push(run_postgres(pg, &exe, hits, &a)?);
+        }
     }
     println!(
-        "\n| backend | HITs | submissions | seconds | submissions/s | submit p50 ms | submit p99 ms | restart s | lost | duplicated |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "\n| backend | servers | HITs | submissions | seconds | submissions/s | submit p50 ms | submit p99 ms | restart s | lost | duplicated | queue errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let mut failed = Vec::new();
     for o in &outcomes {
         println!(
-            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} |",
             o.backend,
+            a.servers,
             o.hits,
             o.submissions,
             o.seconds,
@@ -123,18 +126,72 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             o.p99_ms,
             o.restart_seconds.map_or("–".into(), |s| format!("{s:.2}")),
             o.lost,
-            o.duplicated
+            o.duplicated,
+            o.queue_errors
         );
-        if o.lost > 0 || o.duplicated > 0 {
-            failed.push(format!("{}: {} lost, {} duplicated", o.backend, o.lost, o.duplicated));
+        if o.lost > 0 || o.duplicated > 0 || o.queue_errors > 0 {
+            failed.push(format!(
+                "{} at {} HITs: {} lost, {} duplicated, {} queue errors",
+                o.backend, o.hits, o.lost, o.duplicated, o.queue_errors
+            ));
         }
-        println!("  ({}: {} answers stored, every acknowledged one among them)", o.backend, o.stored);
     }
-    println!("target: 0 lost, 0 duplicated: {}", if failed.is_empty() { "PASS" } else { "FAIL" });
+    for o in &outcomes {
+        println!(
+            "  ({} at {} HITs: {} answers stored, every acknowledged one among them)",
+            o.backend, o.hits, o.stored
+        );
+    }
+    let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let worst_p99 = outcomes.iter().map(|o| o.p99_ms).fold(0.0, f64::max);
+    println!(
+        "target: submit p99 < {P99_TARGET_MS} ms: {} (worst {worst_p99:.1} ms)",
+        verdict(worst_p99 < P99_TARGET_MS)
+    );
+    if a.hits.len() > 1 {
+        for backend in ["sqlite", "postgres"] {
+            let of: Vec<&Outcome> = outcomes.iter().filter(|o| o.backend == backend).collect();
+            let (Some(small), Some(large)) = (of.iter().min_by_key(|o| o.hits), of.iter().max_by_key(|o| o.hits))
+            else {
+                continue;
+            };
+            let rate = |o: &Outcome| o.submissions as f64 / o.seconds;
+            let ratio = rate(large) / rate(small);
+            println!(
+                "target: {backend} rate at {} HITs ≥ {:.0}% of the rate at {}: {} ({:.0}%)",
+                large.hits,
+                FLAT_TARGET * 100.0,
+                small.hits,
+                verdict(ratio >= FLAT_TARGET),
+                ratio * 100.0
+            );
+        }
+    }
+    println!("target: 0 lost, 0 duplicated, 0 queue errors: {}", verdict(failed.is_empty()));
     if !failed.is_empty() {
         anyhow::bail!("bench annotate: {}", failed.join("; "));
     }
     Ok(())
+}
+
+/// One run in a fresh database on the PostgreSQL server `pg`, made and dropped on one connection.
+fn run_postgres(pg: &str, exe: &Path, hits: usize, a: &Args) -> anyhow::Result<Outcome> {
+    let name = format!("stepwise_bench_{}_{hits}", std::process::id());
+    let rt = runtime()?;
+    let admin = rt.block_on(async {
+        let db = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(pg).await?;
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&db).await?;
+        Ok::<_, sqlx::Error>(db)
+    })?;
+    let url = replace_database(pg, &name);
+    let td = tempfile::tempdir()?;
+    let result = run_backend("postgres", exe, &url, td.path(), hits, a);
+    let dropped = rt
+        .block_on(async { sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await });
+    if let Err(e) = dropped {
+        crate::cli_util::warn_user(&format!("bench database {name} was not dropped: {e}"));
+    }
+    result
 }
 
 /// `postgres://u@h:p/db?x` with the database replaced.
@@ -166,16 +223,27 @@ fn instances(n: usize) -> Vec<SequencingInstance> {
         .collect()
 }
 
+/// A server child process, killed when dropped (every way out of a run stops its servers).
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Start `stepwise annotate serve` on `bind` (port 0: any) and wait for its listening line.
-fn start_server(exe: &Path, study: &Path, url: &str, bind: &str) -> anyhow::Result<(Child, SocketAddr)> {
-    let mut child = Command::new(exe)
+fn start_server(exe: &Path, study: &Path, url: &str, bind: &str) -> anyhow::Result<(Server, SocketAddr)> {
+    let child = Command::new(exe)
         .args(["-q", "annotate", "serve", "--study"])
         .arg(study)
         .args(["--database", url, "--bind", bind])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no server stdout"))?;
+    let mut child = Server(child);
+    let stdout = child.0.stdout.take().ok_or_else(|| anyhow::anyhow!("no server stdout"))?;
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     let addr = line
@@ -191,11 +259,12 @@ pub(crate) fn run_backend(
     exe: &Path,
     url: &str,
     dir: &Path,
+    hits: usize,
     a: &Args,
 ) -> anyhow::Result<Outcome> {
     let modalities = vec![Modality::Multimodal, Modality::Text];
     let judgements = 3;
-    let items = a.hits * a.hit_size;
+    let items = hits * a.hit_size;
     let per_person = items.div_ceil(a.annotators);
     // Enough items for the target with room to spare, and enough instances that no one runs out.
     let n = (items.div_ceil(judgements * modalities.len()) * 5 / 4).max(per_person * 3 / 2) + 1;
@@ -213,13 +282,23 @@ pub(crate) fn run_backend(
     study.write(&study_dir)?;
     let study = Study::read(&study_dir)?;
     println!(
-        "{backend}: {n} instances, {} items × {judgements} judgements; {} people, target {} HITs of {}",
+        "{backend}: {n} instances, {} items × {judgements} judgements; {} people, target {hits} HITs of {}, {} server \
+         process(es)",
         study.tasks.len(),
         a.annotators,
-        a.hits,
-        a.hit_size
+        a.hit_size,
+        a.servers
     );
-    let (child, addr) = start_server(exe, &study_dir, url, "127.0.0.1:0")?;
+    // One after the other: each loads the study's items into the database before it listens.
+    let mut children = Vec::new();
+    let mut addrs = Vec::new();
+    for _ in 0..a.servers {
+        let (child, addr) = start_server(exe, &study_dir, url, "127.0.0.1:0")?;
+        children.push(child);
+        addrs.push(std::sync::RwLock::new(addr));
+    }
+    let addr = *addrs[0].read().map_err(|_| anyhow::anyhow!("lock"))?;
+    let child = children.remove(0);
     let rt = runtime()?;
     let study = Arc::new(study);
     rt.block_on(async {
@@ -229,9 +308,9 @@ pub(crate) fn run_backend(
             invites.push(db.create_worker(&format!("sim-{k}"), WORKER_ACTIVE, 0).await?.invite);
         }
         let shared = Arc::new(Shared {
-            addr: std::sync::RwLock::new(addr),
+            addrs,
             hits: AtomicUsize::new(0),
-            target: a.hits,
+            target: hits,
             finished: std::sync::atomic::AtomicBool::new(false),
             acked: tokio::sync::Mutex::new(Vec::new()),
         });
@@ -240,13 +319,13 @@ pub(crate) fn run_backend(
         for (k, invite) in invites.into_iter().enumerate() {
             let (shared, db, study) = (shared.clone(), db.clone(), study.clone());
             let seed = a.seed.wrapping_mul(1_000_003).wrapping_add(k as u64);
-            tasks.push(tokio::spawn(async move { annotator(shared, db, study, invite, seed).await }));
+            tasks.push(tokio::spawn(async move { annotator(shared, k, db, study, invite, seed).await }));
         }
-        let kill_at = (a.kill_at > 0.0).then_some((a.hits as f64 * a.kill_at) as usize);
+        let kill_at = (a.kill_at > 0.0).then_some((hits as f64 * a.kill_at) as usize);
         let killer = {
             let shared = shared.clone();
             let (exe, study_dir, url) = (exe.to_path_buf(), study_dir.clone(), url.to_string());
-            tokio::task::spawn_blocking(move || -> anyhow::Result<(Child, Option<f64>)> {
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(Server, Option<f64>)> {
                 let mut child = child;
                 let Some(at) = kill_at else { return Ok((child, None)) };
                 while shared.hits.load(Ordering::Relaxed) < at {
@@ -256,11 +335,11 @@ pub(crate) fn run_backend(
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 let t = Instant::now();
-                child.kill()?; // SIGKILL
-                child.wait()?;
+                child.0.kill()?; // SIGKILL
+                child.0.wait()?;
                 // Same address (the listener sets SO_REUSEADDR): people's connections just reconnect.
                 let (child, addr) = start_server(&exe, &study_dir, &url, &addr.to_string())?;
-                *shared.addr.write().map_err(|_| anyhow::anyhow!("lock"))? = addr;
+                *shared.addrs[0].write().map_err(|_| anyhow::anyhow!("lock"))? = addr;
                 Ok((child, Some(t.elapsed().as_secs_f64())))
             })
         };
@@ -276,9 +355,9 @@ pub(crate) fn run_backend(
         let seconds = started.elapsed().as_secs_f64();
         // Every way out stops the killer thread and the server.
         shared.finished.store(true, Ordering::Relaxed);
-        let (mut child, restart_seconds) = killer.await.map_err(|e| anyhow::anyhow!("{e}"))??;
-        let _ = child.kill();
-        let _ = child.wait();
+        let (child, restart_seconds) = killer.await.map_err(|e| anyhow::anyhow!("{e}"))??;
+        drop(child);
+        drop(children);
         if let Some(e) = failure {
             return Err(e);
         }
@@ -319,6 +398,15 @@ pub(crate) fn run_backend(
         .await?
         .try_get(0)?;
         let duplicated = conflicting + twice as usize + over as usize;
+        // No item holds more fresh judgements than it wants, and the kept counts equal a recount (every open
+        // assignment is fresh: the run is far shorter than the assignment timeout).
+        let recount = db.task_load(0).await?;
+        let held: Vec<(i64, i64, i64)> =
+            sqlx::query_as("SELECT id, held, needed FROM tasks WHERE qualification = 0").fetch_all(&db.pool).await?;
+        let queue_errors = held
+            .iter()
+            .filter(|(id, h, needed)| h > needed || *h as usize != recount.get(id).copied().unwrap_or(0))
+            .count();
         let done = stored.values().filter(|(s, _)| s == DONE).count();
         latencies.sort_by(f64::total_cmp);
         let q = |p: f64| {
@@ -339,12 +427,14 @@ pub(crate) fn run_backend(
             lost,
             duplicated,
             stored: done,
+            queue_errors,
         })
     })
 }
 
 struct Shared {
-    addr: std::sync::RwLock<SocketAddr>,
+    /// Each server process's address (person k uses server k mod N; the first is the one killed).
+    addrs: Vec<std::sync::RwLock<SocketAddr>>,
     hits: AtomicUsize,
     target: usize,
     /// Set when every simulated person has stopped.
@@ -356,12 +446,14 @@ struct Shared {
 /// are retried against the current address. Returns the submit latencies in seconds.
 async fn annotator(
     shared: Arc<Shared>,
+    k: usize,
     db: Db,
     study: Arc<Study>,
     invite: String,
     seed: u64,
 ) -> anyhow::Result<Vec<f64>> {
-    let addr = || *shared.addr.read().unwrap_or_else(|e| e.into_inner());
+    let server = &shared.addrs[k % shared.addrs.len()];
+    let addr = || *server.read().unwrap_or_else(|e| e.into_inner());
     let mut client = Client::new(addr());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let behaviour = Behaviour { noise: 0.1, alternative_rate: 0.0, careless: false };

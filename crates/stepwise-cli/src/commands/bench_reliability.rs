@@ -386,18 +386,22 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
     // The annotation server: `bench annotate`'s crash check on SQLite, CI-sized.
     let annotate = super::bench_annotate::Args {
         annotators: 20,
-        hits: 300,
+        hits: vec![300],
         hit_size: 5,
         kill_at: 0.5,
         postgres: None,
         no_sqlite: false,
+        servers: 1,
         seed: a.seed,
     };
     let td = tempfile::tempdir_in(work)?;
     let url = format!("sqlite://{}?mode=rwc", td.path().join("bench.sqlite").display());
-    let o = super::bench_annotate::run_backend("sqlite", exe, &url, td.path(), &annotate)?;
-    if o.lost > 0 || o.duplicated > 0 {
-        failures.push(format!("annotate serve: {} answers lost, {} duplicated", o.lost, o.duplicated));
+    let o = super::bench_annotate::run_backend("sqlite", exe, &url, td.path(), 300, &annotate)?;
+    if o.lost > 0 || o.duplicated > 0 || o.queue_errors > 0 {
+        failures.push(format!(
+            "annotate serve: {} answers lost, {} duplicated, {} queue errors",
+            o.lost, o.duplicated, o.queue_errors
+        ));
     }
     println!("\n## kill -9 and re-run (demo folder, seed {})\n", a.seed);
     println!(
