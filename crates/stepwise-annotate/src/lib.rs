@@ -13,6 +13,7 @@
 //! - [`tables`]: the paper's human tables (which modality helped, confidence, κ per modality, time per HIT)
 //! - [`server`]: routes, sessions, CSRF, qualification and censoring — `stepwise annotate serve`
 //! - [`pages`], [`dashboard`]: server-rendered HTML (with `static/app.js` for drag and drop)
+//! - [`tls`]: HTTPS (serving TLS, or trusting a proxy's `X-Forwarded-Proto`): `Secure` cookies and HSTS
 //! - [`export`]: `stepwise annotate export`
 //! - [`auth`]: tokens and password hashes
 //! - [`client`], [`simulate`]: simulated annotators over HTTP (`stepwise bench annotate`, the pilot study)
@@ -31,5 +32,6 @@ pub mod server;
 pub mod simulate;
 pub mod study;
 pub mod tables;
+pub mod tls;
 
 pub use study::{Modality, Study, StudyKind, StudyRules};

@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Form, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Extension, Form, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use stepwise_core::Error;
@@ -31,6 +32,7 @@ use crate::pages;
 use crate::queue;
 use crate::schedule;
 use crate::study::{Study, StudyKind};
+use crate::tls::{Peer, TlsListener, Transport};
 
 const SESSION_COOKIE: &str = "sw_session";
 const LOGIN_COOKIE: &str = "sw_login";
@@ -50,10 +52,17 @@ pub struct AppState {
     logins: tokio::sync::Semaphore,
     /// Image paths the study's items name, each a relative path inside the image root (nothing else is served).
     images: BTreeSet<String>,
+    /// Whether requests arrive over HTTPS (cookies `Secure`, HSTS).
+    transport: Transport,
 }
 
 impl AppState {
+    /// A server reached over plain HTTP (tests, or behind a proxy it does not trust).
     pub fn new(db: Db, study: Study) -> Arc<AppState> {
+        AppState::serving(db, study, Transport::default())
+    }
+
+    pub fn serving(db: Db, study: Study, transport: Transport) -> Arc<AppState> {
         let images = study
             .image_paths()
             .into_iter()
@@ -66,6 +75,7 @@ impl AppState {
             assign: tokio::sync::Mutex::new(()),
             logins: tokio::sync::Semaphore::new(2),
             images,
+            transport,
         })
     }
 }
@@ -136,7 +146,33 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(|| async { AppError::NotFound("There is no page here.".into()) })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), https_marks))
         .with_state(state)
+}
+
+/// The scheme the person's browser used (links the server hands out use it too).
+#[derive(Debug, Clone, Copy)]
+struct Scheme(&'static str);
+
+/// Over HTTPS, every cookie is `Secure` (never sent in clear afterwards) and browsers are told to keep to
+/// HTTPS (HSTS, one year).
+async fn https_marks(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    let peer = req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0.ip());
+    let proto = req.headers().get("x-forwarded-proto").and_then(|v| v.to_str().ok());
+    let https = state.transport.is_https(peer, proto);
+    req.extensions_mut().insert(Scheme(if https { "https" } else { "http" }));
+    let mut r = next.run(req).await;
+    if https {
+        let h = r.headers_mut();
+        let cookies: Vec<HeaderValue> = h.get_all(header::SET_COOKIE).iter().cloned().collect();
+        h.remove(header::SET_COOKIE);
+        for c in cookies {
+            let secure = c.to_str().ok().and_then(|c| HeaderValue::from_str(&format!("{c}; Secure")).ok());
+            h.append(header::SET_COOKIE, secure.unwrap_or(c));
+        }
+        h.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000"));
+    }
+    r
 }
 
 async fn security_headers(mut r: Response) -> Response {
@@ -603,6 +639,7 @@ async fn dashboard(State(state): State<Arc<AppState>>, headers: HeaderMap) -> An
 
 async fn invites(
     State(state): State<Arc<AppState>>,
+    Extension(Scheme(scheme)): Extension<Scheme>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Answered {
@@ -624,23 +661,37 @@ async fn invites(
     let mut made = Vec::with_capacity(count);
     for _ in 0..count {
         let w = state.db.invite_worker(prefix, status, now_ms()).await?;
-        made.push((w.label, format!("http://{host}/join/{}", w.invite)));
+        made.push((w.label, format!("{scheme}://{host}/join/{}", w.invite)));
     }
     let html = crate::dashboard::render(&state.study, &state.db, &s.csrf, Some(&made)).await?;
     Ok(Html(html).into_response())
 }
 
-/// Serve a study until Ctrl-C or SIGTERM. `on_ready` gets the bound address (port 0 picks a free one).
-pub async fn serve(state: Arc<AppState>, bind: SocketAddr, on_ready: impl FnOnce(SocketAddr)) -> Result<(), Error> {
+/// Serve a study until Ctrl-C or SIGTERM, over TLS with `tls`. `on_ready` gets the bound address (port 0 picks
+/// a free one).
+pub async fn serve(
+    state: Arc<AppState>,
+    bind: SocketAddr,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|e| Error::usage(format!("--bind {bind}: cannot listen: {e}")))?;
     let addr = listener.local_addr().map_err(|e| Error::runtime(e.to_string()))?;
-    on_ready(addr);
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| Error::runtime(format!("server: {e}")))
+    let app = router(state).into_make_service_with_connect_info::<Peer>();
+    let served = match tls {
+        Some(config) => {
+            let listener = TlsListener::new(listener, config).map_err(|e| Error::runtime(e.to_string()))?;
+            on_ready(addr);
+            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+        }
+        None => {
+            on_ready(addr);
+            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+        }
+    };
+    served.map_err(|e| Error::runtime(format!("server: {e}")))
 }
 
 async fn shutdown_signal() {

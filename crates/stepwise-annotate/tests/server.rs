@@ -543,3 +543,39 @@ async fn fresh_postgres(url: &str, name: &str) -> String {
     let server = &base[..base.rfind('/').unwrap()];
     if query.is_empty() { format!("{server}/{name}") } else { format!("{server}/{name}?{query}") }
 }
+
+/// Behind a TLS proxy the admin trusts, a request the proxy marks `X-Forwarded-Proto: https` gets `Secure`
+/// cookies and HSTS; the same header from any other peer changes nothing. (Direct TLS: the browser test.)
+#[tokio::test]
+async fn a_trusted_proxy_makes_cookies_secure() {
+    use axum::extract::ConnectInfo;
+    use stepwise_annotate::tls::{Peer, Transport};
+
+    let td = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+    let rules = StudyRules { modalities: vec![Modality::Text], ..StudyRules::default() };
+    let (study, _) = Study::create(instances(2, 3), Path::new("x"), None, rules).unwrap();
+    let db = Db::open(&url).await.unwrap();
+    db.sync_tasks(&study).await.unwrap();
+    let proxy: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let app = router(AppState::serving(db, study, Transport { tls: false, trusted_proxies: vec![proxy.ip()] }));
+    let get = |peer: std::net::SocketAddr, proto: Option<&str>| {
+        let mut req = Request::builder().uri("/admin/login").header(header::HOST, "annotate.test");
+        if let Some(p) = proto {
+            req = req.header("x-forwarded-proto", p);
+        }
+        let mut req = req.body(Body::empty()).unwrap();
+        req.extensions_mut().insert(ConnectInfo(Peer(peer)));
+        app.clone().oneshot(req)
+    };
+    let r = get(proxy, Some("https")).await.unwrap();
+    let cookie = r.headers().get(header::SET_COOKIE).unwrap().to_str().unwrap();
+    assert!(cookie.ends_with("; Secure") && cookie.contains("HttpOnly"), "{cookie}");
+    assert_eq!(r.headers().get(header::STRICT_TRANSPORT_SECURITY).unwrap(), "max-age=31536000");
+    for (peer, proto) in [(proxy, Some("http")), (proxy, None), ("10.1.2.3:40000".parse().unwrap(), Some("https"))] {
+        let r = get(peer, proto).await.unwrap();
+        let cookie = r.headers().get(header::SET_COOKIE).unwrap().to_str().unwrap();
+        assert!(!cookie.contains("Secure"), "{peer} {proto:?}: {cookie}");
+        assert!(r.headers().get(header::STRICT_TRANSPORT_SECURITY).is_none());
+    }
+}

@@ -14,15 +14,16 @@ export function scratch(prefix) {
   /** Run `stepwise -q ARGS` in the scratch folder; returns stdout. */
   const sw = (...args) =>
     execFileSync(STEPWISE, ["-q", ...args], { cwd: work, stdio: ["ignore", "pipe", "inherit"] }).toString();
-  /** `stepwise annotate serve` on a free port; resolves to its base URL. */
-  const serve = (study) =>
+  /** `stepwise annotate serve` on a free port (more arguments after `study`); resolves to its base URL. */
+  const serve = (study, ...extra) =>
     new Promise((resolve, reject) => {
-      const p = spawn(STEPWISE, ["-q", "annotate", "serve", "--study", study, "--bind", "127.0.0.1:0"], { cwd: work });
+      const args = ["-q", "annotate", "serve", "--study", study, "--bind", "127.0.0.1:0", ...extra];
+      const p = spawn(STEPWISE, args, { cwd: work });
       servers.push(p);
       let out = "";
       p.stdout.on("data", (d) => {
         out += d;
-        const m = out.match(/listening on (http:\/\/[^\s]+)/);
+        const m = out.match(/listening on (https?:\/\/[^\s]+)/);
         if (m) resolve(m[1].replace(/\/$/, ""));
       });
       p.stderr.on("data", (d) => process.stderr.write(d));

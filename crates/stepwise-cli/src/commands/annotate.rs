@@ -7,6 +7,7 @@ use stepwise_annotate::db::Db;
 use stepwise_annotate::export::{ExportOptions, export};
 use stepwise_annotate::server::{AppState, serve};
 use stepwise_annotate::study::{Modality, Study, StudyKind, StudyRules, write_admin_password};
+use stepwise_annotate::tls::Transport;
 use stepwise_core::output::OutputDir;
 use stepwise_core::{Corpus, Manifest};
 
@@ -91,11 +92,13 @@ pub struct CreateArgs {
 #[command(after_help = "Example:\n  \
     stepwise annotate serve --study study/                                   # SQLite in study/\n  \
     stepwise annotate serve --study study/ --database postgres://lab@db/study --bind 0.0.0.0:8080\n\n\
-    The first line on stdout is `listening on http://ADDR/`. Stop with Ctrl-C or SIGTERM: submissions are \
+    The first line on stdout is `listening on http://ADDR/` (https:// with TLS). Stop with Ctrl-C or SIGTERM: submissions are \
     acknowledged only after they are committed, so stopping loses nothing acknowledged.\n\n\
     Several processes may serve one study on one PostgreSQL database (behind a load balancer, or while one \
     restarts): they never hand out an item's judgement twice. A study on SQLite has one server process (a \
-    second one is refused).")]
+    second one is refused).\n\n\
+    HTTPS: serve it directly with --tls-cert/--tls-key, or name the TLS proxy in front with --trusted-proxy. \
+    Over HTTPS every cookie is Secure and browsers are told to keep to HTTPS (HSTS).")]
 pub struct ServeArgs {
     /// The study folder (`stepwise annotate create`).
     #[arg(long)]
@@ -106,6 +109,16 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, requires = "tls_key", value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert", value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// A TLS-terminating proxy in front of the server (its IP address; repeat for several): requests from it
+    /// that say `X-Forwarded-Proto: https` count as HTTPS.
+    #[arg(long, value_name = "IP")]
+    pub trusted_proxy: Vec<std::net::IpAddr>,
 }
 
 /// Export a study's judgements for `stepwise eval` and `stepwise generate --task sequencing --alt-orders`.
@@ -232,17 +245,23 @@ fn database_url(study: &Path, database: &Option<String>) -> anyhow::Result<Strin
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let study = Study::read(&args.study)?;
     let url = database_url(&args.study, &args.database)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(stepwise_annotate::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let transport = Transport { tls: tls.is_some(), trusted_proxies: args.trusted_proxy.clone() };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let _one_server = stepwise_annotate::db::claim_server(&url)?;
     runtime()?.block_on(async {
         let db = Db::open(&url).await?;
         db.sync_tasks(&study).await?;
-        let state = AppState::new(db, study);
+        let state = AppState::serving(db, study, transport);
         let dir = args.study.display().to_string();
-        serve(state, args.bind, |addr| {
+        serve(state, args.bind, tls, |addr| {
             // stdout: for scripts (the browser test reads the port from it).
-            println!("listening on http://{addr}/");
+            println!("listening on {scheme}://{addr}/");
             if !stepwise_core::progress::is_quiet() {
-                eprintln!("serving study {dir}: admin at http://{addr}/admin/login · Ctrl-C to stop");
+                eprintln!("serving study {dir}: admin at {scheme}://{addr}/admin/login · Ctrl-C to stop");
             }
         })
         .await
