@@ -139,14 +139,16 @@ pub async fn next_hit(tx: &mut Tx, tally: &mut Tally, study: &Study, worker: i64
     for modality in modality_order(&wanted) {
         // Items of this modality in queue order that still want judgements and that this person may take:
         // the partial index `tasks_wanted` holds exactly the candidates; each is checked against the person's
-        // history through the (worker, task) and instance indexes.
+        // history through the instance index, then the (worker, task) index. CROSS JOIN keeps SQLite to that
+        // order (left to right); otherwise it may walk all of the person's assignments for every candidate.
         let rows = sqlx::query(
             "SELECT t.id, t.instance FROM tasks t \
              WHERE t.modality = $1 AND t.qualification = 0 AND t.held < t.needed \
              AND NOT EXISTS (SELECT 1 FROM tasks t2 \
-                 JOIN assignments a ON a.task_id = t2.id AND a.worker_id = $2 \
+                 CROSS JOIN assignments a \
                  JOIN hits h ON h.id = a.hit_id \
-                 WHERE t2.instance = t.instance AND t2.qualification = 0 \
+                 WHERE a.task_id = t2.id AND a.worker_id = $2 \
+                 AND t2.instance = t.instance AND t2.qualification = 0 \
                  AND (t2.modality = t.modality OR h.seq >= $3)) \
              ORDER BY t.id LIMIT $4",
         )

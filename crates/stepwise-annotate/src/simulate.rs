@@ -26,6 +26,16 @@ pub struct Behaviour {
     pub alternative_rate: f64,
     /// A careless person orders at random (the censoring floor should catch them).
     pub careless: bool,
+    pub confidence: Confidence,
+}
+
+/// How a simulated person rates their confidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confidence {
+    /// 3–5 when their order is right, 1–3 when it is wrong (load tests: plausible pages, not calibrated people).
+    FromCorrectness,
+    /// 1–5 uniformly, whatever they answered: agreement and accuracy tables must not depend on it.
+    Independent,
 }
 
 /// What one step of a simulated person did.
@@ -68,7 +78,11 @@ pub fn answer_for(
             } else {
                 noisy(gold, b.noise, rng)
             };
-            let confidence = if &order == gold { rng.random_range(3..=5) } else { rng.random_range(1..=3) };
+            let confidence = match b.confidence {
+                Confidence::FromCorrectness if &order == gold => rng.random_range(3..=5),
+                Confidence::FromCorrectness => rng.random_range(1..=3),
+                Confidence::Independent => rng.random_range(1..=5),
+            };
             let helped =
                 (modality == Modality::Multimodal).then(|| HELPED[rng.random_range(0..HELPED.len())].to_string());
             Answer { order: Some(order), confidence: Some(confidence), helped, alternatives: None }

@@ -579,3 +579,146 @@ async fn a_trusted_proxy_makes_cookies_secure() {
         assert!(r.headers().get(header::STRICT_TRANSPORT_SECURITY).is_none());
     }
 }
+
+/// Simulated people who order with adjacent-swap noise and rate their confidence independently of their
+/// answers, working a study through the real server over TCP: the export's order agreement κ equals the κ
+/// the noise model implies (exact, by enumerating every swap pattern) within its 95% bootstrap interval over
+/// instances, and confidence tells nothing about correctness (mean confidence of right and of wrong orders
+/// both within their intervals of 3, the uniform mean).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn independent_confidence_gives_the_expected_agreement() {
+    use rand::SeedableRng;
+    use stepwise_annotate::client::Client;
+    use stepwise_annotate::judgements::Answer;
+    use stepwise_annotate::simulate::{Behaviour, Confidence, Step, noisy, step};
+    use stepwise_eval::agreement::{instance_order_kappa, order_kappa};
+    use stepwise_eval::bootstrap::{BootstrapConfig, Unit, mean_estimate};
+
+    const NOISE: f64 = 0.2;
+    const ITEMS: usize = 5;
+    let td = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", td.path().join("a.sqlite").display());
+    let rules = StudyRules {
+        modalities: vec![Modality::Text],
+        hit_size: 5,
+        judgements: 4,
+        censor_floor: 0.0,
+        ..StudyRules::default()
+    };
+    let (study, _) = Study::create(instances(80, ITEMS), Path::new("x"), None, rules).unwrap();
+    let db = Db::open(&url).await.unwrap();
+    db.sync_tasks(&study).await.unwrap();
+    let (ready, addr) = tokio::sync::oneshot::channel();
+    let state = AppState::new(db.clone(), study.clone());
+    tokio::spawn(stepwise_annotate::server::serve(state, "127.0.0.1:0".parse().unwrap(), None, move |a| {
+        let _ = ready.send(a);
+    }));
+    let addr = addr.await.unwrap();
+
+    // Eight people, one step each in turn (one task: the run is the same every time).
+    let behaviour =
+        Behaviour { noise: NOISE, alternative_rate: 0.0, careless: false, confidence: Confidence::Independent };
+    let mut people = Vec::new();
+    for k in 0..8u64 {
+        let w = db.create_worker(&format!("sim-{k}"), "active", 0).await.unwrap();
+        let mut c = Client::new(addr);
+        assert_eq!(c.get(&format!("/join/{}", w.invite)).await.unwrap().status, 303);
+        people.push((c, rand_chacha::ChaCha8Rng::seed_from_u64(k), false));
+    }
+    while people.iter().any(|p| !p.2) {
+        for (c, rng, finished) in people.iter_mut().filter(|p| !p.2) {
+            if let Step::Finished(_) = step(c, &db, &study, &behaviour, rng).await.unwrap() {
+                *finished = true;
+            }
+        }
+    }
+
+    // κ the noise model implies: E over two independent noisy copies of one gold order.
+    let gold: Vec<usize> = (0..ITEMS).collect();
+    let patterns: Vec<(Vec<usize>, f64)> = (0..1u32 << (ITEMS - 1))
+        .map(|bits| {
+            let mut o = gold.clone();
+            let mut p = 1.0;
+            for k in 1..ITEMS {
+                let swap = bits >> (k - 1) & 1 == 1;
+                if swap {
+                    o.swap(k - 1, k);
+                }
+                p *= if swap { NOISE } else { 1.0 - NOISE };
+            }
+            (o, p)
+        })
+        .collect();
+    let expected: f64 = patterns
+        .iter()
+        .flat_map(|(a, pa)| patterns.iter().map(move |(b, pb)| pa * pb * order_kappa(a, b).unwrap()))
+        .sum();
+    // The simulator's noise is the model's (same patterns, same probabilities).
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
+    let exact = (0..20_000).filter(|_| noisy(&gold, NOISE, &mut rng) == gold).count() as f64 / 20_000.0;
+    assert!((exact - (1.0 - NOISE).powi(ITEMS as i32 - 1)).abs() < 0.01, "{exact}");
+
+    let assignments = db.assignments(None).await.unwrap();
+    let mut by_instance: std::collections::BTreeMap<usize, Vec<Vec<usize>>> = Default::default();
+    let (mut right, mut wrong) = (Vec::new(), Vec::new());
+    for a in assignments.iter().filter(|a| a.status == DONE) {
+        let (instance, _, _) = stepwise_annotate::db::task_spec(&study, a.task_id).unwrap();
+        let answer: Answer = serde_json::from_str(a.answer.as_deref().unwrap()).unwrap();
+        let order = answer.order.unwrap();
+        let conf = f64::from(answer.confidence.unwrap());
+        if study.is_reference(instance, &order) {
+            right.push(conf)
+        } else {
+            wrong.push(conf)
+        }
+        by_instance.entry(instance).or_default().push(order);
+    }
+    assert_eq!(by_instance.len(), 80);
+    assert!(by_instance.values().all(|o| o.len() == 4), "every instance judged 4 times");
+    let kappas: Vec<f64> = by_instance
+        .values()
+        .map(|orders| instance_order_kappa(&orders.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap())
+        .collect();
+    let config = BootstrapConfig { resamples: 2000, confidence: 0.95, seed: 1 };
+    let k = mean_estimate(&kappas, Unit::Rows, &config, "kappa");
+    let ci = k.ci.unwrap();
+    eprintln!(
+        "κ {:.3} [{:.3}, {:.3}] over {} instances; the noise model's κ {expected:.3}",
+        k.value,
+        ci.low,
+        ci.high,
+        kappas.len()
+    );
+    assert!(
+        ci.low <= expected && expected <= ci.high,
+        "κ {:.3} [{:.3}, {:.3}], expected {expected:.3}",
+        k.value,
+        ci.low,
+        ci.high
+    );
+
+    // The export's table says the same κ.
+    let workers = db.workers().await.unwrap();
+    let out = td.path().join("export");
+    std::fs::create_dir_all(&out).unwrap();
+    stepwise_annotate::export::export(&study, &workers, &assignments, &out, &ExportOptions { min_agreement: 0.4 })
+        .unwrap();
+    let tables: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("tables.json")).unwrap()).unwrap();
+    let table_kappa = tables["modalities"][0]["kappa"].as_f64().unwrap();
+    assert!((table_kappa - k.value).abs() < 1e-12, "{table_kappa} vs {}", k.value);
+
+    for (name, conf) in [("right", &right), ("wrong", &wrong)] {
+        assert!(conf.len() > 50, "{name}: {} orders", conf.len());
+        let e = mean_estimate(conf, Unit::Rows, &config, name);
+        let ci = e.ci.unwrap();
+        eprintln!("{name} orders: {} with mean confidence {:.2} [{:.2}, {:.2}]", conf.len(), e.value, ci.low, ci.high);
+        assert!(
+            ci.low <= 3.0 && 3.0 <= ci.high,
+            "{name} orders: mean confidence {:.2} [{:.2}, {:.2}]",
+            e.value,
+            ci.low,
+            ci.high
+        );
+    }
+}

@@ -569,7 +569,7 @@ async fn simulate_people(
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn annotation_pilot_on_real_step_image_procedures() {
-    use stepwise_annotate::simulate::Behaviour;
+    use stepwise_annotate::simulate::{Behaviour, Confidence};
     let td = tempfile::tempdir().unwrap();
     let p = |n: &str| td.path().join(n).to_string_lossy().into_owned();
     let corpus = ingest_real_procedures(td.path());
@@ -607,7 +607,8 @@ fn annotation_pilot_on_real_step_image_procedures() {
         "--seed",
         "1",
     ]);
-    let careful = Behaviour { noise: 0.15, alternative_rate: 0.0, careless: false };
+    let careful =
+        Behaviour { noise: 0.15, alternative_rate: 0.0, careless: false, confidence: Confidence::FromCorrectness };
     // Twelve people: each sees an instance in one modality only, so items get several judgements (κ defined).
     let people = [
         ("careful-1", careful),

@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use sqlx::Row;
 use stepwise_annotate::client::Client;
 use stepwise_annotate::db::{DONE, Db, WORKER_ACTIVE};
-use stepwise_annotate::simulate::{Behaviour, Step, step};
+use stepwise_annotate::simulate::{Behaviour, Confidence, Step, step};
 use stepwise_annotate::study::{Modality, Study, StudyRules};
 use stepwise_core::sequencing::{SequencingInstance, SequencingItem};
 
@@ -456,7 +456,8 @@ async fn annotator(
     let addr = || *server.read().unwrap_or_else(|e| e.into_inner());
     let mut client = Client::new(addr());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let behaviour = Behaviour { noise: 0.1, alternative_rate: 0.0, careless: false };
+    let behaviour =
+        Behaviour { noise: 0.1, alternative_rate: 0.0, careless: false, confidence: Confidence::FromCorrectness };
     let mut failures = 0;
     loop {
         client.set_addr(addr());
