@@ -339,7 +339,7 @@ async fn current_assignment(
     let timeout = study.rules.assignment_timeout_minutes.saturating_mul(60_000) as i64;
     // An item held past the timeout was offered to others; once they gave every wanted judgement, it is
     // withdrawn from this person instead of collecting one judgement too many.
-    while let Some((a, hit)) = first_open(state.db.open_hit(w.id).await?) {
+    while let Some((a, hit)) = first_open(state.db.last_hit(w.id).await?) {
         let stale = now_ms() - a.created_ms > timeout;
         let full = match task_spec(study, a.task_id) {
             Some((_, _, false)) if stale => db::done_count(&state.db.pool, a.task_id).await? >= study.rules.judgements,
@@ -355,24 +355,11 @@ async fn current_assignment(
     let _one_at_a_time = state.assign.lock().await;
     let mut wtx = state.db.begin_write().await?;
     let tx = &mut wtx.tx;
-    // Lock the person's row first (also makes this a write transaction from its first statement on SQLite),
-    // then look again: another request or process may have handed them a HIT meanwhile.
-    let status: String = sqlx::query("UPDATE workers SET status = status WHERE id = $1 RETURNING status")
-        .bind(w.id)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_error)
-        .and_then(|r| db::col(&r, 0))?;
-    let open: Option<i64> = sqlx::query("SELECT id FROM assignments WHERE worker_id = $1 AND status = $2 LIMIT 1")
-        .bind(w.id)
-        .bind(OPEN)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?
-        .map(|r| db::col(&r, 0))
-        .transpose()?;
-    if open.is_none() {
-        let last_seq = db::last_seq(tx, w.id).await?;
+    // Lock the person's row first, then look again: another request or process may have handed them a HIT
+    // meanwhile.
+    let status = db::lock_worker(tx, w.id).await?;
+    let (last_seq, open) = db::last_hit_state(tx, w.id).await?;
+    if !open {
         let mut tally = queue::Tally::default();
         let now = now_ms();
         let (tasks, qualification) = match status.as_str() {
@@ -390,7 +377,7 @@ async fn current_assignment(
     }
     // Also with nothing handed out: the expiry stands.
     wtx.commit().await?;
-    Ok(first_open(state.db.open_hit(w.id).await?))
+    Ok(first_open(state.db.last_hit(w.id).await?))
 }
 
 async fn submit(
@@ -421,14 +408,9 @@ async fn submit(
     let now = now_ms();
     let mut wtx = state.db.begin_write().await?;
     let tx = &mut wtx.tx;
-    // Lock the person's row first: on PostgreSQL two of their submissions then run one after the other, so the
-    // qualification verdict and censoring always see every answer (SQLite has one writer anyway).
-    let status: String = sqlx::query("UPDATE workers SET status = status WHERE id = $1 RETURNING status")
-        .bind(w.id)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_error)
-        .and_then(|r| db::col(&r, 0))?;
+    // Lock the person's row first: two of their submissions then run one after the other, so the qualification
+    // verdict and censoring always see every answer.
+    let status = db::lock_worker(tx, w.id).await?;
     if !qualification && a.status == OPEN && db::done_count(&mut **tx, a.task_id).await? >= study.rules.judgements {
         drop(wtx);
         state.db.release(a.id).await?;

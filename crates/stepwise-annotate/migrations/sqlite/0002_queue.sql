@@ -18,5 +18,4 @@ INSERT INTO wanted (modality, remaining)
 CREATE INDEX tasks_wanted ON tasks(modality, id) WHERE qualification = 0 AND held < needed;
 CREATE INDEX tasks_instance ON tasks(instance);
 CREATE INDEX assignments_holding ON assignments(created_ms) WHERE status = 'open' AND holds = 1;
-CREATE INDEX assignments_worker_status ON assignments(worker_id, status);
 CREATE INDEX assignments_hit ON assignments(hit_id, position);
