@@ -660,7 +660,8 @@ fn annotation_pilot_on_real_step_image_procedures() {
     // Alternative orders: four people, then the majority references feed generation.
     let alt = p("alt");
     stepwise(&["annotate", "create", &seq, "-o", &alt, "--kind", "alternatives", "--judgements", "3", "--seed", "1"]);
-    let offer = Behaviour { noise: 0.0, alternative_rate: 0.5, careless: false };
+    let offer =
+        Behaviour { noise: 0.0, alternative_rate: 0.5, careless: false, confidence: Confidence::FromCorrectness };
     let people = [("alt-1", offer), ("alt-2", offer), ("alt-3", offer), ("alt-4", offer)];
     let (mut server, addr) = serve_study(&alt);
     let worked = rt.block_on(simulate_people(addr, Path::new(&alt), &people));
