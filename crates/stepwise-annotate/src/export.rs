@@ -241,6 +241,35 @@ pub fn export(
 /// Procedure → orders over its step indices: for each instance, the alternatives that more than half of the kept
 /// people who judged it gave; instances judged by kept people but with no such order contribute the procedure
 /// with no orders (annotated: only the authored order).
+/// The same export as one zip file (the dashboard's download): the files [`export`] writes, stored uncompressed
+/// under `stepwise-export/`, in name order with a fixed timestamp, so the same judgements give the same bytes.
+pub fn export_zip(
+    study: &Study,
+    workers: &[WorkerRow],
+    assignments: &[AssignmentRow],
+    options: &ExportOptions,
+) -> Result<Vec<u8>> {
+    use std::io::Write as _;
+    use zip::write::SimpleFileOptions;
+    let td = tempfile::tempdir().map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+    export(study, workers, assignments, td.path(), options)?;
+    let files = stepwise_core::output::read_tree(td.path())?;
+    let zip_error = |e: zip::result::ZipError| Error::runtime(format!("export zip: {e}"));
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let file_options = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .last_modified_time(zip::DateTime::default())
+        .unix_permissions(0o644);
+    for (name, bytes) in &files {
+        zip.start_file(format!("{ZIP_FOLDER}/{name}"), file_options).map_err(zip_error)?;
+        zip.write_all(bytes).map_err(|e| Error::runtime(format!("export zip: {e}")))?;
+    }
+    Ok(zip.finish().map_err(zip_error)?.into_inner())
+}
+
+/// The folder every file of [`export_zip`] sits in (unzipping gives one folder, not loose files).
+pub const ZIP_FOLDER: &str = "stepwise-export";
+
 fn majority_references(
     study: &Study,
     counted: &[&Judgement],

@@ -48,8 +48,9 @@ pub struct WorkView<'a> {
 fn item_html(out: &mut String, index: usize, item: &SequencingItem, modality: Modality, movable: bool) {
     let _ = write!(
         out,
-        "<li class=\"step\" data-item=\"{index}\"{}>",
-        if movable { " draggable=\"true\" tabindex=\"0\" aria-roledescription=\"movable step\"" } else { "" }
+        "<li class=\"step{}\" data-item=\"{index}\"{}>",
+        if movable { " movable" } else { "" },
+        if movable { " tabindex=\"0\" aria-roledescription=\"movable step\"" } else { "" }
     );
     if movable {
         out.push_str("<span class=\"handle\" aria-hidden=\"true\">⠿</span>");
@@ -57,7 +58,7 @@ fn item_html(out: &mut String, index: usize, item: &SequencingItem, modality: Mo
     out.push_str("<div class=\"content\">");
     if modality.shows_images() {
         for img in &item.images {
-            let _ = write!(out, "<img src=\"/img/{}\" alt=\"step photo\">", esc(&url_path(img)));
+            let _ = write!(out, "<img src=\"/img/{}\" alt=\"step photo\" draggable=\"false\">", esc(&url_path(img)));
         }
     }
     if modality.shows_text() {

@@ -141,6 +141,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/admin", get(dashboard))
         .route("/admin/login", get(login_form).post(login))
         .route("/admin/invites", post(invites))
+        .route("/admin/export.zip", get(export_zip))
         .route("/static/app.js", get(|| async { static_file("text/javascript; charset=utf-8", pages::APP_JS) }))
         .route("/static/app.css", get(|| async { static_file("text/css; charset=utf-8", pages::APP_CSS) }))
         .fallback(|| async { AppError::NotFound("There is no page here.".into()) })
@@ -617,6 +618,27 @@ async fn dashboard(State(state): State<Arc<AppState>>, headers: HeaderMap) -> An
     };
     let html = crate::dashboard::render(&state.study, &state.db, &s.csrf, None).await?;
     Ok(Html(html).into_response())
+}
+
+/// The study's export as a zip (what `stepwise annotate export` writes, default options), for the admin only.
+async fn export_zip(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Answered {
+    if admin(&state, &headers).await?.is_none() {
+        return Ok(Redirect::to("/admin/login").into_response());
+    }
+    let workers = state.db.workers().await?;
+    let assignments = state.db.assignments(None).await?;
+    let state2 = state.clone();
+    let bytes = tokio::task::spawn_blocking(move || {
+        crate::export::export_zip(&state2.study, &workers, &assignments, &crate::export::ExportOptions::default())
+    })
+    .await
+    .map_err(|e| AppError::Unavailable(e.to_string()))??;
+    let mut r = Response::new(Body::from(bytes));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/zip"));
+    h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=\"stepwise-export.zip\""));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(r)
 }
 
 async fn invites(

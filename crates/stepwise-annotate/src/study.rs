@@ -137,7 +137,8 @@ pub struct TaskSpec {
 pub struct Study {
     pub version: u32,
     pub rules: StudyRules,
-    /// Where item image paths are resolved from (absolute); `None` when no item has images.
+    /// Where item image paths are resolved from (absolute in memory; in `study.json` relative to the study folder,
+    /// so a folder holding the study and its corpus can be moved or renamed whole); `None` when no item has images.
     pub image_root: Option<PathBuf>,
     /// Argon2id PHC string of the admin password (stored in `admin.hash`).
     #[serde(skip)]
@@ -268,7 +269,11 @@ impl Study {
     /// Write `study.json`, `instances.jsonl` and `admin.hash` into `dir` (normally an `OutputDir` being built).
     pub fn write(&self, dir: &Path) -> Result<()> {
         write_secret(&dir.join(ADMIN_HASH_FILE), &self.admin_password_hash)?;
-        let json = serde_json::to_string_pretty(self).map_err(|e| Error::runtime(e.to_string()))?;
+        let mut on_disk = serde_json::to_value(self).map_err(|e| Error::runtime(e.to_string()))?;
+        if let Some(root) = &self.image_root {
+            on_disk["image_root"] = stepwise_core::paths::image_root_for(dir, root)?.into();
+        }
+        let json = serde_json::to_string_pretty(&on_disk).map_err(|e| Error::runtime(e.to_string()))?;
         write_string_atomic(&dir.join(STUDY_JSON), &(json + "\n"))?;
         let rows = self
             .instances
@@ -302,6 +307,10 @@ impl Study {
             )));
         }
         check_rules(&study.rules).map_err(|e| Error::bad_input(format!("{}: {e}", path.display())))?;
+        // Relative to the study folder (studies written before that held an absolute path, which `join` keeps).
+        if let Some(root) = &study.image_root {
+            study.image_root = Some(stepwise_core::paths::absolute_normalized(&dir.join(root))?);
+        }
         let hash_path = dir.join(ADMIN_HASH_FILE);
         study.admin_password_hash = stepwise_core::json::read_text(&hash_path)?.trim().to_string();
         if !study.admin_password_hash.starts_with("$argon2") {
@@ -473,6 +482,25 @@ pub(crate) mod tests {
         assert_eq!(back.tasks, study.tasks);
         assert_eq!(back.instances, study.instances);
         assert_eq!(back.rules, study.rules);
+        // Images are found from the study folder: the folder holding study and corpus moves whole.
+        let run = td.path().join("run");
+        std::fs::create_dir_all(run.join("corpus/images")).unwrap();
+        std::fs::write(run.join("corpus/images/a.png"), b"png").unwrap();
+        let mut with_image = instance("m", 3);
+        for item in &mut with_image.items {
+            item.images = vec!["images/a.png".into()];
+        }
+        let rules = StudyRules { modalities: vec![Modality::Multimodal], ..StudyRules::default() };
+        let (study, _) =
+            Study::create(vec![with_image, instance("n", 3)], Path::new("x"), Some(&run.join("corpus")), rules)
+                .unwrap();
+        std::fs::create_dir_all(run.join("study")).unwrap();
+        study.write(&run.join("study")).unwrap();
+        let text = std::fs::read_to_string(run.join("study").join(STUDY_JSON)).unwrap();
+        assert!(text.contains("\"image_root\": \"../corpus\""), "{text}");
+        std::fs::rename(&run, td.path().join("moved")).unwrap();
+        let back = Study::read(&td.path().join("moved/study")).unwrap();
+        assert_eq!(back.image_root.as_deref(), Some(td.path().join("moved/corpus").as_path()));
         std::fs::write(td.path().join(STUDY_JSON), "{\"version\": 1,").unwrap();
         let e = Study::read(td.path()).unwrap_err().to_string();
         assert!(e.contains("study.json:1"), "{e}");

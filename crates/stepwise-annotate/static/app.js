@@ -30,34 +30,68 @@ function move(list, li, delta) {
   list.dispatchEvent(new Event("reordered"));
 }
 
+// Dragging follows pointer events (mouse, pen and touch alike) rather than HTML5 drag and drop: native drag and
+// drop never starts from a touch screen, and browsers driven by WebDriver do not carry pointer input into
+// dragover/drop, so the Firefox test could not exercise it.
 function makeSortable(list) {
-  let dragged = null;
-  list.addEventListener("dragstart", (e) => {
-    dragged = e.target.closest("li.step");
-    if (!dragged) return;
-    dragged.classList.add("dragging");
-    e.dataTransfer.effectAllowed = "move";
-    e.dataTransfer.setData("text/plain", dragged.dataset.item);
-  });
-  list.addEventListener("dragend", () => {
-    if (dragged) dragged.classList.remove("dragging");
-    dragged = null;
-    list.dispatchEvent(new Event("reordered"));
-  });
-  list.addEventListener("dragover", (e) => {
-    if (!dragged) return;
+  let drag = null; // { li, pointerId, startY, moved }
+  // Moves and the release are heard on the window, not through pointer capture: moving the step in the DOM
+  // releases any capture it holds, which would end the drag at its first move.
+  const onMove = (e) => {
+    if (!drag || e.pointerId !== drag.pointerId) return;
+    if (e.pointerType === "mouse" && e.buttons === 0) { finish(e); return; } // released outside the window
+    if (!drag.moved) {
+      if (Math.abs(e.clientY - drag.startY) < 4) return; // a click, not a drag
+      drag.moved = true;
+      drag.li.classList.add("dragging");
+    }
     e.preventDefault();
-    const over = e.target.closest("li.step");
-    if (!over || over === dragged) return;
-    const box = over.getBoundingClientRect();
-    const after = e.clientY > box.top + box.height / 2;
-    list.insertBefore(dragged, after ? over.nextSibling : over);
+    // The dragged step goes before the first other step whose middle is below the pointer (else last): moving
+    // it changes no other step's order among themselves, so the answer never flickers between two places.
+    const next = itemsOf(list).find((li) => {
+      if (li === drag.li) return false;
+      const box = li.getBoundingClientRect();
+      return e.clientY < box.top + box.height / 2;
+    });
+    if (next) {
+      if (drag.li.nextElementSibling !== next) list.insertBefore(drag.li, next);
+    } else if (list.lastElementChild !== drag.li) {
+      list.appendChild(drag.li);
+    }
+    // Near the window's top or bottom edge the page scrolls, so a step can travel past what is in view.
+    const edge = 48;
+    if (e.clientY < edge) window.scrollBy(0, -24);
+    else if (e.clientY > window.innerHeight - edge) window.scrollBy(0, 24);
+  };
+  const finish = (e) => {
+    if (!drag || e.pointerId !== drag.pointerId) return;
+    const { li, moved } = drag;
+    drag = null;
+    window.removeEventListener("pointermove", onMove);
+    window.removeEventListener("pointerup", finish);
+    window.removeEventListener("pointercancel", finish);
+    li.classList.remove("dragging");
+    if (moved) {
+      li.focus({ preventScroll: true });
+      announce(list, li);
+      list.dispatchEvent(new Event("reordered"));
+    }
+  };
+  list.addEventListener("pointerdown", (e) => {
+    if (drag || e.button !== 0 || e.target.closest("button")) return;
+    const li = e.target.closest("li.step");
+    if (!li || !list.contains(li)) return;
+    // On a touch screen only the handle drags, so a finger elsewhere still scrolls the page.
+    if (e.pointerType === "touch" && !e.target.closest(".handle")) return;
+    e.preventDefault(); // no text selection, no native image drag
+    li.focus({ preventScroll: true });
+    drag = { li, pointerId: e.pointerId, startY: e.clientY, moved: false };
+    window.addEventListener("pointermove", onMove);
+    window.addEventListener("pointerup", finish);
+    window.addEventListener("pointercancel", finish);
   });
-  list.addEventListener("drop", (e) => e.preventDefault());
-  // A drag the browser abandoned without dragend must not leave a step looking grabbed.
-  list.addEventListener("pointerdown", () => {
-    itemsOf(list).forEach((li) => li.classList.remove("dragging"));
-  });
+  // Photos and links inside a step must not start the browser's own drag.
+  list.addEventListener("dragstart", (e) => e.preventDefault());
   list.addEventListener("click", (e) => {
     const btn = e.target.closest("button");
     if (!btn) return;

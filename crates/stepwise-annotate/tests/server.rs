@@ -44,6 +44,9 @@ struct Client {
 struct Reply {
     status: StatusCode,
     body: String,
+    /// The body as sent (downloads are not text).
+    bytes: Vec<u8>,
+    content_type: Option<String>,
     location: Option<String>,
 }
 
@@ -67,6 +70,7 @@ impl Client {
         let resp = self.app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
         let status = resp.status();
         let location = resp.headers().get(header::LOCATION).map(|v| v.to_str().unwrap().to_string());
+        let content_type = resp.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_string());
         let cookies: Vec<String> =
             resp.headers().get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_string()).collect();
         for c in &cookies {
@@ -86,8 +90,9 @@ impl Client {
             }
             self.cookie = kept.join("; ");
         }
-        let body = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-        Reply { status, body, location }
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        Reply { status, body, bytes, content_type, location }
     }
 
     async fn get(&mut self, uri: &str) -> Reply {
@@ -324,6 +329,24 @@ async fn flow(url: &str, dir: &Path) {
         assert_eq!(p.order, inst.references[0], "A ordered every study item right");
     }
     assert!(ex.summary.contains("| lab-1 | active | 100.0% |"), "{}", ex.summary);
+
+    // The dashboard's download is the same export, file for file; only the admin gets it.
+    let mut stranger = Client { app: admin.app.clone(), cookie: String::new() };
+    assert_eq!(stranger.get("/admin/export.zip").await.location.as_deref(), Some("/admin/login"));
+    assert!(dash.body.contains("href=\"/admin/export.zip\""), "{}", dash.body);
+    let zip = admin.get("/admin/export.zip").await;
+    assert_eq!(zip.status, StatusCode::OK);
+    assert_eq!(zip.content_type.as_deref(), Some("application/zip"));
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.bytes.clone())).unwrap();
+    let expected = stepwise_core::output::read_tree(&out).unwrap();
+    assert_eq!(archive.len(), expected.len());
+    for (name, bytes) in &expected {
+        let mut f = archive.by_name(&format!("{}/{name}", stepwise_annotate::export::ZIP_FOLDER)).unwrap();
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut got).unwrap();
+        assert!(&got == bytes, "{name} differs between the download and the export");
+    }
+    assert_eq!(admin.get("/admin/export.zip").await.bytes, zip.bytes, "the same judgements give the same zip");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "eval-hasty",
         "study",
         "seq-study",
+        "annotate",
         "r2vq",
         "report",
     ] {
@@ -61,6 +62,8 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "study/study.json",
         "seq-study/results.json",
         "seq-study/breakdown.md",
+        "annotation/study.json",
+        "annotation/admin-password.txt",
         "r2vq/questions.jsonl",
         "r2vq/test.csv",
         "eval/r2vq-text/results.json",
@@ -88,11 +91,22 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     let clean = std::fs::read_to_string(dir.join("clean/manifest.json")).unwrap();
     assert!(clean.contains("\"image_root\": \"../corpus\""), "{clean}");
 
-    // The same seed in another folder gives the same bytes, file by file.
+    // The annotation study is ready to serve: the command is printed, and its images are found from the study
+    // folder wherever the demo folder is.
+    assert!(stdout.contains("annotation app: stepwise annotate serve --study "), "{stdout}");
+    let study = stepwise_annotate::Study::read(&dir.join("annotation")).unwrap();
+    let root = study.image_root.clone().expect("the demo's instances have step photos");
+    assert!(study.image_paths().iter().all(|p| root.join(p).is_file()), "a study image is missing under {root:?}");
+
+    // The same seed in another folder gives the same bytes, file by file (the annotation study's admin password
+    // is a fresh secret each run, by design).
+    let secret = |k: &String| k.ends_with("admin-password.txt") || k.ends_with("admin.hash");
+    let all: BTreeMap<String, Vec<u8>> = all.into_iter().filter(|(k, _)| !secret(k)).collect();
     let b =
         stepwise(&td.path().join("b/nested"), &["-q", "demo", "-n", "16", "--windows", "1", "-o", "demo", "--force"]);
     assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
-    let other = files(&td.path().join("b/nested/demo"));
+    let other: BTreeMap<String, Vec<u8>> =
+        files(&td.path().join("b/nested/demo")).into_iter().filter(|(k, _)| !secret(k)).collect();
     assert_eq!(all.keys().collect::<Vec<_>>(), other.keys().collect::<Vec<_>>());
     for (k, v) in &all {
         assert!(v == &other[k], "{k} differs between two runs");

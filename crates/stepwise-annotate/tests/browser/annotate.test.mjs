@@ -1,13 +1,16 @@
 // End-to-end test of `stepwise annotate` in a real browser (Debian's Chromium via playwright-core):
 // an ordering study (admin sign-in, invite links, qualification, drag and drop AND keyboard ordering, the two
-// follow-up questions, images actually loaded, progress, "all done") and an alternative-orders study (orders
-// added with the keyboard), then the exports scored by `stepwise eval`.
+// follow-up questions, images actually loaded, progress, "all done"), an alternative-orders study (orders
+// added with the keyboard), the exports scored by `stepwise eval`, and a study with a censoring floor: a careless
+// person (steps dragged by touch and by mouse into wrong orders) is stopped, the dashboard shows it, their
+// items go to the next person, and the dashboard's export download equals `stepwise annotate export`.
 //
 //   STEPWISE=target/debug/stepwise node annotate.test.mjs        (CHROMIUM defaults to /usr/bin/chromium)
 //
 // Screenshots of the main pages go to $SCREENSHOTS (default: target/browser-screenshots under the current folder).
 import { chromium } from "playwright-core";
-import { readFileSync, existsSync } from "node:fs";
+import { readFileSync, existsSync, mkdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import { SHOTS, scratch } from "./common.mjs";
@@ -59,6 +62,47 @@ async function submitAndWait(page) {
     const f = document.getElementById("answer");
     return document.readyState === "complete" && (!f || f.getAttribute("action") !== prev);
   }, before);
+}
+
+/** Sign the admin page in to the study served at `base`; returns `count` new invite links. */
+async function signInAndInvite(admin, base, study, count) {
+  await admin.goto(`${base}/admin/login`);
+  await admin.fill("input[name=password]", readFileSync(join(work, study, "admin-password.txt"), "utf8").trim());
+  await admin.click("button[type=submit]");
+  await admin.waitForSelector("#invite-form");
+  await admin.fill("#invite-form input[name=count]", String(count));
+  await admin.click("#invite-form button[type=submit]");
+  return admin.$$eval("code.invite", (els) => els.map((e) => e.textContent));
+}
+
+/** A finger drags step `item` by its handle until it sits above the step now at `pos` (CDP touch events: the
+ *  page sees pointer events of type touch, as on a tablet). */
+async function touchDrag(page, item, pos) {
+  const cdp = await page.context().newCDPSession(page);
+  const handle = page.locator(`#steps li.step[data-item="${item}"] .handle`);
+  await handle.scrollIntoViewIfNeeded();
+  const a = await handle.boundingBox();
+  const b = await page.locator("#steps li.step").nth(pos).boundingBox();
+  const x = a.x + a.width / 2;
+  const y0 = a.y + a.height / 2;
+  const y1 = b.y + 3;
+  await cdp.send("Input.dispatchTouchEvent", { type: "touchStart", touchPoints: [{ x, y: y0 }] });
+  for (let k = 1; k <= 8; k++) {
+    await cdp.send("Input.dispatchTouchEvent", { type: "touchMove", touchPoints: [{ x, y: y0 + ((y1 - y0) * k) / 8 }] });
+  }
+  await cdp.send("Input.dispatchTouchEvent", { type: "touchEnd", touchPoints: [] });
+  await cdp.detach();
+}
+
+/** An order of the instance's items that is none of its references (the last reference's reverse, or a
+ *  rotation of it). */
+function wrongOrder(inst) {
+  const isRef = (o) => inst.references.some((r) => r.join(",") === o.join(","));
+  const base = inst.references[0];
+  for (const cand of [[...base].reverse(), ...base.map((_, k) => [...base.slice(k), ...base.slice(0, k)])]) {
+    if (!isRef(cand)) return cand;
+  }
+  throw new Error(`every order of ${inst.id} is a reference`);
 }
 
 async function main() {
@@ -197,7 +241,68 @@ async function main() {
     // The references feed generation as multiple references.
     sw("generate", "world", "--task", "sequencing", "--modality", "multimodal", "--seq-steps", "4", "--seq-min-steps", "4",
       "--alt-orders", "alt-results/references.jsonl", "-o", "seq-alt");
-    console.log(`browser test passed: ${answered} items ordered (${drags} with drag and drop), 1 alternative order added`);
+
+    // --- censoring: a careless person is stopped at the floor, the dashboard says so, their items are re-queued
+    sw("annotate", "create", "seq", "-o", "careless", "--modalities", "text", "--judgements", "1", "--hit-size", "2",
+      "--censor-floor", "0.5", "--censor-min-items", "2");
+    const cBase = await serve("careless");
+    const [carelessLink, diligentLink] = await signInAndInvite(admin, cBase, "careless", 2);
+    const cInstances = instancesOf("careless");
+    const careless = await (await browser.newContext({ hasTouch: true, viewport: { width: 900, height: 1400 } })).newPage();
+    careless.on("pageerror", (e) => errors.push(String(e)));
+    await careless.goto(carelessLink);
+    const carelessItems = [];
+    for (let k = 0; k < 2; k++) {
+      const inst = await shownInstance(careless, cInstances);
+      carelessItems.push(inst.id);
+      const wrong = wrongOrder(inst);
+      // The first step of the wrong order goes to the top by touch (on its handle), the rest by mouse and keys.
+      const first = (await order(careless)).indexOf(wrong[0]);
+      if (first > 0) {
+        await touchDrag(careless, wrong[0], 0);
+        assert.equal((await order(careless))[0], wrong[0], "a touch drag on the handle moved the step to the top");
+      }
+      await arrange(careless, wrong);
+      assert.equal(await careless.inputValue("#order"), wrong.join(","));
+      await careless.check("input[name=confidence][value='2']");
+      await submitAndWait(careless);
+    }
+    assert.match(await careless.textContent("h1"), /Thank you/);
+    assert.match(await careless.textContent("body"), /accuracy floor/);
+    await shot(careless, "censored");
+    // The dashboard: the person is censored, none of their judgements counts, every item is wanted again.
+    await admin.goto(`${cBase}/admin`);
+    assert.match(await admin.textContent("#workers"), /annotator-1\s*censored\s*–\s*0\s*–/);
+    assert.equal(await admin.textContent("#open-count"), String(cInstances.length));
+    // The next person gets the re-queued items first.
+    const diligent = await (await browser.newContext()).newPage();
+    await diligent.goto(diligentLink);
+    const next = await shownInstance(diligent, cInstances);
+    assert.ok(carelessItems.includes(next.id), `${next.id} is one of the careless person's items ${carelessItems}`);
+    await arrange(diligent, next.references[0]);
+    await diligent.check("input[name=confidence][value='5']");
+    await submitAndWait(diligent);
+    await admin.goto(`${cBase}/admin`);
+    assert.equal(await admin.textContent("#open-count"), String(cInstances.length - 1));
+    assert.match(await admin.textContent("#workers"), /annotator-2\s*active\s*–\s*1\s*100\.0%/);
+    await shot(admin, "dashboard-censoring");
+    // The dashboard's download is the export the command writes, file for file.
+    const [download] = await Promise.all([admin.waitForEvent("download"), admin.click("#export-link")]);
+    assert.equal(download.suggestedFilename(), "stepwise-export.zip");
+    const zipPath = join(work, "dashboard-export.zip");
+    await download.saveAs(zipPath);
+    mkdirSync(join(work, "unzipped"));
+    execFileSync("python3", ["-m", "zipfile", "-e", zipPath, join(work, "unzipped")]);
+    sw("annotate", "export", "careless", "-o", "careless-results");
+    for (const f of ["judgements.jsonl", "tables.json", "workers.jsonl", "summary.md"]) {
+      assert.equal(readFileSync(join(work, "unzipped", "stepwise-export", f), "utf8"),
+        readFileSync(join(work, "careless-results", f), "utf8"), `${f} of the download`);
+    }
+    const judged = readFileSync(join(work, "careless-results", "judgements.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(judged.map((j) => [j.annotator, j.counted]), [["annotator-1", false], ["annotator-1", false], ["annotator-2", true]]);
+    assert.deepEqual(errors, []);
+    console.log(`browser test passed: ${answered} items ordered (${drags} with drag and drop), 1 alternative order added; ` +
+      `a careless person censored after 2 wrong orders (touch and mouse drags), their items re-queued, the export downloaded`);
   } finally {
     await browser.close();
   }

@@ -99,36 +99,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let exe = std::env::current_exe()?;
     let mut outcomes = Vec::new();
+    // Each row is printed as its run ends too, so a long invocation stopped part-way keeps what it measured.
+    let mut finished = |o: Outcome| {
+        println!("finished: {}", table_row(&o, a.servers));
+        outcomes.push(o);
+    };
     for &hits in &a.hits {
         if !a.no_sqlite {
             let td = tempfile::tempdir()?;
             let url = format!("sqlite://{}?mode=rwc", td.path().join("bench.sqlite").display());
-            outcomes.push(run_backend("sqlite", &exe, &url, td.path(), hits, &a)?);
+            finished(run_backend("sqlite", &exe, &url, td.path(), hits, &a)?);
         }
         if let Some(pg) = &a.postgres {
-            outcomes.push(run_postgres(pg, &exe, hits, &a)?);
+            finished(run_postgres(pg, &exe, hits, &a)?);
         }
     }
-    println!(
-        "\n| backend | servers | HITs | submissions | seconds | submissions/s | submit p50 ms | submit p99 ms | restart s | lost | duplicated | queue errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
+    println!("\n{TABLE_HEADER}");
     let mut failed = Vec::new();
     for o in &outcomes {
-        println!(
-            "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} |",
-            o.backend,
-            a.servers,
-            o.hits,
-            o.submissions,
-            o.seconds,
-            o.submissions as f64 / o.seconds,
-            o.p50_ms,
-            o.p99_ms,
-            o.restart_seconds.map_or("–".into(), |s| format!("{s:.2}")),
-            o.lost,
-            o.duplicated,
-            o.queue_errors
-        );
+        println!("{}", table_row(o, a.servers));
         if o.lost > 0 || o.duplicated > 0 || o.queue_errors > 0 {
             failed.push(format!(
                 "{} at {} HITs: {} lost, {} duplicated, {} queue errors",
@@ -172,6 +161,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("bench annotate: {}", failed.join("; "));
     }
     Ok(())
+}
+
+const TABLE_HEADER: &str = "| backend | servers | HITs | submissions | seconds | submissions/s | submit p50 ms | \
+    submit p99 ms | restart s | lost | duplicated | queue errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+
+fn table_row(o: &Outcome, servers: usize) -> String {
+    format!(
+        "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} |",
+        o.backend,
+        servers,
+        o.hits,
+        o.submissions,
+        o.seconds,
+        o.submissions as f64 / o.seconds,
+        o.p50_ms,
+        o.p99_ms,
+        o.restart_seconds.map_or("–".into(), |s| format!("{s:.2}")),
+        o.lost,
+        o.duplicated,
+        o.queue_errors
+    )
 }
 
 /// One run in a fresh database on the PostgreSQL server `pg`, made and dropped on one connection.

@@ -32,11 +32,12 @@ use crate::usage_bail;
     embed (w2v text, descriptor image) → generate the four RecipeQA tasks → sweep (RecipeQA mode and the 8 \
     knob settings) → audit every task set of the sweep → sequencing instances with exact multi-references → \
     baseline table (random, text-position, image-chain, pairwise + topological sort; text, image, multimodal) → \
-    eval of baseline predictions → eval of Hasty Student predictions → GM3C study → sequencing study → R2VQ \
-    questions from the world's annotation, answered by the text baseline and the programs → report.\n\
+    eval of baseline predictions → eval of Hasty Student predictions → GM3C study → sequencing study → an \
+    annotation study of the test instances, ready for `stepwise annotate serve` → R2VQ questions from the \
+    world's annotation, answered by the text baseline and the programs → report.\n\
     Outputs: report.html (self-contained) and report.md, demo.json (the stages and their summaries), and one \
     folder per stage (corpus/, clean/, features/, tasks/, suite/, audit/, sequencing/, sequencing-results/, \
-    predictions/, eval/, study/, seq-study/, r2vq/).")]
+    predictions/, eval/, study/, seq-study/, annotation/, r2vq/).")]
 pub struct Args {
     /// The demo folder.
     #[arg(short, long, default_value = "stepwise-demo")]
@@ -101,6 +102,7 @@ const STAGES: &[(&str, Stage)] = &[
     ("eval-hasty", eval_hasty),
     ("study", study),
     ("seq-study", seq_study),
+    ("annotate", annotate),
     ("r2vq", r2vq),
     ("report", report),
 ];
@@ -119,6 +121,7 @@ const STUDY: &str = "study";
 const TOKEN_FEATURES: &str = "features/w2v-tokens";
 const PATCH_FEATURES: &str = "features/descriptor-patches";
 const SEQ_STUDY: &str = "seq-study";
+const ANNOTATION: &str = "annotation";
 const R2VQ: &str = "r2vq";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -164,6 +167,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("  {name:<15} {summary}");
     }
     println!("report: {}", dest.join("report.html").display());
+    let study = dest.join(ANNOTATION);
+    println!(
+        "annotation app: stepwise annotate serve --study {}   (admin password in {}; open http://127.0.0.1:8080/admin)",
+        study.display(),
+        study.join(stepwise_annotate::study::ADMIN_PASSWORD_FILE).display()
+    );
     Ok(())
 }
 
@@ -711,6 +720,22 @@ fn seq_study(d: &mut Demo) -> anyhow::Result<String> {
         })
         .collect();
     Ok(format!("multi-reference PMR on test (small encoder, at most 10 epochs): {}", parts.join(", ")))
+}
+
+/// Stage `annotate`: the sequencing paper's human half, ready to serve — a study of the test instances in every
+/// modality under the paper's rules (HITs of 5, 3 people per item, censoring below 20%). The admin password is a
+/// fresh secret each run (`admin-password.txt`, `admin.hash`); every other file is the same for a seed.
+fn annotate(d: &mut Demo) -> anyhow::Result<String> {
+    let seed = d.seed.to_string();
+    stepwise(&["annotate", "create", SEQUENCING, "--split", "test", "--seed", &seed, "-o", ANNOTATION])?;
+    let m = Manifest::read(Path::new(ANNOTATION))?;
+    let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
+    Ok(format!(
+        "a study of {} test instances, {} items (text, image, multimodal) × 3 judgements; serve it with \
+         `stepwise annotate serve --study {ANNOTATION}`",
+        c("instances"),
+        c("tasks")
+    ))
 }
 
 /// Stage `r2vq`: R2VQ questions from the world's exact annotation (every family the world's annotation carries),
