@@ -347,6 +347,35 @@ impl Study {
         self.references(instance).iter().any(|r| r == order)
     }
 
+    /// Whether people see step photos (a modality that shows them, or an alternative-order study).
+    pub fn shows_images(&self) -> bool {
+        self.rules.kind == StudyKind::Alternatives || self.rules.modalities.iter().any(|m| m.shows_images())
+    }
+
+    /// Before serving: the photos a study shows are where its image root says (a study folder copied without its
+    /// corpus is told here, not by broken pictures in people's browsers).
+    pub fn check_images(&self, dir: &Path) -> Result<()> {
+        let Some(first) = self.image_paths().into_iter().next().filter(|_| self.shows_images()) else {
+            return Ok(());
+        };
+        let study_json = dir.join(STUDY_JSON);
+        let Some(root) = &self.image_root else {
+            return Err(Error::bad_input(format!(
+                "{}: the instances have step photos but the study names no image_root",
+                study_json.display()
+            )));
+        };
+        if !root.join(first).is_file() {
+            return Err(Error::bad_input(format!(
+                "{}: image_root {} does not hold {first} (the image root is relative to the study folder: was the \
+                 study moved or copied without its corpus?)",
+                study_json.display(),
+                root.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Every image path the study may serve (nothing else is ever read from the image root).
     pub fn image_paths(&self) -> BTreeSet<&str> {
         self.instances.iter().flat_map(|i| i.items.iter()).flat_map(|it| it.images.iter().map(String::as_str)).collect()
@@ -501,6 +530,12 @@ pub(crate) mod tests {
         std::fs::rename(&run, td.path().join("moved")).unwrap();
         let back = Study::read(&td.path().join("moved/study")).unwrap();
         assert_eq!(back.image_root.as_deref(), Some(td.path().join("moved/corpus").as_path()));
+        back.check_images(&td.path().join("moved/study")).unwrap();
+        // The study folder alone, away from its corpus, is refused before serving, naming the file and the root.
+        std::fs::rename(td.path().join("moved/study"), td.path().join("alone")).unwrap();
+        let alone = Study::read(&td.path().join("alone")).unwrap();
+        let e = alone.check_images(&td.path().join("alone")).unwrap_err().to_string();
+        assert!(e.contains("alone/study.json") && e.contains("does not hold images/a.png"), "{e}");
         std::fs::write(td.path().join(STUDY_JSON), "{\"version\": 1,").unwrap();
         let e = Study::read(td.path()).unwrap_err().to_string();
         assert!(e.contains("study.json:1"), "{e}");

@@ -244,6 +244,7 @@ fn database_url(study: &Path, database: &Option<String>) -> anyhow::Result<Strin
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let study = Study::read(&args.study)?;
+    study.check_images(&args.study)?;
     let url = database_url(&args.study, &args.database)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(stepwise_annotate::tls::server_config(cert, key)?),

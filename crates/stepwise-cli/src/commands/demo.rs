@@ -728,13 +728,15 @@ fn seq_study(d: &mut Demo) -> anyhow::Result<String> {
 fn annotate(d: &mut Demo) -> anyhow::Result<String> {
     let seed = d.seed.to_string();
     stepwise(&["annotate", "create", SEQUENCING, "--split", "test", "--seed", &seed, "-o", ANNOTATION])?;
-    let m = Manifest::read(Path::new(ANNOTATION))?;
-    let c = |k: &str| m.counts.get(k).copied().unwrap_or(0);
+    let study = stepwise_annotate::Study::read(Path::new(ANNOTATION))?;
+    let modalities: Vec<&str> = study.rules.modalities.iter().map(|m| m.as_str()).collect();
     Ok(format!(
-        "a study of {} test instances, {} items (text, image, multimodal) × 3 judgements; serve it with \
+        "a study of {} test instances, {} items ({}) × {} judgements; serve it with \
          `stepwise annotate serve --study {ANNOTATION}`",
-        c("instances"),
-        c("tasks")
+        study.instances.len(),
+        study.tasks.len(),
+        modalities.join(", "),
+        study.rules.judgements
     ))
 }
 
