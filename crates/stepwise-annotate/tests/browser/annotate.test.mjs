@@ -13,7 +13,7 @@ import { readFileSync, existsSync, mkdirSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import assert from "node:assert/strict";
-import { SHOTS, scratch } from "./common.mjs";
+import { SHOTS, scratch, submitAndWait } from "./common.mjs";
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const { work, sw, serve, instancesOf, run } = scratch("stepwise-browser-");
@@ -52,16 +52,6 @@ async function arrange(page, target) {
   }
   assert.deepEqual(await order(page), target);
   return usedDrag;
-}
-
-/** Submit and wait for the next page: a work form for another item, or no form at all ("all done"). */
-async function submitAndWait(page) {
-  const before = await page.getAttribute("#answer", "action");
-  await page.click("#submit");
-  await page.waitForFunction((prev) => {
-    const f = document.getElementById("answer");
-    return document.readyState === "complete" && (!f || f.getAttribute("action") !== prev);
-  }, before);
 }
 
 /** Sign the admin page in to the study served at `base`; returns `count` new invite links. */

@@ -43,3 +43,14 @@ export function scratch(prefix) {
       });
   return { work, sw, serve, instancesOf, run };
 }
+
+/** Submit a work page and wait for the next (a Playwright page): a work form for another item, or no form at all
+ *  ("all done"). */
+export async function submitAndWait(page) {
+  const before = await page.getAttribute("#answer", "action");
+  await page.click("#submit");
+  await page.waitForFunction((prev) => {
+    const f = document.getElementById("answer");
+    return document.readyState === "complete" && (!f || f.getAttribute("action") !== prev);
+  }, before);
+}

@@ -9,7 +9,7 @@ import { chromium } from "playwright-core";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import assert from "node:assert/strict";
-import { scratch } from "./common.mjs";
+import { scratch, submitAndWait } from "./common.mjs";
 
 const [studyArg, outArg] = process.argv.slice(2);
 if (!studyArg || !outArg) {
@@ -45,12 +45,7 @@ async function answer(page, inst, right) {
   }
   await page.check("input[name=confidence][value='4']");
   if (await page.locator("input[name=helped]").count()) await page.check("input[name=helped][value=both]");
-  const before = await page.getAttribute("#answer", "action");
-  await page.click("#submit");
-  await page.waitForFunction((prev) => {
-    const f = document.getElementById("answer");
-    return document.readyState === "complete" && (!f || f.getAttribute("action") !== prev);
-  }, before);
+  await submitAndWait(page);
 }
 
 async function main() {
