@@ -1,7 +1,7 @@
 // End-to-end test of `stepwise annotate` in a real browser (Debian's Chromium via playwright-core):
-// an ordering study (admin sign-in, invite links, qualification, drag and drop AND keyboard ordering, the two
-// follow-up questions, images actually loaded, progress, "all done"), an alternative-orders study (orders
-// added with the keyboard), the exports scored by `stepwise eval`, and a study with a censoring floor: a careless
+// an ordering study (admin sign-in, invite links, qualification passed and failed, drag and drop AND keyboard
+// ordering, the two follow-up questions, images actually loaded, progress, "all done"), an alternative-orders
+// study (orders added with the keyboard), the exports scored by `stepwise eval`, and a study with a censoring floor: a careless
 // person (steps dragged by touch and by mouse into wrong orders) is stopped, the dashboard shows it, their
 // items go to the next person, and the dashboard's export download equals `stepwise annotate export`.
 //
@@ -174,12 +174,21 @@ async function main() {
     await elsewhere.click("#go");
     await elsewhere.waitForSelector("#answer");
     assert.match(await elsewhere.textContent("#progress"), /Qualification 1/);
+    // ... and this person orders the qualification item wrongly: below the threshold, no study items for them.
+    const qual = await shownInstance(elsewhere, instances);
+    await arrange(elsewhere, wrongOrder(qual));
+    await elsewhere.check("input[name=confidence][value='3']");
+    if (await elsewhere.locator("input[name=helped]").count()) await elsewhere.check("input[name=helped][value=text]");
+    await submitAndWait(elsewhere);
+    assert.match(await elsewhere.textContent("body"), /did not reach the study's threshold/);
+    await shot(elsewhere, "not-qualified");
 
     // --- the dashboard shows the progress
     await admin.goto(`${base}/admin`);
     const progress = await admin.textContent("#progress-table");
     assert.match(progress, /multimodal/);
     assert.match(await admin.textContent("#workers"), /annotator-1\s*active\s*100\.0%\s*15\s*100\.0%/);
+    assert.match(await admin.textContent("#workers"), /annotator-2\s*failed\s*0\.0%\s*0\s*–/);
     await shot(admin, "dashboard");
 
     // --- export and score the human orders with stepwise eval
