@@ -114,8 +114,9 @@ pub async fn render(study: &Study, db: &Db, csrf: &str, new_invites: Option<&[(S
          <label>Name prefix <input type=\"text\" name=\"label\" maxlength=\"60\" value=\"annotator\"></label> \
          <button type=\"submit\">Make invite links</button></form>\n\
          <h2>Export</h2>\n<p><a href=\"/admin/export.zip\" id=\"export-link\" download>Download the export</a> \
-         (a zip of what <code>stepwise annotate export STUDY -o OUT</code> writes: predictions per modality for \
-         <code>stepwise eval</code>, agreement files, the human tables, every judgement).</p>",
+         (a zip of what <code>stepwise annotate export STUDY -o OUT</code> writes with its default options: the \
+         files <code>stepwise eval</code> and <code>stepwise generate</code> read, the human tables, every \
+         judgement).</p>",
         esc(csrf),
         crate::server::MAX_INVITES
     );

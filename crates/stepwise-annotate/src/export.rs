@@ -238,11 +238,9 @@ pub fn export(
     Ok(Exported { judgements: progress.judgements.len(), files, summary })
 }
 
-/// Procedure → orders over its step indices: for each instance, the alternatives that more than half of the kept
-/// people who judged it gave; instances judged by kept people but with no such order contribute the procedure
-/// with no orders (annotated: only the authored order).
 /// The same export as one zip file (the dashboard's download): the files [`export`] writes, stored uncompressed
 /// under `stepwise-export/`, in name order with a fixed timestamp, so the same judgements give the same bytes.
+/// Its `manifest.json` records the command that made it, here the server's (credentials in URLs masked).
 pub fn export_zip(
     study: &Study,
     workers: &[WorkerRow],
@@ -270,6 +268,9 @@ pub fn export_zip(
 /// The folder every file of [`export_zip`] sits in (unzipping gives one folder, not loose files).
 pub const ZIP_FOLDER: &str = "stepwise-export";
 
+/// Procedure → orders over its step indices: for each instance, the alternatives that more than half of the kept
+/// people who judged it gave; instances judged by kept people but with no such order contribute the procedure
+/// with no orders (annotated: only the authored order).
 fn majority_references(
     study: &Study,
     counted: &[&Judgement],

@@ -97,6 +97,8 @@ pub enum AppError {
     Busy,
     /// The database (or another resource) failed: not the request's fault.
     Unavailable(String),
+    /// Making the export download failed (the log has the cause).
+    ExportFailed,
 }
 
 impl From<Error> for AppError {
@@ -117,6 +119,13 @@ impl IntoResponse for AppError {
                 StatusCode::TOO_MANY_REQUESTS,
                 "Busy",
                 "Too many sign-in attempts at once; wait a moment and try again.".into(),
+            ),
+            AppError::ExportFailed => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Export failed",
+                "The export could not be made (the server's log says why); nothing was changed. Try again, or run \
+                 `stepwise annotate export` on the server."
+                    .into(),
             ),
             AppError::Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -628,11 +637,14 @@ async fn export_zip(State(state): State<Arc<AppState>>, headers: HeaderMap) -> A
     let workers = state.db.workers().await?;
     let assignments = state.db.assignments(None).await?;
     let state2 = state.clone();
-    let bytes = tokio::task::spawn_blocking(move || {
+    let made = tokio::task::spawn_blocking(move || {
         crate::export::export_zip(&state2.study, &workers, &assignments, &crate::export::ExportOptions::default())
     })
-    .await
-    .map_err(|e| AppError::Unavailable(e.to_string()))??;
+    .await;
+    let bytes = made.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())).map_err(|why| {
+        tracing::error!("export download: {why}");
+        AppError::ExportFailed
+    })?;
     let mut r = Response::new(Body::from(bytes));
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/zip"));

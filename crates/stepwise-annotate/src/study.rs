@@ -105,6 +105,13 @@ pub struct StudyRules {
     pub seed: u64,
 }
 
+impl StudyRules {
+    /// Whether people see step photos (a modality that shows them, or an alternative-order study).
+    pub fn shows_images(&self) -> bool {
+        self.kind == StudyKind::Alternatives || self.modalities.iter().any(|m| m.shows_images())
+    }
+}
+
 impl Default for StudyRules {
     fn default() -> Self {
         StudyRules {
@@ -170,7 +177,7 @@ impl Study {
                 instances.len()
             )));
         }
-        let shows_images = rules.kind == StudyKind::Alternatives || rules.modalities.iter().any(|m| m.shows_images());
+        let shows_images = rules.shows_images();
         let mut any_image = false;
         for (line, inst) in instances.iter().enumerate() {
             let at = |field: String, message: String| {
@@ -347,17 +354,16 @@ impl Study {
         self.references(instance).iter().any(|r| r == order)
     }
 
-    /// Whether people see step photos (a modality that shows them, or an alternative-order study).
-    pub fn shows_images(&self) -> bool {
-        self.rules.kind == StudyKind::Alternatives || self.rules.modalities.iter().any(|m| m.shows_images())
-    }
-
-    /// Before serving: the photos a study shows are where its image root says (a study folder copied without its
+    /// Before serving: every photo the study shows is under its image root (a study folder copied without its
     /// corpus is told here, not by broken pictures in people's browsers).
     pub fn check_images(&self, dir: &Path) -> Result<()> {
-        let Some(first) = self.image_paths().into_iter().next().filter(|_| self.shows_images()) else {
+        if !self.rules.shows_images() {
             return Ok(());
-        };
+        }
+        let paths = self.image_paths();
+        if paths.is_empty() {
+            return Ok(());
+        }
         let study_json = dir.join(STUDY_JSON);
         let Some(root) = &self.image_root else {
             return Err(Error::bad_input(format!(
@@ -365,11 +371,15 @@ impl Study {
                 study_json.display()
             )));
         };
-        if !root.join(first).is_file() {
+        let missing: Vec<&&str> = paths.iter().filter(|p| !root.join(p).is_file()).collect();
+        if let Some(example) = missing.first() {
             return Err(Error::bad_input(format!(
-                "{}: image_root {} does not hold {first} (the image root is relative to the study folder: was the \
-                 study moved or copied without its corpus?)",
+                "{}: {} of {} step photos are not under image_root {}, e.g. {example} (a relative image_root is \
+                 resolved against the study folder: was the study moved or copied without its corpus? Write the \
+                 corpus's absolute path into image_root to serve it from elsewhere)",
                 study_json.display(),
+                missing.len(),
+                paths.len(),
                 root.display()
             )));
         }
@@ -535,7 +545,10 @@ pub(crate) mod tests {
         std::fs::rename(td.path().join("moved/study"), td.path().join("alone")).unwrap();
         let alone = Study::read(&td.path().join("alone")).unwrap();
         let e = alone.check_images(&td.path().join("alone")).unwrap_err().to_string();
-        assert!(e.contains("alone/study.json") && e.contains("does not hold images/a.png"), "{e}");
+        assert!(
+            e.contains("alone/study.json") && e.contains("1 of 1 step photos") && e.contains("images/a.png"),
+            "{e}"
+        );
         std::fs::write(td.path().join(STUDY_JSON), "{\"version\": 1,").unwrap();
         let e = Study::read(td.path()).unwrap_err().to_string();
         assert!(e.contains("study.json:1"), "{e}");

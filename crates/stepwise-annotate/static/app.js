@@ -34,12 +34,12 @@ function move(list, li, delta) {
 // drop never starts from a touch screen, and browsers driven by WebDriver do not carry pointer input into
 // dragover/drop, so the Firefox test could not exercise it.
 function makeSortable(list) {
-  let drag = null; // { li, pointerId, startY, moved }
+  let drag = null; // { li, pointerId, startY, moved, home }
   // Moves and the release are heard on the window, not through pointer capture: moving the step in the DOM
   // releases any capture it holds, which would end the drag at its first move.
   const onMove = (e) => {
     if (!drag || e.pointerId !== drag.pointerId) return;
-    if (e.pointerType === "mouse" && e.buttons === 0) { finish(e); return; } // released outside the window
+    if (e.pointerType !== "touch" && e.buttons === 0) { finish(e); return; } // mouse or pen released outside the window
     if (!drag.moved) {
       if (Math.abs(e.clientY - drag.startY) < 4) return; // a click, not a drag
       drag.moved = true;
@@ -70,6 +70,7 @@ function makeSortable(list) {
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", finish);
     window.removeEventListener("pointercancel", finish);
+    window.removeEventListener("keydown", onEscape, true);
     li.classList.remove("dragging");
     if (moved) {
       li.focus({ preventScroll: true });
@@ -77,18 +78,27 @@ function makeSortable(list) {
       list.dispatchEvent(new Event("reordered"));
     }
   };
+  // Escape puts the step back where the drag took it from.
+  const onEscape = (e) => {
+    if (!drag || e.key !== "Escape") return;
+    e.preventDefault();
+    const { home } = drag;
+    list.insertBefore(drag.li, home.parentNode === list ? home : null);
+    finish({ pointerId: drag.pointerId });
+  };
   list.addEventListener("pointerdown", (e) => {
     if (drag || e.button !== 0 || e.target.closest("button")) return;
-    const li = e.target.closest("li.step");
+    const li = e.target.closest("li.step.movable");
     if (!li || !list.contains(li)) return;
     // On a touch screen only the handle drags, so a finger elsewhere still scrolls the page.
     if (e.pointerType === "touch" && !e.target.closest(".handle")) return;
     e.preventDefault(); // no text selection, no native image drag
     li.focus({ preventScroll: true });
-    drag = { li, pointerId: e.pointerId, startY: e.clientY, moved: false };
+    drag = { li, pointerId: e.pointerId, startY: e.clientY, moved: false, home: li.nextElementSibling ?? list };
     window.addEventListener("pointermove", onMove);
     window.addEventListener("pointerup", finish);
     window.addEventListener("pointercancel", finish);
+    window.addEventListener("keydown", onEscape, true);
   });
   // Photos and links inside a step must not start the browser's own drag.
   list.addEventListener("dragstart", (e) => e.preventDefault());

@@ -134,9 +134,23 @@ pub fn canonical_command_line(args: impl Iterator<Item = String>) -> Vec<String>
         if DROP_FLAG.contains(&a.as_str()) || DROP_WITH_VALUE.iter().any(|f| a.starts_with(&format!("{f}="))) {
             continue;
         }
-        out.push(a);
+        out.push(mask_url_password(&a));
     }
     out
+}
+
+/// `scheme://user:secret@host/…` → `scheme://user:***@host/…`: manifests travel with outputs (the annotation
+/// dashboard's export download records the server's `--database` URL), a password must not.
+fn mask_url_password(a: &str) -> String {
+    let Some(start) = a.find("://").map(|i| i + 3) else {
+        return a.to_string();
+    };
+    let rest = &a[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    match authority.rfind('@').and_then(|at| authority[..at].find(':').map(|colon| (colon, at))) {
+        Some((colon, at)) => format!("{}{}:***{}", &a[..start], &rest[..colon], &rest[at..]),
+        None => a.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -151,5 +165,30 @@ mod tests {
         let args = ["stepwise", "sweep", "c", "--shard", "1/2", "--seed", "3", "--shard=0/2"];
         let c = canonical_command_line(args.iter().map(|s| s.to_string()));
         assert_eq!(c, ["stepwise", "sweep", "c", "--seed", "3"]);
+    }
+
+    #[test]
+    fn command_line_masks_passwords_in_urls() {
+        let args = [
+            "stepwise",
+            "annotate",
+            "serve",
+            "--database",
+            "postgres://lab:s3cret@db:5432/study?sslmode=require",
+            "--database=postgres://u:p@h/d",
+            "postgres://lab@db/study",
+            "sqlite:///tmp/a@b.sqlite",
+        ];
+        let c = canonical_command_line(args.iter().map(|s| s.to_string()));
+        assert_eq!(
+            c[3..],
+            [
+                "--database",
+                "postgres://lab:***@db:5432/study?sslmode=require",
+                "--database=postgres://u:***@h/d",
+                "postgres://lab@db/study",
+                "sqlite:///tmp/a@b.sqlite"
+            ]
+        );
     }
 }

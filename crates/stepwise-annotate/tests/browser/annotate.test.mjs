@@ -1,9 +1,10 @@
 // End-to-end test of `stepwise annotate` in a real browser (Debian's Chromium via playwright-core):
 // an ordering study (admin sign-in, invite links, qualification passed and failed, drag and drop AND keyboard
 // ordering, the two follow-up questions, images actually loaded, progress, "all done"), an alternative-orders
-// study (orders added with the keyboard), the exports scored by `stepwise eval`, and a study with a censoring floor: a careless
-// person (steps dragged by touch and by mouse into wrong orders) is stopped, the dashboard shows it, their
-// items go to the next person, and the dashboard's export download equals `stepwise annotate export`.
+// study (orders added with the keyboard), the exports scored by `stepwise eval`, and a study with a censoring
+// floor: a careless person (steps dragged by touch and by mouse into wrong orders, a drag cancelled with Escape)
+// is stopped, the dashboard shows it, their items go to the next person, and the dashboard's export download
+// equals `stepwise annotate export`.
 //
 //   STEPWISE=target/debug/stepwise node annotate.test.mjs        (CHROMIUM defaults to /usr/bin/chromium)
 //
@@ -84,7 +85,7 @@ async function touchDrag(page, item, pos) {
   await cdp.detach();
 }
 
-/** An order of the instance's items that is none of its references (the last reference's reverse, or a
+/** An order of the instance's items that is none of its references (the first reference reversed, or a
  *  rotation of it). */
 function wrongOrder(inst) {
   const isRef = (o) => inst.references.some((r) => r.join(",") === o.join(","));
@@ -255,6 +256,19 @@ async function main() {
       const inst = await shownInstance(careless, cInstances);
       carelessItems.push(inst.id);
       const wrong = wrongOrder(inst);
+      if (k === 0) {
+        // A mouse drag cancelled with Escape puts the step back: the order is as it was.
+        const before = await order(careless);
+        const from = await careless.locator("#steps li.step").nth(1).boundingBox();
+        const to = await careless.locator("#steps li.step").nth(0).boundingBox();
+        await careless.mouse.move(from.x + 60, from.y + from.height / 2);
+        await careless.mouse.down();
+        await careless.mouse.move(from.x + 60, to.y + 3, { steps: 5 });
+        assert.notDeepEqual(await order(careless), before, "the step moves while dragged");
+        await careless.keyboard.press("Escape");
+        await careless.mouse.up();
+        assert.deepEqual(await order(careless), before, "Escape cancelled the drag");
+      }
       // The first step of the wrong order goes to the top by touch (on its handle), the rest by mouse and keys.
       const first = (await order(careless)).indexOf(wrong[0]);
       if (first > 0) {
