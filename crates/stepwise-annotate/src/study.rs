@@ -24,6 +24,9 @@ pub const STUDY_INSTANCES: &str = "instances.jsonl";
 pub const ADMIN_PASSWORD_FILE: &str = "admin-password.txt";
 pub const ADMIN_HASH_FILE: &str = "admin.hash";
 pub const SQLITE_FILE: &str = "annotations.sqlite";
+/// The files of a study made from fresh randomness on purpose (secrets must not be reproducible from a seed):
+/// every other file of a study folder is the same for the same inputs and seed.
+pub const SECRET_FILES: &[&str] = &[ADMIN_PASSWORD_FILE, ADMIN_HASH_FILE];
 /// Bumped when `study.json` changes incompatibly.
 pub const STUDY_VERSION: u32 = 1;
 

@@ -34,7 +34,7 @@ function move(list, li, delta) {
 // drop never starts from a touch screen, and browsers driven by WebDriver do not carry pointer input into
 // dragover/drop, so the Firefox test could not exercise it.
 function makeSortable(list) {
-  let drag = null; // { li, pointerId, startY, moved, home }
+  let drag = null; // { li, pointerId, startY, moved, home: the step it was before, null when last }
   // Moves and the release are heard on the window, not through pointer capture: moving the step in the DOM
   // releases any capture it holds, which would end the drag at its first move.
   const onMove = (e) => {
@@ -82,8 +82,7 @@ function makeSortable(list) {
   const onEscape = (e) => {
     if (!drag || e.key !== "Escape") return;
     e.preventDefault();
-    const { home } = drag;
-    list.insertBefore(drag.li, home.parentNode === list ? home : null);
+    list.insertBefore(drag.li, drag.home); // the other steps never change places, so `home` is still in the list
     finish({ pointerId: drag.pointerId });
   };
   list.addEventListener("pointerdown", (e) => {
@@ -94,7 +93,7 @@ function makeSortable(list) {
     if (e.pointerType === "touch" && !e.target.closest(".handle")) return;
     e.preventDefault(); // no text selection, no native image drag
     li.focus({ preventScroll: true });
-    drag = { li, pointerId: e.pointerId, startY: e.clientY, moved: false, home: li.nextElementSibling ?? list };
+    drag = { li, pointerId: e.pointerId, startY: e.clientY, moved: false, home: li.nextElementSibling };
     window.addEventListener("pointermove", onMove);
     window.addEventListener("pointerup", finish);
     window.addEventListener("pointercancel", finish);

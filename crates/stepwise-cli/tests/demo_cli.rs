@@ -100,7 +100,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
 
     // The same seed in another folder gives the same bytes, file by file (the annotation study's admin password
     // is a fresh secret each run, by design).
-    let secret = |k: &String| k.ends_with("admin-password.txt") || k.ends_with("admin.hash");
+    let secret = |k: &String| stepwise_annotate::study::SECRET_FILES.iter().any(|s| k.ends_with(s));
     let all: BTreeMap<String, Vec<u8>> = all.into_iter().filter(|(k, _)| !secret(k)).collect();
     let b =
         stepwise(&td.path().join("b/nested"), &["-q", "demo", "-n", "16", "--windows", "1", "-o", "demo", "--force"]);

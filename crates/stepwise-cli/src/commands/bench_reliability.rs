@@ -117,9 +117,9 @@ const EXTRA_COMMANDS: &[(&str, &[&str])] = &[
     ("annotate create", &["annotate", "create", "sequencing"]),
 ];
 
-/// Files made from fresh randomness on purpose (the annotation study's admin password and its hash): secrets
-/// must not be reproducible from a seed. Listed, not compared.
-const SECRETS: &[&str] = &["admin-password.txt", "admin.hash"];
+/// Files made from fresh randomness on purpose (the annotation study's admin password and its hash): listed, not
+/// compared.
+const SECRETS: &[&str] = stepwise_annotate::study::SECRET_FILES;
 
 fn extra_output(threads: usize, name: &str) -> String {
     format!("extra-t{threads}/{}", name.split(' ').next().unwrap_or(name))
