@@ -667,7 +667,14 @@ fn annotation_pilot_on_real_step_image_procedures() {
     let worked = rt.block_on(simulate_people(addr, Path::new(&alt), &people));
     server.kill().unwrap();
     server.wait().unwrap();
-    assert!(worked.iter().all(|(_, n, _)| *n > 0));
+    for (who, n, why) in &worked {
+        println!("pilot alternatives: {who}: {n} answers, then {why:?}");
+    }
+    // Every item wants 3 different people; which of the four get there first is up to the scheduler (a fast
+    // three can take every item before the fourth starts), so the count of people who worked is at least 3.
+    let items = std::fs::read_to_string(Path::new(&alt).join("instances.jsonl")).unwrap().lines().count();
+    assert_eq!(worked.iter().map(|(_, n, _)| n).sum::<usize>(), 3 * items, "{worked:?}");
+    assert!(worked.iter().filter(|(_, n, _)| *n > 0).count() >= 3, "{worked:?}");
     let alt_results = p("alt-results");
     stepwise(&["annotate", "export", &alt, "-o", &alt_results]);
     println!("{}", std::fs::read_to_string(Path::new(&alt_results).join("summary.md")).unwrap());
