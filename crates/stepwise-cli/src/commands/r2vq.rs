@@ -1,23 +1,21 @@
 //! `stepwise r2vq ...`: tasks from R2VQ annotation (SemEval-2022 Task 9 layout).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stepwise_core::Manifest;
 
 use crate::usage_bail;
 use stepwise_core::output::OutputDir;
-use stepwise_core::r2vq::{AnnotationGraph, QuestionId, R2vqRecipe};
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
 use stepwise_eval::r2vq::question_key;
 use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
-use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
+use stepwise_models::r2vq_answer::{Asked, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
+use stepwise_models::r2vq_text::answer_from_text;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
-use stepwise_tasks::r2vq::programs::answer_question;
-use stepwise_tasks::r2vq::questions::{family_of_answered, parse_question};
+use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
 
 #[derive(clap::Subcommand, Debug)]
@@ -30,10 +28,26 @@ pub enum R2vqCommand {
     Convert(ConvertArgs),
 }
 
+/// Which routes `r2vq answer` may take (see `stepwise_models::r2vq_answer`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnswerMethod {
-    Annotation,
+    /// The family programs where the recipe has the layer they read, else the text method, else N/A.
+    Fallbacks,
+    /// The family programs on the annotation only.
+    #[value(alias = "annotation")]
+    Programs,
+    /// The text-only baseline (sentence retrieval and a rule per template; reads no annotation).
     Text,
+}
+
+impl From<AnswerMethod> for Method {
+    fn from(m: AnswerMethod) -> Method {
+        match m {
+            AnswerMethod::Fallbacks => Method::Fallbacks,
+            AnswerMethod::Programs => Method::Programs,
+            AnswerMethod::Text => Method::Text,
+        }
+    }
 }
 
 /// The R2VQ layouts `convert` reads.
@@ -67,26 +81,28 @@ pub struct ConvertArgs {
     pub output: PathBuf,
 }
 
-/// Answer R2VQ questions from the annotation: each question is parsed into its template, the candidate families'
-/// programs run on the recipe's annotation graph, and the first defined answer is written with its program.
+/// Answer R2VQ questions: each question is parsed into its template; the candidate families' programs run on the
+/// recipe's annotation where it carries the layer they read; where it does not, the text method answers; a
+/// question neither answers is unanswerable (N/A).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  \
     stepwise r2vq answer train_sample_1recipe_srpol.csv -o answers.jsonl\n  \
     stepwise eval train_sample_1recipe_srpol.csv -p answers.jsonl\n\n\
-    Writes one JSON line per question: {id, answer, family, template, program, evidence}; `answer` is null when \
-    no candidate family's program is defined (an unanswerable question, family 18). `family` is the family whose \
-    program answered, next to the one in the question id; the summary counts how often they agree. Questions no \
-    template matches are listed with the reason and left out (scored as wrong).")]
+    Writes one JSON line per question: {id, answer, route, family, template, program, evidence}. `route` is \
+    program, text, unanswerable or not_understood; `answer` is \"N/A\" for the last two (null with \
+    --null-for-unanswerable). `family` is the family whose program answered; the question id's own family is \
+    never read to answer, only to group the summary, which counts per family the questions each route took.")]
 pub struct AnswerArgs {
     /// An annotated R2VQ file in the SemEval layout.
     pub input: PathBuf,
     /// Ask these questions instead of the file's own: a JSON list of {q_id, question, doc_id}.
     #[arg(long)]
     pub questions: Option<PathBuf>,
-    /// `annotation`: the family programs on the recipe's annotation; `text`: the text-only baseline (sentence
-    /// retrieval and a rule per template; reads no annotation).
-    #[arg(long, value_enum, default_value = "annotation")]
+    #[arg(long, value_enum, default_value = "fallbacks")]
     pub method: AnswerMethod,
+    /// Write `null` instead of "N/A" for an unanswerable question (files made before the N/A answer).
+    #[arg(long)]
+    pub null_for_unanswerable: bool,
     #[arg(short, long)]
     pub output: PathBuf,
 }
@@ -209,12 +225,10 @@ fn length_buckets(instances: &[SequencingInstance]) -> [usize; 4] {
 
 fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
     let doc = read_r2vq_conllu(&a.input)?;
-    let recipes: BTreeMap<&str, &R2vqRecipe> = doc.recipes.iter().map(|r| (r.id.as_str(), r)).collect();
-    // (recipe, id, question) in file order.
-    let asked: Vec<(String, QuestionId, String)> = match &a.questions {
+    let asked: Vec<Asked> = match &a.questions {
         Some(path) => {
             let listed = read_question_list(path)?;
-            if let Some(q) = listed.iter().find(|q| !recipes.contains_key(q.recipe.as_str())) {
+            if let Some(q) = listed.iter().find(|q| !doc.recipes.iter().any(|r| r.id == q.recipe)) {
                 anyhow::bail!(
                     "{}: question {} names recipe {:?}, which {} does not hold",
                     path.display(),
@@ -223,82 +237,52 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
                     a.input.display()
                 );
             }
-            listed.into_iter().map(|q| (q.recipe, q.id, q.question)).collect()
+            listed.into_iter().map(|q| Asked { recipe: q.recipe, id: q.id, question: q.question }).collect()
         }
         None => doc
             .recipes
             .iter()
-            .flat_map(|r| r.questions().into_iter().map(|q| (r.id.clone(), q.id, q.question)))
+            .flat_map(|r| r.questions().into_iter().map(|q| Asked { recipe: r.id.clone(), id: q.id, question: q.question }))
             .collect(),
     };
+    let routed = answer_all(&doc, &asked, a.method.into(), &answer_from_text);
     let mut lines = String::new();
-    let mut unparsed = Vec::new();
-    // Per family of the question id: questions, answered (non-null), program family == id family.
-    let mut per_family: BTreeMap<u32, [usize; 3]> = BTreeMap::new();
-    // What each method reads: the annotation graph, or the text alone.
-    let (graphs, texts): (BTreeMap<&str, AnnotationGraph>, BTreeMap<&str, RecipeText>) = match a.method {
-        AnswerMethod::Annotation => {
-            (doc.recipes.iter().map(|r| (r.id.as_str(), AnnotationGraph::of(r))).collect(), BTreeMap::new())
-        }
-        AnswerMethod::Text => {
-            (BTreeMap::new(), doc.recipes.iter().map(|r| (r.id.as_str(), RecipeText::of(r))).collect())
-        }
-    };
-    for (recipe, id, question) in &asked {
-        let key = question_key(recipe, *id);
-        if a.method == AnswerMethod::Text {
-            if parse_question(question).is_none() {
-                unparsed.push(format!("{key}: no question template matches: {question:?}"));
-                continue;
-            }
-            let answer = answer_from_text(&texts[recipe.as_str()], question);
-            let row = per_family.entry(id.family).or_default();
-            row[0] += 1;
-            row[1] += usize::from(answer.is_some());
-            lines.push_str(&serde_json::json!({ "id": key, "answer": answer }).to_string());
-            lines.push('\n');
-            continue;
-        }
-        match answer_question(recipes[recipe.as_str()], &graphs[recipe.as_str()], question) {
-            Ok(answered) => {
-                let row = per_family.entry(id.family).or_default();
-                row[0] += 1;
-                row[1] += usize::from(answered.answer.is_some());
-                row[2] += usize::from(answered.family == id.family);
-                let line = serde_json::json!({
-                    "id": key,
-                    "answer": answered.answer,
-                    "family": answered.family,
-                    "template": answered.template,
-                    "program": answered.program,
-                    "evidence": answered.evidence,
-                });
-                lines.push_str(&line.to_string());
-                lines.push('\n');
-            }
-            Err(reason) => unparsed.push(format!("{key}: {reason}: {question:?}")),
-        }
+    for (q, r) in asked.iter().zip(&routed) {
+        let answer = match (&r.answer, a.null_for_unanswerable) {
+            (Some(answer), _) => serde_json::Value::from(answer.as_str()),
+            (None, true) => serde_json::Value::Null,
+            (None, false) => serde_json::Value::from(NO_ANSWER),
+        };
+        let line = serde_json::json!({
+            "id": question_key(&q.recipe, q.id),
+            "answer": answer,
+            "route": r.route,
+            "family": r.family,
+            "template": r.template,
+            "program": r.program,
+            "evidence": r.evidence,
+        });
+        lines.push_str(&line.to_string());
+        lines.push('\n');
     }
     stepwise_core::output::write_string_atomic(&a.output, &lines)?;
     if !stepwise_core::progress::is_quiet() {
-        eprintln!("{}", answer_summary(asked.len(), &per_family, &unparsed, &a.output));
+        eprintln!("{}", answer_summary(&asked, &routed, &a.output));
     }
     Ok(())
 }
 
-/// The summary `r2vq answer` prints: per family of the question ids, how many were answered and how often the
-/// answering program's family is the id's.
-fn answer_summary(
-    asked: usize,
-    per_family: &BTreeMap<u32, [usize; 3]>,
-    unparsed: &[String],
-    output: &std::path::Path,
-) -> String {
-    let mut s = format!("{asked} questions, {} not understood\n", unparsed.len());
-    s.push_str("family  questions  answered  same family\n");
-    for (family, [n, answered, same]) in per_family {
-        s.push_str(&format!("{family:>6}  {n:>9}  {answered:>8}  {same:>11}\n"));
-    }
+/// The summary `r2vq answer` prints: per family of the question ids, the route each question took, and the
+/// questions no template understood.
+fn answer_summary(asked: &[Asked], routed: &[Routed], output: &std::path::Path) -> String {
+    let unparsed: Vec<String> = asked
+        .iter()
+        .zip(routed)
+        .filter(|(_, r)| r.route == Route::NotUnderstood)
+        .map(|(q, _)| format!("{}: {:?}", question_key(&q.recipe, q.id), q.question))
+        .collect();
+    let mut s = format!("{} questions, {} not understood (answered {NO_ANSWER})\n", asked.len(), unparsed.len());
+    s.push_str(&RouteTable::of(asked, routed).markdown());
     for u in unparsed.iter().take(20) {
         s.push_str(&format!("not understood: {u}\n"));
     }

@@ -76,12 +76,18 @@ pub struct AnnotationGraph {
     pub events: Vec<Event>,
     /// Coreference chains: the mentions (in text order) of each COREF id.
     pub chains: BTreeMap<EntityRef, Vec<usize>>,
+    /// The annotation layers the recipe carries ([`R2vqRecipe::has_layer`]).
+    pub layers: Vec<super::Layer>,
 }
 
 impl AnnotationGraph {
     /// Build the graph of a recipe's step paragraphs (the ingredient list carries no annotation).
     pub fn of(recipe: &R2vqRecipe) -> AnnotationGraph {
-        let mut g = AnnotationGraph { recipe: recipe.id.clone(), ..AnnotationGraph::default() };
+        let layers = [super::Layer::CookingRoles, super::Layer::SemanticRoles]
+            .into_iter()
+            .filter(|l| recipe.has_layer(*l))
+            .collect();
+        let mut g = AnnotationGraph { recipe: recipe.id.clone(), layers, ..AnnotationGraph::default() };
         for (pi, paragraph) in recipe.paragraphs.iter().enumerate() {
             let Some(step) = paragraph.step_number() else { continue };
             let mut number = 0u32;

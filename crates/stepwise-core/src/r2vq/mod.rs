@@ -457,7 +457,35 @@ pub fn canonical_number(s: &str) -> Option<u32> {
     if canonical { s.parse().ok() } else { None }
 }
 
+/// An annotation layer of the SemEval layout. Layouts that lack one leave its columns empty (the inline-tagged
+/// train recipes carry the cooking roles but no semantic roles; raw text carries neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// ENTITY, PART, RES, HIDDEN and COREF: cooking events, their participants, results, tools and habitats.
+    CookingRoles,
+    /// PREDICATE and ARG1–ARG10: VerbAtlas frames and their semantic roles.
+    SemanticRoles,
+}
+
 impl R2vqRecipe {
+    /// Whether any token of the recipe carries the layer.
+    pub fn has_layer(&self, layer: Layer) -> bool {
+        let mut tokens = self.paragraphs.iter().flat_map(|p| &p.sentences).flat_map(|s| &s.tokens);
+        match layer {
+            Layer::CookingRoles => tokens.any(|t| {
+                matches!(t.entity, EntityTag::Begin(_) | EntityTag::Inside(_))
+                    || t.part.is_some()
+                    || t.res.is_some()
+                    || !t.hidden.is_empty()
+                    || t.coref.is_some()
+            }),
+            Layer::SemanticRoles => {
+                tokens.any(|t| t.predicate.is_some() || t.args.iter().any(|a| *a != SrlTag::Empty))
+            }
+        }
+    }
+
     /// The questions of the header, each with its answer when there is one (question order).
     pub fn questions(&self) -> Vec<QuestionAnswer> {
         let mut out: Vec<QuestionAnswer> = Vec::new();

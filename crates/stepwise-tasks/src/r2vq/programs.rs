@@ -14,7 +14,9 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use stepwise_core::r2vq::{AnnotationGraph, EntityKind, EntityRef, HiddenRole, R2vqRecipe, TokenPos, join_list};
+use stepwise_core::r2vq::{
+    AnnotationGraph, EntityKind, EntityRef, HiddenRole, Layer, R2vqRecipe, TokenPos, join_list,
+};
 
 use super::questions::{Template, parse_question};
 
@@ -63,6 +65,16 @@ pub enum Program {
     SameEntity { entity: String, step_a: u32, step_b: u32 },
 }
 
+impl Program {
+    /// The annotation layer the program reads.
+    pub fn layer(&self) -> Layer {
+        match self {
+            Program::Role { .. } => Layer::SemanticRoles,
+            _ => Layer::CookingRoles,
+        }
+    }
+}
+
 /// A question's answer with its explanation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Answered {
@@ -77,13 +89,21 @@ pub struct Answered {
     /// Another event fit the question as well as the one read (the earliest was taken), or several events made
     /// the named result: the answer is not unique. Question generation drops such questions.
     pub ambiguous: bool,
+    /// Candidate families whose programs did not run because the recipe lacks their layer: a `None` answer then
+    /// says "the annotation cannot tell", not "unanswerable".
+    pub unread: Vec<(u32, Layer)>,
 }
 
 /// Answer a question from a recipe's annotation; `Err` names why the question was not understood (no template).
 pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &str) -> Result<Answered, String> {
     let parsed = parse_question(question).ok_or_else(|| "no question template matches".to_string())?;
     let ctx = Context::new(recipe, graph);
+    let mut unread = Vec::new();
     for (family, program) in candidates(parsed.template, &parsed.args) {
+        if !graph.layers.contains(&program.layer()) {
+            unread.push((family, program.layer()));
+            continue;
+        }
         let mut evidence = Vec::new();
         ctx.ambiguous.set(false);
         if let Some(answer) = ctx.run(&program, &mut evidence) {
@@ -94,6 +114,7 @@ pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &
                 answer: Some(answer),
                 evidence,
                 ambiguous: ctx.ambiguous.get(),
+                unread,
             });
         }
     }
@@ -104,6 +125,7 @@ pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &
         answer: None,
         evidence: vec![],
         ambiguous: false,
+        unread,
     })
 }
 
