@@ -432,6 +432,45 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
             assert!(f.em.value >= floor, "family {family}: EM {} below {floor}", f.em.value);
         }
     }
+    let written = std::fs::read_to_string(&answers).unwrap();
+    assert!(written.contains(r#""answer":"N/A""#) && !written.contains(r#""answer":null"#), "unanswerable is N/A");
+
+    // The learned text method, held out by recipe: fitted on 640 recipes, every route scored on the other 160
+    // (programs where the layer is there, else the text method: the rules, then the span model).
+    let split = td.path().join("split");
+    stepwise(&["r2vq", "split", converted.to_str().unwrap(), "--held-out", "0.2", "-o", split.to_str().unwrap()]);
+    let (fit, held) = (split.join("fit.csv"), split.join("held-out.csv"));
+    let model = td.path().join("span.json");
+    stepwise(&["r2vq", "train-text", fit.to_str().unwrap(), "-o", model.to_str().unwrap()]);
+    let held_gold = gold_questions(&read_r2vq_conllu(&held).unwrap());
+    let fitted: std::collections::BTreeSet<String> =
+        read_r2vq_conllu(&fit).unwrap().recipes.into_iter().map(|r| r.id).collect();
+    assert!(held_gold.iter().all(|q| !fitted.contains(&q.recipe)), "held-out recipes are not fitted on");
+    let mut runs = Vec::new();
+    for (name, extra) in [("rules", vec![]), ("span model", vec!["--text-model", model.to_str().unwrap()])] {
+        let out = td.path().join(format!("held-{}.jsonl", runs.len()));
+        let mut args = vec!["r2vq", "answer", held.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(extra);
+        stepwise(&args);
+        let s = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
+        println!("held-out recipes, programs + {name}:\n{}", stepwise_eval::r2vq::markdown_table(&s));
+        runs.push(s);
+    }
+    let family_em = |s: &stepwise_eval::r2vq::R2vqScores, family: u32| {
+        s.families.iter().find(|f| f.family == Some(family)).map_or(0.0, |f| f.em.value)
+    };
+    let (rules, span) = (&runs[0], &runs[1]);
+    let (span_ci, rules_ci) = (span.overall.em.ci.unwrap(), rules.overall.em.ci.unwrap());
+    assert!(
+        span_ci.low > rules_ci.high,
+        "the span model's EM {:?} is not above the rules' {:?} beyond both intervals",
+        span.overall.em,
+        rules.overall.em
+    );
+    for family in [5, 7, 8] {
+        assert!(family_em(span, family) >= 0.7, "family {family}: EM {}", family_em(span, family));
+    }
+    assert!(family_em(span, 18) >= 0.85, "unanswerable: EM {}", family_em(span, 18));
 }
 
 /// Generated question counts per family on the release's annotation (the 100 test recipes, and the 800 train

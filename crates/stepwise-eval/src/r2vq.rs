@@ -26,6 +26,8 @@ use stepwise_core::{Error, Location, Result};
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates};
 use crate::predictions::check_unique;
 
+pub use stepwise_core::r2vq::answer_match::{exact_match, normalize_answer, token_f1};
+
 /// A question with its gold answers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GoldQuestion {
@@ -59,70 +61,6 @@ pub fn gold_questions(doc: &R2vqDocument) -> Vec<GoldQuestion> {
         }
     }
     out
-}
-
-/// SQuAD's answer normalisation (see the module documentation).
-pub fn normalize_answer(s: &str) -> String {
-    let lower = s.to_lowercase();
-    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
-    // `\b(a|an|the)\b` → " ": an article is a whole run of word characters (Python's `\w`: alphanumerics and _).
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    let mut no_articles = String::with_capacity(no_punct.len());
-    let mut rest = no_punct.as_str();
-    while let Some(start) = rest.find(is_word) {
-        no_articles.push_str(&rest[..start]);
-        let run = &rest[start..];
-        let end = run.find(|c: char| !is_word(c)).unwrap_or(run.len());
-        let word = &run[..end];
-        no_articles.push_str(if matches!(word, "a" | "an" | "the") { " " } else { word });
-        rest = &run[end..];
-    }
-    no_articles.push_str(rest);
-    no_articles.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// "N/A" (any case, surrounding whitespace) stands for no answer.
-fn is_no_answer(s: &str) -> bool {
-    s.trim().eq_ignore_ascii_case("n/a")
-}
-
-/// 1 when the normalised strings are equal, else 0; `None` (no answer) equals only `None`.
-pub fn exact_match(prediction: Option<&str>, gold: Option<&str>) -> f64 {
-    match (answer_of(prediction), answer_of(gold)) {
-        (Some(p), Some(g)) => f64::from(u8::from(normalize_answer(p) == normalize_answer(g))),
-        (p, g) => f64::from(u8::from(p.is_none() && g.is_none())),
-    }
-}
-
-/// Token F1 of the normalised strings (0 when nothing is shared); `None` scores 1 against `None` only.
-pub fn token_f1(prediction: Option<&str>, gold: Option<&str>) -> f64 {
-    let (p, g) = match (answer_of(prediction), answer_of(gold)) {
-        (Some(p), Some(g)) => (normalize_answer(p), normalize_answer(g)),
-        (p, g) => return f64::from(u8::from(p.is_none() && g.is_none())),
-    };
-    let (p, g): (Vec<&str>, Vec<&str>) = (p.split_whitespace().collect(), g.split_whitespace().collect());
-    let mut counts: HashMap<&str, i64> = HashMap::new();
-    for w in &g {
-        *counts.entry(w).or_default() += 1;
-    }
-    let mut common = 0;
-    for w in &p {
-        if let Some(c) = counts.get_mut(w).filter(|c| **c > 0) {
-            *c -= 1;
-            common += 1;
-        }
-    }
-    if common == 0 {
-        return 0.0;
-    }
-    let precision = common as f64 / p.len() as f64;
-    let recall = common as f64 / g.len() as f64;
-    2.0 * precision * recall / (precision + recall)
-}
-
-/// An answer with "N/A" read as no answer.
-fn answer_of(a: Option<&str>) -> Option<&str> {
-    a.filter(|a| !is_no_answer(a))
 }
 
 /// One prediction line.

@@ -41,7 +41,7 @@ const STOPWORDS: &[&str] = &[
 
 /// A crude stem that makes inflections meet: suffixes -ing/-ed/-es/-s and a final -e dropped, a doubled final
 /// consonant undone ("cutting" and "cut", "sauting" and "saute", "served" and "serve").
-fn stem(w: &str) -> String {
+pub(crate) fn stem(w: &str) -> String {
     let w = w.to_lowercase();
     let mut s = w.trim_end_matches("ing").trim_end_matches("ed").trim_end_matches("es").trim_end_matches('s');
     s = s.trim_end_matches('e');
@@ -57,7 +57,7 @@ fn stem(w: &str) -> String {
     if s.len() < 2 { w } else { s.to_string() }
 }
 
-fn content(s: &str) -> BTreeSet<String> {
+pub(crate) fn content(s: &str) -> BTreeSet<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty() && !STOPWORDS.contains(&w.to_lowercase().as_str()))
         .map(stem)

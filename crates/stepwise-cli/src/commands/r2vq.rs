@@ -13,7 +13,8 @@ use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_models::r2vq_answer::{Asked, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
-use stepwise_models::r2vq_text::answer_from_text;
+use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
+use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
@@ -26,6 +27,51 @@ pub enum R2vqCommand {
     Answer(AnswerArgs),
     /// Write other R2VQ releases in the SemEval layout (so `answer`, `order` and `eval` read them).
     Convert(ConvertArgs),
+    /// Split an R2VQ file by recipe into a part to fit on and a held-out part to score on.
+    Split(SplitArgs),
+    /// Train the learned text method (a span ranker for the semantic-role questions) on answered recipes.
+    TrainText(TrainTextArgs),
+}
+
+/// Split by recipe: a seeded draw of recipes is held out, the rest is for fitting; both keep file order.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq split train800.csv --held-out 0.2 --seed 0 -o split\n  \
+    stepwise r2vq train-text split/fit.csv -o span.json\n  \
+    stepwise r2vq answer split/held-out.csv --text-model span.json -o answers.jsonl\n  \
+    stepwise eval split/held-out.csv -p answers.jsonl\n\n\
+    Writes OUT/fit.csv, OUT/held-out.csv (SemEval layout) and OUT/manifest.json (the held-out recipe ids).")]
+pub struct SplitArgs {
+    /// An R2VQ file in the SemEval layout.
+    pub input: PathBuf,
+    /// The share of recipes held out.
+    #[arg(long, default_value_t = 0.2)]
+    pub held_out: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Replace an existing output folder.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Train the span ranker (`stepwise_models::r2vq_span`) on every answered question of a span template; the model
+/// records the recipes it was fitted on, and `r2vq answer` says when it is asked about one of them.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq train-text split/fit.csv -o span.json\n  \
+    stepwise r2vq answer split/held-out.csv --text-model span.json -o answers.jsonl")]
+pub struct TrainTextArgs {
+    /// Answered recipes in the SemEval layout.
+    pub input: PathBuf,
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The model file to write (JSON).
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 /// Which routes `r2vq answer` may take (see `stepwise_models::r2vq_answer`).
@@ -103,6 +149,10 @@ pub struct AnswerArgs {
     /// Write `null` instead of "N/A" for an unanswerable question (files made before the N/A answer).
     #[arg(long)]
     pub null_for_unanswerable: bool,
+    /// The text method: this span model (`r2vq train-text`) for the semantic-role templates, the rules for the
+    /// rest. Without it, the rules answer every template.
+    #[arg(long)]
+    pub text_model: Option<PathBuf>,
     #[arg(short, long)]
     pub output: PathBuf,
 }
@@ -142,6 +192,8 @@ pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
         R2vqCommand::Order(a) => run_order(a),
         R2vqCommand::Answer(a) => run_answer(a),
         R2vqCommand::Convert(a) => run_convert(a),
+        R2vqCommand::Split(a) => run_split(a),
+        R2vqCommand::TrainText(a) => run_train_text(a),
     }
 }
 
@@ -245,7 +297,11 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
             .flat_map(|r| r.questions().into_iter().map(|q| Asked { recipe: r.id.clone(), id: q.id, question: q.question }))
             .collect(),
     };
-    let routed = answer_all(&doc, &asked, a.method.into(), &answer_from_text);
+    let model = a.text_model.as_deref().map(SpanModel::read).transpose()?;
+    let routed = match &model {
+        Some(m) => answer_all(&doc, &asked, a.method.into(), &|t: &RecipeText, q: &str| m.answer(t, q)),
+        None => answer_all(&doc, &asked, a.method.into(), &answer_from_text),
+    };
     let mut lines = String::new();
     for (q, r) in asked.iter().zip(&routed) {
         let answer = match (&r.answer, a.null_for_unanswerable) {
@@ -268,6 +324,76 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
     stepwise_core::output::write_string_atomic(&a.output, &lines)?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!("{}", answer_summary(&asked, &routed, &a.output));
+        if let Some(m) = &model {
+            let fitted = m.fitted_recipes();
+            let seen = asked.iter().filter(|q| fitted.contains(q.recipe.as_str())).count();
+            if seen > 0 {
+                eprintln!(
+                    "warning: {seen} of {} questions are of recipes the text model was fitted on: their scores \
+                     are not held-out scores",
+                    asked.len()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_split(a: SplitArgs) -> anyhow::Result<()> {
+    if !(a.held_out > 0.0 && a.held_out < 1.0) {
+        usage_bail!("--held-out {} must be between 0 and 1 (exclusive)", a.held_out);
+    }
+    let doc = read_r2vq_conllu(&a.input)?;
+    let (fit, held) = doc.split_by_recipe(a.held_out, a.seed);
+    let out = OutputDir::create(&a.output, a.force)?;
+    stepwise_core::output::write_string_atomic(&out.path().join("fit.csv"), &fit.to_conllu_string())?;
+    stepwise_core::output::write_string_atomic(&out.path().join("held-out.csv"), &held.to_conllu_string())?;
+    let mut m = Manifest::new("r2vq-split").with_seed(a.seed);
+    m.add_inputs(std::slice::from_ref(&a.input))?;
+    m.param("held_out", a.held_out);
+    m.param("held_out_recipes", held.recipes.iter().map(|r| r.id.clone()).collect::<Vec<_>>());
+    m.count("fit_recipes", fit.recipes.len() as u64);
+    m.count("held_out_recipes", held.recipes.len() as u64);
+    m.write(out.path())?;
+    let dest = out.commit()?;
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!(
+            "{} recipes to fit on, {} held out (seed {}) into {}",
+            fit.recipes.len(),
+            held.recipes.len(),
+            a.seed,
+            dest.display()
+        );
+    }
+    Ok(())
+}
+
+fn run_train_text(a: TrainTextArgs) -> anyhow::Result<()> {
+    let doc = read_r2vq_conllu(&a.input)?;
+    let (model, report) = train_span(&doc, &SpanConfig { epochs: a.epochs, seed: a.seed });
+    if report.questions == 0 {
+        anyhow::bail!(
+            "{}: no answered question of a span template (To what extent / For how long / Where / Why / From \
+             where / What ... with / How do you ...?) to train on",
+            a.input.display()
+        );
+    }
+    model.write(&a.output)?;
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!(
+            "{} recipes, {} span-template questions ({} answered N/A; {} left out: no span of the text reaches F1 \
+             0.5); best reachable EM {:.1} / F1 {:.1}; on its own training questions EM {:.1} / F1 {:.1}; \
+             model written to {}",
+            report.recipes,
+            report.questions,
+            report.no_answer,
+            report.unreachable,
+            report.oracle_em,
+            report.oracle_f1,
+            report.train_em,
+            report.train_f1,
+            a.output.display()
+        );
     }
     Ok(())
 }

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::io::Write;
 
+pub mod answer_match;
 pub mod graph;
 
 pub use graph::{AnnotationGraph, Event, Mention, RoleSpan, SentenceRef};
@@ -563,6 +564,22 @@ impl Token {
 }
 
 impl R2vqDocument {
+    /// Split by recipe: (to fit on, held out). A seeded draw of `share` of the recipes is held out (at least one,
+    /// at most all but one when there are two or more); both parts keep file order.
+    pub fn split_by_recipe(&self, share: f64, seed: u64) -> (R2vqDocument, R2vqDocument) {
+        use rand::seq::SliceRandom;
+        let n = self.recipes.len();
+        let want = ((share * n as f64).round() as usize).clamp(usize::from(n > 0), n.saturating_sub(1).max(1));
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut crate::rng::rng_for(seed, "r2vq-split"));
+        let held: std::collections::BTreeSet<usize> = order.into_iter().take(want).collect();
+        let part = |keep: bool| R2vqDocument {
+            recipes: self.recipes.iter().enumerate().filter(|(i, _)| held.contains(i) != keep).map(|(_, r)| r.clone()).collect(),
+            final_newline: true,
+        };
+        (part(true), part(false))
+    }
+
     /// Write the document in the SemEval layout.
     pub fn write_conllu<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
         let mut text = String::new();

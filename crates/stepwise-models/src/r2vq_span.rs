@@ -1,0 +1,561 @@
+//! A learned text method for R2VQ's semantic-role questions (families 5–16: "To what extent / For how long /
+//! Where / Why / From where / What ... with / How do you ...?"): a span ranker trained on answered recipes.
+//!
+//! For a question of a span template, the two sentences sharing the most content words with its clause are read;
+//! every span of up to [`MAX_SPAN`] tokens of them is a candidate answer, as are — for "How do you ...?" — the
+//! clause followed by a span (the manner answers "saute onion in 2 tablespoons of olive oil") and "by using a"
+//! followed by a span (the implicit tool), and a candidate "no answer". Each candidate is scored by a linear model
+//! over hashed features (template, the span's first, last, preceding and following words, its length, where it
+//! starts relative to the question's verb, punctuation inside, overlap with the question; for "no answer" how well
+//! the best sentence matched). Training is an averaged structured perceptron: the target is the candidate with
+//! the best token F1 against the gold answers ("no answer" for N/A), questions whose best candidate reaches less
+//! than F1 0.5 are left out (the answer is not in the text). Questions of other templates go to the rules of
+//! [`crate::r2vq_text`]. Deterministic: one thread, the question order shuffled by a seeded generator.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use stepwise_core::r2vq::answer_match::{is_no_answer, token_f1};
+use stepwise_core::r2vq::{R2vqDocument, word_tokens};
+use stepwise_core::{Error, Location, Result};
+use stepwise_tasks::r2vq::questions::{Template, parse_question};
+
+use crate::r2vq_text::{RecipeText, answer_from_text, content, stem};
+
+/// The templates whose answers are spans of the text.
+pub const SPAN_TEMPLATES: [Template; 9] = [
+    Template::ToWhatExtent,
+    Template::ForHowLong,
+    Template::WhereDoYou,
+    Template::ByHowMuch,
+    Template::WhyDoYou,
+    Template::WhatWith,
+    Template::WhatDoYou,
+    Template::FromWhere,
+    Template::HowDoYou,
+];
+
+/// The longest candidate span, in tokens.
+pub const MAX_SPAN: usize = 20;
+/// Sentences read per question.
+const SENTENCES: usize = 2;
+/// Hashed feature space.
+const DIM: usize = 1 << 20;
+/// The saved model's format name.
+const FORMAT: &str = "stepwise-r2vq-span-v1";
+/// Below this best F1 a question's answer is not taken to be in the text.
+const REACHABLE_F1: f64 = 0.5;
+
+/// Training settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpanConfig {
+    pub epochs: usize,
+    pub seed: u64,
+}
+
+impl Default for SpanConfig {
+    fn default() -> Self {
+        SpanConfig { epochs: 10, seed: 0 }
+    }
+}
+
+/// A trained span ranker (saved as JSON: its nonzero weights and the recipes it was fitted on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanModel {
+    pub format: String,
+    pub epochs: usize,
+    pub seed: u64,
+    /// The recipes whose questions trained it (an evaluation must not use them).
+    pub fitted_on: Vec<String>,
+    /// Nonzero averaged weights by hashed feature index, in index order.
+    weights: Vec<(u32, f32)>,
+    #[serde(skip)]
+    dense: Vec<f32>,
+}
+
+/// What training saw.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SpanTrainReport {
+    pub recipes: usize,
+    /// Answered questions of span templates.
+    pub questions: usize,
+    /// Of those, the ones whose gold is N/A.
+    pub no_answer: usize,
+    /// Left out: no candidate reaches F1 0.5 against the gold.
+    pub unreachable: usize,
+    /// Mean EM and F1 (%) of the best candidate over all `questions` (the method's ceiling).
+    pub oracle_em: f64,
+    pub oracle_f1: f64,
+    /// Mean EM and F1 (%) of the trained model on its own training questions (all `questions`).
+    pub train_em: f64,
+    pub train_f1: f64,
+}
+
+/// A candidate answer's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    NoAnswer = 0,
+    Span = 1,
+    ClauseSpan = 2,
+    ByUsing = 3,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    kind: Kind,
+    /// Index into the question's read sentences.
+    sentence: usize,
+    start: usize,
+    end: usize,
+}
+
+/// A sentence as the features read it.
+struct ReadSentence {
+    words: Vec<String>,
+    hashes: Vec<u64>,
+    /// Where the question's verb is (its stem), if it is.
+    verb_at: Option<usize>,
+    /// Each word is one of the question's content words.
+    in_question: Vec<bool>,
+    /// Share of the question's content words the sentence holds.
+    overlap: f64,
+}
+
+/// A question read against a recipe's text.
+struct Read {
+    template: Template,
+    clause: String,
+    sentences: Vec<ReadSentence>,
+    candidates: Vec<Candidate>,
+}
+
+fn word_hash(w: &str) -> u64 {
+    // FNV-1a over the lower-cased bytes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in w.to_lowercase().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn mix(parts: &[u64]) -> u32 {
+    // splitmix64 over the parts, folded into the feature space.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for p in parts {
+        x ^= p.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(x << 6).wrapping_add(x >> 2);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+    }
+    (x % DIM as u64) as u32
+}
+
+fn bucket(n: usize) -> u64 {
+    match n {
+        0..=5 => n as u64,
+        6..=7 => 6,
+        8..=10 => 7,
+        11..=15 => 8,
+        _ => 9,
+    }
+}
+
+fn share_bucket(x: f64) -> u64 {
+    (x * 5.0).round().clamp(0.0, 5.0) as u64
+}
+
+const BOS: u64 = 1;
+const EOS: u64 = 2;
+
+impl Read {
+    fn of(text: &RecipeText, question: &str) -> Option<Read> {
+        let parsed = parse_question(question)?;
+        if !SPAN_TEMPLATES.contains(&parsed.template) {
+            return None;
+        }
+        let clause = parsed.args.first().cloned().unwrap_or_default();
+        let q = content(&clause);
+        let verb = clause.split_whitespace().next().map(stem);
+        let mut ranked: Vec<(usize, usize)> = text
+            .sentences
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, content(s).intersection(&q).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        // Most shared words first, the earliest sentence on a tie.
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let sentences: Vec<ReadSentence> = ranked
+            .iter()
+            .take(SENTENCES)
+            .map(|&(i, n)| {
+                let words: Vec<String> = word_tokens(&text.sentences[i]).into_iter().map(|(_, _, w)| w).collect();
+                let stems: Vec<String> = words.iter().map(|w| stem(w)).collect();
+                ReadSentence {
+                    hashes: words.iter().map(|w| word_hash(w)).collect(),
+                    verb_at: verb.as_ref().and_then(|v| stems.iter().position(|s| s == v)),
+                    in_question: stems.iter().map(|s| q.contains(s)).collect(),
+                    overlap: n as f64 / q.len().max(1) as f64,
+                    words,
+                }
+            })
+            .collect();
+        let mut candidates = vec![Candidate { kind: Kind::NoAnswer, sentence: 0, start: 0, end: 0 }];
+        let kinds: &[Kind] = if parsed.template == Template::HowDoYou {
+            &[Kind::Span, Kind::ClauseSpan, Kind::ByUsing]
+        } else {
+            &[Kind::Span]
+        };
+        for (si, s) in sentences.iter().enumerate() {
+            let punct = |w: &str| !w.chars().any(char::is_alphanumeric);
+            for start in 0..s.words.len() {
+                if punct(&s.words[start]) {
+                    continue;
+                }
+                for end in start + 1..=(start + MAX_SPAN).min(s.words.len()) {
+                    if punct(&s.words[end - 1]) && s.words[end - 1] != ")" {
+                        continue;
+                    }
+                    for &kind in kinds {
+                        candidates.push(Candidate { kind, sentence: si, start, end });
+                    }
+                }
+            }
+        }
+        Some(Read { template: parsed.template, clause, sentences, candidates })
+    }
+
+    fn answer(&self, c: &Candidate) -> Option<String> {
+        if c.kind == Kind::NoAnswer {
+            return None;
+        }
+        let span = self.sentences[c.sentence].words[c.start..c.end].join(" ");
+        Some(match c.kind {
+            Kind::ClauseSpan => format!("{} {span}", self.clause),
+            Kind::ByUsing => format!("by using a {span}"),
+            _ => span,
+        })
+    }
+
+    /// The hashed features of a candidate.
+    fn features(&self, c: &Candidate, out: &mut Vec<u32>) {
+        out.clear();
+        let base = [self.template as u64 + 100, c.kind as u64 + 200];
+        let mut f = |name: u64, rest: &[u64]| {
+            let mut parts = Vec::with_capacity(3 + rest.len());
+            parts.extend_from_slice(&base);
+            parts.push(name);
+            parts.extend_from_slice(rest);
+            out.push(mix(&parts));
+        };
+        if c.kind == Kind::NoAnswer {
+            let best = self.sentences.first();
+            f(0, &[]);
+            f(1, &[share_bucket(best.map_or(0.0, |s| s.overlap))]);
+            f(2, &[u64::from(best.is_some_and(|s| s.verb_at.is_some()))]);
+            f(3, &[self.sentences.len() as u64]);
+            return;
+        }
+        let s = &self.sentences[c.sentence];
+        let (i, j) = (c.start, c.end);
+        let at = |k: Option<usize>, edge: u64| k.and_then(|k| s.hashes.get(k).copied()).unwrap_or(edge);
+        let (first, last) = (s.hashes[i], s.hashes[j - 1]);
+        let (prev, next) = (at(i.checked_sub(1), BOS), at(Some(j), EOS));
+        let len = bucket(j - i);
+        f(10, &[]);
+        f(11, &[first]);
+        f(12, &[prev]);
+        f(13, &[last]);
+        f(14, &[next]);
+        f(15, &[len]);
+        f(16, &[c.sentence as u64]);
+        let rel = match s.verb_at {
+            None => 99,
+            Some(v) if i <= v => 50 + bucket(v - i),
+            Some(v) => bucket(i - v),
+        };
+        f(17, &[rel]);
+        f(18, &[u64::from(s.verb_at.is_some_and(|v| v >= i && v < j))]);
+        let inside = &s.words[i..j - 1];
+        f(19, &[u64::from(inside.iter().any(|w| w == "," || w == ";")), u64::from(inside.iter().any(|w| w == "."))]);
+        let asked = s.in_question[i..j].iter().filter(|b| **b).count();
+        f(20, &[share_bucket(asked as f64 / (j - i) as f64)]);
+        f(21, &[first, len]);
+        f(22, &[first, next]);
+        f(23, &[last, next]);
+        f(24, &[prev, first]);
+        f(25, &[u64::from(s.words[i..j].iter().any(|w| w.eq_ignore_ascii_case("and")))]);
+    }
+}
+
+fn score(w: &[f32], features: &[u32]) -> f32 {
+    features.iter().map(|&k| w[k as usize]).sum()
+}
+
+/// The best-scoring candidate (the first on a tie).
+fn best(read: &Read, w: &[f32], buf: &mut Vec<u32>) -> usize {
+    let mut top = (0, f32::NEG_INFINITY);
+    for (k, c) in read.candidates.iter().enumerate() {
+        read.features(c, buf);
+        let s = score(w, buf);
+        if s > top.1 {
+            top = (k, s);
+        }
+    }
+    top.0
+}
+
+/// F1 of an answer against gold answers (best over them); "no answer" scores 1 against N/A only.
+fn f1_against(answer: Option<&str>, gold: &[String]) -> f64 {
+    gold.iter()
+        .map(|g| {
+            let g = (!is_no_answer(g)).then_some(g.as_str());
+            token_f1(answer, g)
+        })
+        .fold(0.0, f64::max)
+}
+
+fn em_against(answer: Option<&str>, gold: &[String]) -> f64 {
+    gold.iter()
+        .map(|g| stepwise_core::r2vq::answer_match::exact_match(answer, Some(g.as_str())))
+        .fold(0.0, f64::max)
+}
+
+/// One training question: read, its gold answers, and its target candidate.
+struct Example {
+    read: Read,
+    gold: Vec<String>,
+    target: Option<usize>,
+    oracle: (f64, f64),
+}
+
+/// Train on every answered question of a span template in `doc`.
+pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainReport) {
+    let mut examples = Vec::new();
+    for r in &doc.recipes {
+        let text = RecipeText::of(r);
+        for q in r.questions() {
+            let Some(answer) = q.answer else { continue };
+            let Some(read) = Read::of(&text, &q.question) else { continue };
+            let gold: Vec<String> = std::iter::once(answer).chain(q.alternatives).collect();
+            let (mut target, mut oracle) = (None, (0.0, 0.0));
+            for (k, c) in read.candidates.iter().enumerate() {
+                let a = read.answer(c);
+                let f1 = f1_against(a.as_deref(), &gold);
+                if f1 > oracle.1 {
+                    target = Some(k);
+                    oracle = (em_against(a.as_deref(), &gold), f1);
+                }
+            }
+            let target = target.filter(|_| oracle.1 >= REACHABLE_F1);
+            examples.push(Example { read, gold, target, oracle });
+        }
+    }
+    let mut report = SpanTrainReport {
+        recipes: doc.recipes.len(),
+        questions: examples.len(),
+        no_answer: examples.iter().filter(|e| e.gold.iter().any(|g| is_no_answer(g))).count(),
+        unreachable: examples.iter().filter(|e| e.target.is_none()).count(),
+        ..SpanTrainReport::default()
+    };
+    let n = examples.len().max(1) as f64;
+    report.oracle_em = 100.0 * examples.iter().map(|e| e.oracle.0).sum::<f64>() / n;
+    report.oracle_f1 = 100.0 * examples.iter().map(|e| e.oracle.1).sum::<f64>() / n;
+
+    // Averaged perceptron: `w` the current weights, `u` the updates weighted by when they happened.
+    let (mut w, mut u) = (vec![0f32; DIM], vec![0f32; DIM]);
+    let mut order: Vec<usize> = (0..examples.len()).filter(|&i| examples[i].target.is_some()).collect();
+    let mut rng = stepwise_core::rng::rng_for(cfg.seed, "r2vq-span/order");
+    let (mut buf, mut gold_f) = (Vec::new(), Vec::new());
+    let mut step = 1f32;
+    for _ in 0..cfg.epochs {
+        order.shuffle(&mut rng);
+        for &i in &order {
+            let e = &examples[i];
+            let Some(target) = e.target else { continue };
+            let guess = best(&e.read, &w, &mut buf);
+            let guessed = e.read.answer(&e.read.candidates[guess]);
+            if guess != target && f1_against(guessed.as_deref(), &e.gold) < e.oracle.1 {
+                e.read.features(&e.read.candidates[target], &mut gold_f);
+                e.read.features(&e.read.candidates[guess], &mut buf);
+                for &k in &gold_f {
+                    w[k as usize] += 1.0;
+                    u[k as usize] += step;
+                }
+                for &k in &buf {
+                    w[k as usize] -= 1.0;
+                    u[k as usize] -= step;
+                }
+            }
+            step += 1.0;
+        }
+    }
+    let dense: Vec<f32> = w.iter().zip(&u).map(|(w, u)| w - u / step).collect();
+    let model = SpanModel::from_dense(dense, cfg, doc.recipes.iter().map(|r| r.id.clone()).collect());
+    let (mut em, mut f1) = (0.0, 0.0);
+    for e in &examples {
+        let a = e.read.answer(&e.read.candidates[best(&e.read, &model.dense, &mut buf)]);
+        em += em_against(a.as_deref(), &e.gold);
+        f1 += f1_against(a.as_deref(), &e.gold);
+    }
+    report.train_em = 100.0 * em / n;
+    report.train_f1 = 100.0 * f1 / n;
+    (model, report)
+}
+
+impl SpanModel {
+    fn from_dense(dense: Vec<f32>, cfg: &SpanConfig, fitted_on: Vec<String>) -> SpanModel {
+        let weights = dense.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(k, w)| (k as u32, *w)).collect();
+        SpanModel { format: FORMAT.into(), epochs: cfg.epochs, seed: cfg.seed, fitted_on, weights, dense }
+    }
+
+    /// Answer a question from the recipe's text: span templates by the model, others by the rules.
+    pub fn answer(&self, text: &RecipeText, question: &str) -> Option<String> {
+        match Read::of(text, question) {
+            Some(read) => read.answer(&read.candidates[best(&read, &self.dense, &mut Vec::new())]),
+            None => answer_from_text(text, question),
+        }
+    }
+
+    /// Write the model as JSON (atomically).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string(self).map_err(|e| Error::runtime(format!("serialising the model: {e}")))?;
+        stepwise_core::output::write_string_atomic(path, &text)
+    }
+
+    /// Read a model written by [`SpanModel::write`].
+    pub fn read(path: &Path) -> Result<SpanModel> {
+        let value = stepwise_core::json::read_json(path)?;
+        let mut m: SpanModel = serde_json::from_value(value)
+            .map_err(|e| Error::field(path, Location::File, "model", format!("not an R2VQ span model: {e}")))?;
+        if m.format != FORMAT {
+            return Err(Error::field(
+                path,
+                Location::File,
+                "format",
+                format!("{:?} is not {FORMAT:?} (a model from `stepwise r2vq train-text`)", m.format),
+            ));
+        }
+        let mut dense = vec![0f32; DIM];
+        for (k, (index, w)) in m.weights.iter().enumerate() {
+            let Some(slot) = dense.get_mut(*index as usize) else {
+                return Err(Error::field(
+                    path,
+                    Location::Record(format!("weights[{k}]")),
+                    "index",
+                    format!("{index} is outside the model's {DIM} features"),
+                ));
+            };
+            if !w.is_finite() {
+                return Err(Error::field(path, Location::Record(format!("weights[{k}]")), "weight", "not finite"));
+            }
+            *slot = *w;
+        }
+        m.dense = dense;
+        Ok(m)
+    }
+
+    /// The recipes it was fitted on, as a set.
+    pub fn fitted_recipes(&self) -> BTreeSet<&str> {
+        self.fitted_on.iter().map(String::as_str).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stepwise_core::r2vq::{HeaderLine, Paragraph, QuestionId, R2vqRecipe, Sentence, Token};
+
+    /// A recipe with plain steps and answered questions.
+    fn recipe(id: &str, steps: &[&str], qa: &[(&str, &str)]) -> R2vqRecipe {
+        let mut header = Vec::new();
+        for (k, (q, a)) in qa.iter().enumerate() {
+            let qid = QuestionId { family: 7, index: k as u32 };
+            header.push(HeaderLine::Question { id: qid, text: q.to_string() });
+            header.push(HeaderLine::Answer { id: qid, text: a.to_string() });
+        }
+        let paragraphs = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Paragraph {
+                id: format!("{id}::step{:02}", i + 1),
+                sentences: vec![Sentence {
+                    id: format!("{id}::step{:02}::sent01", i + 1),
+                    text: s.to_string(),
+                    tokens: s.split_whitespace().map(Token::plain).collect(),
+                    blank_lines_after: 1,
+                    ..Sentence::default()
+                }],
+            })
+            .collect();
+        R2vqRecipe { id: id.into(), header, paragraphs }
+    }
+
+    fn corpus() -> R2vqDocument {
+        let foods = ["onion", "carrot", "leek", "potato", "pepper", "celery", "garlic", "squash"];
+        let times = ["5 minutes", "10 minutes", "2 hours", "about 20 minutes", "30 seconds"];
+        let recipes = (0..40)
+            .map(|k| {
+                let (f, t) = (foods[k % foods.len()], times[k % times.len()]);
+                let g = foods[(k + 3) % foods.len()];
+                recipe(
+                    &format!("r-{k}"),
+                    &[
+                        &format!("fry the {f} in a pan for {t} , stirring often ."),
+                        &format!("chop the {g} into cubes until fine ."),
+                    ],
+                    &[
+                        (&format!("For how long do you fry the {f}?"), &format!("for {t}")),
+                        (&format!("To what extent do you chop the {g}?"), "into cubes"),
+                        (&format!("For how long do you bake the {f}?"), "N/A"),
+                    ],
+                )
+            })
+            .collect();
+        R2vqDocument { recipes, final_newline: true }
+    }
+
+    #[test]
+    fn learns_where_spans_end_and_when_there_is_no_answer() {
+        let doc = corpus();
+        let (fit, held) = doc.recipes.split_at(30);
+        let fit = R2vqDocument { recipes: fit.to_vec(), final_newline: true };
+        let (model, report) = train(&fit, &SpanConfig::default());
+        assert_eq!(report.questions, 90);
+        assert_eq!(report.unreachable, 0);
+        assert!(report.train_em > 95.0, "{report:?}");
+        let mut right = 0;
+        for r in held {
+            let text = RecipeText::of(r);
+            for q in r.questions() {
+                let a = model.answer(&text, &q.question);
+                let gold = q.answer.unwrap();
+                right += usize::from(em_against(a.as_deref(), &[gold]) == 1.0);
+            }
+        }
+        assert_eq!(right, 30, "held-out recipes answered exactly");
+    }
+
+    #[test]
+    fn training_is_deterministic_and_the_model_round_trips() {
+        let doc = corpus();
+        let cfg = SpanConfig { epochs: 3, seed: 5 };
+        let (a, _) = train(&doc, &cfg);
+        let (b, _) = train(&doc, &cfg);
+        assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+        let td = tempfile::tempdir().unwrap();
+        let path = td.path().join("m.json");
+        a.write(&path).unwrap();
+        let back = SpanModel::read(&path).unwrap();
+        assert_eq!(back.dense, a.dense);
+        std::fs::write(&path, r#"{"format":"other","epochs":1,"seed":0,"fitted_on":[],"weights":[]}"#).unwrap();
+        let err = SpanModel::read(&path).unwrap_err().to_string();
+        assert!(err.contains("format") && err.contains("m.json"), "{err}");
+        std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","epochs":1,"seed":0,"fitted_on":[],"weights":[[{DIM},1.0]]}}"#)).unwrap();
+        let err = SpanModel::read(&path).unwrap_err().to_string();
+        assert!(err.contains("weights[0]"), "{err}");
+    }
+}
