@@ -336,3 +336,86 @@ mod tests {
         assert!(e.contains("p.jsonl:1") && e.contains("`answer`"), "{e}");
     }
 }
+
+/// Precision, recall and F1 of one annotation label (counts of items: mentions, links, hidden arguments).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LabelScore {
+    pub label: String,
+    pub gold: usize,
+    pub predicted: usize,
+    pub correct: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+}
+
+/// The cooking-role layer of `predicted` against `gold` (same recipes, same words per step; sentences may split
+/// steps differently, so tokens are placed by their index in the step): per ENTITY kind the mentions' first
+/// tokens, the PART links (participant token → event token), and per hidden role the (event, value name) pairs.
+pub fn tagging_scores(gold: &R2vqDocument, predicted: &R2vqDocument) -> Vec<LabelScore> {
+    use std::collections::BTreeSet;
+    use stepwise_core::r2vq::EntityTag;
+    type Item = (String, usize, usize, String);
+    // label -> items (recipe, step, token in step, what)
+    fn items(doc: &R2vqDocument) -> BTreeMap<String, BTreeSet<Item>> {
+        let mut out: BTreeMap<String, BTreeSet<Item>> = BTreeMap::new();
+        for r in &doc.recipes {
+            for (s, p) in r.steps().enumerate() {
+                let mut offset = 0;
+                for sentence in &p.sentences {
+                    for (k, t) in sentence.tokens.iter().enumerate() {
+                        let at = offset + k;
+                        let mut add = |label: String, what: String| {
+                            out.entry(label).or_default().insert((r.id.clone(), s, at, what));
+                        };
+                        if let EntityTag::Begin(kind) = t.entity {
+                            add(format!("mention {}", kind.as_str()), String::new());
+                        }
+                        if let Some(event) = t.part {
+                            add("PART link".into(), (offset + event - 1).to_string());
+                        }
+                        for h in &t.hidden {
+                            for v in &h.values {
+                                add(format!("hidden {}", h.role.as_str()), v.name.to_lowercase());
+                            }
+                        }
+                    }
+                    offset += sentence.tokens.len();
+                }
+            }
+        }
+        out
+    }
+    let (g, p) = (items(gold), items(predicted));
+    let labels: BTreeSet<&String> = g.keys().chain(p.keys()).collect();
+    let empty = BTreeSet::new();
+    labels
+        .into_iter()
+        .map(|label| {
+            let (gi, pi) = (g.get(label).unwrap_or(&empty), p.get(label).unwrap_or(&empty));
+            let correct = gi.intersection(pi).count();
+            let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+            let (precision, recall) = (ratio(correct, pi.len()), ratio(correct, gi.len()));
+            let f1 = if precision + recall == 0.0 { 0.0 } else { 2.0 * precision * recall / (precision + recall) };
+            LabelScore { label: label.clone(), gold: gi.len(), predicted: pi.len(), correct, precision, recall, f1 }
+        })
+        .collect()
+}
+
+/// A Markdown table of [`tagging_scores`] (percentages).
+pub fn tagging_table(scores: &[LabelScore]) -> String {
+    let mut s = String::from("| label | gold | predicted | correct | precision | recall | F1 |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for l in scores {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} |\n",
+            l.label,
+            l.gold,
+            l.predicted,
+            l.correct,
+            100.0 * l.precision,
+            100.0 * l.recall,
+            100.0 * l.f1
+        ));
+    }
+    s
+}

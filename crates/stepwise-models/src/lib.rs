@@ -24,6 +24,7 @@
 //! Question answering (R2VQ):
 //! - [`r2vq_text`]: the text-only baseline (sentence retrieval and a rule per question template)
 //! - [`r2vq_span`]: the learned text method — a span ranker for the semantic-role templates
+//! - [`r2vq_tagger`]: a cooking-role tagger for recipes without annotation (writes the inline-tagged layout)
 //! - [`r2vq_answer`]: answering by route — a family's program, else the text method, else unanswerable
 
 pub mod hasty;
@@ -38,6 +39,7 @@ pub mod order_evidence;
 pub mod pairwise;
 pub mod r2vq_answer;
 pub mod r2vq_span;
+pub mod r2vq_tagger;
 pub mod r2vq_text;
 pub mod random_order;
 pub mod seq;

@@ -7,14 +7,16 @@ use stepwise_core::Manifest;
 use crate::usage_bail;
 use stepwise_core::output::OutputDir;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
-use stepwise_eval::r2vq::question_key;
+use stepwise_eval::r2vq::{question_key, tagging_scores, tagging_table};
 use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
-use stepwise_ingest::readers::r2vq_inline::read_inline_tagged;
+use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagged};
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_models::r2vq_answer::{Asked, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
 use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
+use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
+use stepwise_core::r2vq::Layer;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
@@ -31,6 +33,51 @@ pub enum R2vqCommand {
     Split(SplitArgs),
     /// Train the learned text method (a span ranker for the semantic-role questions) on answered recipes.
     TrainText(TrainTextArgs),
+    /// Train the cooking-role tagger on inline-tagged recipes (HIT-QMUL's `inline_tagged/entity_*.json`).
+    TrainTagger(TrainTaggerArgs),
+    /// Annotate recipes with the trained tagger: the cooking-role layer the programs read.
+    Tag(TagArgs),
+}
+
+/// Train the tagger (`stepwise_models::r2vq_tagger`): events, TOOL mentions, participants and hidden tools,
+/// habitats and elided objects, from the inline-tagged layout.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq train-tagger inline_tagged/entity_train3.json --exclude split/held-out.csv -o tagger.json\n  \
+    stepwise r2vq tag split/held-out.csv --model tagger.json -o tagged.csv")]
+pub struct TrainTaggerArgs {
+    /// Inline-tagged recipes (`{recipe: [step, ...]}`).
+    pub input: PathBuf,
+    /// Leave out the recipes of these SemEval-layout files (held out for scoring).
+    #[arg(long)]
+    pub exclude: Vec<PathBuf>,
+    #[arg(long, default_value_t = 8)]
+    pub epochs: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The model file to write (JSON).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// Tag every step of an R2VQ file's recipes (their words only: any annotation the file has is not read to tag)
+/// and write them with the predicted cooking-role layer in the SemEval layout, questions and answers kept. When
+/// the input carries the layer, the tagging is scored against it per label.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  \
+    stepwise r2vq tag split/held-out.csv --model tagger.json -o tagged.csv\n  \
+    stepwise r2vq answer tagged.csv -o answers.jsonl\n  \
+    stepwise eval tagged.csv -p answers.jsonl\n  \
+    stepwise generate tagged.csv --task r2vq -o questions/")]
+pub struct TagArgs {
+    /// Recipes in the SemEval layout.
+    pub input: PathBuf,
+    /// A tagger from `r2vq train-tagger`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The SemEval-layout file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 /// Split by recipe: a seeded draw of recipes is held out, the rest is for fitting; both keep file order.
@@ -194,6 +241,8 @@ pub fn run(c: R2vqCommand) -> anyhow::Result<()> {
         R2vqCommand::Convert(a) => run_convert(a),
         R2vqCommand::Split(a) => run_split(a),
         R2vqCommand::TrainText(a) => run_train_text(a),
+        R2vqCommand::TrainTagger(a) => run_train_tagger(a),
+        R2vqCommand::Tag(a) => run_tag(a),
     }
 }
 
@@ -437,6 +486,55 @@ fn run_convert(a: ConvertArgs) -> anyhow::Result<()> {
             doc.recipes.len(),
             a.output.display()
         );
+    }
+    Ok(())
+}
+
+fn run_train_tagger(a: TrainTaggerArgs) -> anyhow::Result<()> {
+    let mut recipes = read_inline_steps(&a.input)?;
+    let mut excluded = std::collections::BTreeSet::new();
+    for path in &a.exclude {
+        excluded.extend(read_r2vq_conllu(path)?.recipes.into_iter().map(|r| r.id));
+    }
+    let before = recipes.len();
+    recipes.retain(|(id, _)| !excluded.contains(id));
+    if recipes.is_empty() {
+        anyhow::bail!("{}: no recipe left to train on after --exclude", a.input.display());
+    }
+    let (model, report) = train_tagger(&recipes, &TaggerConfig { epochs: a.epochs, seed: a.seed });
+    model.write(&a.output)?;
+    if !stepwise_core::progress::is_quiet() {
+        eprintln!(
+            "{} recipes ({} excluded), {} steps, {} tokens, {} events, {} hidden tools known; token labels right on \
+             the training recipes: {:.1}%; model written to {}",
+            report.recipes,
+            before - recipes.len(),
+            report.steps,
+            report.tokens,
+            report.events,
+            report.tools,
+            report.train_label_accuracy,
+            a.output.display()
+        );
+    }
+    Ok(())
+}
+
+fn run_tag(a: TagArgs) -> anyhow::Result<()> {
+    let doc = read_r2vq_conllu(&a.input)?;
+    let model = TaggerModel::read(&a.model)?;
+    let tagged = tag_document(&doc, &model);
+    stepwise_core::output::write_string_atomic(&a.output, &tagged.to_conllu_string())?;
+    if !stepwise_core::progress::is_quiet() {
+        let fitted = model.fitted_recipes();
+        let seen = doc.recipes.iter().filter(|r| fitted.contains(r.id.as_str())).count();
+        eprintln!("{} recipes tagged into {}", doc.recipes.len(), a.output.display());
+        if doc.recipes.iter().any(|r| r.has_layer(Layer::CookingRoles)) {
+            eprintln!("against the input's own annotation:\n{}", tagging_table(&tagging_scores(&doc, &tagged)));
+        }
+        if seen > 0 {
+            eprintln!("warning: {seen} recipes were in the tagger's training data: these are not held-out scores");
+        }
     }
     Ok(())
 }

@@ -458,6 +458,44 @@ pub fn canonical_number(s: &str) -> Option<u32> {
     if canonical { s.parse().ok() } else { None }
 }
 
+/// A word of the inline-tagged layout (HIT-QMUL's train recipes; what `stepwise r2vq tag` predicts) with the
+/// annotation written after it: its ENTITY tag (EVENT, TOOL), the event it takes part in (by the event's words),
+/// and, on events, the hidden arguments.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InlineToken {
+    pub form: String,
+    pub entity: Option<EntityTag>,
+    pub participant: Option<String>,
+    pub hidden: Vec<HiddenArg>,
+}
+
+/// A step in the inline-tagged layout: each word, then its groups (`( result : x # tool : y )`, `( entity :
+/// B-EVENT )`, `( participant : v )`); hidden values are separated by ` , `, their names with spaces.
+pub fn inline_step_string(tokens: &[InlineToken]) -> String {
+    let mut out = Vec::new();
+    for t in tokens {
+        out.push(t.form.clone());
+        if !t.hidden.is_empty() {
+            let groups: Vec<String> = t
+                .hidden
+                .iter()
+                .map(|h| {
+                    let values: Vec<String> = h.values.iter().map(|v| v.name.replace('_', " ")).collect();
+                    format!("{} : {}", h.role.as_str().to_lowercase(), values.join(" , "))
+                })
+                .collect();
+            out.push(format!("( {} )", groups.join(" # ")));
+        }
+        if let Some(e) = t.entity {
+            out.push(format!("( entity : {e} )"));
+        }
+        if let Some(p) = &t.participant {
+            out.push(format!("( participant : {p} )"));
+        }
+    }
+    out.join(" ")
+}
+
 /// An annotation layer of the SemEval layout. Layouts that lack one leave its columns empty (the inline-tagged
 /// train recipes carry the cooking roles but no semantic roles; raw text carries neither).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

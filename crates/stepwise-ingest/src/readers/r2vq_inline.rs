@@ -33,8 +33,8 @@ use stepwise_core::json::read_json;
 
 use super::one_line;
 use stepwise_core::r2vq::{
-    EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, Paragraph, QuestionId, R2vqDocument,
-    R2vqRecipe, Sentence, Token,
+    EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, InlineToken, Paragraph, QuestionId,
+    R2vqDocument, R2vqRecipe, Sentence, Token,
 };
 
 /// The family of an answered question without a family id (see the module documentation).
@@ -43,6 +43,19 @@ pub type FamilyOf<'a> = &'a dyn Fn(&str, &str) -> Option<u32>;
 /// Read an inline-tagged file and, when given, the gold QA strings of its recipes. `family_of(question,
 /// answer)` names a question's family (`None`: the question is left out and counted in the returned number).
 pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -> Result<(R2vqDocument, usize)> {
+    // Parse every step first: the prop lexicon (names of hidden habitats and tools, TOOL mentions) is the file's.
+    let parsed = read_inline_steps(path)?;
+    let mut doc = document_of_inline(parsed);
+    let mut unlabelled = 0;
+    if let Some(qa) = qa {
+        unlabelled = attach_questions(&mut doc, qa, family_of)?;
+    }
+    Ok((doc, unlabelled))
+}
+
+/// Read an inline-tagged file's steps, parsed, in file order; an empty file or a recipe id with spaces is an
+/// error naming the file and record.
+pub fn read_inline_steps(path: &Path) -> Result<Vec<(String, Vec<Vec<InlineToken>>)>> {
     let Value::Object(recipes) = read_json(path)? else {
         return Err(Error::field(path, Location::File, "", "must be a JSON object {recipe: [step, ...]}"));
     };
@@ -53,8 +66,7 @@ pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -
             what: "no recipe in the object {recipe: [step, ...]}".into(),
         });
     }
-    // Parse every step first: the prop lexicon (names of hidden habitats and tools, TOOL mentions) is the file's.
-    let mut parsed: Vec<(&str, Vec<Vec<Raw>>)> = Vec::with_capacity(recipes.len());
+    let mut parsed = Vec::with_capacity(recipes.len());
     for (id, steps) in &recipes {
         let id = id.trim();
         if id.is_empty() || id.contains(char::is_whitespace) {
@@ -68,13 +80,22 @@ pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -
         for (k, step) in steps.iter().enumerate() {
             let field = format!("{id}[{k}]");
             let text = step.as_str().ok_or_else(|| Error::field(path, location.clone(), &field, "must be a string"))?;
-            raws.push(parse_step(text).map_err(|m| Error::field(path, Location::Record(field.clone()), &field, m))?);
+            raws.push(
+                parse_inline_step(text).map_err(|m| Error::field(path, Location::Record(field.clone()), &field, m))?,
+            );
         }
-        parsed.push((id, raws));
+        parsed.push((id.to_string(), raws));
     }
+    Ok(parsed)
+}
+
+/// Recipes rebuilt from parsed inline-tagged steps as the module documentation says (the prop lexicon is the
+/// recipes' together).
+pub fn document_of_inline<S: AsRef<str>>(parsed: Vec<(S, Vec<Vec<InlineToken>>)>) -> R2vqDocument {
     let lexicon = PropLexicon::of(parsed.iter().flat_map(|(_, steps)| steps.iter().flatten()));
     let mut doc = R2vqDocument { recipes: Vec::with_capacity(parsed.len()), final_newline: true };
     for (id, steps) in parsed {
+        let id = id.as_ref();
         let mut paragraphs: Vec<Paragraph> = steps
             .into_iter()
             .enumerate()
@@ -88,11 +109,7 @@ pub fn read_inline_tagged(path: &Path, qa: Option<&Path>, family_of: FamilyOf) -
         }
         doc.recipes.push(R2vqRecipe { id: id.to_string(), header: Vec::new(), paragraphs });
     }
-    let mut unlabelled = 0;
-    if let Some(qa) = qa {
-        unlabelled = attach_questions(&mut doc, qa, family_of)?;
-    }
-    Ok((doc, unlabelled))
+    doc
 }
 
 /// Attach `"<question>     <answer>"` strings as `# question`/`# answer` header lines, numbered per family.
@@ -157,14 +174,6 @@ fn parse_group(group: &str) -> std::result::Result<Vec<(String, String)>, String
 
 const KEYS: [&str; 7] = ["entity", "participant", "result", "tool", "habitat", "drop", "shadow"];
 
-/// A text token with the annotation groups after it.
-#[derive(Default)]
-struct Raw {
-    form: String,
-    entity: Option<EntityTag>,
-    participant: Option<String>,
-    hidden: Vec<HiddenArg>,
-}
 
 /// Names of habitats and tools in a file: hidden Habitat/Tool values and TOOL-tagged mentions.
 #[derive(Default)]
@@ -174,8 +183,8 @@ struct PropLexicon {
 }
 
 impl PropLexicon {
-    fn of<'a>(tokens: impl Iterator<Item = &'a Raw>) -> PropLexicon {
-        let tokens: Vec<&Raw> = tokens.collect();
+    fn of<'a>(tokens: impl Iterator<Item = &'a InlineToken>) -> PropLexicon {
+        let tokens: Vec<&InlineToken> = tokens.collect();
         let mut lex = PropLexicon::default();
         for (i, t) in tokens.iter().enumerate() {
             for h in &t.hidden {
@@ -201,15 +210,16 @@ impl PropLexicon {
     }
 }
 
-fn parse_step(text: &str) -> std::result::Result<Vec<Raw>, String> {
+/// Parse one inline-tagged step into its words and their annotation.
+pub fn parse_inline_step(text: &str) -> std::result::Result<Vec<InlineToken>, String> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    let mut raw: Vec<Raw> = Vec::new();
+    let mut raw: Vec<InlineToken> = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let is_group =
             words[i] == "(" && words.get(i + 2) == Some(&":") && words.get(i + 1).is_some_and(|k| KEYS.contains(k));
         if !is_group {
-            raw.push(Raw { form: words[i].to_string(), ..Raw::default() });
+            raw.push(InlineToken { form: words[i].to_string(), ..InlineToken::default() });
             i += 1;
             continue;
         }
@@ -258,10 +268,10 @@ const STOP: &[&str] = &[
     "then", "over", "about", "while", "it", "them", "together", "well", "aside", "again", "evenly", "gently",
 ];
 
-fn build_sentence(recipe: &str, step: usize, raw: Vec<Raw>, lexicon: &PropLexicon) -> Sentence {
+fn build_sentence(recipe: &str, step: usize, raw: Vec<InlineToken>, lexicon: &PropLexicon) -> Sentence {
     let n = raw.len();
     let is_event =
-        |t: &Raw| matches!(t.entity, Some(EntityTag::Begin(EntityKind::Event) | EntityTag::Inside(EntityKind::Event)));
+        |t: &InlineToken| matches!(t.entity, Some(EntityTag::Begin(EntityKind::Event) | EntityTag::Inside(EntityKind::Event)));
     // Event spans (first, last) and their words.
     let mut events: Vec<(usize, usize, String)> = Vec::new();
     for (i, t) in raw.iter().enumerate() {

@@ -1,0 +1,704 @@
+//! A cooking-role tagger for recipes without annotation: it writes the inline-tagged layout (events, TOOL
+//! mentions, which event each participant takes part in, and the events' hidden tools, habitats and elided
+//! objects), which `stepwise_ingest::readers::r2vq_inline` rebuilds into the SemEval layout the programs read.
+//!
+//! Trained on the inline-tagged train recipes, with averaged perceptrons over hashed features:
+//! - a left-to-right token tagger (greedy, previous two labels as features) over eight labels: outside, event,
+//!   TOOL begin/inside, and participant of the previous / next event (a TOOL mention may be a participant too);
+//!   a participant points at the nearest event before (or after) it, as the inline reader reads `participant`;
+//! - per event, its hidden tool: one of the tools seen at least [`MIN_VALUE_COUNT`] times in training, or none;
+//! - per event, whether it has a hidden habitat, whose value is the latest place named before it in the recipe
+//!   (a participant after in/into/on/onto/to, with its next word) or the previous event's habitat;
+//! - per event, whether it has an elided object (Drop), whose value is the previous event's participants.
+//!
+//! Results (RES), shadows and coreference are not predicted (the inline reader rebuilds same-name coreference).
+//! Deterministic: one thread, the recipe order shuffled by a seeded generator.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use stepwise_core::r2vq::{EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, InlineToken, R2vqDocument};
+use stepwise_core::{Error, Location, Result};
+
+/// A hidden tool value is a class when training shows it this often.
+pub const MIN_VALUE_COUNT: usize = 3;
+const DIM: usize = 1 << 20;
+const FORMAT: &str = "stepwise-r2vq-tagger-v1";
+
+/// Token labels.
+const LABELS: [&str; 8] = ["O", "EV", "TB", "TI", "P<", "P>", "TB+P<", "TB+P>"];
+const O: usize = 0;
+const EV: usize = 1;
+const TB: usize = 2;
+const TI: usize = 3;
+const P_PREV: usize = 4;
+const P_NEXT: usize = 5;
+const TB_PREV: usize = 6;
+const TB_NEXT: usize = 7;
+
+/// Prepositions before a place.
+const PLACE_PREPS: [&str; 5] = ["in", "into", "on", "onto", "to"];
+
+/// Training settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TaggerConfig {
+    pub epochs: usize,
+    pub seed: u64,
+}
+
+impl Default for TaggerConfig {
+    fn default() -> Self {
+        TaggerConfig { epochs: 8, seed: 0 }
+    }
+}
+
+/// A trained tagger (saved as JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaggerModel {
+    pub format: String,
+    pub epochs: usize,
+    pub seed: u64,
+    /// The recipes it was trained on.
+    pub fitted_on: Vec<String>,
+    /// The hidden tools it can predict.
+    pub tools: Vec<String>,
+    weights: Vec<(u32, f32)>,
+    #[serde(skip)]
+    dense: Vec<f32>,
+}
+
+/// Averaged perceptron weights in one hashed space (every decision's features carry its own namespace).
+struct Perceptron {
+    w: Vec<f32>,
+    u: Vec<f32>,
+    step: f32,
+}
+
+impl Perceptron {
+    fn new() -> Self {
+        Perceptron { w: vec![0.0; DIM], u: vec![0.0; DIM], step: 1.0 }
+    }
+
+    fn update(&mut self, features: &[u32], delta: f32) {
+        for &k in features {
+            self.w[k as usize] += delta;
+            self.u[k as usize] += delta * self.step;
+        }
+    }
+
+    fn averaged(&self) -> Vec<f32> {
+        self.w.iter().zip(&self.u).map(|(w, u)| w - u / self.step).collect()
+    }
+}
+
+fn word_hash(w: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in w.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn mix(parts: &[u64]) -> u32 {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for p in parts {
+        x ^= p.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(x << 6).wrapping_add(x >> 2);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+    }
+    (x % DIM as u64) as u32
+}
+
+fn score(w: &[f32], features: &[u32]) -> f32 {
+    features.iter().map(|&k| w[k as usize]).sum()
+}
+
+/// A step's words, lower-cased, with their hashes.
+struct Words {
+    forms: Vec<String>,
+    hashes: Vec<u64>,
+}
+
+impl Words {
+    fn of(forms: Vec<String>) -> Words {
+        let hashes = forms.iter().map(|w| word_hash(w)).collect();
+        Words { forms, hashes }
+    }
+
+    fn hash(&self, i: isize) -> u64 {
+        if i < 0 {
+            return 1;
+        }
+        self.hashes.get(i as usize).copied().unwrap_or(2)
+    }
+}
+
+fn suffix(w: &str, n: usize) -> u64 {
+    let chars: Vec<char> = w.chars().collect();
+    word_hash(&chars[chars.len().saturating_sub(n)..].iter().collect::<String>())
+}
+
+/// Features of token `i` with the labels before it, each conjoined with `label`.
+fn token_features(words: &Words, i: usize, prev: &[usize], label: usize, out: &mut Vec<u32>) {
+    out.clear();
+    let i_ = i as isize;
+    let p1 = prev.last().copied().map_or(99, |l| l as u64);
+    let p2 = if prev.len() >= 2 { prev[prev.len() - 2] as u64 } else { 99 };
+    let since_event = prev.iter().rev().position(|&l| l == EV).map_or(99, |d| d.min(8) as u64);
+    let w0 = words.hash(i_);
+    let l = label as u64;
+    let form = &words.forms[i];
+    let digit = u64::from(form.chars().any(|c| c.is_ascii_digit()));
+    for f in [
+        [0, l, 0, 0],
+        [1, l, w0, 0],
+        [2, l, words.hash(i_ - 1), 0],
+        [3, l, words.hash(i_ + 1), 0],
+        [4, l, words.hash(i_ - 2), 0],
+        [5, l, words.hash(i_ + 2), 0],
+        [6, l, suffix(form, 3), 0],
+        [7, l, p1, 0],
+        [8, l, p1, p2],
+        [9, l, p1, w0],
+        [10, l, since_event, 0],
+        [11, l, u64::from(i == 0), 0],
+        [12, l, words.hash(i_ - 1), w0],
+        [13, l, w0, words.hash(i_ + 1)],
+        [14, l, digit, 0],
+        [15, l, suffix(form, 2), p1],
+    ] {
+        out.push(mix(&f));
+    }
+}
+
+/// The gold label of each token of a step.
+fn gold_labels(tokens: &[InlineToken]) -> Vec<usize> {
+    let events: Vec<usize> = (0..tokens.len()).filter(|&i| is_event(&tokens[i])).collect();
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let tool = match t.entity {
+                Some(EntityTag::Begin(EntityKind::Event)) | Some(EntityTag::Inside(EntityKind::Event)) => return EV,
+                Some(EntityTag::Begin(EntityKind::Tool)) => true,
+                Some(EntityTag::Inside(EntityKind::Tool)) => return TI,
+                _ => false,
+            };
+            let Some(v) = &t.participant else { return if tool { TB } else { O } };
+            let first = v.split_whitespace().next().unwrap_or("");
+            // The nearest event with those words, the earlier on a tie (as the inline reader resolves it).
+            let target = events
+                .iter()
+                .filter(|&&e| tokens[e].form == first)
+                .min_by_key(|&&e| (e.abs_diff(i), e))
+                .copied()
+                .or_else(|| events.iter().rev().find(|&&e| e < i).copied());
+            let before = target.is_none_or(|e| e < i);
+            match (tool, before) {
+                (false, true) => P_PREV,
+                (false, false) => P_NEXT,
+                (true, true) => TB_PREV,
+                (true, false) => TB_NEXT,
+            }
+        })
+        .collect()
+}
+
+fn is_event(t: &InlineToken) -> bool {
+    matches!(t.entity, Some(EntityTag::Begin(EntityKind::Event) | EntityTag::Inside(EntityKind::Event)))
+}
+
+fn tag_step(w: &[f32], words: &Words) -> Vec<usize> {
+    let mut labels = Vec::with_capacity(words.forms.len());
+    let mut buf = Vec::new();
+    for i in 0..words.forms.len() {
+        let mut best = (O, f32::NEG_INFINITY);
+        for label in 0..LABELS.len() {
+            token_features(words, i, &labels, label, &mut buf);
+            let s = score(w, &buf);
+            if s > best.1 {
+                best = (label, s);
+            }
+        }
+        labels.push(best.0);
+    }
+    labels
+}
+
+/// An event as the hidden-argument decisions see it.
+struct EventView {
+    word: u64,
+    prev_word: u64,
+    next_word: u64,
+    /// The event starts its step.
+    first: bool,
+    /// Participants labelled for it.
+    participants: usize,
+    /// The step names a place (a participant after a place preposition) before the event.
+    place_before: bool,
+    /// The previous event had a habitat.
+    prev_habitat: bool,
+}
+
+fn event_features(e: &EventView, decision: u64, class: u64, bag: &[u64], out: &mut Vec<u32>) {
+    out.clear();
+    for f in [
+        [decision, class, 0, 0],
+        [decision, class, 1, e.word],
+        [decision, class, 2, e.prev_word],
+        [decision, class, 3, e.next_word],
+        [decision, class, 4, u64::from(e.first)],
+        [decision, class, 5, e.participants.min(4) as u64],
+        [decision, class, 6, u64::from(e.place_before)],
+        [decision, class, 7, u64::from(e.prev_habitat)],
+        [decision, class, 8, e.word ^ u64::from(e.prev_habitat)],
+        [decision, class, 9, e.word ^ (e.participants.min(2) as u64)],
+    ] {
+        out.push(mix(&f));
+    }
+    for &b in bag {
+        out.push(mix(&[decision, class, 10, b]));
+    }
+}
+
+const DECIDE_TOOL: u64 = 1000;
+const DECIDE_HABITAT: u64 = 1001;
+const DECIDE_DROP: u64 = 1002;
+
+/// A recipe's steps read for the event decisions, given its token labels.
+struct RecipeRead {
+    words: Vec<Words>,
+    labels: Vec<Vec<usize>>,
+}
+
+/// Per event of a recipe (step, token): its view, the step's word bag, the place named latest before it, and the
+/// previous event's participants (names).
+struct EventContext {
+    at: (usize, usize),
+    view: EventView,
+    bag: Vec<u64>,
+    place: Option<String>,
+    prev_participants: Vec<String>,
+}
+
+fn is_participant(l: usize) -> bool {
+    matches!(l, P_PREV | P_NEXT | TB_PREV | TB_NEXT)
+}
+
+/// The event a participant label points at in its step.
+fn event_of(labels: &[usize], i: usize) -> Option<usize> {
+    let before = (0..i).rev().find(|&k| labels[k] == EV);
+    let after = (i + 1..labels.len()).find(|&k| labels[k] == EV);
+    match labels[i] {
+        P_PREV | TB_PREV => before.or(after),
+        P_NEXT | TB_NEXT => after.or(before),
+        _ => None,
+    }
+}
+
+/// A participant's name: its word and the next one when that is a plain word (not a stop word, not labelled).
+fn mention_name(words: &Words, labels: &[usize], i: usize) -> String {
+    const STOP: [&str; 12] = ["and", "or", "in", "into", "on", "with", "to", "of", "for", "until", "the", "a"];
+    let mut name = words.forms[i].clone();
+    if let Some(next) = words.forms.get(i + 1)
+        && labels[i + 1] == O
+        && next.chars().all(char::is_alphabetic)
+        && !STOP.contains(&next.as_str())
+    {
+        name.push(' ');
+        name.push_str(next);
+    }
+    name
+}
+
+impl RecipeRead {
+    fn events(&self, habitat_of: &dyn Fn(usize) -> bool) -> Vec<EventContext> {
+        let mut out = Vec::new();
+        let mut place: Option<String> = None;
+        let mut prev_participants: Vec<String> = Vec::new();
+        let mut prev_habitat = false;
+        for (s, (words, labels)) in self.words.iter().zip(&self.labels).enumerate() {
+            let bag: Vec<u64> = words.hashes.clone();
+            for i in 0..labels.len() {
+                if is_participant(labels[i])
+                    && i > 0
+                    && PLACE_PREPS.contains(&words.forms[i - 1].as_str())
+                    && event_of(labels, i).is_none_or(|e| e > i)
+                {
+                    place = Some(mention_name(words, labels, i));
+                }
+                if labels[i] != EV {
+                    continue;
+                }
+                let participants: Vec<String> = (0..labels.len())
+                    .filter(|&k| is_participant(labels[k]) && event_of(labels, k) == Some(i))
+                    .map(|k| mention_name(words, labels, k))
+                    .collect();
+                let view = EventView {
+                    word: words.hash(i as isize),
+                    prev_word: words.hash(i as isize - 1),
+                    next_word: words.hash(i as isize + 1),
+                    first: i == 0,
+                    participants: participants.len(),
+                    place_before: place.is_some(),
+                    prev_habitat,
+                };
+                let n = out.len();
+                out.push(EventContext {
+                    at: (s, i),
+                    view,
+                    bag: bag.clone(),
+                    place: place.clone(),
+                    prev_participants: prev_participants.clone(),
+                });
+                prev_habitat = habitat_of(n);
+                // A place named after the event in its step (its participant) is where later events happen.
+                for k in i + 1..labels.len() {
+                    if is_participant(labels[k])
+                        && k > 0
+                        && PLACE_PREPS.contains(&words.forms[k - 1].as_str())
+                        && event_of(labels, k) == Some(i)
+                    {
+                        place = Some(mention_name(words, labels, k));
+                    }
+                }
+                if !participants.is_empty() {
+                    prev_participants = participants;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Per-label counts on held-out text: what training saw.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct TaggerTrainReport {
+    pub recipes: usize,
+    pub steps: usize,
+    pub tokens: usize,
+    pub events: usize,
+    pub tools: usize,
+    /// Token label accuracy (%) on the training recipes.
+    pub train_label_accuracy: f64,
+}
+
+fn lower_words(tokens: &[InlineToken]) -> Words {
+    Words::of(tokens.iter().map(|t| t.form.to_lowercase()).collect())
+}
+
+fn hidden_value(t: &InlineToken, role: HiddenRole) -> Option<String> {
+    t.hidden.iter().find(|h| h.role == role).and_then(|h| h.values.first()).map(|v| v.name.replace('_', " "))
+}
+
+/// Train on parsed inline-tagged recipes.
+pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) -> (TaggerModel, TaggerTrainReport) {
+    let mut tool_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in recipes.iter().flat_map(|(_, steps)| steps.iter().flatten()) {
+        if let Some(v) = hidden_value(t, HiddenRole::Tool) {
+            *tool_counts.entry(v).or_default() += 1;
+        }
+    }
+    let tools: Vec<String> = tool_counts.into_iter().filter(|(_, n)| *n >= MIN_VALUE_COUNT).map(|(v, _)| v).collect();
+    let reads: Vec<(RecipeRead, Vec<Vec<InlineToken>>)> = recipes
+        .iter()
+        .map(|(_, steps)| {
+            let read = RecipeRead {
+                words: steps.iter().map(|s| lower_words(s)).collect(),
+                labels: steps.iter().map(|s| gold_labels(s)).collect(),
+            };
+            (read, steps.clone())
+        })
+        .collect();
+    let mut p = Perceptron::new();
+    let mut order: Vec<usize> = (0..reads.len()).collect();
+    let mut rng = stepwise_core::rng::rng_for(cfg.seed, "r2vq-tagger/order");
+    let (mut gold_f, mut guess_f) = (Vec::new(), Vec::new());
+    for _ in 0..cfg.epochs {
+        order.shuffle(&mut rng);
+        for &r in &order {
+            let (read, steps) = &reads[r];
+            // Token labels, greedy with the gold history (the history the tagger will have when it is right).
+            for (words, gold) in read.words.iter().zip(&read.labels) {
+                for i in 0..gold.len() {
+                    let mut best = (O, f32::NEG_INFINITY);
+                    for label in 0..LABELS.len() {
+                        token_features(words, i, &gold[..i], label, &mut guess_f);
+                        let s = score(&p.w, &guess_f);
+                        if s > best.1 {
+                            best = (label, s);
+                        }
+                    }
+                    if best.0 != gold[i] {
+                        token_features(words, i, &gold[..i], gold[i], &mut gold_f);
+                        token_features(words, i, &gold[..i], best.0, &mut guess_f);
+                        p.update(&gold_f, 1.0);
+                        p.update(&guess_f, -1.0);
+                    }
+                    p.step += 1.0;
+                }
+            }
+            // Event decisions on the gold labels.
+            let habitat_gold = |n: usize| -> bool { nth_event(steps, n).is_some_and(|t| hidden_value(t, HiddenRole::Habitat).is_some()) };
+            for (n, e) in read.events(&habitat_gold).iter().enumerate() {
+                let Some(t) = nth_event(steps, n) else { continue };
+                let gold_tool = hidden_value(t, HiddenRole::Tool).and_then(|v| tools.iter().position(|x| *x == v));
+                let classes = tools.len() + 1;
+                let class_of = |k: usize| if k == tools.len() { None } else { Some(k) };
+                let mut best = (tools.len(), f32::NEG_INFINITY);
+                for k in 0..classes {
+                    event_features(&e.view, DECIDE_TOOL, k as u64, &e.bag, &mut guess_f);
+                    let s = score(&p.w, &guess_f);
+                    if s > best.1 {
+                        best = (k, s);
+                    }
+                }
+                if class_of(best.0) != gold_tool {
+                    event_features(&e.view, DECIDE_TOOL, gold_tool.unwrap_or(tools.len()) as u64, &e.bag, &mut gold_f);
+                    event_features(&e.view, DECIDE_TOOL, best.0 as u64, &e.bag, &mut guess_f);
+                    p.update(&gold_f, 1.0);
+                    p.update(&guess_f, -1.0);
+                }
+                for (decision, role) in [(DECIDE_HABITAT, HiddenRole::Habitat), (DECIDE_DROP, HiddenRole::Drop)] {
+                    let gold = hidden_value(t, role).is_some();
+                    event_features(&e.view, decision, 1, &e.bag, &mut gold_f);
+                    let yes = score(&p.w, &gold_f) > 0.0;
+                    if yes != gold {
+                        p.update(&gold_f, if gold { 1.0 } else { -1.0 });
+                    }
+                }
+                p.step += 1.0;
+            }
+        }
+    }
+    let dense = p.averaged();
+    let weights = dense.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(k, w)| (k as u32, *w)).collect();
+    let model = TaggerModel {
+        format: FORMAT.into(),
+        epochs: cfg.epochs,
+        seed: cfg.seed,
+        fitted_on: recipes.iter().map(|(id, _)| id.clone()).collect(),
+        tools,
+        weights,
+        dense,
+    };
+    let (mut right, mut tokens) = (0, 0);
+    for (read, _) in &reads {
+        for (words, gold) in read.words.iter().zip(&read.labels) {
+            let guess = tag_step(&model.dense, words);
+            right += guess.iter().zip(gold).filter(|(a, b)| a == b).count();
+            tokens += gold.len();
+        }
+    }
+    let report = TaggerTrainReport {
+        recipes: recipes.len(),
+        steps: recipes.iter().map(|(_, s)| s.len()).sum(),
+        tokens,
+        events: reads.iter().flat_map(|(r, _)| r.labels.iter().flatten()).filter(|&&l| l == EV).count(),
+        tools: model.tools.len(),
+        train_label_accuracy: 100.0 * right as f64 / tokens.max(1) as f64,
+    };
+    (model, report)
+}
+
+/// Tag every step of `doc`'s recipes from their words alone and rebuild them as the inline reader does
+/// ([`stepwise_ingest::readers::r2vq_inline::document_of_inline`]: one sentence per step, the ingredient list
+/// dropped); each recipe keeps its header (questions, answers, metadata).
+pub fn tag_document(doc: &R2vqDocument, model: &TaggerModel) -> R2vqDocument {
+    let tagged: Vec<(&str, Vec<Vec<InlineToken>>)> = doc
+        .recipes
+        .iter()
+        .map(|r| {
+            let steps: Vec<Vec<String>> = r
+                .steps()
+                .map(|p| p.sentences.iter().flat_map(|s| s.tokens.iter().map(|t| t.form.clone())).collect())
+                .filter(|words: &Vec<String>| !words.is_empty())
+                .collect();
+            (r.id.as_str(), model.tag(&steps))
+        })
+        .collect();
+    let mut out = stepwise_ingest::readers::r2vq_inline::document_of_inline(tagged);
+    for (made, source) in out.recipes.iter_mut().zip(&doc.recipes) {
+        made.header = source.header.clone();
+    }
+    out
+}
+
+/// The `n`-th event token of a recipe (gold), in text order.
+fn nth_event(steps: &[Vec<InlineToken>], n: usize) -> Option<&InlineToken> {
+    steps.iter().flatten().filter(|t| is_event(t)).nth(n)
+}
+
+impl TaggerModel {
+    /// Tag a recipe's steps (each a list of words): the inline-tagged tokens.
+    pub fn tag(&self, steps: &[Vec<String>]) -> Vec<Vec<InlineToken>> {
+        let words: Vec<Words> = steps.iter().map(|s| Words::of(s.iter().map(|w| w.to_lowercase()).collect())).collect();
+        let labels: Vec<Vec<usize>> = words.iter().map(|w| tag_step(&self.dense, w)).collect();
+        let read = RecipeRead { words, labels };
+        let mut out: Vec<Vec<InlineToken>> = steps
+            .iter()
+            .zip(&read.labels)
+            .map(|(s, labels)| {
+                s.iter()
+                    .zip(labels)
+                    .enumerate()
+                    .map(|(i, (form, &l))| InlineToken {
+                        form: form.to_lowercase(),
+                        entity: match l {
+                            EV => Some(EntityTag::Begin(EntityKind::Event)),
+                            TB | TB_PREV | TB_NEXT => Some(EntityTag::Begin(EntityKind::Tool)),
+                            TI => Some(EntityTag::Inside(EntityKind::Tool)),
+                            _ => None,
+                        },
+                        participant: event_of(labels, i).map(|e| s[e].to_lowercase()),
+                        hidden: Vec::new(),
+                    })
+                    .collect()
+            })
+            .collect();
+        // Event decisions in text order; whether the previous event got a habitat is set as they are made.
+        let mut buf = Vec::new();
+        let events = read.events(&|_| false);
+        let mut last_habitat: Option<String> = None;
+        let mut prev_had_habitat = false;
+        for e in events {
+            let mut view = e.view;
+            view.prev_habitat = prev_had_habitat;
+            let mut hidden = Vec::new();
+            let mut best = (self.tools.len(), f32::NEG_INFINITY);
+            for k in 0..=self.tools.len() {
+                event_features(&view, DECIDE_TOOL, k as u64, &e.bag, &mut buf);
+                let s = score(&self.dense, &buf);
+                if s > best.1 {
+                    best = (k, s);
+                }
+            }
+            if let Some(tool) = self.tools.get(best.0) {
+                hidden.push(HiddenArg { role: HiddenRole::Tool, values: vec![EntityRef::named(tool, None)] });
+            }
+            event_features(&view, DECIDE_HABITAT, 1, &e.bag, &mut buf);
+            let habitat = (score(&self.dense, &buf) > 0.0).then(|| e.place.clone().or(last_habitat.clone())).flatten();
+            if let Some(h) = &habitat {
+                hidden.push(HiddenArg { role: HiddenRole::Habitat, values: vec![EntityRef::named(h, None)] });
+                last_habitat = Some(h.clone());
+            }
+            prev_had_habitat = habitat.is_some();
+            event_features(&view, DECIDE_DROP, 1, &e.bag, &mut buf);
+            if score(&self.dense, &buf) > 0.0 && !e.prev_participants.is_empty() {
+                let values = e.prev_participants.iter().map(|p| EntityRef::named(p, None)).collect();
+                hidden.push(HiddenArg { role: HiddenRole::Drop, values });
+            }
+            out[e.at.0][e.at.1].hidden = hidden;
+        }
+        out
+    }
+
+    /// The recipes it was trained on, as a set.
+    pub fn fitted_recipes(&self) -> std::collections::BTreeSet<&str> {
+        self.fitted_on.iter().map(String::as_str).collect()
+    }
+
+    /// Write the model as JSON (atomically).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string(self).map_err(|e| Error::runtime(format!("serialising the tagger: {e}")))?;
+        stepwise_core::output::write_string_atomic(path, &text)
+    }
+
+    /// Read a tagger written by [`TaggerModel::write`].
+    pub fn read(path: &Path) -> Result<TaggerModel> {
+        let value = stepwise_core::json::read_json(path)?;
+        let mut m: TaggerModel = serde_json::from_value(value)
+            .map_err(|e| Error::field(path, Location::File, "model", format!("not an R2VQ tagger: {e}")))?;
+        if m.format != FORMAT {
+            return Err(Error::field(
+                path,
+                Location::File,
+                "format",
+                format!("{:?} is not {FORMAT:?} (a model from `stepwise r2vq train-tagger`)", m.format),
+            ));
+        }
+        let mut dense = vec![0f32; DIM];
+        for (k, (index, w)) in m.weights.iter().enumerate() {
+            match dense.get_mut(*index as usize) {
+                Some(slot) if w.is_finite() => *slot = *w,
+                _ => {
+                    return Err(Error::field(
+                        path,
+                        Location::Record(format!("weights[{k}]")),
+                        "weights",
+                        format!("index {index} outside the model's {DIM} features, or a weight that is not finite"),
+                    ));
+                }
+            }
+        }
+        m.dense = dense;
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stepwise_core::r2vq::inline_step_string;
+
+    fn step(text: &str) -> Vec<InlineToken> {
+        // A tiny inline parser for the tests (the real one is the ingest crate's).
+        let mut out: Vec<InlineToken> = Vec::new();
+        for w in text.split_whitespace() {
+            if let Some(v) = w.strip_prefix("EV:") {
+                out.push(InlineToken { form: v.into(), entity: Some(EntityTag::Begin(EntityKind::Event)), ..Default::default() });
+            } else if let Some(rest) = w.strip_prefix("P:") {
+                let (form, event) = rest.split_once('@').unwrap();
+                out.push(InlineToken { form: form.into(), participant: Some(event.into()), ..Default::default() });
+            } else if let Some(v) = w.strip_prefix("TOOL:") {
+                let last = out.last_mut().unwrap();
+                last.hidden.push(HiddenArg { role: HiddenRole::Tool, values: vec![EntityRef::named(v, None)] });
+            } else {
+                out.push(InlineToken { form: w.into(), ..Default::default() });
+            }
+        }
+        out
+    }
+
+    fn corpus() -> Vec<(String, Vec<Vec<InlineToken>>)> {
+        let foods = ["onion", "carrot", "leek", "potato", "pepper", "celery"];
+        (0..30)
+            .map(|k| {
+                let (a, b) = (foods[k % 6], foods[(k + 2) % 6]);
+                (
+                    format!("r-{k}"),
+                    vec![
+                        step(&format!("EV:chop TOOL:knife the P:{a}@chop finely .")),
+                        step(&format!("EV:fry the P:{b}@fry for 5 minutes .")),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn learns_events_participants_and_tools_and_is_deterministic() {
+        let data = corpus();
+        let (model, report) = train(&data[..20], &TaggerConfig::default());
+        assert!(report.train_label_accuracy > 99.0, "{report:?}");
+        assert_eq!(model.tools, vec!["knife".to_string()]);
+        for (_, steps) in &data[20..] {
+            let words: Vec<Vec<String>> = steps.iter().map(|s| s.iter().map(|t| t.form.clone()).collect()).collect();
+            let tagged = model.tag(&words);
+            let strip = |s: &[InlineToken]| s.iter().map(|t| (t.form.clone(), t.entity, t.participant.clone())).collect::<Vec<_>>();
+            assert_eq!(strip(&tagged[0]), strip(&steps[0]), "{}", inline_step_string(&tagged[0]));
+            assert_eq!(tagged[0][0].hidden, steps[0][0].hidden, "the chopping knife");
+            assert_eq!(strip(&tagged[1]), strip(&steps[1]));
+        }
+        let (again, _) = train(&data[..20], &TaggerConfig::default());
+        assert_eq!(serde_json::to_string(&model).unwrap(), serde_json::to_string(&again).unwrap());
+        let td = tempfile::tempdir().unwrap();
+        let path = td.path().join("t.json");
+        model.write(&path).unwrap();
+        assert_eq!(TaggerModel::read(&path).unwrap().dense, model.dense);
+    }
+}
