@@ -471,6 +471,38 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
         assert!(family_em(span, family) >= 0.7, "family {family}: EM {}", family_em(span, family));
     }
     assert!(family_em(span, 18) >= 0.85, "unanswerable: EM {}", family_em(span, 18));
+
+    // The tagger, trained on the other 640 inline-tagged recipes: its layer against the held-out recipes' own,
+    // and the same questions answered from the predicted layer.
+    let tagger = td.path().join("tagger.json");
+    let inline = dir.join("inline_tagged/entity_train3.json");
+    let (inline, held_s) = (inline.to_str().unwrap(), held.to_str().unwrap());
+    stepwise(&["r2vq", "train-tagger", inline, "--exclude", held_s, "-o", tagger.to_str().unwrap()]);
+    let tagged = td.path().join("tagged.csv");
+    stepwise(&["r2vq", "tag", held_s, "--model", tagger.to_str().unwrap(), "-o", tagged.to_str().unwrap()]);
+    let labels = stepwise_eval::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
+    println!("tagger on held-out recipes:\n{}", stepwise_eval::r2vq::tagging_table(&labels));
+    let f1 = |label: &str| labels.iter().find(|l| l.label == label).map_or(0.0, |l| l.f1);
+    assert!(f1("mention EVENT") >= 0.9, "events F1 {}", f1("mention EVENT"));
+    assert!(f1("PART link") >= 0.75, "participant links F1 {}", f1("PART link"));
+    let out = td.path().join("tagged.jsonl");
+    stepwise(&["r2vq", "answer", tagged.to_str().unwrap(), "--text-model", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let predicted = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
+    println!("held-out recipes, programs on the predicted layer + span model:\n{}", stepwise_eval::r2vq::markdown_table(&predicted));
+    assert!(predicted.overall.em.value > 0.3, "EM on the predicted layer {}", predicted.overall.em.value);
+    assert!(predicted.overall.em.value < span.overall.em.value, "the gold layer answers better than a predicted one");
+
+    // Any recipe: RecipeQA's dev recipes (text only) tagged, questions generated from the predicted layer.
+    let corpus = td.path().join("recipeqa");
+    stepwise(&["ingest", shared_data().join("recipeqa/recipes-dev.json").to_str().unwrap(), "-o", corpus.to_str().unwrap()]);
+    let rqa = td.path().join("recipeqa.csv");
+    stepwise(&["r2vq", "tag", corpus.to_str().unwrap(), "--model", tagger.to_str().unwrap(), "-o", rqa.to_str().unwrap()]);
+    let generated = td.path().join("recipeqa-questions");
+    stepwise(&["generate", rqa.to_str().unwrap(), "--task", "r2vq", "-o", generated.to_str().unwrap()]);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(generated.join("manifest.json")).unwrap()).unwrap();
+    println!("RecipeQA dev recipes, questions from the predicted layer: {}", manifest["counts"]);
+    assert!(manifest["counts"]["questions"].as_u64().unwrap() > 1000, "{}", manifest["counts"]);
 }
 
 /// Generated question counts per family on the release's annotation (the 100 test recipes, and the 800 train

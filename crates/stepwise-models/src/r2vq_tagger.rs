@@ -509,23 +509,46 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
 /// ([`stepwise_ingest::readers::r2vq_inline::document_of_inline`]: one sentence per step, the ingredient list
 /// dropped); each recipe keeps its header (questions, answers, metadata).
 pub fn tag_document(doc: &R2vqDocument, model: &TaggerModel) -> R2vqDocument {
-    let tagged: Vec<(&str, Vec<Vec<InlineToken>>)> = doc
-        .recipes
-        .iter()
-        .map(|r| {
-            let steps: Vec<Vec<String>> = r
-                .steps()
-                .map(|p| p.sentences.iter().flat_map(|s| s.tokens.iter().map(|t| t.form.clone())).collect())
-                .filter(|words: &Vec<String>| !words.is_empty())
-                .collect();
-            (r.id.as_str(), model.tag(&steps))
-        })
-        .collect();
-    let mut out = stepwise_ingest::readers::r2vq_inline::document_of_inline(tagged);
+    let words = doc.recipes.iter().map(|r| {
+        let steps = r
+            .steps()
+            .map(|p| p.sentences.iter().flat_map(|s| s.tokens.iter().map(|t| t.form.clone())).collect())
+            .collect();
+        (r.id.clone(), steps)
+    });
+    let mut out = tag_words(words, model);
     for (made, source) in out.recipes.iter_mut().zip(&doc.recipes) {
         made.header = source.header.clone();
     }
     out
+}
+
+/// Tag a procedure corpus's step texts (tokenized into words and punctuation): recipes without questions, ids
+/// from the procedures' (whitespace replaced by `_`).
+pub fn tag_procedures(procedures: &[stepwise_core::procedure::Procedure], model: &TaggerModel) -> R2vqDocument {
+    let words = procedures.iter().map(|p| {
+        let steps = p
+            .steps
+            .iter()
+            .map(|s| {
+                let text = s.text.as_deref().unwrap_or("");
+                stepwise_core::r2vq::word_tokens(text).into_iter().map(|(_, _, w)| w).collect()
+            })
+            .collect();
+        (p.id.split_whitespace().collect::<Vec<_>>().join("_"), steps)
+    });
+    tag_words(words, model)
+}
+
+/// Tag recipes given as (id, steps of words); steps without words are left out.
+fn tag_words(recipes: impl Iterator<Item = (String, Vec<Vec<String>>)>, model: &TaggerModel) -> R2vqDocument {
+    let tagged: Vec<(String, Vec<Vec<InlineToken>>)> = recipes
+        .map(|(id, steps)| {
+            let steps: Vec<Vec<String>> = steps.into_iter().filter(|w: &Vec<String>| !w.is_empty()).collect();
+            (id, model.tag(&steps))
+        })
+        .collect();
+    stepwise_ingest::readers::r2vq_inline::document_of_inline(tagged)
 }
 
 /// The `n`-th event token of a recipe (gold), in text order.

@@ -14,7 +14,7 @@ use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagge
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_models::r2vq_answer::{Asked, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
 use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
-use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, train as train_tagger};
+use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, tag_procedures, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
 use stepwise_core::r2vq::Layer;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
@@ -70,7 +70,7 @@ pub struct TrainTaggerArgs {
     stepwise eval tagged.csv -p answers.jsonl\n  \
     stepwise generate tagged.csv --task r2vq -o questions/")]
 pub struct TagArgs {
-    /// Recipes in the SemEval layout.
+    /// Recipes in the SemEval layout (`.csv`), or a procedure corpus (folder or procedure JSONL).
     pub input: PathBuf,
     /// A tagger from `r2vq train-tagger`.
     #[arg(long)]
@@ -521,14 +521,26 @@ fn run_train_tagger(a: TrainTaggerArgs) -> anyhow::Result<()> {
 }
 
 fn run_tag(a: TagArgs) -> anyhow::Result<()> {
-    let doc = read_r2vq_conllu(&a.input)?;
     let model = TaggerModel::read(&a.model)?;
-    let tagged = tag_document(&doc, &model);
+    let semeval = a.input.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    let doc = if semeval {
+        read_r2vq_conllu(&a.input)?
+    } else {
+        stepwise_core::r2vq::R2vqDocument::default()
+    };
+    let tagged = if semeval {
+        tag_document(&doc, &model)
+    } else {
+        tag_procedures(&stepwise_core::corpus::Corpus::load(&a.input)?.procedures, &model)
+    };
+    if tagged.recipes.is_empty() {
+        anyhow::bail!("{}: no recipe to tag", a.input.display());
+    }
     stepwise_core::output::write_string_atomic(&a.output, &tagged.to_conllu_string())?;
     if !stepwise_core::progress::is_quiet() {
         let fitted = model.fitted_recipes();
         let seen = doc.recipes.iter().filter(|r| fitted.contains(r.id.as_str())).count();
-        eprintln!("{} recipes tagged into {}", doc.recipes.len(), a.output.display());
+        eprintln!("{} recipes tagged into {}", tagged.recipes.len(), a.output.display());
         if doc.recipes.iter().any(|r| r.has_layer(Layer::CookingRoles)) {
             eprintln!("against the input's own annotation:\n{}", tagging_table(&tagging_scores(&doc, &tagged)));
         }
