@@ -7,8 +7,9 @@
 //!   TOOL begin/inside, and participant of the previous / next event (a TOOL mention may be a participant too);
 //!   a participant points at the nearest event before (or after) it, as the inline reader reads `participant`;
 //! - per event, its hidden tool: one of the tools seen at least [`MIN_VALUE_COUNT`] times in training, or none;
-//! - per event, whether it has a hidden habitat, whose value is the latest place named before it in the recipe
-//!   (a participant after in/into/on/onto/to, with its next word) or the previous event's habitat;
+//! - per event, its hidden habitat or none, ranked among the previous event's habitat, the latest place named
+//!   (a participant after in/into/on/onto/to, with its next word), the latest participants and the habitats
+//!   seen at least [`MIN_VALUE_COUNT`] times in training;
 //! - per event, whether it has an elided object (Drop), whose value is the previous event's participants.
 //!
 //! Results (RES), shadows and coreference are not predicted (the inline reader rebuilds same-name coreference).
@@ -64,6 +65,8 @@ pub struct TaggerModel {
     pub fitted_on: Vec<String>,
     /// The hidden tools it can predict.
     pub tools: Vec<String>,
+    /// The habitats training knew (candidates besides the recipe's own places).
+    pub habitats: Vec<String>,
     weights: Vec<(u32, f32)>,
     #[serde(skip)]
     dense: Vec<f32>,
@@ -265,6 +268,75 @@ fn event_features(e: &EventView, decision: u64, class: u64, bag: &[u64], out: &m
     }
 }
 
+/// A hidden habitat's candidate values: the previous event's habitat, the latest place named, the latest
+/// participants, the habitats training knew; with where each came from.
+fn habitat_candidates(e: &EventContext, prev: Option<&str>, known: &[String]) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut add = |name: &str, source: u64| {
+        if !out.iter().any(|(n, _)| n == name) {
+            out.push((name.to_string(), source));
+        }
+    };
+    if let Some(p) = prev {
+        add(p, 1);
+    }
+    if let Some(p) = &e.place {
+        add(p, 2);
+    }
+    for (k, m) in e.mentions.iter().enumerate() {
+        add(m, 10 + k as u64);
+    }
+    for h in known {
+        add(h, 20);
+    }
+    out
+}
+
+/// Features of a habitat candidate (`None`: no hidden habitat).
+fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64], out: &mut Vec<u32>) {
+    out.clear();
+    let h = DECIDE_HABITAT;
+    match candidate {
+        None => {
+            for f in [[h, 0, 0, 0], [h, 0, 1, e.word], [h, 0, 2, u64::from(e.prev_habitat)], [h, 0, 3, u64::from(e.first)]] {
+                out.push(mix(&f));
+            }
+            for &b in bag {
+                out.push(mix(&[h, 0, 4, b]));
+            }
+        }
+        Some((name, source)) => {
+            let last = word_hash(name.rsplit(' ').next().unwrap_or(""));
+            let whole = word_hash(name);
+            for f in [
+                [h, 1, *source, 0],
+                [h, 2, *source, e.word],
+                [h, 3, last, 0],
+                [h, 4, last, e.word],
+                [h, 5, whole, 0],
+                [h, 6, *source, u64::from(e.place_before)],
+                [h, 7, *source, e.participants.min(3) as u64],
+            ] {
+                out.push(mix(&f));
+            }
+        }
+    }
+}
+
+/// The best habitat candidate (`None`: no hidden habitat) and its index among the candidates.
+fn best_habitat(w: &[f32], e: &EventContext, view: &EventView, candidates: &[(String, u64)], buf: &mut Vec<u32>) -> Option<usize> {
+    habitat_features(view, None, &e.bag, buf);
+    let mut best = (None, score(w, buf));
+    for (k, c) in candidates.iter().enumerate() {
+        habitat_features(view, Some(c), &e.bag, buf);
+        let s = score(w, buf);
+        if s > best.1 {
+            best = (Some(k), s);
+        }
+    }
+    best.0
+}
+
 const DECIDE_TOOL: u64 = 1000;
 const DECIDE_HABITAT: u64 = 1001;
 const DECIDE_DROP: u64 = 1002;
@@ -282,6 +354,8 @@ struct EventContext {
     view: EventView,
     bag: Vec<u64>,
     place: Option<String>,
+    /// Participant names before the event in the recipe, the latest first (distinct, at most four).
+    mentions: Vec<String>,
     prev_participants: Vec<String>,
 }
 
@@ -321,9 +395,16 @@ impl RecipeRead {
         let mut place: Option<String> = None;
         let mut prev_participants: Vec<String> = Vec::new();
         let mut prev_habitat = false;
+        let mut mentions: Vec<String> = Vec::new();
         for (s, (words, labels)) in self.words.iter().zip(&self.labels).enumerate() {
             let bag: Vec<u64> = words.hashes.clone();
             for i in 0..labels.len() {
+                if is_participant(labels[i]) {
+                    let name = mention_name(words, labels, i);
+                    mentions.retain(|m| *m != name);
+                    mentions.insert(0, name);
+                    mentions.truncate(4);
+                }
                 if is_participant(labels[i])
                     && i > 0
                     && PLACE_PREPS.contains(&words.forms[i - 1].as_str())
@@ -353,6 +434,7 @@ impl RecipeRead {
                     view,
                     bag: bag.clone(),
                     place: place.clone(),
+                    mentions: mentions.clone(),
                     prev_participants: prev_participants.clone(),
                 });
                 prev_habitat = habitat_of(n);
@@ -404,6 +486,14 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
         }
     }
     let tools: Vec<String> = tool_counts.into_iter().filter(|(_, n)| *n >= MIN_VALUE_COUNT).map(|(v, _)| v).collect();
+    let mut habitat_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in recipes.iter().flat_map(|(_, steps)| steps.iter().flatten()) {
+        if let Some(v) = hidden_value(t, HiddenRole::Habitat) {
+            *habitat_counts.entry(v).or_default() += 1;
+        }
+    }
+    let habitats: Vec<String> =
+        habitat_counts.into_iter().filter(|(_, n)| *n >= MIN_VALUE_COUNT).map(|(v, _)| v).collect();
     let reads: Vec<(RecipeRead, Vec<Vec<InlineToken>>)> = recipes
         .iter()
         .map(|(_, steps)| {
@@ -444,6 +534,7 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
             }
             // Event decisions on the gold labels.
             let habitat_gold = |n: usize| -> bool { nth_event(steps, n).is_some_and(|t| hidden_value(t, HiddenRole::Habitat).is_some()) };
+            let mut prev_habitat: Option<String> = None;
             for (n, e) in read.events(&habitat_gold).iter().enumerate() {
                 let Some(t) = nth_event(steps, n) else { continue };
                 let gold_tool = hidden_value(t, HiddenRole::Tool).and_then(|v| tools.iter().position(|x| *x == v));
@@ -463,13 +554,25 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                     p.update(&gold_f, 1.0);
                     p.update(&guess_f, -1.0);
                 }
-                for (decision, role) in [(DECIDE_HABITAT, HiddenRole::Habitat), (DECIDE_DROP, HiddenRole::Drop)] {
-                    let gold = hidden_value(t, role).is_some();
-                    event_features(&e.view, decision, 1, &e.bag, &mut gold_f);
-                    let yes = score(&p.w, &gold_f) > 0.0;
-                    if yes != gold {
-                        p.update(&gold_f, if gold { 1.0 } else { -1.0 });
+                let gold_habitat = hidden_value(t, HiddenRole::Habitat);
+                let candidates = habitat_candidates(e, prev_habitat.as_deref(), &habitats);
+                let target = gold_habitat.as_ref().map(|g| candidates.iter().position(|(n, _)| n == g));
+                // A habitat no candidate names cannot be learned from here (the value is not in view).
+                if target != Some(None) {
+                    let target = target.flatten();
+                    let guess = best_habitat(&p.w, e, &e.view, &candidates, &mut guess_f);
+                    if guess != target {
+                        habitat_features(&e.view, target.map(|k| &candidates[k]), &e.bag, &mut gold_f);
+                        habitat_features(&e.view, guess.map(|k| &candidates[k]), &e.bag, &mut guess_f);
+                        p.update(&gold_f, 1.0);
+                        p.update(&guess_f, -1.0);
                     }
+                }
+                prev_habitat = gold_habitat.or(prev_habitat);
+                let gold = hidden_value(t, HiddenRole::Drop).is_some();
+                event_features(&e.view, DECIDE_DROP, 1, &e.bag, &mut gold_f);
+                if (score(&p.w, &gold_f) > 0.0) != gold {
+                    p.update(&gold_f, if gold { 1.0 } else { -1.0 });
                 }
                 p.step += 1.0;
             }
@@ -483,6 +586,7 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
         seed: cfg.seed,
         fitted_on: recipes.iter().map(|(id, _)| id.clone()).collect(),
         tools,
+        habitats,
         weights,
         dense,
     };
@@ -588,13 +692,13 @@ impl TaggerModel {
         let events = read.events(&|_| false);
         let mut last_habitat: Option<String> = None;
         let mut prev_had_habitat = false;
-        for e in events {
-            let mut view = e.view;
-            view.prev_habitat = prev_had_habitat;
+        for mut e in events {
+            e.view.prev_habitat = prev_had_habitat;
+            let view = &e.view;
             let mut hidden = Vec::new();
             let mut best = (self.tools.len(), f32::NEG_INFINITY);
             for k in 0..=self.tools.len() {
-                event_features(&view, DECIDE_TOOL, k as u64, &e.bag, &mut buf);
+                event_features(view, DECIDE_TOOL, k as u64, &e.bag, &mut buf);
                 let s = score(&self.dense, &buf);
                 if s > best.1 {
                     best = (k, s);
@@ -603,14 +707,14 @@ impl TaggerModel {
             if let Some(tool) = self.tools.get(best.0) {
                 hidden.push(HiddenArg { role: HiddenRole::Tool, values: vec![EntityRef::named(tool, None)] });
             }
-            event_features(&view, DECIDE_HABITAT, 1, &e.bag, &mut buf);
-            let habitat = (score(&self.dense, &buf) > 0.0).then(|| e.place.clone().or(last_habitat.clone())).flatten();
+            let candidates = habitat_candidates(&e, last_habitat.as_deref(), &self.habitats);
+            let habitat = best_habitat(&self.dense, &e, view, &candidates, &mut buf).map(|k| candidates[k].0.clone());
             if let Some(h) = &habitat {
                 hidden.push(HiddenArg { role: HiddenRole::Habitat, values: vec![EntityRef::named(h, None)] });
                 last_habitat = Some(h.clone());
             }
             prev_had_habitat = habitat.is_some();
-            event_features(&view, DECIDE_DROP, 1, &e.bag, &mut buf);
+            event_features(view, DECIDE_DROP, 1, &e.bag, &mut buf);
             if score(&self.dense, &buf) > 0.0 && !e.prev_participants.is_empty() {
                 let values = e.prev_participants.iter().map(|p| EntityRef::named(p, None)).collect();
                 hidden.push(HiddenArg { role: HiddenRole::Drop, values });
