@@ -357,9 +357,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn inline_steps_written_read_back_the_same() {
+        let text = "cut ( result : chopped vegetables # tool : knife )  ( entity : B-EVENT ) the broccoli \
+                    ( participant : cut ) and a kitchen ( participant : cut )  ( entity : B-TOOL ) fork \
+                    ( entity : I-TOOL ) ; bake ( drop : dough , pie weights # habitat : aluminum foil ) \
+                    ( entity : B-EVENT ) it .";
+        let tokens = parse_inline_step(text).unwrap();
+        let written = stepwise_core::r2vq::inline_step_string(&tokens);
+        assert_eq!(parse_inline_step(&written).unwrap(), tokens, "{written}");
+        assert_eq!(tokens[0].hidden[1].values[0].name, "knife");
+        assert_eq!(tokens.iter().filter(|t| t.participant.is_some()).count(), 2);
+    }
+
+    #[test]
     fn inline_annotation_becomes_columns() {
         let step = |text: &str| {
-            let raw = parse_step(text)?;
+            let raw = parse_inline_step(text)?;
             let lexicon = PropLexicon::of(raw.iter());
             Ok::<_, String>(build_sentence("r", 1, raw, &lexicon))
         };
