@@ -6,7 +6,8 @@
 //! program answered and a candidate was skipped for a missing layer (the inline-tagged layout has no semantic
 //! roles; plain text has no layer at all), the annotation cannot tell, so the text method answers. When every
 //! candidate ran and none answered, the annotation says there is no answer, and the question is unanswerable
-//! (family 18's distractors). The question id's family is never read: it is the gold label the summary groups by.
+//! (family 18's distractors) — unless a fitted policy names the template as one where the text method is right
+//! more often than "no answer" after the programs found nothing (a lossy layer: the inline-tagged one). The question id's family is never read: it is the gold label the summary groups by.
 
 use std::collections::BTreeMap;
 
@@ -83,8 +84,24 @@ pub struct Routed {
 /// A text method: an answer from the recipe's text alone, `None` for none.
 pub type TextMethod<'a> = &'a (dyn Fn(&RecipeText, &str) -> Option<String> + Sync);
 
+/// The text method and when it answers besides a missing layer.
+#[derive(Clone, Copy)]
+pub struct Fallback<'a> {
+    pub text: TextMethod<'a>,
+    /// Templates the text method also answers when the programs found nothing on a recipe with their layer (a
+    /// fitted policy: [`crate::r2vq_span::fit_route_policy`]); empty: such questions are unanswerable.
+    pub after_empty_program: &'a [Template],
+}
+
+impl<'a> Fallback<'a> {
+    /// The text method alone, for a missing layer only.
+    pub fn text(text: TextMethod<'a>) -> Self {
+        Fallback { text, after_empty_program: &[] }
+    }
+}
+
 /// Answer each question of `asked` (every recipe named must be in `doc`) by `method`.
-pub fn answer_all(doc: &R2vqDocument, asked: &[Asked], method: Method, text: TextMethod<'_>) -> Vec<Routed> {
+pub fn answer_all(doc: &R2vqDocument, asked: &[Asked], method: Method, fallback: Fallback<'_>) -> Vec<Routed> {
     struct Read<'a> {
         recipe: &'a R2vqRecipe,
         graph: AnnotationGraph,
@@ -98,7 +115,7 @@ pub fn answer_all(doc: &R2vqDocument, asked: &[Asked], method: Method, text: Tex
     asked
         .iter()
         .map(|q| match read.get(q.recipe.as_str()) {
-            Some(r) => answer_one(r.recipe, &r.graph, &r.text, &q.question, method, text),
+            Some(r) => answer_one(r.recipe, &r.graph, &r.text, &q.question, method, fallback),
             None => unanswered(Route::NotUnderstood, None),
         })
         .collect()
@@ -111,10 +128,10 @@ pub fn answer_one(
     recipe_text: &RecipeText,
     question: &str,
     method: Method,
-    text: TextMethod<'_>,
+    fallback: Fallback<'_>,
 ) -> Routed {
     let Some(parsed) = parse_question(question) else { return unanswered(Route::NotUnderstood, None) };
-    let by_text = || match text(recipe_text, question) {
+    let by_text = || match (fallback.text)(recipe_text, question) {
         Some(answer) => Routed {
             answer: Some(answer),
             route: Route::Text,
@@ -142,7 +159,9 @@ pub fn answer_one(
             evidence: answered.evidence,
         };
     }
-    if method == Method::Fallbacks && !answered.unread.is_empty() {
+    if method == Method::Fallbacks
+        && (!answered.unread.is_empty() || fallback.after_empty_program.contains(&answered.template))
+    {
         return by_text();
     }
     unanswered(Route::Unanswerable, Some(parsed.template))
@@ -236,7 +255,7 @@ mod tests {
 
     fn routed(recipe: &R2vqRecipe, q: &str, method: Method) -> Routed {
         let text: TextMethod<'_> = &crate::r2vq_text::answer_from_text;
-        answer_one(recipe, &AnnotationGraph::of(recipe), &RecipeText::of(recipe), q, method, text)
+        answer_one(recipe, &AnnotationGraph::of(recipe), &RecipeText::of(recipe), q, method, Fallback::text(text))
     }
 
     #[test]
@@ -268,7 +287,7 @@ mod tests {
             ask(18, "Who knows?"),
             ask(7, "For how long do you fry the onion?"),
         ];
-        let routed = answer_all(&doc, &asked, Method::Fallbacks, &crate::r2vq_text::answer_from_text);
+        let routed = answer_all(&doc, &asked, Method::Fallbacks, Fallback::text(&crate::r2vq_text::answer_from_text));
         let t = RouteTable::of(&asked, &routed);
         assert_eq!(t.families[&7].routes[&Route::Text], 2);
         assert_eq!(t.families[&18].routes[&Route::Unanswerable], 1);

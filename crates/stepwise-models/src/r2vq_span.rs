@@ -69,6 +69,10 @@ pub struct SpanModel {
     pub seed: u64,
     /// The recipes whose questions trained it (an evaluation must not use them).
     pub fitted_on: Vec<String>,
+    /// Templates whose questions the text method answers better than "no answer" when the programs, run on a
+    /// recipe that has their layer, find nothing (fitted on the training recipes; see [`fit_route_policy`]).
+    #[serde(default)]
+    pub text_after_empty_program: Vec<Template>,
     /// Nonzero averaged weights by hashed feature index, in index order.
     weights: Vec<(u32, f32)>,
     #[serde(skip)]
@@ -91,6 +95,56 @@ pub struct SpanTrainReport {
     /// Mean EM and F1 (%) of the trained model on its own training questions (all `questions`).
     pub train_em: f64,
     pub train_f1: f64,
+    /// Per template, the questions the programs found nothing for on a recipe with their layer.
+    pub route_policy: Vec<EmptyProgramRoute>,
+}
+
+/// For one template, the training questions the programs found no answer for although the recipe has the layer
+/// they read: how many "no answer" gets right, and how many the text method does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmptyProgramRoute {
+    pub template: Template,
+    pub questions: usize,
+    pub no_answer_right: usize,
+    pub text_right: usize,
+}
+
+impl EmptyProgramRoute {
+    /// The text method goes after an empty program when it is right more often by at least 5 questions and 2%
+    /// of them (a margin against noise).
+    pub fn text_wins(&self) -> bool {
+        let margin = 5.max((self.questions as f64 * 0.02).ceil() as usize);
+        self.text_right >= self.no_answer_right + margin
+    }
+}
+
+/// Run the programs on every answered question of `doc`; where they find nothing on a recipe that has their
+/// layer, compare "no answer" with the text method's answer, per template.
+pub fn fit_route_policy(doc: &R2vqDocument, model: &SpanModel) -> Vec<EmptyProgramRoute> {
+    use stepwise_core::r2vq::AnnotationGraph;
+    use stepwise_tasks::r2vq::programs::answer_question;
+    let mut per: std::collections::BTreeMap<Template, EmptyProgramRoute> = Default::default();
+    for r in &doc.recipes {
+        let (graph, text) = (AnnotationGraph::of(r), RecipeText::of(r));
+        for q in r.questions() {
+            let Some(answer) = q.answer else { continue };
+            let Ok(programs) = answer_question(r, &graph, &q.question) else { continue };
+            if programs.answer.is_some() || !programs.unread.is_empty() {
+                continue;
+            }
+            let gold: Vec<String> = std::iter::once(answer).chain(q.alternatives).collect();
+            let row = per.entry(programs.template).or_insert(EmptyProgramRoute {
+                template: programs.template,
+                questions: 0,
+                no_answer_right: 0,
+                text_right: 0,
+            });
+            row.questions += 1;
+            row.no_answer_right += em_against(None, &gold) as usize;
+            row.text_right += em_against(model.answer(&text, &q.question).as_deref(), &gold) as usize;
+        }
+    }
+    per.into_values().collect()
 }
 
 /// A candidate answer's form.
@@ -394,7 +448,10 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
         }
     }
     let dense: Vec<f32> = w.iter().zip(&u).map(|(w, u)| w - u / step).collect();
-    let model = SpanModel::from_dense(dense, cfg, doc.recipes.iter().map(|r| r.id.clone()).collect());
+    let mut model = SpanModel::from_dense(dense, cfg, doc.recipes.iter().map(|r| r.id.clone()).collect());
+    let policy = fit_route_policy(doc, &model);
+    model.text_after_empty_program = policy.iter().filter(|p| p.text_wins()).map(|p| p.template).collect();
+    report.route_policy = policy;
     let (mut em, mut f1) = (0.0, 0.0);
     for e in &examples {
         let a = e.read.answer(&e.read.candidates[best(&e.read, &model.dense, &mut buf)]);
@@ -409,7 +466,15 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
 impl SpanModel {
     fn from_dense(dense: Vec<f32>, cfg: &SpanConfig, fitted_on: Vec<String>) -> SpanModel {
         let weights = dense.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(k, w)| (k as u32, *w)).collect();
-        SpanModel { format: FORMAT.into(), epochs: cfg.epochs, seed: cfg.seed, fitted_on, weights, dense }
+        SpanModel {
+            format: FORMAT.into(),
+            epochs: cfg.epochs,
+            seed: cfg.seed,
+            fitted_on,
+            text_after_empty_program: Vec::new(),
+            weights,
+            dense,
+        }
     }
 
     /// Answer a question from the recipe's text: span templates by the model, others by the rules.

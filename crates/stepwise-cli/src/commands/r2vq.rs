@@ -12,7 +12,7 @@ use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagged};
 use stepwise_ingest::readers::r2vq_json::read_question_list;
-use stepwise_models::r2vq_answer::{Asked, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
+use stepwise_models::r2vq_answer::{Asked, Fallback, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
 use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
 use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, tag_procedures, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
@@ -348,8 +348,12 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
     };
     let model = a.text_model.as_deref().map(SpanModel::read).transpose()?;
     let routed = match &model {
-        Some(m) => answer_all(&doc, &asked, a.method.into(), &|t: &RecipeText, q: &str| m.answer(t, q)),
-        None => answer_all(&doc, &asked, a.method.into(), &answer_from_text),
+        Some(m) => {
+            let text = |t: &RecipeText, q: &str| m.answer(t, q);
+            let fallback = Fallback { text: &text, after_empty_program: &m.text_after_empty_program };
+            answer_all(&doc, &asked, a.method.into(), fallback)
+        }
+        None => answer_all(&doc, &asked, a.method.into(), Fallback::text(&answer_from_text)),
     };
     let mut lines = String::new();
     for (q, r) in asked.iter().zip(&routed) {
@@ -429,6 +433,21 @@ fn run_train_text(a: TrainTextArgs) -> anyhow::Result<()> {
     }
     model.write(&a.output)?;
     if !stepwise_core::progress::is_quiet() {
+        let mut policy = String::from(
+            "when the programs find nothing on a recipe with their layer (training questions):\n| template | \
+             questions | N/A right | text right | route |\n|---|---:|---:|---:|---|\n",
+        );
+        for p in &report.route_policy {
+            policy.push_str(&format!(
+                "| {:?} | {} | {} | {} | {} |\n",
+                p.template,
+                p.questions,
+                p.no_answer_right,
+                p.text_right,
+                if p.text_wins() { "text" } else { "N/A" }
+            ));
+        }
+        eprintln!("{policy}");
         eprintln!(
             "{} recipes, {} span-template questions ({} answered N/A; {} left out: no span of the text reaches F1 \
              0.5); best reachable EM {:.1} / F1 {:.1}; on its own training questions EM {:.1} / F1 {:.1}; \

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 /// A question form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Template {
     /// "How many actions does it take to process the X?"
