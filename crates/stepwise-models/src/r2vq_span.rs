@@ -163,7 +163,15 @@ struct Candidate {
     sentence: usize,
     start: usize,
     end: usize,
+    /// ClauseSpan: words dropped from the end of the question's clause ("bake the mixture fifteen minutes" less
+    /// two is "bake the mixture", to which the span is added).
+    cut: usize,
 }
+
+/// Words a clause answer may drop from the end of the question's clause.
+const MAX_CUT: usize = 4;
+/// The longest span added to a cut clause.
+const MAX_CUT_SPAN: usize = 12;
 
 /// A sentence as the features read it.
 struct ReadSentence {
@@ -257,7 +265,8 @@ impl Read {
                 }
             })
             .collect();
-        let mut candidates = vec![Candidate { kind: Kind::NoAnswer, sentence: 0, start: 0, end: 0 }];
+        let mut candidates = vec![Candidate { kind: Kind::NoAnswer, sentence: 0, start: 0, end: 0, cut: 0 }];
+        let clause_words = clause.split_whitespace().count();
         let kinds: &[Kind] = if parsed.template == Template::HowDoYou {
             &[Kind::Span, Kind::ClauseSpan, Kind::ByUsing]
         } else {
@@ -274,7 +283,12 @@ impl Read {
                         continue;
                     }
                     for &kind in kinds {
-                        candidates.push(Candidate { kind, sentence: si, start, end });
+                        candidates.push(Candidate { kind, sentence: si, start, end, cut: 0 });
+                    }
+                    if kinds.contains(&Kind::ClauseSpan) && end - start <= MAX_CUT_SPAN {
+                        for cut in 1..=MAX_CUT.min(clause_words.saturating_sub(1)) {
+                            candidates.push(Candidate { kind: Kind::ClauseSpan, sentence: si, start, end, cut });
+                        }
                     }
                 }
             }
@@ -288,7 +302,10 @@ impl Read {
         }
         let span = self.sentences[c.sentence].words[c.start..c.end].join(" ");
         Some(match c.kind {
-            Kind::ClauseSpan => format!("{} {span}", self.clause),
+            Kind::ClauseSpan => {
+                let words: Vec<&str> = self.clause.split_whitespace().collect();
+                format!("{} {span}", words[..words.len().saturating_sub(c.cut)].join(" "))
+            }
             Kind::ByUsing => format!("by using a {span}"),
             _ => span,
         })
@@ -342,6 +359,13 @@ impl Read {
         f(23, &[last, next]);
         f(24, &[prev, first]);
         f(25, &[u64::from(s.words[i..j].iter().any(|w| w.eq_ignore_ascii_case("and")))]);
+        if c.kind == Kind::ClauseSpan {
+            let words: Vec<&str> = self.clause.split_whitespace().collect();
+            let dropped = words.len().checked_sub(c.cut).and_then(|k| words.get(k)).map_or(EOS, |w| word_hash(w));
+            f(26, &[c.cut as u64]);
+            f(27, &[dropped]);
+            f(28, &[dropped, first]);
+        }
     }
 }
 
