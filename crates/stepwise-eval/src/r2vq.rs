@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
-use stepwise_core::r2vq::{QuestionId, R2vqDocument, family_name};
+use stepwise_core::r2vq::{QuestionId, R2vqDocument, family_name, routes_text};
 use stepwise_core::{Error, Location, Result};
 
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates};
@@ -71,6 +71,8 @@ pub struct AnswerPrediction {
     pub answer: Option<String>,
     /// Line in the predictions file.
     pub line: usize,
+    /// How `stepwise r2vq answer` answered it (program, text, unanswerable, not_understood), when the file says.
+    pub route: Option<String>,
 }
 
 /// Read predictions: JSONL `{"id", "answer"}` (answer a string, a number, or `null`), or the official
@@ -90,7 +92,8 @@ pub fn read_answer_predictions(path: &Path) -> Result<Vec<AnswerPrediction>> {
                         q.parse().map_err(|e: String| Error::field(path, location.clone(), field.clone(), e))?;
                     let answer = answer_value(a).map_err(|m| Error::field(path, location, field.clone(), m))?;
                     let origin = format!("{}:{field}", path.display());
-                    out.push((AnswerPrediction { key: question_key(recipe.trim(), id), answer, line: 0 }, origin));
+                    let key = question_key(recipe.trim(), id);
+                    out.push((AnswerPrediction { key, answer, line: 0, route: None }, origin));
                 }
             }
         }
@@ -104,7 +107,8 @@ pub fn read_answer_predictions(path: &Path) -> Result<Vec<AnswerPrediction>> {
                     Some(v) => answer_value(v).map_err(|m| obj.error("answer", m))?,
                 };
                 let origin = format!("{}:{}", path.display(), r.line);
-                out.push((AnswerPrediction { key, answer, line: r.line }, origin));
+                let route = obj.opt_str("route")?.map(str::to_string);
+                out.push((AnswerPrediction { key, answer, line: r.line, route }, origin));
             }
         }
     }
@@ -133,6 +137,9 @@ pub struct GroupScore {
     pub missing: usize,
     pub em: Estimate,
     pub f1: Estimate,
+    /// Questions per answering route, when the predictions say (`stepwise r2vq answer`'s `route`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes: BTreeMap<String, usize>,
 }
 
 /// One question's result.
@@ -166,6 +173,7 @@ pub fn score(
     let known: HashMap<&str, usize> = gold.iter().enumerate().map(|(i, g)| (g.key.as_str(), i)).collect();
     // Outer `None`: no prediction; inner `None`: the prediction is no answer.
     let mut predicted: Vec<Option<Option<&str>>> = vec![None; gold.len()];
+    let mut routes: Vec<Option<&str>> = vec![None; gold.len()];
     for p in predictions {
         let Some(&i) = known.get(p.key.as_str()) else {
             let example = gold.first().map_or(String::new(), |g| format!(" (ids look like {:?})", g.key));
@@ -178,6 +186,7 @@ pub fn score(
             ));
         };
         predicted[i] = Some(p.answer.as_deref());
+        routes[i] = p.route.as_deref();
     }
     let questions: Vec<QuestionScore> = gold
         .iter()
@@ -217,6 +226,10 @@ pub fn score(
             missing: rows.iter().filter(|&&i| predicted[i].is_none()).count(),
             em: est[0],
             f1: est[1],
+            routes: rows.iter().filter_map(|&i| routes[i]).fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r.to_string()).or_default() += 1;
+                m
+            }),
         }
     };
     let mut by_family: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -234,16 +247,23 @@ pub fn markdown_table(scores: &R2vqScores) -> String {
         Some(ci) => format!("{:.1} [{:.1}, {:.1}]", 100.0 * e.value, 100.0 * ci.low, 100.0 * ci.high),
         None => format!("{:.1}", 100.0 * e.value),
     };
-    let mut s = String::from("| family | questions | missing | EM | F1 |\n|---|---:|---:|---:|---:|\n");
+    let with_routes = !scores.overall.routes.is_empty();
+    let mut s = String::from("| family | questions | missing | EM | F1 |");
+    s.push_str(if with_routes { " answered by |\n|---|---:|---:|---:|---:|---|\n" } else { "\n|---|---:|---:|---:|---:|\n" });
     for g in scores.families.iter().chain(std::iter::once(&scores.overall)) {
         let label = match g.family {
             Some(f) => format!("{f} {}", g.name),
             None => "**all**".to_string(),
         };
-        s.push_str(&format!("| {label} | {} | {} | {} | {} |\n", g.questions, g.missing, pct(&g.em), pct(&g.f1)));
+        s.push_str(&format!("| {label} | {} | {} | {} | {} |", g.questions, g.missing, pct(&g.em), pct(&g.f1)));
+        if with_routes {
+            s.push_str(&format!(" {} |", routes_text(g.routes.iter().map(|(r, n)| (r.as_str(), *n)))));
+        }
+        s.push('\n');
     }
     s
 }
+
 
 #[cfg(test)]
 mod tests {
@@ -291,7 +311,12 @@ mod tests {
 
     #[test]
     fn families_and_overall_are_scored_missing_is_wrong_and_unknown_ids_are_refused() {
-        let p = |key: &str, answer: &str, line| AnswerPrediction { key: key.into(), answer: Some(answer.into()), line };
+        let p = |key: &str, answer: &str, line| AnswerPrediction {
+            key: key.into(),
+            answer: Some(answer.into()),
+            line,
+            route: (line == 1).then(|| "program".to_string()),
+        };
         let mut preds = vec![p("r-1/0-0", "2", 1), p("r-1/4-0", "first event", 2), p("r-2/18-0", "n/a", 3)];
         preds[2].answer = None;
         let cfg = BootstrapConfig { resamples: 200, ..BootstrapConfig::default() };
@@ -306,6 +331,7 @@ mod tests {
             table.contains("| 4 event ordering | 2 | 1 | 50.0") && table.contains("| **all** | 4 | 1 | 75.0"),
             "{table}"
         );
+        assert!(table.contains("answered by |") && table.contains("| program 1 |"), "routes when the file says: {table}");
         let e = score(&gold(), &[p("r-3/0-0", "1", 7)], Path::new("p.jsonl"), &cfg).unwrap_err().to_string();
         assert!(e.starts_with("p.jsonl:7: field `id`") && e.contains("r-3/0-0") && e.contains("r-1/0-0"), "{e}");
     }

@@ -129,6 +129,11 @@ pub const FAMILIES: [&str; 20] = [
 /// `# metadata:orientation = 6=not_upright 9=upright`, the token ID of a prop mention and its orientation.
 pub const ORIENTATION_KEY: &str = "orientation";
 
+/// "program 12 · text 3 · unanswerable 1": questions per answering route (`stepwise r2vq answer`'s `route`).
+pub fn routes_text<'a>(routes: impl IntoIterator<Item = (&'a str, usize)>) -> String {
+    routes.into_iter().map(|(r, n)| format!("{} {n}", r.replace('_', " "))).collect::<Vec<_>>().join(" · ")
+}
+
 /// A family's name, or `family N` for a number the release does not use.
 pub fn family_name(family: u32) -> String {
     FAMILIES.get(family as usize).map_or_else(|| format!("family {family}"), |n| n.to_string())

@@ -38,6 +38,8 @@ pub struct QaScore {
     pub missing: u64,
     pub em: Estimate,
     pub f1: Estimate,
+    /// Questions per answering route ("program 12 · text 3"), when the predictions said.
+    pub routes: Option<String>,
 }
 
 pub enum EvalBody {
@@ -112,6 +114,14 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
                     missing: g.req_u64("missing")?,
                     em: g.req("em")?.estimate()?,
                     f1: g.req("f1")?.estimate()?,
+                    routes: match g.get("routes")? {
+                        Some(r) => {
+                            let entries = r.entries()?;
+                            let counts = entries.iter().map(|(k, v)| Ok((*k, v.u64()? as usize))).collect::<Result<Vec<_>>>()?;
+                            Some(stepwise_core::r2vq::routes_text(counts))
+                        }
+                        None => None,
+                    },
                 });
             }
             EvalBody::R2vq(rows)
@@ -190,15 +200,28 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
             }
             EvalBody::R2vq(rows) => {
                 s.para("R2VQ answers: exact match and token F1 after SQuAD normalisation, per question family.");
-                let mut t = Table::new(&["family", ">questions", ">missing", ">EM %", ">F1 %"]);
+                let with_routes = rows.iter().any(|r| r.routes.is_some());
+                let mut cols = vec!["family", ">questions", ">missing", ">EM %", ">F1 %"];
+                if with_routes {
+                    s.para(
+                        "Answered by: a family's program on the annotation, the text method (where the annotation \
+                         lacks the layer the program reads, or a fitted policy prefers it), or unanswerable (N/A).",
+                    );
+                    cols.push("answered by");
+                }
+                let mut t = Table::new(&cols);
                 for r in rows {
-                    t.row(vec![
+                    let mut row = vec![
                         r.group.clone(),
                         count(r.questions),
                         count(r.missing),
                         pct_ci(r.em.value, r.em.ci),
                         pct_ci(r.f1.value, r.f1.ci),
-                    ]);
+                    ];
+                    if with_routes {
+                        row.push(r.routes.clone().unwrap_or_else(|| "–".into()));
+                    }
+                    t.row(row);
                 }
                 s.table(t);
                 let families = &rows[..rows.len().saturating_sub(1)];
