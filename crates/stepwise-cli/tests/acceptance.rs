@@ -479,7 +479,11 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let (inline, held_s) = (inline.to_str().unwrap(), held.to_str().unwrap());
     stepwise(&["r2vq", "train-tagger", inline, "--exclude", held_s, "-o", tagger.to_str().unwrap()]);
     let tagged = td.path().join("tagged.csv");
-    stepwise(&["r2vq", "tag", held_s, "--model", tagger.to_str().unwrap(), "-o", tagged.to_str().unwrap()]);
+    let report_dir = td.path().join("report");
+    std::fs::create_dir_all(&report_dir).unwrap();
+    let scores = report_dir.join("tagging.json");
+    let tag_args = ["--model", tagger.to_str().unwrap(), "-o", tagged.to_str().unwrap()];
+    stepwise(&[&["r2vq", "tag", held_s, "--scores", scores.to_str().unwrap()][..], &tag_args].concat());
     let labels = stepwise_eval::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
     println!("tagger on held-out recipes:\n{}", stepwise_eval::r2vq::tagging_table(&labels));
     let f1 = |label: &str| labels.iter().find(|l| l.label == label).map_or(0.0, |l| l.f1);
@@ -487,6 +491,13 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     assert!(f1("PART link") >= 0.75, "participant links F1 {}", f1("PART link"));
     let out = td.path().join("tagged.jsonl");
     stepwise(&["r2vq", "answer", tagged.to_str().unwrap(), "--text-model", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    // The report shows the tagger's table and the routes of an evaluation.
+    let eval_dir = report_dir.join("eval-tagged");
+    stepwise(&["eval", tagged.to_str().unwrap(), "-p", out.to_str().unwrap(), "-o", eval_dir.to_str().unwrap()]);
+    stepwise(&["report", report_dir.to_str().unwrap(), "-o", report_dir.join("report.html").to_str().unwrap()]);
+    let md = std::fs::read_to_string(report_dir.join("report.md")).unwrap();
+    assert!(md.contains("## R2VQ tagger") && md.contains("| mention EVENT |"), "report lacks the tagger");
+    assert!(md.contains("answered by") && md.contains("program "), "report lacks the routes");
     let predicted = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
     println!("held-out recipes, programs on the predicted layer + span model:\n{}", stepwise_eval::r2vq::markdown_table(&predicted));
     assert!(predicted.overall.em.value > 0.3, "EM on the predicted layer {}", predicted.overall.em.value);

@@ -114,6 +114,8 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
         all(Kind::SequencingResults).into_iter().map(sections::sequencing::read_results).collect::<Result<Vec<_>>>()?;
     let evals = all(Kind::Eval).into_iter().map(sections::eval::read).collect::<Result<Vec<_>>>()?;
     let r2vq = all(Kind::R2vqQuestions).into_iter().map(sections::r2vq::read).collect::<Result<Vec<_>>>()?;
+    let tagging =
+        all(Kind::R2vqTagging).into_iter().map(sections::r2vq::read_tagging).collect::<Result<Vec<_>>>()?;
     let studies = all(Kind::Study).into_iter().map(sections::study::read).collect::<Result<Vec<_>>>()?;
     let models = all(Kind::Model).into_iter().map(sections::study::read_model).collect::<Result<Vec<_>>>()?;
     let annotations = all(Kind::Annotation).into_iter().map(sections::annotation::read).collect::<Result<Vec<_>>>()?;
@@ -144,6 +146,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
     secs.extend(sections::audit::section(ctx, &audits)?);
     secs.extend(sections::sequencing::section(ctx, &instances, &results)?);
     secs.extend(sections::r2vq::section(&r2vq));
+    secs.extend(sections::r2vq::tagging_section(&tagging));
     secs.extend(sections::eval::section(ctx, &evals)?);
     secs.extend(sections::study::section(ctx, &studies, &models)?);
     secs.extend(sections::annotation::section(&annotations));

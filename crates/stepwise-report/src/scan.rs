@@ -37,6 +37,8 @@ pub enum Kind {
     Eval,
     /// Generated R2VQ questions (`stepwise generate --task r2vq`).
     R2vqQuestions,
+    /// The R2VQ tagger's per-label scores (`stepwise r2vq tag --scores`).
+    R2vqTagging,
     /// A model study (`stepwise study`): its `study.json`.
     Study,
     /// A trained model folder (`stepwise train`).
@@ -194,6 +196,8 @@ fn sniff(path: &Path) -> Result<Option<Kind>> {
         || (kind_is("r2vq") && has("families"))
     {
         Some(Kind::Eval)
+    } else if kind_is("r2vq-tagging") && has("labels") {
+        Some(Kind::R2vqTagging)
     } else if has("tasks") && v.get("config").and_then(|c| c.get("folds")).is_some() {
         Some(Kind::Audit)
     } else if v.get("rows").and_then(|r| r.as_array()).is_some_and(|r| r.iter().all(|x| x.get("method").is_some()))

@@ -78,6 +78,9 @@ pub struct TagArgs {
     /// The SemEval-layout file to write.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Also write the per-label scores against the input's own layer as JSON (`stepwise report` shows them).
+    #[arg(long)]
+    pub scores: Option<PathBuf>,
 }
 
 /// Split by recipe: a seeded draw of recipes is held out, the rest is for fitting; both keep file order.
@@ -555,13 +558,29 @@ fn run_tag(a: TagArgs) -> anyhow::Result<()> {
     if tagged.recipes.is_empty() {
         anyhow::bail!("{}: no recipe to tag", a.input.display());
     }
+    let has_layer = doc.recipes.iter().any(|r| r.has_layer(Layer::CookingRoles));
+    if a.scores.is_some() && !has_layer {
+        usage_bail!("--scores: {} has no cooking-role layer to score the tagging against", a.input.display());
+    }
+    let fitted = model.fitted_recipes();
+    let seen = doc.recipes.iter().filter(|r| fitted.contains(r.id.as_str())).count();
+    let scores = has_layer.then(|| tagging_scores(&doc, &tagged));
     stepwise_core::output::write_string_atomic(&a.output, &tagged.to_conllu_string())?;
+    if let (Some(path), Some(labels)) = (&a.scores, &scores) {
+        let json = serde_json::json!({
+            "kind": "r2vq-tagging",
+            "input": a.input.display().to_string(),
+            "model": a.model.display().to_string(),
+            "recipes": doc.recipes.len(),
+            "recipes_fitted_on": seen,
+            "labels": labels,
+        });
+        stepwise_core::output::write_string_atomic(path, &format!("{json:#}\n"))?;
+    }
     if !stepwise_core::progress::is_quiet() {
-        let fitted = model.fitted_recipes();
-        let seen = doc.recipes.iter().filter(|r| fitted.contains(r.id.as_str())).count();
         eprintln!("{} recipes tagged into {}", tagged.recipes.len(), a.output.display());
-        if doc.recipes.iter().any(|r| r.has_layer(Layer::CookingRoles)) {
-            eprintln!("against the input's own annotation:\n{}", tagging_table(&tagging_scores(&doc, &tagged)));
+        if let Some(labels) = &scores {
+            eprintln!("against the input's own annotation:\n{}", tagging_table(labels));
         }
         if seen > 0 {
             eprintln!("warning: {seen} recipes were in the tagger's training data: these are not held-out scores");

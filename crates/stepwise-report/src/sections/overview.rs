@@ -31,6 +31,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::SequencingResults => "sequencing results",
         Kind::Eval => "evaluation",
         Kind::R2vqQuestions => "R2VQ questions",
+        Kind::R2vqTagging => "R2VQ tagger scores",
         Kind::Study => "model study",
         Kind::Model => "trained model",
         Kind::Annotation => "human judgements",

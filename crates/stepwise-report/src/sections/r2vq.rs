@@ -1,10 +1,12 @@
-//! Generated R2VQ questions (`stepwise generate --task r2vq`): questions per family and split, from the manifest.
+//! Generated R2VQ questions (`stepwise generate --task r2vq`): questions per family and split, from the manifest;
+//! and the tagger's per-label scores (`stepwise r2vq tag --scores`).
 
 use stepwise_core::r2vq::family_name;
 use stepwise_core::{Manifest, Result};
 
 use super::{command_of, count};
 use crate::doc::{Section, Table};
+use crate::read::JsonFile;
 use crate::scan::Artefact;
 
 pub struct R2vqQuestionsInfo {
@@ -62,6 +64,75 @@ pub fn section(sets: &[R2vqQuestionsInfo]) -> Option<Section> {
             t.row(vec![format!("{f} {}", family_name(*f)), count(*n)]);
         }
         s.table(t);
+    }
+    Some(s)
+}
+
+/// One `r2vq tag --scores` file.
+pub struct TaggingInfo {
+    pub rel: String,
+    pub input: String,
+    pub model: String,
+    pub recipes: u64,
+    pub fitted_on: u64,
+    /// (label, gold, predicted, correct, precision, recall, F1).
+    pub labels: Vec<(String, u64, u64, u64, f64, f64, f64)>,
+}
+
+pub fn read_tagging(a: &Artefact) -> Result<TaggingInfo> {
+    let f = JsonFile::read(&a.path)?;
+    let r = f.root();
+    let mut labels = Vec::new();
+    for l in r.req("labels")?.items()? {
+        labels.push((
+            l.req_str("label")?.to_string(),
+            l.req_u64("gold")?,
+            l.req_u64("predicted")?,
+            l.req_u64("correct")?,
+            l.req_f64("precision")?,
+            l.req_f64("recall")?,
+            l.req_f64("f1")?,
+        ));
+    }
+    Ok(TaggingInfo {
+        rel: a.rel.clone(),
+        input: r.req_str("input")?.to_string(),
+        model: r.req_str("model")?.to_string(),
+        recipes: r.req_u64("recipes")?,
+        fitted_on: r.req_u64("recipes_fitted_on")?,
+        labels,
+    })
+}
+
+pub fn tagging_section(sets: &[TaggingInfo]) -> Option<Section> {
+    if sets.is_empty() {
+        return None;
+    }
+    let mut s = Section::new("r2vq-tagging", "R2VQ tagger");
+    s.para(
+        "The cooking-role tagger's layer against the recipes' own: per ENTITY kind the mentions, the participant \
+         links, and per hidden role the (event, value) pairs; precision, recall and F1 over those items.",
+    );
+    for t in sets {
+        let held = if t.fitted_on == 0 {
+            "none of them in its training data".to_string()
+        } else {
+            format!("{} of them in its training data: not held-out scores", count(t.fitted_on))
+        };
+        s.para(format!("`{}`: `{}` tagged by `{}`, {} recipes, {held}.", t.rel, t.input, t.model, count(t.recipes)));
+        let mut table = Table::new(&["label", ">gold", ">predicted", ">correct", ">precision %", ">recall %", ">F1 %"]);
+        for (label, gold, predicted, correct, p, r, f1) in &t.labels {
+            table.row(vec![
+                label.clone(),
+                count(*gold),
+                count(*predicted),
+                count(*correct),
+                format!("{:.1}", 100.0 * p),
+                format!("{:.1}", 100.0 * r),
+                format!("{:.1}", 100.0 * f1),
+            ]);
+        }
+        s.table(table);
     }
     Some(s)
 }
