@@ -25,7 +25,7 @@ use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_p
 pub enum R2vqCommand {
     /// Event-ordering instances (R2VQ §4.2): sentences of one ingredient (EVENT) versus consecutive sentences (SENT).
     Order(OrderArgs),
-    /// Answer questions by executing their family's program on the recipe's annotation.
+    /// Answer questions: the family's program where the recipe has the layer it reads, else a text method, else N/A.
     Answer(AnswerArgs),
     /// Write other R2VQ releases in the SemEval layout (so `answer`, `order` and `eval` read them).
     Convert(ConvertArgs),
@@ -99,6 +99,7 @@ pub struct SplitArgs {
     pub held_out: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The folder to write (fit.csv, held-out.csv, manifest.json).
     #[arg(short, long)]
     pub output: PathBuf,
     /// Replace an existing output folder.
@@ -203,6 +204,7 @@ pub struct AnswerArgs {
     /// rest. Without it, the rules answer every template.
     #[arg(long)]
     pub text_model: Option<PathBuf>,
+    /// The answers to write (JSONL).
     #[arg(short, long)]
     pub output: PathBuf,
 }
