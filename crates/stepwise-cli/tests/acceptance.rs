@@ -484,13 +484,22 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let scores = report_dir.join("tagging.json");
     let tag_args = ["--model", tagger.to_str().unwrap(), "-o", tagged.to_str().unwrap()];
     stepwise(&[&["r2vq", "tag", held_s, "--scores", scores.to_str().unwrap()][..], &tag_args].concat());
-    let labels = stepwise_eval::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
+    let labels =
+        stepwise_eval::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
     println!("tagger on held-out recipes:\n{}", stepwise_eval::r2vq::tagging_table(&labels));
     let f1 = |label: &str| labels.iter().find(|l| l.label == label).map_or(0.0, |l| l.f1);
     assert!(f1("mention EVENT") >= 0.9, "events F1 {}", f1("mention EVENT"));
     assert!(f1("PART link") >= 0.75, "participant links F1 {}", f1("PART link"));
     let out = td.path().join("tagged.jsonl");
-    stepwise(&["r2vq", "answer", tagged.to_str().unwrap(), "--text-model", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    stepwise(&[
+        "r2vq",
+        "answer",
+        tagged.to_str().unwrap(),
+        "--text-model",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     // The report shows the tagger's table and the routes of an evaluation.
     let eval_dir = report_dir.join("eval-tagged");
     stepwise(&["eval", tagged.to_str().unwrap(), "-p", out.to_str().unwrap(), "-o", eval_dir.to_str().unwrap()]);
@@ -499,15 +508,31 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     assert!(md.contains("## R2VQ tagger") && md.contains("| mention EVENT |"), "report lacks the tagger");
     assert!(md.contains("answered by") && md.contains("program "), "report lacks the routes");
     let predicted = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
-    println!("held-out recipes, programs on the predicted layer + span model:\n{}", stepwise_eval::r2vq::markdown_table(&predicted));
+    println!(
+        "held-out recipes, programs on the predicted layer + span model:\n{}",
+        stepwise_eval::r2vq::markdown_table(&predicted)
+    );
     assert!(predicted.overall.em.value > 0.3, "EM on the predicted layer {}", predicted.overall.em.value);
     assert!(predicted.overall.em.value < span.overall.em.value, "the gold layer answers better than a predicted one");
 
     // Any recipe: RecipeQA's dev recipes (text only) tagged, questions generated from the predicted layer.
     let corpus = td.path().join("recipeqa");
-    stepwise(&["ingest", shared_data().join("recipeqa/recipes-dev.json").to_str().unwrap(), "-o", corpus.to_str().unwrap()]);
+    stepwise(&[
+        "ingest",
+        shared_data().join("recipeqa/recipes-dev.json").to_str().unwrap(),
+        "-o",
+        corpus.to_str().unwrap(),
+    ]);
     let rqa = td.path().join("recipeqa.csv");
-    stepwise(&["r2vq", "tag", corpus.to_str().unwrap(), "--model", tagger.to_str().unwrap(), "-o", rqa.to_str().unwrap()]);
+    stepwise(&[
+        "r2vq",
+        "tag",
+        corpus.to_str().unwrap(),
+        "--model",
+        tagger.to_str().unwrap(),
+        "-o",
+        rqa.to_str().unwrap(),
+    ]);
     let generated = td.path().join("recipeqa-questions");
     stepwise(&["generate", rqa.to_str().unwrap(), "--task", "r2vq", "-o", generated.to_str().unwrap()]);
     let manifest: serde_json::Value =

@@ -249,7 +249,11 @@ pub fn markdown_table(scores: &R2vqScores) -> String {
     };
     let with_routes = !scores.overall.routes.is_empty();
     let mut s = String::from("| family | questions | missing | EM | F1 |");
-    s.push_str(if with_routes { " answered by |\n|---|---:|---:|---:|---:|---|\n" } else { "\n|---|---:|---:|---:|---:|\n" });
+    s.push_str(if with_routes {
+        " answered by |\n|---|---:|---:|---:|---:|---|\n"
+    } else {
+        "\n|---|---:|---:|---:|---:|\n"
+    });
     for g in scores.families.iter().chain(std::iter::once(&scores.overall)) {
         let label = match g.family {
             Some(f) => format!("{f} {}", g.name),
@@ -263,7 +267,6 @@ pub fn markdown_table(scores: &R2vqScores) -> String {
     }
     s
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -331,7 +334,10 @@ mod tests {
             table.contains("| 4 event ordering | 2 | 1 | 50.0") && table.contains("| **all** | 4 | 1 | 75.0"),
             "{table}"
         );
-        assert!(table.contains("answered by |") && table.contains("| program 1 |"), "routes when the file says: {table}");
+        assert!(
+            table.contains("answered by |") && table.contains("| program 1 |"),
+            "routes when the file says: {table}"
+        );
         let e = score(&gold(), &[p("r-3/0-0", "1", 7)], Path::new("p.jsonl"), &cfg).unwrap_err().to_string();
         assert!(e.starts_with("p.jsonl:7: field `id`") && e.contains("r-3/0-0") && e.contains("r-1/0-0"), "{e}");
     }
@@ -430,7 +436,9 @@ pub fn tagging_scores(gold: &R2vqDocument, predicted: &R2vqDocument) -> Vec<Labe
 
 /// A Markdown table of [`tagging_scores`] (percentages).
 pub fn tagging_table(scores: &[LabelScore]) -> String {
-    let mut s = String::from("| label | gold | predicted | correct | precision | recall | F1 |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from(
+        "| label | gold | predicted | correct | precision | recall | F1 |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
     for l in scores {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} |\n",

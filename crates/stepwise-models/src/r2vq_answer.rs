@@ -200,7 +200,9 @@ impl RouteTable {
 
     /// A Markdown table: per family, its name, the questions and each route's count.
     pub fn markdown(&self) -> String {
-        let mut s = String::from("| family | questions | program | text | unanswerable | not understood | program of the id's family |\n");
+        let mut s = String::from(
+            "| family | questions | program | text | unanswerable | not understood | program of the id's family |\n",
+        );
         s.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
         let mut total = FamilyRoutes::default();
         for (family, row) in &self.families {

@@ -397,9 +397,7 @@ fn f1_against(answer: Option<&str>, gold: &[String]) -> f64 {
 }
 
 fn em_against(answer: Option<&str>, gold: &[String]) -> f64 {
-    gold.iter()
-        .map(|g| stepwise_core::r2vq::answer_match::exact_match(answer, Some(g.as_str())))
-        .fold(0.0, f64::max)
+    gold.iter().map(|g| stepwise_core::r2vq::answer_match::exact_match(answer, Some(g.as_str()))).fold(0.0, f64::max)
 }
 
 /// One training question: read, its gold answers, and its target candidate.
@@ -643,7 +641,11 @@ mod tests {
         std::fs::write(&path, r#"{"format":"other","epochs":1,"seed":0,"fitted_on":[],"weights":[]}"#).unwrap();
         let err = SpanModel::read(&path).unwrap_err().to_string();
         assert!(err.contains("format") && err.contains("m.json"), "{err}");
-        std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","epochs":1,"seed":0,"fitted_on":[],"weights":[[{DIM},1.0]]}}"#)).unwrap();
+        std::fs::write(
+            &path,
+            format!(r#"{{"format":"{FORMAT}","epochs":1,"seed":0,"fitted_on":[],"weights":[[{DIM},1.0]]}}"#),
+        )
+        .unwrap();
         let err = SpanModel::read(&path).unwrap_err().to_string();
         assert!(err.contains("weights[0]"), "{err}");
     }

@@ -298,7 +298,9 @@ fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64
     let h = DECIDE_HABITAT;
     match candidate {
         None => {
-            for f in [[h, 0, 0, 0], [h, 0, 1, e.word], [h, 0, 2, u64::from(e.prev_habitat)], [h, 0, 3, u64::from(e.first)]] {
+            for f in
+                [[h, 0, 0, 0], [h, 0, 1, e.word], [h, 0, 2, u64::from(e.prev_habitat)], [h, 0, 3, u64::from(e.first)]]
+            {
                 out.push(mix(&f));
             }
             for &b in bag {
@@ -324,7 +326,13 @@ fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64
 }
 
 /// The best habitat candidate (`None`: no hidden habitat) and its index among the candidates.
-fn best_habitat(w: &[f32], e: &EventContext, view: &EventView, candidates: &[(String, u64)], buf: &mut Vec<u32>) -> Option<usize> {
+fn best_habitat(
+    w: &[f32],
+    e: &EventContext,
+    view: &EventView,
+    candidates: &[(String, u64)],
+    buf: &mut Vec<u32>,
+) -> Option<usize> {
     habitat_features(view, None, &e.bag, buf);
     let mut best = (None, score(w, buf));
     for (k, c) in candidates.iter().enumerate() {
@@ -533,7 +541,9 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                 }
             }
             // Event decisions on the gold labels.
-            let habitat_gold = |n: usize| -> bool { nth_event(steps, n).is_some_and(|t| hidden_value(t, HiddenRole::Habitat).is_some()) };
+            let habitat_gold = |n: usize| -> bool {
+                nth_event(steps, n).is_some_and(|t| hidden_value(t, HiddenRole::Habitat).is_some())
+            };
             let mut prev_habitat: Option<String> = None;
             for (n, e) in read.events(&habitat_gold).iter().enumerate() {
                 let Some(t) = nth_event(steps, n) else { continue };
@@ -777,7 +787,11 @@ mod tests {
         let mut out: Vec<InlineToken> = Vec::new();
         for w in text.split_whitespace() {
             if let Some(v) = w.strip_prefix("EV:") {
-                out.push(InlineToken { form: v.into(), entity: Some(EntityTag::Begin(EntityKind::Event)), ..Default::default() });
+                out.push(InlineToken {
+                    form: v.into(),
+                    entity: Some(EntityTag::Begin(EntityKind::Event)),
+                    ..Default::default()
+                });
             } else if let Some(rest) = w.strip_prefix("P:") {
                 let (form, event) = rest.split_once('@').unwrap();
                 out.push(InlineToken { form: form.into(), participant: Some(event.into()), ..Default::default() });
@@ -816,7 +830,9 @@ mod tests {
         for (_, steps) in &data[20..] {
             let words: Vec<Vec<String>> = steps.iter().map(|s| s.iter().map(|t| t.form.clone()).collect()).collect();
             let tagged = model.tag(&words);
-            let strip = |s: &[InlineToken]| s.iter().map(|t| (t.form.clone(), t.entity, t.participant.clone())).collect::<Vec<_>>();
+            let strip = |s: &[InlineToken]| {
+                s.iter().map(|t| (t.form.clone(), t.entity, t.participant.clone())).collect::<Vec<_>>()
+            };
             assert_eq!(strip(&tagged[0]), strip(&steps[0]), "{}", inline_step_string(&tagged[0]));
             assert_eq!(tagged[0][0].hidden, steps[0][0].hidden, "the chopping knife");
             assert_eq!(strip(&tagged[1]), strip(&steps[1]));

@@ -114,8 +114,7 @@ pub fn build(ctx: &Ctx, found: &crate::scan::Found, opts: &ReportOptions) -> Res
         all(Kind::SequencingResults).into_iter().map(sections::sequencing::read_results).collect::<Result<Vec<_>>>()?;
     let evals = all(Kind::Eval).into_iter().map(sections::eval::read).collect::<Result<Vec<_>>>()?;
     let r2vq = all(Kind::R2vqQuestions).into_iter().map(sections::r2vq::read).collect::<Result<Vec<_>>>()?;
-    let tagging =
-        all(Kind::R2vqTagging).into_iter().map(sections::r2vq::read_tagging).collect::<Result<Vec<_>>>()?;
+    let tagging = all(Kind::R2vqTagging).into_iter().map(sections::r2vq::read_tagging).collect::<Result<Vec<_>>>()?;
     let studies = all(Kind::Study).into_iter().map(sections::study::read).collect::<Result<Vec<_>>>()?;
     let models = all(Kind::Model).into_iter().map(sections::study::read_model).collect::<Result<Vec<_>>>()?;
     let annotations = all(Kind::Annotation).into_iter().map(sections::annotation::read).collect::<Result<Vec<_>>>()?;

@@ -6,6 +6,7 @@ use stepwise_core::Manifest;
 
 use crate::usage_bail;
 use stepwise_core::output::OutputDir;
+use stepwise_core::r2vq::Layer;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
 use stepwise_eval::r2vq::{question_key, tagging_scores, tagging_table};
 use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
@@ -16,7 +17,6 @@ use stepwise_models::r2vq_answer::{Asked, Fallback, Method, NO_ANSWER, Route, Ro
 use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
 use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, tag_procedures, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
-use stepwise_core::r2vq::Layer;
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};
@@ -348,7 +348,9 @@ fn run_answer(a: AnswerArgs) -> anyhow::Result<()> {
         None => doc
             .recipes
             .iter()
-            .flat_map(|r| r.questions().into_iter().map(|q| Asked { recipe: r.id.clone(), id: q.id, question: q.question }))
+            .flat_map(|r| {
+                r.questions().into_iter().map(|q| Asked { recipe: r.id.clone(), id: q.id, question: q.question })
+            })
             .collect(),
     };
     let model = a.text_model.as_deref().map(SpanModel::read).transpose()?;
@@ -547,11 +549,7 @@ fn run_train_tagger(a: TrainTaggerArgs) -> anyhow::Result<()> {
 fn run_tag(a: TagArgs) -> anyhow::Result<()> {
     let model = TaggerModel::read(&a.model)?;
     let semeval = a.input.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let doc = if semeval {
-        read_r2vq_conllu(&a.input)?
-    } else {
-        stepwise_core::r2vq::R2vqDocument::default()
-    };
+    let doc = if semeval { read_r2vq_conllu(&a.input)? } else { stepwise_core::r2vq::R2vqDocument::default() };
     let tagged = if semeval {
         tag_document(&doc, &model)
     } else {

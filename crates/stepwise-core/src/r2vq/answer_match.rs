@@ -68,4 +68,3 @@ pub fn token_f1(prediction: Option<&str>, gold: Option<&str>) -> f64 {
 pub fn answer_of(a: Option<&str>) -> Option<&str> {
     a.filter(|a| !is_no_answer(a))
 }
-

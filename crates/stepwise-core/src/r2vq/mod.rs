@@ -524,9 +524,7 @@ impl R2vqRecipe {
                     || !t.hidden.is_empty()
                     || t.coref.is_some()
             }),
-            Layer::SemanticRoles => {
-                tokens.any(|t| t.predicate.is_some() || t.args.iter().any(|a| *a != SrlTag::Empty))
-            }
+            Layer::SemanticRoles => tokens.any(|t| t.predicate.is_some() || t.args.iter().any(|a| *a != SrlTag::Empty)),
         }
     }
 
@@ -617,7 +615,13 @@ impl R2vqDocument {
         order.shuffle(&mut crate::rng::rng_for(seed, "r2vq-split"));
         let held: std::collections::BTreeSet<usize> = order.into_iter().take(want).collect();
         let part = |keep: bool| R2vqDocument {
-            recipes: self.recipes.iter().enumerate().filter(|(i, _)| held.contains(i) != keep).map(|(_, r)| r.clone()).collect(),
+            recipes: self
+                .recipes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| held.contains(i) != keep)
+                .map(|(_, r)| r.clone())
+                .collect(),
             final_newline: true,
         };
         (part(true), part(false))

@@ -174,7 +174,6 @@ fn parse_group(group: &str) -> std::result::Result<Vec<(String, String)>, String
 
 const KEYS: [&str; 7] = ["entity", "participant", "result", "tool", "habitat", "drop", "shadow"];
 
-
 /// Names of habitats and tools in a file: hidden Habitat/Tool values and TOOL-tagged mentions.
 #[derive(Default)]
 struct PropLexicon {
@@ -270,8 +269,9 @@ const STOP: &[&str] = &[
 
 fn build_sentence(recipe: &str, step: usize, raw: Vec<InlineToken>, lexicon: &PropLexicon) -> Sentence {
     let n = raw.len();
-    let is_event =
-        |t: &InlineToken| matches!(t.entity, Some(EntityTag::Begin(EntityKind::Event) | EntityTag::Inside(EntityKind::Event)));
+    let is_event = |t: &InlineToken| {
+        matches!(t.entity, Some(EntityTag::Begin(EntityKind::Event) | EntityTag::Inside(EntityKind::Event)))
+    };
     // Event spans (first, last) and their words.
     let mut events: Vec<(usize, usize, String)> = Vec::new();
     for (i, t) in raw.iter().enumerate() {

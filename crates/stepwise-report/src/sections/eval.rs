@@ -117,7 +117,8 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
                     routes: match g.get("routes")? {
                         Some(r) => {
                             let entries = r.entries()?;
-                            let counts = entries.iter().map(|(k, v)| Ok((*k, v.u64()? as usize))).collect::<Result<Vec<_>>>()?;
+                            let counts =
+                                entries.iter().map(|(k, v)| Ok((*k, v.u64()? as usize))).collect::<Result<Vec<_>>>()?;
                             Some(stepwise_core::r2vq::routes_text(counts))
                         }
                         None => None,

@@ -14,9 +14,7 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use stepwise_core::r2vq::{
-    AnnotationGraph, EntityKind, EntityRef, HiddenRole, Layer, R2vqRecipe, TokenPos, join_list,
-};
+use stepwise_core::r2vq::{AnnotationGraph, EntityKind, EntityRef, HiddenRole, Layer, R2vqRecipe, TokenPos, join_list};
 
 use super::questions::{Template, parse_question};
 
