@@ -22,11 +22,13 @@
 //! - [`logreg`]: L2 logistic regression by Newton's method (the distance probe's classifier)
 //!
 //! Question answering (R2VQ):
+//! - [`hashed`]: linear models over hashed features trained by the averaged perceptron (span ranker, tagger)
 //! - [`r2vq_text`]: the text-only baseline (sentence retrieval and a rule per question template)
 //! - [`r2vq_span`]: the learned text method — a span ranker for the semantic-role templates
 //! - [`r2vq_tagger`]: a cooking-role tagger for recipes without annotation (writes the inline-tagged layout)
 //! - [`r2vq_answer`]: answering by route — a family's program, else the text method, else unanswerable
 
+pub mod hashed;
 pub mod hasty;
 pub mod image_chain;
 pub mod item_features;

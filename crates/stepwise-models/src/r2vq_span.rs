@@ -17,11 +17,12 @@ use std::path::Path;
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
+use stepwise_core::Result;
 use stepwise_core::r2vq::answer_match::{is_no_answer, token_f1};
 use stepwise_core::r2vq::{R2vqDocument, word_tokens};
-use stepwise_core::{Error, Location, Result};
 use stepwise_tasks::r2vq::questions::{Template, parse_question};
 
+use crate::hashed::{Perceptron, dense, read_model, score, slot, sparse, word_hash, write_model};
 use crate::r2vq_text::{RecipeText, answer_from_text, content, stem};
 
 /// The templates whose answers are spans of the text.
@@ -41,8 +42,6 @@ pub const SPAN_TEMPLATES: [Template; 9] = [
 pub const MAX_SPAN: usize = 20;
 /// Sentences read per question.
 const SENTENCES: usize = 2;
-/// Hashed feature space.
-const DIM: usize = 1 << 20;
 /// The saved model's format name.
 const FORMAT: &str = "stepwise-r2vq-span-v1";
 /// Below this best F1 a question's answer is not taken to be in the text.
@@ -193,28 +192,6 @@ struct Read {
     candidates: Vec<Candidate>,
 }
 
-fn word_hash(w: &str) -> u64 {
-    // FNV-1a over the lower-cased bytes.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in w.to_lowercase().bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-fn mix(parts: &[u64]) -> u32 {
-    // splitmix64 over the parts, folded into the feature space.
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for p in parts {
-        x ^= p.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(x << 6).wrapping_add(x >> 2);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-    }
-    (x % DIM as u64) as u32
-}
-
 fn bucket(n: usize) -> u64 {
     match n {
         0..=5 => n as u64,
@@ -257,7 +234,7 @@ impl Read {
                 let words: Vec<String> = word_tokens(&text.sentences[i]).into_iter().map(|(_, _, w)| w).collect();
                 let stems: Vec<String> = words.iter().map(|w| stem(w)).collect();
                 ReadSentence {
-                    hashes: words.iter().map(|w| word_hash(w)).collect(),
+                    hashes: words.iter().map(|w| word_hash(&w.to_lowercase())).collect(),
                     verb_at: verb.as_ref().and_then(|v| stems.iter().position(|s| s == v)),
                     in_question: stems.iter().map(|s| q.contains(s)).collect(),
                     overlap: n as f64 / q.len().max(1) as f64,
@@ -320,7 +297,7 @@ impl Read {
             parts.extend_from_slice(&base);
             parts.push(name);
             parts.extend_from_slice(rest);
-            out.push(mix(&parts));
+            out.push(slot(&parts));
         };
         if c.kind == Kind::NoAnswer {
             let best = self.sentences.first();
@@ -361,16 +338,13 @@ impl Read {
         f(25, &[u64::from(s.words[i..j].iter().any(|w| w.eq_ignore_ascii_case("and")))]);
         if c.kind == Kind::ClauseSpan {
             let words: Vec<&str> = self.clause.split_whitespace().collect();
-            let dropped = words.len().checked_sub(c.cut).and_then(|k| words.get(k)).map_or(EOS, |w| word_hash(w));
+            let dropped =
+                words.len().checked_sub(c.cut).and_then(|k| words.get(k)).map_or(EOS, |w| word_hash(&w.to_lowercase()));
             f(26, &[c.cut as u64]);
             f(27, &[dropped]);
             f(28, &[dropped, first]);
         }
     }
-}
-
-fn score(w: &[f32], features: &[u32]) -> f32 {
-    features.iter().map(|&k| w[k as usize]).sum()
 }
 
 /// The best-scoring candidate (the first on a tie).
@@ -441,35 +415,27 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
     report.oracle_em = 100.0 * examples.iter().map(|e| e.oracle.0).sum::<f64>() / n;
     report.oracle_f1 = 100.0 * examples.iter().map(|e| e.oracle.1).sum::<f64>() / n;
 
-    // Averaged perceptron: `w` the current weights, `u` the updates weighted by when they happened.
-    let (mut w, mut u) = (vec![0f32; DIM], vec![0f32; DIM]);
+    let mut p = Perceptron::default();
     let mut order: Vec<usize> = (0..examples.len()).filter(|&i| examples[i].target.is_some()).collect();
     let mut rng = stepwise_core::rng::rng_for(cfg.seed, "r2vq-span/order");
     let (mut buf, mut gold_f) = (Vec::new(), Vec::new());
-    let mut step = 1f32;
     for _ in 0..cfg.epochs {
         order.shuffle(&mut rng);
         for &i in &order {
             let e = &examples[i];
             let Some(target) = e.target else { continue };
-            let guess = best(&e.read, &w, &mut buf);
+            let guess = best(&e.read, &p.w, &mut buf);
             let guessed = e.read.answer(&e.read.candidates[guess]);
             if guess != target && f1_against(guessed.as_deref(), &e.gold) < e.oracle.1 {
                 e.read.features(&e.read.candidates[target], &mut gold_f);
                 e.read.features(&e.read.candidates[guess], &mut buf);
-                for &k in &gold_f {
-                    w[k as usize] += 1.0;
-                    u[k as usize] += step;
-                }
-                for &k in &buf {
-                    w[k as usize] -= 1.0;
-                    u[k as usize] -= step;
-                }
+                p.update(&gold_f, 1.0);
+                p.update(&buf, -1.0);
             }
-            step += 1.0;
+            p.tick();
         }
     }
-    let dense: Vec<f32> = w.iter().zip(&u).map(|(w, u)| w - u / step).collect();
+    let dense = p.averaged();
     let mut model = SpanModel::from_dense(dense, cfg, doc.recipes.iter().map(|r| r.id.clone()).collect());
     let policy = fit_route_policy(doc, &model);
     model.text_after_empty_program = policy.iter().filter(|p| p.text_wins()).map(|p| p.template).collect();
@@ -487,7 +453,7 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
 
 impl SpanModel {
     fn from_dense(dense: Vec<f32>, cfg: &SpanConfig, fitted_on: Vec<String>) -> SpanModel {
-        let weights = dense.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(k, w)| (k as u32, *w)).collect();
+        let weights = sparse(&dense);
         SpanModel {
             format: FORMAT.into(),
             epochs: cfg.epochs,
@@ -509,39 +475,14 @@ impl SpanModel {
 
     /// Write the model as JSON (atomically).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self).map_err(|e| Error::runtime(format!("serialising the model: {e}")))?;
-        stepwise_core::output::write_string_atomic(path, &text)
+        write_model(path, self)
     }
 
     /// Read a model written by [`SpanModel::write`].
     pub fn read(path: &Path) -> Result<SpanModel> {
-        let value = stepwise_core::json::read_json(path)?;
-        let mut m: SpanModel = serde_json::from_value(value)
-            .map_err(|e| Error::field(path, Location::File, "model", format!("not an R2VQ span model: {e}")))?;
-        if m.format != FORMAT {
-            return Err(Error::field(
-                path,
-                Location::File,
-                "format",
-                format!("{:?} is not {FORMAT:?} (a model from `stepwise r2vq train-text`)", m.format),
-            ));
-        }
-        let mut dense = vec![0f32; DIM];
-        for (k, (index, w)) in m.weights.iter().enumerate() {
-            let Some(slot) = dense.get_mut(*index as usize) else {
-                return Err(Error::field(
-                    path,
-                    Location::Record(format!("weights[{k}]")),
-                    "index",
-                    format!("{index} is outside the model's {DIM} features"),
-                ));
-            };
-            if !w.is_finite() {
-                return Err(Error::field(path, Location::Record(format!("weights[{k}]")), "weight", "not finite"));
-            }
-            *slot = *w;
-        }
-        m.dense = dense;
+        let what = "an R2VQ span model (from `stepwise r2vq train-text`)";
+        let mut m: SpanModel = read_model(path, FORMAT, |m: &SpanModel| m.format.as_str(), what)?;
+        m.dense = dense(path, &m.weights)?;
         Ok(m)
     }
 
@@ -554,6 +495,7 @@ impl SpanModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hashed::DIM;
     use stepwise_core::r2vq::{HeaderLine, Paragraph, QuestionId, R2vqRecipe, Sentence, Token};
 
     /// A recipe with plain steps and answered questions.

@@ -20,12 +20,13 @@ use std::path::Path;
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
+use stepwise_core::Result;
 use stepwise_core::r2vq::{EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, InlineToken, R2vqDocument};
-use stepwise_core::{Error, Location, Result};
+
+use crate::hashed::{Perceptron, dense, read_model, score, slot, sparse, word_hash, write_model};
 
 /// A hidden tool value is a class when training shows it this often.
 pub const MIN_VALUE_COUNT: usize = 3;
-const DIM: usize = 1 << 20;
 const FORMAT: &str = "stepwise-r2vq-tagger-v1";
 
 /// Token labels.
@@ -70,54 +71,6 @@ pub struct TaggerModel {
     weights: Vec<(u32, f32)>,
     #[serde(skip)]
     dense: Vec<f32>,
-}
-
-/// Averaged perceptron weights in one hashed space (every decision's features carry its own namespace).
-struct Perceptron {
-    w: Vec<f32>,
-    u: Vec<f32>,
-    step: f32,
-}
-
-impl Perceptron {
-    fn new() -> Self {
-        Perceptron { w: vec![0.0; DIM], u: vec![0.0; DIM], step: 1.0 }
-    }
-
-    fn update(&mut self, features: &[u32], delta: f32) {
-        for &k in features {
-            self.w[k as usize] += delta;
-            self.u[k as usize] += delta * self.step;
-        }
-    }
-
-    fn averaged(&self) -> Vec<f32> {
-        self.w.iter().zip(&self.u).map(|(w, u)| w - u / self.step).collect()
-    }
-}
-
-fn word_hash(w: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in w.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-fn mix(parts: &[u64]) -> u32 {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for p in parts {
-        x ^= p.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(x << 6).wrapping_add(x >> 2);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-    }
-    (x % DIM as u64) as u32
-}
-
-fn score(w: &[f32], features: &[u32]) -> f32 {
-    features.iter().map(|&k| w[k as usize]).sum()
 }
 
 /// A step's words, lower-cased, with their hashes.
@@ -174,7 +127,7 @@ fn token_features(words: &Words, i: usize, prev: &[usize], label: usize, out: &m
         [14, l, digit, 0],
         [15, l, suffix(form, 2), p1],
     ] {
-        out.push(mix(&f));
+        out.push(slot(&f));
     }
 }
 
@@ -261,10 +214,10 @@ fn event_features(e: &EventView, decision: u64, class: u64, bag: &[u64], out: &m
         [decision, class, 8, e.word ^ u64::from(e.prev_habitat)],
         [decision, class, 9, e.word ^ (e.participants.min(2) as u64)],
     ] {
-        out.push(mix(&f));
+        out.push(slot(&f));
     }
     for &b in bag {
-        out.push(mix(&[decision, class, 10, b]));
+        out.push(slot(&[decision, class, 10, b]));
     }
 }
 
@@ -301,10 +254,10 @@ fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64
             for f in
                 [[h, 0, 0, 0], [h, 0, 1, e.word], [h, 0, 2, u64::from(e.prev_habitat)], [h, 0, 3, u64::from(e.first)]]
             {
-                out.push(mix(&f));
+                out.push(slot(&f));
             }
             for &b in bag {
-                out.push(mix(&[h, 0, 4, b]));
+                out.push(slot(&[h, 0, 4, b]));
             }
         }
         Some((name, source)) => {
@@ -319,7 +272,7 @@ fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64
                 [h, 6, *source, u64::from(e.place_before)],
                 [h, 7, *source, e.participants.min(3) as u64],
             ] {
-                out.push(mix(&f));
+                out.push(slot(&f));
             }
         }
     }
@@ -512,7 +465,7 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
             (read, steps.clone())
         })
         .collect();
-    let mut p = Perceptron::new();
+    let mut p = Perceptron::default();
     let mut order: Vec<usize> = (0..reads.len()).collect();
     let mut rng = stepwise_core::rng::rng_for(cfg.seed, "r2vq-tagger/order");
     let (mut gold_f, mut guess_f) = (Vec::new(), Vec::new());
@@ -537,7 +490,7 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                         p.update(&gold_f, 1.0);
                         p.update(&guess_f, -1.0);
                     }
-                    p.step += 1.0;
+                    p.tick();
                 }
             }
             // Event decisions on the gold labels.
@@ -584,12 +537,12 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                 if (score(&p.w, &gold_f) > 0.0) != gold {
                     p.update(&gold_f, if gold { 1.0 } else { -1.0 });
                 }
-                p.step += 1.0;
+                p.tick();
             }
         }
     }
     let dense = p.averaged();
-    let weights = dense.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(k, w)| (k as u32, *w)).collect();
+    let weights = sparse(&dense);
     let model = TaggerModel {
         format: FORMAT.into(),
         epochs: cfg.epochs,
@@ -741,38 +694,14 @@ impl TaggerModel {
 
     /// Write the model as JSON (atomically).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self).map_err(|e| Error::runtime(format!("serialising the tagger: {e}")))?;
-        stepwise_core::output::write_string_atomic(path, &text)
+        write_model(path, self)
     }
 
     /// Read a tagger written by [`TaggerModel::write`].
     pub fn read(path: &Path) -> Result<TaggerModel> {
-        let value = stepwise_core::json::read_json(path)?;
-        let mut m: TaggerModel = serde_json::from_value(value)
-            .map_err(|e| Error::field(path, Location::File, "model", format!("not an R2VQ tagger: {e}")))?;
-        if m.format != FORMAT {
-            return Err(Error::field(
-                path,
-                Location::File,
-                "format",
-                format!("{:?} is not {FORMAT:?} (a model from `stepwise r2vq train-tagger`)", m.format),
-            ));
-        }
-        let mut dense = vec![0f32; DIM];
-        for (k, (index, w)) in m.weights.iter().enumerate() {
-            match dense.get_mut(*index as usize) {
-                Some(slot) if w.is_finite() => *slot = *w,
-                _ => {
-                    return Err(Error::field(
-                        path,
-                        Location::Record(format!("weights[{k}]")),
-                        "weights",
-                        format!("index {index} outside the model's {DIM} features, or a weight that is not finite"),
-                    ));
-                }
-            }
-        }
-        m.dense = dense;
+        let what = "an R2VQ tagger (from `stepwise r2vq train-tagger`)";
+        let mut m: TaggerModel = read_model(path, FORMAT, |m: &TaggerModel| m.format.as_str(), what)?;
+        m.dense = dense(path, &m.weights)?;
         Ok(m)
     }
 }
