@@ -26,6 +26,7 @@ use stepwise_core::{Error, Location, Result};
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates};
 use crate::predictions::check_unique;
 
+use stepwise_core::r2vq::answer_match::best_over;
 pub use stepwise_core::r2vq::answer_match::{exact_match, normalize_answer, token_f1};
 
 /// A question with its gold answers.
@@ -192,9 +193,7 @@ pub fn score(
         .iter()
         .zip(&predicted)
         .map(|(g, p)| {
-            let best = |f: fn(Option<&str>, Option<&str>) -> f64| {
-                p.map_or(0.0, |p| g.answers.iter().map(|a| f(p, Some(a))).fold(0.0, f64::max))
-            };
+            let best = |f: fn(Option<&str>, Option<&str>) -> f64| p.map_or(0.0, |p| best_over(f, p, &g.answers));
             QuestionScore {
                 id: g.key.clone(),
                 family: g.family,

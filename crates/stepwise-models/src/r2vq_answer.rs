@@ -46,19 +46,6 @@ pub enum Route {
     NotUnderstood,
 }
 
-impl Route {
-    pub const ALL: [Route; 4] = [Route::Program, Route::Text, Route::Unanswerable, Route::NotUnderstood];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Route::Program => "program",
-            Route::Text => "text",
-            Route::Unanswerable => "unanswerable",
-            Route::NotUnderstood => "not understood",
-        }
-    }
-}
-
 /// A question to answer: its recipe, id and text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Asked {

@@ -18,7 +18,7 @@ use std::path::Path;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use stepwise_core::Result;
-use stepwise_core::r2vq::answer_match::{is_no_answer, token_f1};
+use stepwise_core::r2vq::answer_match::{best_over, exact_match, is_no_answer, token_f1};
 use stepwise_core::r2vq::{R2vqDocument, word_tokens};
 use stepwise_tasks::r2vq::questions::{Template, parse_question};
 
@@ -117,6 +117,23 @@ impl EmptyProgramRoute {
     }
 }
 
+/// The fitted policy as a Markdown table: per template, the questions, how many N/A and the text method get
+/// right, and the route chosen.
+pub fn route_policy_table(policy: &[EmptyProgramRoute]) -> String {
+    let mut s = String::from("| template | questions | N/A right | text right | route |\n|---|---:|---:|---:|---|\n");
+    for p in policy {
+        s.push_str(&format!(
+            "| {:?} | {} | {} | {} | {} |\n",
+            p.template,
+            p.questions,
+            p.no_answer_right,
+            p.text_right,
+            if p.text_wins() { "text" } else { "N/A" }
+        ));
+    }
+    s
+}
+
 /// Run the programs on every answered question of `doc`; where they find nothing on a recipe that has their
 /// layer, compare "no answer" with the text method's answer, per template.
 pub fn fit_route_policy(doc: &R2vqDocument, model: &SpanModel) -> Vec<EmptyProgramRoute> {
@@ -139,8 +156,8 @@ pub fn fit_route_policy(doc: &R2vqDocument, model: &SpanModel) -> Vec<EmptyProgr
                 text_right: 0,
             });
             row.questions += 1;
-            row.no_answer_right += em_against(None, &gold) as usize;
-            row.text_right += em_against(model.answer(&text, &q.question).as_deref(), &gold) as usize;
+            row.no_answer_right += best_over(exact_match, None, &gold) as usize;
+            row.text_right += best_over(exact_match, model.answer(&text, &q.question).as_deref(), &gold) as usize;
         }
     }
     per.into_values().collect()
@@ -360,20 +377,6 @@ fn best(read: &Read, w: &[f32], buf: &mut Vec<u32>) -> usize {
     top.0
 }
 
-/// F1 of an answer against gold answers (best over them); "no answer" scores 1 against N/A only.
-fn f1_against(answer: Option<&str>, gold: &[String]) -> f64 {
-    gold.iter()
-        .map(|g| {
-            let g = (!is_no_answer(g)).then_some(g.as_str());
-            token_f1(answer, g)
-        })
-        .fold(0.0, f64::max)
-}
-
-fn em_against(answer: Option<&str>, gold: &[String]) -> f64 {
-    gold.iter().map(|g| stepwise_core::r2vq::answer_match::exact_match(answer, Some(g.as_str()))).fold(0.0, f64::max)
-}
-
 /// One training question: read, its gold answers, and its target candidate.
 struct Example {
     read: Read,
@@ -394,10 +397,10 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
             let (mut target, mut oracle) = (None, (0.0, 0.0));
             for (k, c) in read.candidates.iter().enumerate() {
                 let a = read.answer(c);
-                let f1 = f1_against(a.as_deref(), &gold);
+                let f1 = best_over(token_f1, a.as_deref(), &gold);
                 if f1 > oracle.1 {
                     target = Some(k);
-                    oracle = (em_against(a.as_deref(), &gold), f1);
+                    oracle = (best_over(exact_match, a.as_deref(), &gold), f1);
                 }
             }
             let target = target.filter(|_| oracle.1 >= REACHABLE_F1);
@@ -426,7 +429,7 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
             let Some(target) = e.target else { continue };
             let guess = best(&e.read, &p.w, &mut buf);
             let guessed = e.read.answer(&e.read.candidates[guess]);
-            if guess != target && f1_against(guessed.as_deref(), &e.gold) < e.oracle.1 {
+            if guess != target && best_over(token_f1, guessed.as_deref(), &e.gold) < e.oracle.1 {
                 e.read.features(&e.read.candidates[target], &mut gold_f);
                 e.read.features(&e.read.candidates[guess], &mut buf);
                 p.update(&gold_f, 1.0);
@@ -443,8 +446,8 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
     let (mut em, mut f1) = (0.0, 0.0);
     for e in &examples {
         let a = e.read.answer(&e.read.candidates[best(&e.read, &model.dense, &mut buf)]);
-        em += em_against(a.as_deref(), &e.gold);
-        f1 += f1_against(a.as_deref(), &e.gold);
+        em += best_over(exact_match, a.as_deref(), &e.gold);
+        f1 += best_over(token_f1, a.as_deref(), &e.gold);
     }
     report.train_em = 100.0 * em / n;
     report.train_f1 = 100.0 * f1 / n;
@@ -562,7 +565,7 @@ mod tests {
             for q in r.questions() {
                 let a = model.answer(&text, &q.question);
                 let gold = q.answer.unwrap();
-                right += usize::from(em_against(a.as_deref(), &[gold]) == 1.0);
+                right += usize::from(best_over(exact_match, a.as_deref(), &[gold]) == 1.0);
             }
         }
         assert_eq!(right, 30, "held-out recipes answered exactly");

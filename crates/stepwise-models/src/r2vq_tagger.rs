@@ -279,20 +279,27 @@ fn habitat_features(e: &EventView, candidate: Option<&(String, u64)>, bag: &[u64
 }
 
 /// The best habitat candidate (`None`: no hidden habitat) and its index among the candidates.
-fn best_habitat(
-    w: &[f32],
-    e: &EventContext,
-    view: &EventView,
-    candidates: &[(String, u64)],
-    buf: &mut Vec<u32>,
-) -> Option<usize> {
-    habitat_features(view, None, &e.bag, buf);
+fn best_habitat(w: &[f32], e: &EventContext, candidates: &[(String, u64)], buf: &mut Vec<u32>) -> Option<usize> {
+    habitat_features(&e.view, None, e.bag, buf);
     let mut best = (None, score(w, buf));
     for (k, c) in candidates.iter().enumerate() {
-        habitat_features(view, Some(c), &e.bag, buf);
+        habitat_features(&e.view, Some(c), e.bag, buf);
         let s = score(w, buf);
         if s > best.1 {
             best = (Some(k), s);
+        }
+    }
+    best.0
+}
+
+/// The best hidden-tool class: an index into the tools, `n_tools` for none.
+fn best_tool(w: &[f32], e: &EventContext, n_tools: usize, buf: &mut Vec<u32>) -> usize {
+    let mut best = (n_tools, f32::NEG_INFINITY);
+    for k in 0..=n_tools {
+        event_features(&e.view, DECIDE_TOOL, k as u64, e.bag, buf);
+        let s = score(w, buf);
+        if s > best.1 {
+            best = (k, s);
         }
     }
     best.0
@@ -310,10 +317,11 @@ struct RecipeRead {
 
 /// Per event of a recipe (step, token): its view, the step's word bag, the place named latest before it, and the
 /// previous event's participants (names).
-struct EventContext {
+struct EventContext<'a> {
     at: (usize, usize),
+    /// `prev_habitat` is left false: whoever decides habitats in order sets it.
     view: EventView,
-    bag: Vec<u64>,
+    bag: &'a [u64],
     place: Option<String>,
     /// Participant names before the event in the recipe, the latest first (distinct, at most four).
     mentions: Vec<String>,
@@ -351,14 +359,12 @@ fn mention_name(words: &Words, labels: &[usize], i: usize) -> String {
 }
 
 impl RecipeRead {
-    fn events(&self, habitat_of: &dyn Fn(usize) -> bool) -> Vec<EventContext> {
+    fn events(&self) -> Vec<EventContext<'_>> {
         let mut out = Vec::new();
         let mut place: Option<String> = None;
         let mut prev_participants: Vec<String> = Vec::new();
-        let mut prev_habitat = false;
         let mut mentions: Vec<String> = Vec::new();
         for (s, (words, labels)) in self.words.iter().zip(&self.labels).enumerate() {
-            let bag: Vec<u64> = words.hashes.clone();
             for i in 0..labels.len() {
                 if is_participant(labels[i]) {
                     let name = mention_name(words, labels, i);
@@ -387,18 +393,16 @@ impl RecipeRead {
                     first: i == 0,
                     participants: participants.len(),
                     place_before: place.is_some(),
-                    prev_habitat,
+                    prev_habitat: false,
                 };
-                let n = out.len();
                 out.push(EventContext {
                     at: (s, i),
                     view,
-                    bag: bag.clone(),
+                    bag: &words.hashes,
                     place: place.clone(),
                     mentions: mentions.clone(),
                     prev_participants: prev_participants.clone(),
                 });
-                prev_habitat = habitat_of(n);
                 // A place named after the event in its step (its participant) is where later events happen.
                 for k in i + 1..labels.len() {
                     if is_participant(labels[k])
@@ -493,27 +497,19 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                     p.tick();
                 }
             }
-            // Event decisions on the gold labels.
-            let habitat_gold = |n: usize| -> bool {
-                nth_event(steps, n).is_some_and(|t| hidden_value(t, HiddenRole::Habitat).is_some())
-            };
-            let mut prev_habitat: Option<String> = None;
-            for (n, e) in read.events(&habitat_gold).iter().enumerate() {
-                let Some(t) = nth_event(steps, n) else { continue };
-                let gold_tool = hidden_value(t, HiddenRole::Tool).and_then(|v| tools.iter().position(|x| *x == v));
-                let classes = tools.len() + 1;
-                let class_of = |k: usize| if k == tools.len() { None } else { Some(k) };
-                let mut best = (tools.len(), f32::NEG_INFINITY);
-                for k in 0..classes {
-                    event_features(&e.view, DECIDE_TOOL, k as u64, &e.bag, &mut guess_f);
-                    let s = score(&p.w, &guess_f);
-                    if s > best.1 {
-                        best = (k, s);
-                    }
-                }
-                if class_of(best.0) != gold_tool {
-                    event_features(&e.view, DECIDE_TOOL, gold_tool.unwrap_or(tools.len()) as u64, &e.bag, &mut gold_f);
-                    event_features(&e.view, DECIDE_TOOL, best.0 as u64, &e.bag, &mut guess_f);
+            // Event decisions on the gold labels (the gold events are the events the labels mark, in order).
+            let gold_events: Vec<&InlineToken> = steps.iter().flatten().filter(|t| is_event(t)).collect();
+            let (mut prev_habitat, mut prev_had_habitat): (Option<String>, bool) = (None, false);
+            for (mut e, t) in read.events().into_iter().zip(gold_events) {
+                e.view.prev_habitat = prev_had_habitat;
+                let e = &e;
+                let gold_tool = hidden_value(t, HiddenRole::Tool)
+                    .and_then(|v| tools.iter().position(|x| *x == v))
+                    .unwrap_or(tools.len());
+                let guess_tool = best_tool(&p.w, e, tools.len(), &mut guess_f);
+                if guess_tool != gold_tool {
+                    event_features(&e.view, DECIDE_TOOL, gold_tool as u64, e.bag, &mut gold_f);
+                    event_features(&e.view, DECIDE_TOOL, guess_tool as u64, e.bag, &mut guess_f);
                     p.update(&gold_f, 1.0);
                     p.update(&guess_f, -1.0);
                 }
@@ -523,17 +519,18 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                 // A habitat no candidate names cannot be learned from here (the value is not in view).
                 if target != Some(None) {
                     let target = target.flatten();
-                    let guess = best_habitat(&p.w, e, &e.view, &candidates, &mut guess_f);
+                    let guess = best_habitat(&p.w, e, &candidates, &mut guess_f);
                     if guess != target {
-                        habitat_features(&e.view, target.map(|k| &candidates[k]), &e.bag, &mut gold_f);
-                        habitat_features(&e.view, guess.map(|k| &candidates[k]), &e.bag, &mut guess_f);
+                        habitat_features(&e.view, target.map(|k| &candidates[k]), e.bag, &mut gold_f);
+                        habitat_features(&e.view, guess.map(|k| &candidates[k]), e.bag, &mut guess_f);
                         p.update(&gold_f, 1.0);
                         p.update(&guess_f, -1.0);
                     }
                 }
+                prev_had_habitat = gold_habitat.is_some();
                 prev_habitat = gold_habitat.or(prev_habitat);
                 let gold = hidden_value(t, HiddenRole::Drop).is_some();
-                event_features(&e.view, DECIDE_DROP, 1, &e.bag, &mut gold_f);
+                event_features(&e.view, DECIDE_DROP, 1, e.bag, &mut gold_f);
                 if (score(&p.w, &gold_f) > 0.0) != gold {
                     p.update(&gold_f, if gold { 1.0 } else { -1.0 });
                 }
@@ -618,11 +615,6 @@ fn tag_words(recipes: impl Iterator<Item = (String, Vec<Vec<String>>)>, model: &
     stepwise_ingest::readers::r2vq_inline::document_of_inline(tagged)
 }
 
-/// The `n`-th event token of a recipe (gold), in text order.
-fn nth_event(steps: &[Vec<InlineToken>], n: usize) -> Option<&InlineToken> {
-    steps.iter().flatten().filter(|t| is_event(t)).nth(n)
-}
-
 impl TaggerModel {
     /// Tag a recipe's steps (each a list of words): the inline-tagged tokens.
     pub fn tag(&self, steps: &[Vec<String>]) -> Vec<Vec<InlineToken>> {
@@ -652,32 +644,23 @@ impl TaggerModel {
             .collect();
         // Event decisions in text order; whether the previous event got a habitat is set as they are made.
         let mut buf = Vec::new();
-        let events = read.events(&|_| false);
         let mut last_habitat: Option<String> = None;
         let mut prev_had_habitat = false;
-        for mut e in events {
+        for mut e in read.events() {
             e.view.prev_habitat = prev_had_habitat;
-            let view = &e.view;
+            let e = &e;
             let mut hidden = Vec::new();
-            let mut best = (self.tools.len(), f32::NEG_INFINITY);
-            for k in 0..=self.tools.len() {
-                event_features(view, DECIDE_TOOL, k as u64, &e.bag, &mut buf);
-                let s = score(&self.dense, &buf);
-                if s > best.1 {
-                    best = (k, s);
-                }
-            }
-            if let Some(tool) = self.tools.get(best.0) {
+            if let Some(tool) = self.tools.get(best_tool(&self.dense, e, self.tools.len(), &mut buf)) {
                 hidden.push(HiddenArg { role: HiddenRole::Tool, values: vec![EntityRef::named(tool, None)] });
             }
-            let candidates = habitat_candidates(&e, last_habitat.as_deref(), &self.habitats);
-            let habitat = best_habitat(&self.dense, &e, view, &candidates, &mut buf).map(|k| candidates[k].0.clone());
+            let candidates = habitat_candidates(e, last_habitat.as_deref(), &self.habitats);
+            let habitat = best_habitat(&self.dense, e, &candidates, &mut buf).map(|k| candidates[k].0.clone());
             if let Some(h) = &habitat {
                 hidden.push(HiddenArg { role: HiddenRole::Habitat, values: vec![EntityRef::named(h, None)] });
                 last_habitat = Some(h.clone());
             }
             prev_had_habitat = habitat.is_some();
-            event_features(view, DECIDE_DROP, 1, &e.bag, &mut buf);
+            event_features(&e.view, DECIDE_DROP, 1, e.bag, &mut buf);
             if score(&self.dense, &buf) > 0.0 && !e.prev_participants.is_empty() {
                 let values = e.prev_participants.iter().map(|p| EntityRef::named(p, None)).collect();
                 hidden.push(HiddenArg { role: HiddenRole::Drop, values });

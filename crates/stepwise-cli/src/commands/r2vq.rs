@@ -14,7 +14,7 @@ use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagged};
 use stepwise_ingest::readers::r2vq_json::read_question_list;
 use stepwise_models::r2vq_answer::{Asked, Fallback, Method, NO_ANSWER, Route, RouteTable, Routed, answer_all};
-use stepwise_models::r2vq_span::{SpanConfig, SpanModel, train as train_span};
+use stepwise_models::r2vq_span::{SpanConfig, SpanModel, route_policy_table, train as train_span};
 use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, tag_procedures, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
@@ -440,21 +440,10 @@ fn run_train_text(a: TrainTextArgs) -> anyhow::Result<()> {
     }
     model.write(&a.output)?;
     if !stepwise_core::progress::is_quiet() {
-        let mut policy = String::from(
-            "when the programs find nothing on a recipe with their layer (training questions):\n| template | \
-             questions | N/A right | text right | route |\n|---|---:|---:|---:|---|\n",
+        eprintln!(
+            "when the programs find nothing on a recipe with their layer (training questions):\n{}",
+            route_policy_table(&report.route_policy)
         );
-        for p in &report.route_policy {
-            policy.push_str(&format!(
-                "| {:?} | {} | {} | {} | {} |\n",
-                p.template,
-                p.questions,
-                p.no_answer_right,
-                p.text_right,
-                if p.text_wins() { "text" } else { "N/A" }
-            ));
-        }
-        eprintln!("{policy}");
         eprintln!(
             "{} recipes, {} span-template questions ({} answered N/A; {} left out: no span of the text reaches F1 \
              0.5); best reachable EM {:.1} / F1 {:.1}; on its own training questions EM {:.1} / F1 {:.1}; \
@@ -548,12 +537,14 @@ fn run_train_tagger(a: TrainTaggerArgs) -> anyhow::Result<()> {
 
 fn run_tag(a: TagArgs) -> anyhow::Result<()> {
     let model = TaggerModel::read(&a.model)?;
-    let semeval = a.input.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let doc = if semeval { read_r2vq_conllu(&a.input)? } else { stepwise_core::r2vq::R2vqDocument::default() };
-    let tagged = if semeval {
-        tag_document(&doc, &model)
+    // The input's own recipes (a SemEval file: scored against when they carry the layer), and the tagged ones.
+    let (doc, tagged) = if a.input.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+        let doc = read_r2vq_conllu(&a.input)?;
+        let tagged = tag_document(&doc, &model);
+        (doc, tagged)
     } else {
-        tag_procedures(&stepwise_core::corpus::Corpus::load(&a.input)?.procedures, &model)
+        let corpus = stepwise_core::corpus::Corpus::load(&a.input)?;
+        (Default::default(), tag_procedures(&corpus.procedures, &model))
     };
     if tagged.recipes.is_empty() {
         anyhow::bail!("{}: no recipe to tag", a.input.display());

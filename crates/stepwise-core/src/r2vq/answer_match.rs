@@ -65,6 +65,11 @@ pub fn token_f1(prediction: Option<&str>, gold: Option<&str>) -> f64 {
 }
 
 /// An answer with "N/A" read as no answer.
-pub fn answer_of(a: Option<&str>) -> Option<&str> {
+fn answer_of(a: Option<&str>) -> Option<&str> {
     a.filter(|a| !is_no_answer(a))
+}
+
+/// The best score of a prediction over a question's gold answers (the official scorer's rule for several answers).
+pub fn best_over(score: fn(Option<&str>, Option<&str>) -> f64, prediction: Option<&str>, gold: &[String]) -> f64 {
+    gold.iter().map(|g| score(prediction, Some(g))).fold(0.0, f64::max)
 }
