@@ -18,7 +18,9 @@ use stepwise_core::split::ProcedureFolds;
 use stepwise_core::{Task, TaskSet};
 use stepwise_models::m3c::dataset::{Skipped, TaskInputs, task_inputs};
 use stepwise_models::m3c::train::{self, TrainConfig};
-use stepwise_models::m3c::{FeatureSources, HtrnConfig, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind};
+use stepwise_models::m3c::{
+    FeatureSources, HtrnConfig, InputScaling, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind,
+};
 
 use crate::audit::hasty_choice;
 use crate::audit::resolve::ItemResolver;
@@ -50,6 +52,12 @@ pub struct StudyConfig {
     pub htrn: HtrnConfig,
     /// Use token-level context features when given.
     pub tokens: bool,
+    /// How input rows are rescaled, fitted on each training fold ([`InputScaling`]).
+    #[serde(default)]
+    pub inputs: InputScaling,
+    /// Dropout rate while training ([`stepwise_models::m3c::ModelConfig::dropout`]).
+    #[serde(default)]
+    pub dropout: f64,
     pub train: TrainConfig,
     pub bootstrap: BootstrapConfig,
     /// K-fold cross-validation by procedure instead of the suite's split (small datasets): every question is
@@ -226,10 +234,12 @@ pub fn run_study(
                 mc.hidden = cfg.hidden;
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
+                mc.dropout = cfg.dropout;
                 let (mut tested, mut pred): (Vec<&QuestionInput>, Vec<usize>) = (Vec::new(), Vec::new());
                 let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
                 for fold in &folds {
-                    let m = M3cModel::new(mc.clone(), cfg.train.seed)
+                    let fold_config = mc.clone().scaled_on(cfg.inputs, &fold.train);
+                    let m = M3cModel::new(fold_config, cfg.train.seed)
                         .map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
                     let report = train::train(
                         &m,
@@ -566,6 +576,8 @@ mod tests {
             attention: 8,
             htrn: HtrnConfig::default(),
             tokens: false,
+            inputs: InputScaling::Centered,
+            dropout: 0.0,
             train: TrainConfig::default(),
             bootstrap: BootstrapConfig::default(),
             cv: Some(5),

@@ -84,6 +84,10 @@ impl ItemMatrix {
     pub fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.dim..(i + 1) * self.dim]
     }
+
+    pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
+        (0..self.len()).map(|i| self.row(i))
+    }
 }
 
 /// The item vectors of `inst` under `set` (see the module docs for how each modality is built).

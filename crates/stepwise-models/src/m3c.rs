@@ -16,7 +16,7 @@ pub mod scorers;
 pub mod train;
 
 pub use inputs::{FeatureSources, InputSpec, QuestionInput, question_input};
-pub use model::{HtrnConfig, Loss, M3cModel, ModelConfig, ScorerKind};
+pub use model::{FittedScaling, HtrnConfig, InputScaling, Loss, M3cModel, ModelConfig, RowScale, ScorerKind};
 pub use train::{TrainConfig, TrainReport};
 
 #[cfg(test)]
@@ -125,7 +125,10 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let (tr, va) = (synthetic(24, 3), synthetic(8, 4));
-            let m = M3cModel::new(config(scorer, true), 7).unwrap();
+            // Dropout and standardised inputs on: their draws and statistics must not depend on the pool.
+            let mut c = config(scorer, true).scaled_on(InputScaling::Centered, &tr);
+            c.dropout = 0.2;
+            let m = M3cModel::new(c, 7).unwrap();
             let cfg = TrainConfig { learning_rate: 5e-3, batch_size: 8, max_epochs: 4, patience: 20, seed: 9 };
             train::train(&m, &tr, &va, &cfg, None, &mut |_, _, _, _, _| {}).unwrap().unwrap();
             train::weights_bytes(&m).unwrap()
@@ -147,6 +150,9 @@ mod tests {
         let cfg = TrainConfig { learning_rate: 5e-3, batch_size: 8, max_epochs: 5, patience: 20, seed: 2 };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ckpt.safetensors");
+        let mut with_dropout = config(ScorerKind::Impatient, true);
+        with_dropout.dropout = 0.2;
+        let config = |_, _| with_dropout.clone();
         let straight = M3cModel::new(config(ScorerKind::Impatient, true), 1).unwrap();
         let r1 = train::train(&straight, &tr, &va, &cfg, None, &mut |_, _, _, _, _| {}).unwrap().unwrap();
 
@@ -166,6 +172,62 @@ mod tests {
         let fresh = M3cModel::new(config(ScorerKind::Impatient, true), 1).unwrap();
         let r3 = train::train(&fresh, &tr, &va, &other, Some(&go_on), &mut |_, _, _, _, _| {}).unwrap().unwrap();
         assert_eq!(r3.resumed_from_epoch, 0);
+    }
+
+    #[test]
+    fn input_scaling_centres_and_scales_as_named() {
+        let rows: Vec<&[f32]> = vec![&[1.0, 10.0, 5.0], &[3.0, 30.0, 5.0]];
+        assert_eq!(RowScale::fit(3, rows.iter().copied(), InputScaling::Raw), None);
+        let s = RowScale::fit(3, rows.iter().copied(), InputScaling::Standardized).unwrap();
+        assert_eq!(s.mean, vec![2.0, 20.0, 5.0]);
+        // Per dimension: sd 1 and 10; a dimension that never varies is zeroed, not divided by 0.
+        assert_eq!(s.inv_scale, vec![1.0, 0.1, 0.0]);
+        let mut out = [0.0; 3];
+        s.apply(rows[1], &mut out);
+        assert_eq!(out, [1.0, 1.0, 0.0]);
+        // Centred: one factor, the root of the mean variance (1 + 100 + 0) / 3, so relative spreads survive.
+        let c = RowScale::fit(3, rows.iter().copied(), InputScaling::Centered).unwrap();
+        let f = (1.0 / (101.0f64 / 3.0).sqrt()) as f32;
+        assert_eq!(c.inv_scale, vec![f; 3]);
+        c.apply(rows[0], &mut out);
+        assert_eq!(out, [-f, -10.0 * f, 0.0]);
+        assert_eq!(RowScale::fit(3, std::iter::empty(), InputScaling::Centered), None);
+    }
+
+    #[test]
+    fn scaling_reaches_the_batch_and_is_saved_with_the_config() {
+        let qs = synthetic(4, 8);
+        let items: Vec<&QuestionInput> = qs.iter().collect();
+        let c = config(ScorerKind::Bidaf, true).scaled_on(InputScaling::Standardized, &qs);
+        let batch = model::Batch::new(&items, &c).unwrap();
+        // Standardised over the training rows, the (unpadded) query rows have mean 0 in every dimension.
+        let q = batch.query.to_vec3::<f32>().unwrap();
+        let mask = batch.query_mask.to_vec2::<f32>().unwrap();
+        for d in 0..DQ {
+            let (mut sum, mut n) = (0f64, 0usize);
+            for (rows, m) in q.iter().zip(&mask) {
+                for (r, &keep) in rows.iter().zip(m) {
+                    if keep > 0.0 {
+                        sum += f64::from(r[d]);
+                        n += 1;
+                    }
+                }
+            }
+            assert!((sum / n as f64).abs() < 1e-5, "dimension {d}: mean {}", sum / n as f64);
+        }
+        let json = serde_json::to_string(&c).unwrap();
+        let back: ModelConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        // A configuration saved before scaling existed reads as raw inputs.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_object_mut().unwrap().remove("scaling");
+        v.as_object_mut().unwrap().remove("dropout");
+        let old: ModelConfig = serde_json::from_value(v).unwrap();
+        assert_eq!((old.scaling.method, old.dropout), (InputScaling::Raw, 0.0));
+        // Scales that do not fit the dimensions are refused.
+        let mut bad = c.clone();
+        bad.scaling.query.as_mut().unwrap().mean.pop();
+        assert!(M3cModel::new(bad, 1).is_err());
     }
 
     #[test]

@@ -117,6 +117,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         attention: args.hyper.attention,
         htrn: args.hyper.htrn(),
         tokens: true,
+        inputs: args.hyper.inputs.into(),
+        dropout: args.hyper.dropout,
         train: args.hyper.train_config(),
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
         cv: args.cv,

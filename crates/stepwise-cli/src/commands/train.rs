@@ -10,7 +10,7 @@ use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_models::m3c::dataset::{task_inputs, tasks_in};
 use stepwise_models::m3c::saved;
 use stepwise_models::m3c::train::{self, Checkpointing, TrainConfig, TrainReport};
-use stepwise_models::m3c::{HtrnConfig, InputSpec, Loss, M3cModel, ModelConfig, ScorerKind};
+use stepwise_models::m3c::{HtrnConfig, InputScaling, InputSpec, Loss, M3cModel, ModelConfig, ScorerKind};
 use stepwise_report::plots::{LineChart, write_line_chart};
 
 use super::model_features::{FeatureArgs, ModelFeatures};
@@ -120,6 +120,30 @@ pub struct ModelHyper {
     pub max_context_steps: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How feature rows enter the encoders (mean and spread from the training questions' rows): as stored (the
+    /// papers), centred and scaled by one factor, or standardised per dimension.
+    #[arg(long, value_enum, default_value = "raw")]
+    pub inputs: InputsArg,
+    /// Dropout rate on the encoders' inputs and outputs while training (0: none, as the papers state it).
+    #[arg(long, default_value_t = 0.0)]
+    pub dropout: f64,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputsArg {
+    Raw,
+    Centered,
+    Standardized,
+}
+
+impl From<InputsArg> for InputScaling {
+    fn from(a: InputsArg) -> Self {
+        match a {
+            InputsArg::Raw => InputScaling::Raw,
+            InputsArg::Centered => InputScaling::Centered,
+            InputsArg::Standardized => InputScaling::Standardized,
+        }
+    }
 }
 
 impl ModelHyper {
@@ -137,6 +161,9 @@ impl ModelHyper {
         crate::cli_util::require_heads_divide(("--htrn-dim", self.htrn_dim), ("--htrn-heads", self.htrn_heads))?;
         if !(self.lr.is_finite() && self.lr > 0.0) || !(self.margin.is_finite() && self.margin >= 0.0) {
             usage_bail!("--lr must be positive and --margin non-negative");
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            usage_bail!("--dropout must be at least 0 and below 1");
         }
         Ok(())
     }
@@ -168,6 +195,7 @@ impl ModelHyper {
         c.hidden = self.hidden;
         c.attention = self.attention;
         c.htrn = self.htrn();
+        c.dropout = self.dropout;
         c.loss = match self.loss {
             LossArg::Default => c.loss,
             LossArg::Hinge => Loss::Hinge { margin: self.margin },
@@ -237,7 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let out = OutputDir::create(&args.output, args.force)?;
     let scorer: ScorerKind = args.model.into();
-    let config = args.hyper.model_config(scorer, spec, dims);
+    let config = args.hyper.model_config(scorer, spec, dims).scaled_on(args.hyper.inputs.into(), train_set);
     let tcfg = args.hyper.train_config();
     let model = M3cModel::new(config, tcfg.seed)?;
     let checkpoint = Checkpointing { path: checkpoint_path(&args.output), stop_after_epochs: None };

@@ -136,7 +136,8 @@ pub fn train(
         for (bi, chunk) in order.chunks(batch_size).enumerate() {
             let items: Vec<&QuestionInput> = chunk.iter().map(|&i| &train[i]).collect();
             let batch = Batch::new(&items, &model.config).map_err(Error::bad_input)?;
-            let (loss, scores) = model.loss(&batch).map_err(cerr)?;
+            let mut dropout_rng = rng_for(cfg.seed, &format!("m3c/dropout/{epoch}/{bi}"));
+            let (loss, scores) = model.training_loss(&batch, &mut dropout_rng).map_err(cerr)?;
             let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
             if !l.is_finite() {
                 return Err(Error::runtime(format!("training diverged: loss {l} in epoch {}", epoch + 1)));
