@@ -103,12 +103,13 @@ pub struct ModelConfig {
 
 /// How input rows are rescaled before the encoders, with statistics of the training questions' rows.
 ///
-/// Why: the feature stores hold unit vectors that share most of their direction (unrelated items have cosine
-/// ≈ 0.6), so what tells two items apart is a few hundredths per dimension, and every LSTM gate sees nearly the
-/// same input for every item. Centring removes the shared part and one scale for all dimensions brings the rest
-/// to unit variance, keeping the geometry (the relative spread of the dimensions) that distances read;
-/// per-dimension standardisation also equalises the dimensions, amplifying those that barely vary. The papers
-/// describe neither (their features are used as they come): both are named departures, `raw` is the papers'.
+/// Why offered: the feature stores hold unit vectors that share most of their direction (unrelated items have
+/// cosine ≈ 0.6), so what tells two items apart is a few hundredths per dimension. Centring removes the shared
+/// part and one scale for all dimensions brings the rest to unit variance, keeping the relative spread of the
+/// dimensions that distances read; per-dimension standardisation also equalises the dimensions, amplifying
+/// those that barely vary. Rescaled inputs are fitted sooner (the capacity tests use centring) but on the world
+/// the models then generalise worse, so `raw`, the papers' (features used as they come), is the default; the
+/// other two are named departures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputScaling {
@@ -118,18 +119,6 @@ pub enum InputScaling {
     Centered,
     /// `(x − mean) / sd`, per dimension.
     Standardized,
-}
-
-impl InputScaling {
-    pub const ALL: [InputScaling; 3] = [InputScaling::Raw, InputScaling::Centered, InputScaling::Standardized];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InputScaling::Raw => "raw",
-            InputScaling::Centered => "centered",
-            InputScaling::Standardized => "standardized",
-        }
-    }
 }
 
 /// A fitted affine rescaling of rows, `(x − mean) · inv_scale`.
