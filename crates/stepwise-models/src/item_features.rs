@@ -85,9 +85,29 @@ impl ItemMatrix {
         &self.data[i * self.dim..(i + 1) * self.dim]
     }
 
-    pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
+    pub fn rows(&self) -> impl Iterator<Item = &[f32]> + Clone {
         (0..self.len()).map(|i| self.row(i))
     }
+}
+
+/// Per-column mean and population variance of `rows` (each `dim` wide), in two passes over the rows in order;
+/// `None` without rows. What the models' input rescalings are fitted from.
+pub fn column_moments<'a>(dim: usize, rows: impl Iterator<Item = &'a [f32]> + Clone) -> Option<(Vec<f64>, Vec<f64>)> {
+    let (mut mean, mut n) = (vec![0f64; dim], 0usize);
+    for row in rows.clone() {
+        mean.iter_mut().zip(row).for_each(|(m, &x)| *m += x as f64);
+        n += 1;
+    }
+    if n == 0 {
+        return None;
+    }
+    mean.iter_mut().for_each(|m| *m /= n as f64);
+    let mut var = vec![0f64; dim];
+    for row in rows {
+        var.iter_mut().zip(row).zip(&mean).for_each(|((v, &x), m)| *v += (x as f64 - m).powi(2));
+    }
+    var.iter_mut().for_each(|v| *v /= n as f64);
+    Some((mean, var))
 }
 
 /// The item vectors of `inst` under `set` (see the module docs for how each modality is built).

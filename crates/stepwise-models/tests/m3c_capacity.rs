@@ -22,6 +22,9 @@ const SHOWN: usize = 3;
 const CHOICES: usize = 4;
 const KINDS: usize = 12;
 
+/// Item vectors, one per row.
+type Rows = Vec<Vec<f32>>;
+
 #[derive(Clone, Copy, Debug)]
 enum Rule {
     Nearest,
@@ -59,7 +62,7 @@ fn questions(rule: Rule, count: usize, seed: u64) -> Vec<QuestionInput> {
         .map(|i| {
             let mut rng = rng_for(seed, &format!("capacity/{i}"));
             let answer = rng.random_range(0..CHOICES);
-            let (shown, choices, context): (Vec<Vec<f32>>, Vec<Vec<f32>>, Vec<Vec<f32>>) = match rule {
+            let (shown, choices, context): (Rows, Rows, Rows) = match rule {
                 Rule::Nearest | Rule::Farthest => {
                     // Items come from a few kinds (as the world's images from dishes and styles): the shown
                     // images and one choice side share a kind, the other side is of other kinds.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::inputs::{InputSpec, QuestionInput};
 use super::scorers::{Bidaf, Htrn, ImpatientReader};
+use crate::item_features::column_moments;
 use crate::nn::{BiLstm, CResult, Linear, Params, row_cosine};
 
 /// The scoring functions.
@@ -131,24 +132,15 @@ pub struct RowScale {
 
 impl RowScale {
     /// Fitted on `rows` (each of dimension `dim`) by `method`; `None` for [`InputScaling::Raw`] or no rows.
-    pub fn fit<'a>(dim: usize, rows: impl Iterator<Item = &'a [f32]>, method: InputScaling) -> Option<RowScale> {
+    pub fn fit<'a>(
+        dim: usize,
+        rows: impl Iterator<Item = &'a [f32]> + Clone,
+        method: InputScaling,
+    ) -> Option<RowScale> {
         if method == InputScaling::Raw {
             return None;
         }
-        let (mut sum, mut sq, mut n) = (vec![0f64; dim], vec![0f64; dim], 0usize);
-        for r in rows {
-            for ((s, q), &x) in sum.iter_mut().zip(sq.iter_mut()).zip(r) {
-                *s += f64::from(x);
-                *q += f64::from(x) * f64::from(x);
-            }
-            n += 1;
-        }
-        if n == 0 {
-            return None;
-        }
-        let n = n as f64;
-        let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
-        let var: Vec<f64> = sq.iter().zip(&mean).map(|(q, m)| (q / n - m * m).max(0.0)).collect();
+        let (mean, var) = column_moments(dim, rows)?;
         let inverse = |v: f64| if v > 1e-12 { (1.0 / v.sqrt()) as f32 } else { 0.0 };
         let inv_scale = match method {
             InputScaling::Centered => vec![inverse(var.iter().sum::<f64>() / dim.max(1) as f64); dim],
@@ -279,13 +271,13 @@ impl Batch {
             (tensor(data, &[b * n, t, dc]), Some(tensor(mask, &[b * n, t])))
         } else {
             let mut data = vec![0f32; b * n * dc];
+            let mut row = vec![0f32; dc];
             for (qi, q) in items.iter().enumerate() {
                 for (si, m) in q.context.iter().enumerate() {
                     check_dim(&q.qid, "context", m.dim, dc)?;
                     step_mask[qi * n + si] = 1.0;
                     let dst = &mut data[(qi * n + si) * dc..(qi * n + si + 1) * dc];
                     let rows = m.len().max(1) as f32;
-                    let mut row = vec![0f32; dc];
                     for r in 0..m.len() {
                         put_row(cscale, m.row(r), &mut row);
                         dst.iter_mut().zip(&row).for_each(|(d, x)| *d += x / rows);
@@ -430,7 +422,11 @@ impl M3cModel {
 
     /// Scores `B × A`.
     pub fn scores(&self, batch: &Batch) -> CResult<Tensor> {
-        let e = self.encode(batch)?;
+        self.scores_dropping(batch, None)
+    }
+
+    fn scores_dropping(&self, batch: &Batch, rng: Option<&mut ChaCha8Rng>) -> CResult<Tensor> {
+        let e = self.encode_dropping(batch, rng)?;
         self.scorer.scores(&e)?.reshape((batch.questions, batch.candidates))
     }
 
@@ -445,8 +441,7 @@ impl M3cModel {
     }
 
     fn loss_dropping(&self, batch: &Batch, rng: Option<&mut ChaCha8Rng>) -> CResult<(Tensor, Tensor)> {
-        let e = self.encode_dropping(batch, rng)?;
-        let s = self.scorer.scores(&e)?.reshape((batch.questions, batch.candidates))?;
+        let s = self.scores_dropping(batch, rng)?;
         let l = match self.config.loss {
             Loss::CrossEntropy => {
                 let logp = candle_nn::ops::log_softmax(&s, D::Minus1)?;

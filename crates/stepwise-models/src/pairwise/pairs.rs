@@ -3,7 +3,7 @@
 //! order is free (exact for the built-in world, whose references are all valid orders). Both orders of each
 //! pair are included, so the classifier learns an antisymmetric relation.
 
-use crate::item_features::ItemMatrix;
+use crate::item_features::{ItemMatrix, column_moments};
 
 /// Items of many instances stacked into one matrix, and labelled pairs indexing its rows.
 #[derive(Debug, Clone, Default)]
@@ -81,20 +81,12 @@ pub struct Standardizer {
 impl Standardizer {
     /// Fitted on row-major `items` (`dim` columns). Constant columns get std 1.
     pub fn fit(items: &[f32], dim: usize) -> Self {
-        let rows = items.len().checked_div(dim).unwrap_or(0);
-        let mut mean = vec![0f64; dim];
-        for row in items.chunks(dim.max(1)) {
-            mean.iter_mut().zip(row).for_each(|(m, &x)| *m += x as f64);
-        }
-        mean.iter_mut().for_each(|m| *m /= rows.max(1) as f64);
-        let mut var = vec![0f64; dim];
-        for row in items.chunks(dim.max(1)) {
-            var.iter_mut().zip(row).zip(&mean).for_each(|((v, &x), m)| *v += (x as f64 - m).powi(2));
-        }
+        let (mean, var) =
+            column_moments(dim, items.chunks(dim.max(1))).unwrap_or_else(|| (vec![0.0; dim], vec![0.0; dim]));
         let std = var
             .iter()
             .map(|v| {
-                let s = (v / rows.max(1) as f64).sqrt();
+                let s = v.sqrt();
                 if s > 1e-6 { s as f32 } else { 1.0 }
             })
             .collect();
