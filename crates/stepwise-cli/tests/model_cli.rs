@@ -198,3 +198,28 @@ fn a_study_trains_every_model_on_every_setting() {
     }
     assert!(!f.root.join(".study.study-work").exists(), "the work folder is removed after success");
 }
+
+#[test]
+fn rescaled_inputs_and_dropout_are_saved_and_bad_values_refused() {
+    let f = fixture();
+    let model = f.p("bidaf-centred");
+    let mut args = train_args(f, "bidaf", &model, "1");
+    args.extend(["--inputs", "centered", "--dropout", "0.2"].map(String::from));
+    let (code, _, err) = run(bin().args(&args));
+    assert_eq!(code, 0, "{err}");
+    let config = std::fs::read_to_string(Path::new(&model).join("config.json")).unwrap();
+    assert!(config.contains("\"method\": \"centered\"") && config.contains("\"dropout\": 0.2"), "{config}");
+    let preds = f.p("centred.jsonl");
+    ok(&["predict", &model, &f.p("vc"), "--features", &f.p("w2v"), "--features", &f.p("desc"), "-o", &preds]);
+    assert!(std::fs::read_to_string(&preds).unwrap().lines().count() > 0);
+
+    for (option, value, says) in [("--dropout", "1", "--dropout"), ("--inputs", "scaled", "--inputs")] {
+        let out = f.p(&format!("refused-{}", &option[2..]));
+        let mut args = train_args(f, "bidaf", &out, "1");
+        args.extend([option, value].map(String::from));
+        let (code, _, err) = run(bin().args(&args));
+        assert_eq!(code, 2, "{option} {value}: {err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!Path::new(&out).exists(), "{option} {value}: nothing is written");
+    }
+}
