@@ -18,7 +18,7 @@ pub mod train;
 pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};
 pub use model::{DecoderKind, SeqBatch, SeqConfig, SeqModel};
 pub use pretrain::{Objective, PretrainConfig};
-pub use train::{SeqTrainConfig, SeqTrainReport, predict_orders, pretrain, train_orders};
+pub use train::{OrderTargets, SeqTrainConfig, SeqTrainReport, predict_orders, pretrain, train_orders};
 
 /// Copy the encoder's weights (`encoder.*`) of a pretrained model into `model` (the heads stay as they are).
 pub fn load_encoder(model: &SeqModel, pretrained: &SeqModel) -> stepwise_core::Result<usize> {
@@ -104,9 +104,9 @@ mod tests {
             for decoder in [DecoderKind::Berson, DecoderKind::Pairwise] {
                 let model = small(kind, decoder, 2);
                 let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
-                let gold: Vec<&[usize]> = data.iter().map(|s| s.gold()).collect();
+                let refs: Vec<&[Vec<usize>]> = data.iter().map(|s| s.references.as_slice()).collect();
                 let batch = SeqBatch::new(&steps, &model.config).unwrap();
-                let loss = model.order_loss(&batch, &gold).unwrap();
+                let loss = model.order_loss(&batch, &refs).unwrap();
                 // The [MASK] vector only acts in pretraining.
                 let missing: Vec<String> =
                     missing_grads(&model, &loss).into_iter().filter(|k| k != "encoder.mask").collect();
@@ -145,7 +145,14 @@ mod tests {
         let data = synthetic(24, 7);
         for decoder in [DecoderKind::Berson, DecoderKind::Pairwise] {
             let model = small(FeatureKind::Multimodal, decoder, 4);
-            let cfg = SeqTrainConfig { learning_rate: 3e-3, batch_size: 8, max_epochs: 200, patience: 200, seed: 1 };
+            let cfg = SeqTrainConfig {
+                learning_rate: 3e-3,
+                batch_size: 8,
+                max_epochs: 200,
+                patience: 200,
+                seed: 1,
+                ..Default::default()
+            };
             let report = train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
             for beam in [1, 3] {
                 let pred = predict_orders(&model, &data, 8, beam).unwrap();
@@ -167,10 +174,91 @@ mod tests {
         }
     }
 
+    /// Sequences of 4 steps whose middle two may come in either order (both orders are references; the
+    /// authored one a coin flip the features do not show): the outer steps carry their position as above.
+    fn with_free_pair(count: usize, seed: u64) -> Vec<SeqInput> {
+        synthetic(count, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut s)| {
+                let mut rng = rng_for(seed, &format!("free/{i}"));
+                s.steps.truncate(4);
+                // Rebuild four steps at positions 0, 1/3, 1/3, 1 (the middle two alike).
+                let pos = [0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0];
+                let mut perm: Vec<usize> = (0..4).collect();
+                perm.shuffle(&mut rng);
+                s.steps = perm
+                    .iter()
+                    .map(|&k| {
+                        let mut g = |sc: f32| rng.random_range(-sc..sc);
+                        let text: Vec<f32> =
+                            (0..2 * DT).map(|j| if j % DT == 0 { pos[k] } else { 0.2 * g(1.0) }).collect();
+                        let image: Vec<f32> =
+                            (0..3 * DI).map(|j| if j % DI == 1 { 1.0 - pos[k] } else { 0.2 * g(1.0) }).collect();
+                        StepInput {
+                            text: Some(ItemMatrix { dim: DT, data: text }),
+                            ids: Some(vec![k as i64, 0]),
+                            image: Some(ItemMatrix { dim: DI, data: image }),
+                        }
+                    })
+                    .collect();
+                let item = |k: usize| perm.iter().position(|&p| p == k).unwrap();
+                let (a, b) = if rng.random::<bool>() { (1, 2) } else { (2, 1) };
+                let authored = vec![item(0), item(a), item(b), item(3)];
+                let other = vec![item(0), item(b), item(a), item(3)];
+                s.references = vec![authored, other];
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_reference_is_a_target_and_free_steps_stay_undecided() {
+        let (train, test) = (with_free_pair(48, 11), with_free_pair(24, 12));
+        let cfg = SeqTrainConfig {
+            learning_rate: 3e-3,
+            batch_size: 8,
+            max_epochs: 60,
+            patience: 60,
+            seed: 1,
+            ..Default::default()
+        };
+        assert_eq!(cfg.targets, OrderTargets::AllReferences);
+        let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 4);
+        let report = train_orders(&model, &train, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
+        // Every predicted order is a valid one.
+        let pred = predict_orders(&model, &test, 8, 3).unwrap();
+        let valid = pred.iter().zip(&test).filter(|(p, s)| s.references.contains(p)).count();
+        assert_eq!(valid, test.len(), "{valid}/{} valid; {:?}", test.len(), report.curve.last());
+        // The pairwise head leaves the free pair near even and is sure of the fixed ones.
+        let steps: Vec<&[StepInput]> = test.iter().map(|s| s.steps.as_slice()).collect();
+        let batch = SeqBatch::new(&steps, &model.config).unwrap();
+        let enc = model.encode(&batch).unwrap();
+        let p = candle_nn::ops::sigmoid(&model.pair_logits(&enc.steps).unwrap()).unwrap().to_vec3::<f32>().unwrap();
+        for (bi, s) in test.iter().enumerate() {
+            let r = &s.references[0];
+            let (free, fixed) = (p[bi][r[1]][r[2]], p[bi][r[0]][r[3]]);
+            assert!((0.2..=0.8).contains(&free), "{}: P(free pair) {free}", s.id);
+            assert!(fixed > 0.9, "{}: P(first before last) {fixed}", s.id);
+        }
+        // The loss the validation reads has the free pair's floor: both orders count, so it is no lower
+        // than the authored-only loss's share for that pair would be, and finite.
+        let all = train::order_loss_of(&model, &test, 8, OrderTargets::AllReferences).unwrap();
+        let authored = train::order_loss_of(&model, &test, 8, OrderTargets::Authored).unwrap();
+        assert!(all.is_finite() && authored.is_finite() && all < authored, "all {all}, authored {authored}");
+    }
+
     #[test]
     fn pretraining_then_fine_tuning_is_deterministic_and_resumes_identically() {
         let data = synthetic(12, 9);
-        let cfg = SeqTrainConfig { learning_rate: 1e-3, batch_size: 4, max_epochs: 3, patience: 3, seed: 2 };
+        let cfg = SeqTrainConfig {
+            learning_rate: 1e-3,
+            batch_size: 4,
+            max_epochs: 3,
+            patience: 3,
+            seed: 2,
+            ..Default::default()
+        };
         let pcfg = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
         let run = |stop: Option<usize>, dir: &std::path::Path| {
             let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 5).with_pretraining_heads().unwrap();
@@ -207,7 +295,14 @@ mod tests {
     #[test]
     fn weights_do_not_depend_on_the_thread_count() {
         let data = synthetic(8, 3);
-        let cfg = SeqTrainConfig { learning_rate: 1e-3, batch_size: 4, max_epochs: 2, patience: 2, seed: 3 };
+        let cfg = SeqTrainConfig {
+            learning_rate: 1e-3,
+            batch_size: 4,
+            max_epochs: 2,
+            patience: 2,
+            seed: 3,
+            ..Default::default()
+        };
         let weights = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             pool.install(|| {

@@ -149,8 +149,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let step_batches = batches(&random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"))?;
     let mut adam = Adam::new(&model.params, 5e-4)?;
     let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
-        let gold: Vec<&[usize]> = b.1.iter().map(Vec::as_slice).collect();
-        let loss = model.order_loss(&b.0, &gold)?;
+        // One reference per sequence, as the PyTorch reference trains.
+        let refs: Vec<&[Vec<usize>]> = b.1.iter().map(std::slice::from_ref).collect();
+        let loss = model.order_loss(&b.0, &refs)?;
         adam.step(&model.params, &loss)?;
         Ok(())
     };

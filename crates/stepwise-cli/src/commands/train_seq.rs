@@ -12,7 +12,7 @@ use stepwise_models::item_features::FeatureKind;
 use stepwise_models::m3c::saved::FeatureIdentity;
 use stepwise_models::optim::Checkpointing;
 use stepwise_models::seq::saved::{self, SavedSeqConfig};
-use stepwise_models::seq::train::SeqTrainReport;
+use stepwise_models::seq::train::{OrderTargets, SeqTrainReport};
 use stepwise_models::seq::{
     DecoderKind, Objective, PretrainConfig, SeqConfig, SeqInput, SeqModel, SeqSources, SeqTrainConfig, seq_input,
 };
@@ -80,6 +80,18 @@ pub struct SeqHyper {
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
+    /// sequencing paper's training; free steps then carry the authored order as their label).
+    #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
+    pub targets: TargetsArg,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetsArg {
+    /// Every valid order: soft pairwise labels and any valid next step for the pointer.
+    AllReferences,
+    /// The authored order only.
+    Authored,
 }
 
 impl SeqHyper {
@@ -106,6 +118,10 @@ impl SeqHyper {
             max_epochs: self.epochs,
             patience: self.patience,
             seed: self.seed,
+            targets: match self.targets {
+                TargetsArg::AllReferences => OrderTargets::AllReferences,
+                TargetsArg::Authored => OrderTargets::Authored,
+            },
         }
     }
 }

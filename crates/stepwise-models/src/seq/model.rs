@@ -21,8 +21,6 @@ use serde::{Deserialize, Serialize};
 use crate::item_features::FeatureKind;
 use crate::nn::{CResult, LayerNorm, Linear, Lstm, Params, TransformerLayer, key_bias, masked_mean};
 
-use super::inputs::SeqInput;
-
 /// How an order is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -391,29 +389,31 @@ impl SeqModel {
         ptr.layer.forward(h, Some(&key_bias(step_mask)?))
     }
 
-    /// The fine-tuning loss on `batch` with the gold orders `gold` (item indices in procedural order):
-    /// pairwise BCE over every ordered pair of real steps, plus the pointer's cross-entropy (BERSON).
-    pub fn order_loss(&self, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+    /// The fine-tuning loss on `batch` with every sequence's valid orders `references` (item indices in
+    /// procedural order; the first is the authored one): pairwise BCE over every ordered pair of real steps
+    /// against the share of references that put i before j (1 or 0 when they agree, as the pairwise baseline's
+    /// labels), plus the pointer's cross-entropy (BERSON). The pointer is teacher-forced along the first
+    /// reference and at each position rewarded for the probability it puts on any step that some reference
+    /// places next after the same steps (with one reference: the authored next step, BERSON's loss).
+    pub fn order_loss(&self, batch: &SeqBatch, references: &[&[Vec<usize>]]) -> CResult<Tensor> {
         let enc = self.encode(batch)?;
-        self.order_loss_from(&enc.steps, batch, gold)
+        self.order_loss_from(&enc.steps, batch, references)
     }
 
-    fn order_loss_from(&self, h: &Tensor, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+    fn order_loss_from(&self, h: &Tensor, batch: &SeqBatch, references: &[&[Vec<usize>]]) -> CResult<Tensor> {
         let (b, n) = (batch.b, batch.n);
         let dev = &Device::Cpu;
-        // Pairwise targets and weights.
         let mut target = vec![0f32; b * n * n];
         let mut weight = vec![0f32; b * n * n];
-        for (bi, order) in gold.iter().enumerate() {
-            let mut pos = vec![0usize; order.len()];
-            for (t, &i) in order.iter().enumerate() {
-                pos[i] = t;
-            }
-            for i in 0..order.len() {
-                for j in 0..order.len() {
+        for (bi, refs) in references.iter().enumerate() {
+            let len = refs.first().map_or(0, Vec::len);
+            let positions: Vec<Vec<usize>> = refs.iter().map(|r| positions_of(r)).collect();
+            for i in 0..len {
+                for j in 0..len {
                     if i != j {
+                        let before = positions.iter().filter(|p| p[i] < p[j]).count();
                         weight[(bi * n + i) * n + j] = 1.0;
-                        target[(bi * n + i) * n + j] = if pos[i] < pos[j] { 1.0 } else { 0.0 };
+                        target[(bi * n + i) * n + j] = before as f32 / positions.len() as f32;
                     }
                 }
             }
@@ -425,33 +425,44 @@ impl SeqModel {
         let bce = ((softplus(&z.neg()?)? * &y)? + (softplus(&z)? * y.affine(-1.0, 1.0)?)?)?;
         let mut loss = ((bce * w)?.sum_all()? / pairs.max(1.0) as f64)?;
         if let Some(ptr) = &self.pointer {
-            loss = (loss + self.pointer_loss(ptr, h, batch, gold)?)?;
+            loss = (loss + self.pointer_loss(ptr, h, batch, references)?)?;
         }
         Ok(loss)
     }
 
-    fn pointer_loss(&self, ptr: &Pointer, h: &Tensor, batch: &SeqBatch, gold: &[&[usize]]) -> CResult<Tensor> {
+    fn pointer_loss(
+        &self,
+        ptr: &Pointer,
+        h: &Tensor,
+        batch: &SeqBatch,
+        references: &[&[Vec<usize>]],
+    ) -> CResult<Tensor> {
         let (b, n, d) = (batch.b, batch.n, self.config.dim);
         let dev = &Device::Cpu;
         let e = self.pointer_steps(ptr, h, &batch.step_mask)?;
         // Teacher forcing: the decoder's input at t is the step placed at t − 1 (the start vector at t = 0).
         let mut idx = Vec::with_capacity(b * n);
         let mut mask = vec![-1e9f32; b * n * n];
-        let mut tgt = vec![0u32; b * n];
+        let mut valid = vec![-1e9f32; b * n * n];
         let mut tw = vec![0f32; b * n];
-        for (bi, order) in gold.iter().enumerate() {
+        for (bi, refs) in references.iter().enumerate() {
+            let order = refs.first().map_or(&[][..], Vec::as_slice);
+            let next = valid_next_steps(refs);
             for t in 0..n {
                 let prev = if t > 0 && t <= order.len() { order[t - 1] } else { 0 };
                 idx.push((bi * n + prev) as u32);
                 if t < order.len() {
-                    tgt[bi * n + t] = order[t] as u32;
                     // The last position has one candidate: no information, no loss (as the reference).
                     tw[bi * n + t] = if t + 1 < order.len() { 1.0 } else { 0.0 };
                     for &j in &order[t..] {
                         mask[(bi * n + t) * n + j] = 0.0;
                     }
+                    for &j in &next[t] {
+                        valid[(bi * n + t) * n + j] = 0.0;
+                    }
                 } else {
                     mask[(bi * n + t) * n] = 0.0;
+                    valid[(bi * n + t) * n] = 0.0;
                 }
             }
         }
@@ -466,7 +477,10 @@ impl SeqModel {
         let scores = pointer_scores(ptr, &e, &dec)?; // B × n(t) × n(j)
         let scores = (scores + Tensor::from_vec(mask, (b, n, n), dev)?)?;
         let logp = candle_nn::ops::log_softmax(&scores, D::Minus1)?;
-        let picked = logp.reshape((b * n, n))?.gather(&Tensor::from_vec(tgt, (b * n, 1), dev)?, 1)?.squeeze(1)?;
+        // log Σ_{valid j} p_j, shifted by the (constant) largest valid log-probability.
+        let on_valid = (logp + Tensor::from_vec(valid, (b, n, n), dev)?)?;
+        let top = on_valid.max_keepdim(D::Minus1)?.detach();
+        let picked = (on_valid.broadcast_sub(&top)?.exp()?.sum_keepdim(D::Minus1)?.log()? + top)?.reshape(b * n)?;
         let w = Tensor::from_vec(tw.clone(), b * n, dev)?;
         let count: f32 = tw.iter().sum();
         (picked * w)?.sum_all()?.neg()? / count.max(1.0) as f64
@@ -563,6 +577,33 @@ impl SeqModel {
     }
 }
 
+/// Where each item stands in `order`.
+fn positions_of(order: &[usize]) -> Vec<usize> {
+    let mut pos = vec![0usize; order.len()];
+    for (t, &i) in order.iter().enumerate() {
+        pos[i] = t;
+    }
+    pos
+}
+
+/// For each position t of the first reference, the steps some reference places at t after the same set of
+/// steps as the first reference's first t (sorted; the first reference's own step always among them).
+fn valid_next_steps(references: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let Some(first) = references.first() else { return Vec::new() };
+    let n = first.len();
+    let mut placed = vec![false; n];
+    let mut out = Vec::with_capacity(n);
+    for t in 0..n {
+        let mut next: Vec<usize> =
+            references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect();
+        next.sort_unstable();
+        next.dedup();
+        out.push(next);
+        placed[first[t]] = true;
+    }
+    out
+}
+
 /// `log(1 + exp(x))`, stable for large |x|, with gradients.
 fn softplus(x: &Tensor) -> CResult<Tensor> {
     x.relu()? + x.abs()?.neg()?.exp()?.affine(1.0, 1.0)?.log()?
@@ -633,7 +674,67 @@ fn beam_search(
     Ok(beams.into_iter().next().map(|h| h.order).unwrap_or_default())
 }
 
-/// The gold orders of `seqs` as slices.
-pub fn gold_orders(seqs: &[&SeqInput]) -> Vec<Vec<usize>> {
-    seqs.iter().map(|s| s.gold().to_vec()).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps some reference places at t after exactly the first reference's first t steps, by brute force
+    /// over sets.
+    fn brute_force(references: &[Vec<usize>]) -> Vec<Vec<usize>> {
+        let first = &references[0];
+        (0..first.len())
+            .map(|t| {
+                let mut placed: Vec<usize> = first[..t].to_vec();
+                placed.sort_unstable();
+                let mut next: Vec<usize> = references
+                    .iter()
+                    .filter(|r| {
+                        let mut p = r[..t].to_vec();
+                        p.sort_unstable();
+                        p == placed
+                    })
+                    .map(|r| r[t])
+                    .collect();
+                next.sort_unstable();
+                next.dedup();
+                next
+            })
+            .collect()
+    }
+
+    #[test]
+    fn valid_next_steps_follow_every_reference_that_agrees_so_far() {
+        // Steps 0 and 1 are free, then 2; then 3 and 4 free.
+        let refs = vec![vec![0, 1, 2, 3, 4], vec![1, 0, 2, 4, 3], vec![0, 1, 2, 4, 3], vec![1, 0, 2, 3, 4]];
+        assert_eq!(valid_next_steps(&refs), vec![vec![0, 1], vec![1], vec![2], vec![3, 4], vec![4]]);
+        // One reference: the authored next step only.
+        assert_eq!(valid_next_steps(&refs[..1]), vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+        // Every linear extension of a small DAG (0 before 2, 1 before 3), in a scrambled order.
+        let mut all = Vec::new();
+        let perms = |n: usize| -> Vec<Vec<usize>> {
+            let mut out = vec![vec![]];
+            for _ in 0..n {
+                out = out
+                    .into_iter()
+                    .flat_map(|p: Vec<usize>| {
+                        let free: Vec<usize> = (0..n).filter(|i| !p.contains(i)).collect();
+                        free.into_iter().map(move |i| [p.clone(), vec![i]].concat())
+                    })
+                    .collect();
+            }
+            out
+        };
+        for p in perms(4) {
+            let pos = positions_of(&p);
+            if pos[0] < pos[2] && pos[1] < pos[3] {
+                all.push(p);
+            }
+        }
+        all.rotate_left(3);
+        assert_eq!(valid_next_steps(&all), brute_force(&all));
+        for _ in 0..all.len() {
+            all.rotate_left(1);
+            assert_eq!(valid_next_steps(&all), brute_force(&all), "first reference {:?}", all[0]);
+        }
+    }
 }

@@ -22,11 +22,54 @@ pub struct SeqTrainConfig {
     /// Fine-tuning: stop after this many epochs without a lower validation loss.
     pub patience: usize,
     pub seed: u64,
+    /// Which orders fine-tuning learns from (a saved config without it was trained on the authored order).
+    #[serde(default = "OrderTargets::authored")]
+    pub targets: OrderTargets,
 }
 
 impl Default for SeqTrainConfig {
     fn default() -> Self {
-        SeqTrainConfig { learning_rate: 5e-4, batch_size: 16, max_epochs: 40, patience: 8, seed: 0 }
+        SeqTrainConfig {
+            learning_rate: 5e-4,
+            batch_size: 16,
+            max_epochs: 40,
+            patience: 8,
+            seed: 0,
+            targets: OrderTargets::AllReferences,
+        }
+    }
+}
+
+/// The orders fine-tuning (and its validation loss) reads from each instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrderTargets {
+    /// Every valid order the instance lists: the pairwise head learns the share of references that put a step
+    /// first (as the pairwise baseline's labels), the pointer any step a reference may place next.
+    AllReferences,
+    /// The authored order only, as the sequencing paper trains: where steps may come in any order, the
+    /// authored one is the label all the same.
+    Authored,
+}
+
+impl OrderTargets {
+    fn authored() -> OrderTargets {
+        OrderTargets::Authored
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderTargets::AllReferences => "all-references",
+            OrderTargets::Authored => "authored",
+        }
+    }
+
+    /// The orders of `seq` this choice trains on.
+    pub fn of(self, seq: &SeqInput) -> &[Vec<usize>] {
+        match self {
+            OrderTargets::AllReferences => &seq.references,
+            OrderTargets::Authored => &seq.references[..1],
+        }
     }
 }
 
@@ -91,12 +134,12 @@ fn batch_of(model: &SeqModel, steps: &[&[StepInput]]) -> Result<SeqBatch> {
 }
 
 /// The mean order loss over `set` (no gradient step).
-pub fn order_loss_of(model: &SeqModel, set: &[SeqInput], batch_size: usize) -> Result<f64> {
+pub fn order_loss_of(model: &SeqModel, set: &[SeqInput], batch_size: usize, targets: OrderTargets) -> Result<f64> {
     let mut sum = 0.0;
     for chunk in set.chunks(batch_size.max(1)) {
         let steps: Vec<&[StepInput]> = chunk.iter().map(|s| s.steps.as_slice()).collect();
-        let gold: Vec<&[usize]> = chunk.iter().map(|s| s.gold()).collect();
-        let loss = model.order_loss(&batch_of(model, &steps)?, &gold).map_err(cerr)?;
+        let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|s| targets.of(s)).collect();
+        let loss = model.order_loss(&batch_of(model, &steps)?, &refs).map_err(cerr)?;
         sum += loss.to_scalar::<f32>().map_err(cerr)? as f64 * chunk.len() as f64;
     }
     Ok(sum / set.len().max(1) as f64)
@@ -125,14 +168,14 @@ pub fn train_orders(
         let mut sum = 0.0;
         for (bi, chunk) in order.chunks(bs).enumerate() {
             let steps: Vec<&[StepInput]> = chunk.iter().map(|&i| train[i].steps.as_slice()).collect();
-            let gold: Vec<&[usize]> = chunk.iter().map(|&i| train[i].gold()).collect();
-            let loss = model.order_loss(&batch_of(model, &steps)?, &gold).map_err(cerr)?;
+            let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|&i| cfg.targets.of(&train[i])).collect();
+            let loss = model.order_loss(&batch_of(model, &steps)?, &refs).map_err(cerr)?;
             let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
             adam.step(&model.params, &loss).map_err(cerr)?;
             sum += l * chunk.len() as f64;
             progress(epoch + 1, bi + 1, batches, sum / (bi * bs + chunk.len()) as f64);
         }
-        let val = if val.is_empty() { None } else { Some(order_loss_of(model, val, bs)?) };
+        let val = if val.is_empty() { None } else { Some(order_loss_of(model, val, bs, cfg.targets)?) };
         Ok(EpochStats { train_loss: sum / train.len() as f64, train_metric: None, val })
     })?;
     Ok(report.map(|r| SeqTrainReport {
