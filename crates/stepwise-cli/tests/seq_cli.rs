@@ -244,7 +244,11 @@ fn a_seq_study_fills_tables_2_3_and_4() {
     for m in ["MLM", "MLM+ISP", "MLM+SMRM", "MLM+ISP+PISP", "MLM+ISP+SMRM"] {
         assert!(cell(&format!("sequencer + {m}"), "multimodal"), "{m} missing");
     }
-    assert_eq!(rows.len(), 3 + 2 + 5);
+    // The pairwise baseline on each modality's pooled vectors, then the cells.
+    assert_eq!(rows.len(), 3 + 3 + 2 + 5);
+    for k in ["image", "text", "multimodal"] {
+        assert!(cell("pairwise", k), "{k} pairwise reference missing");
+    }
     for row in rows {
         for metric in ["accuracy", "pmr", "kendall_tau"] {
             let found = row["single"].as_object().unwrap().keys().any(|k| k.contains(metric));
@@ -258,6 +262,50 @@ fn a_seq_study_fills_tables_2_3_and_4() {
     ok(&s(&["report", &out, "-o", &f.p("study-report.html"), "-q"]));
     let md = std::fs::read_to_string(f.root.join("study-report.md")).unwrap();
     assert!(md.contains("sequencer + MLM+ISP+SMRM") && md.contains("By subset of instances"), "{md}");
+}
+
+#[test]
+fn several_seeds_give_a_spread_and_a_comparison_with_the_pairwise_baseline() {
+    let f = fixture();
+    let study = |name: &str| {
+        let out = f.p(name);
+        let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--no-ablation", "--seeds", "2"]);
+        a.extend(s(&["--seed", "5", "--epochs", "1", "--pretrain-epochs", "1", "-o", &out, "-q"]));
+        a.extend(s(&SMALL));
+        ok(&a);
+        out
+    };
+    let out = study("study-seeds");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&out).join("seeds.json")).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["pairwise", "sequencer", "sequencer + MLM"]);
+    for r in rows {
+        assert_eq!(r["spread"]["seeds"], serde_json::json!([5, 6]), "{r}");
+        let per_seed: Vec<f64> =
+            r["spread"]["multi"]["pmr"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(per_seed.len(), 2);
+        let mean = (per_seed[0] + per_seed[1]) / 2.0;
+        assert!((r["pmr"]["value"].as_f64().unwrap() - mean).abs() < 1e-9, "{r}");
+        // Every cell is compared with the pairwise baseline on the same sequences; the baseline with nothing.
+        assert_eq!(r["versus"].is_null(), r["method"] == "pairwise", "{r}");
+    }
+    for k in ["text__none__seed5", "text__none__seed6", "text__mlm__seed5", "text__mlm__seed6"] {
+        assert!(Path::new(&out).join("predictions").join(format!("{k}.jsonl")).is_file(), "{k} missing");
+    }
+    let md = std::fs::read_to_string(Path::new(&out).join("seeds.md")).unwrap();
+    assert!(md.contains("vs pairwise (text): "), "{md}");
+    assert!(md.contains("noise |"), "{md}");
+    // Same seeds, same study.
+    let again = study("study-seeds-again");
+    for file in ["seeds.json", "results.json"] {
+        assert_eq!(
+            std::fs::read(Path::new(&out).join(file)).unwrap(),
+            std::fs::read(Path::new(&again).join(file)).unwrap(),
+            "{file} differs between two runs"
+        );
+    }
 }
 
 #[test]

@@ -78,6 +78,223 @@ pub fn score(
     Ok((multi.counts.scored, multi.counts.multi_reference, all(&single), all(&multi)))
 }
 
+/// Each scored sequence's metric values (`[metric][sequence]`, [`Metric::ALL`] order, sequences in the
+/// instances' order) against the best valid order (multi) and against the authored order (single).
+fn per_sequence(
+    instances: &[SequencingInstance],
+    predictions: &[OrderPrediction],
+    split: Option<&str>,
+) -> stepwise_core::Result<(Vec<String>, Vec<Vec<f64>>, Vec<Vec<f64>>, usize)> {
+    let records = OrderRecord::from_predictions(predictions);
+    let options = SequencingOptions { split: split.map(str::to_string), ..SequencingOptions::default() };
+    let source = Path::new("(predictions)");
+    let multi = evaluate_orders(instances, &records, source, &options)?;
+    let authored: Vec<SequencingInstance> = instances
+        .iter()
+        .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
+        .collect();
+    let single = evaluate_orders(&authored, &records, source, &options)?;
+    let columns = |r: &crate::sequencing_eval::SequencingReport| -> Vec<Vec<f64>> {
+        Metric::ALL.iter().map(|m| r.instances.iter().map(|i| m.value(&i.score)).collect()).collect()
+    };
+    let ids = multi.instances.iter().map(|i| i.id.clone()).collect();
+    Ok((ids, columns(&single), columns(&multi), multi.counts.multi_reference))
+}
+
+/// One method trained with several seeds: each seed's score (mean over sequences) per metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedSpread {
+    /// The training seeds, in the order of the values.
+    pub seeds: Vec<u64>,
+    /// Against the authored order, keyed by metric name.
+    pub single: BTreeMap<String, Vec<f64>>,
+    /// Against the best valid order.
+    pub multi: BTreeMap<String, Vec<f64>>,
+}
+
+impl SeedSpread {
+    /// The sample standard deviation over seeds of a multi-reference metric (None with one seed).
+    pub fn multi_sd(&self, metric: Metric) -> Option<f64> {
+        let v = self.multi.get(metric.name())?;
+        (v.len() > 1).then(|| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+        })
+    }
+}
+
+/// Score one method trained with each of `seeds` (`predictions[k]` from `seeds[k]`): each metric's value is the
+/// mean over seeds and its interval a bootstrap over sequences of every sequence's mean over the seeds, so the
+/// interval says how much the test sequences leave open and [`SeedSpread`] how much training varies. With one
+/// seed this is [`score`].
+pub fn score_seeds(
+    instances: &[SequencingInstance],
+    predictions: &[Vec<OrderPrediction>],
+    seeds: &[u64],
+    split: Option<&str>,
+    seed: u64,
+) -> stepwise_core::Result<(usize, usize, Scores, Scores, SeedSpread)> {
+    assert_eq!(predictions.len(), seeds.len(), "one prediction set per seed");
+    let mut spread = SeedSpread { seeds: seeds.to_vec(), single: BTreeMap::new(), multi: BTreeMap::new() };
+    let mut sums: Option<(Vec<String>, Vec<Vec<f64>>, Vec<Vec<f64>>, usize)> = None;
+    for preds in predictions {
+        let (ids, single, multi, multi_ref) = per_sequence(instances, preds, split)?;
+        for (m, (s, x)) in Metric::ALL.iter().zip(single.iter().zip(&multi)) {
+            spread.single.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(s));
+            spread.multi.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(x));
+        }
+        match &mut sums {
+            None => sums = Some((ids, single, multi, multi_ref)),
+            Some((first_ids, ss, mm, _)) => {
+                if *first_ids != ids {
+                    return Err(stepwise_core::Error::bad_input(
+                        "the seeds' predictions cover different sequences".to_string(),
+                    ));
+                }
+                for (acc, col) in ss.iter_mut().zip(&single).chain(mm.iter_mut().zip(&multi)) {
+                    acc.iter_mut().zip(col).for_each(|(a, v)| *a += v);
+                }
+            }
+        }
+    }
+    if predictions.len() == 1 {
+        let (n, multi_ref, single, multi) = score(instances, &predictions[0], split, seed)?;
+        return Ok((n, multi_ref, single, multi, spread));
+    }
+    let Some((ids, single, multi, multi_ref)) = sums else {
+        return Err(stepwise_core::Error::bad_input("no seed to score".to_string()));
+    };
+    let k = predictions.len() as f64;
+    let config = BootstrapConfig { seed, ..BootstrapConfig::default() };
+    let estimate = |columns: &[Vec<f64>], key: &str| -> Scores {
+        let means: Vec<Vec<f64>> = columns.iter().map(|c| c.iter().map(|v| v / k).collect()).collect();
+        let refs: Vec<&[f64]> = means.iter().map(Vec::as_slice).collect();
+        let est = crate::bootstrap::mean_estimates(&refs, crate::bootstrap::Unit::Rows, &config, key);
+        Metric::ALL
+            .iter()
+            .zip(est)
+            .map(|(m, e)| (m.name().to_string(), Value { value: e.value, ci: e.ci.map(|c| [c.low, c.high]) }))
+            .collect()
+    };
+    Ok((
+        ids.len(),
+        multi_ref,
+        estimate(&single, "sequencing-seeds/single"),
+        estimate(&multi, "sequencing-seeds/multi"),
+        spread,
+    ))
+}
+
+/// The difference `a − b` in `metric` against the best valid order, sequence by sequence after averaging each
+/// method over its seeds, with a bootstrap interval over sequences (paired: both methods on the same
+/// resampled sequences). Outside noise when the interval excludes 0.
+pub fn paired_difference(
+    instances: &[SequencingInstance],
+    a: &[Vec<OrderPrediction>],
+    b: &[Vec<OrderPrediction>],
+    metric: Metric,
+    split: Option<&str>,
+    seed: u64,
+) -> stepwise_core::Result<Value> {
+    let at = Metric::ALL.iter().position(|m| *m == metric).expect("every metric is in ALL");
+    let seed_mean = |sets: &[Vec<OrderPrediction>]| -> stepwise_core::Result<(Vec<String>, Vec<f64>)> {
+        let mut ids = Vec::new();
+        let mut acc: Vec<f64> = Vec::new();
+        for preds in sets {
+            let (i, _, multi, _) = per_sequence(instances, preds, split)?;
+            if acc.is_empty() {
+                acc = vec![0.0; multi[at].len()];
+                ids = i;
+            } else if i != ids {
+                return Err(stepwise_core::Error::bad_input(
+                    "the seeds' predictions cover different sequences".to_string(),
+                ));
+            }
+            acc.iter_mut().zip(&multi[at]).for_each(|(s, v)| *s += v / sets.len() as f64);
+        }
+        Ok((ids, acc))
+    };
+    let (ids_a, va) = seed_mean(a)?;
+    let (ids_b, vb) = seed_mean(b)?;
+    if ids_a != ids_b {
+        return Err(stepwise_core::Error::bad_input(
+            "the two methods' predictions cover different sequences".to_string(),
+        ));
+    }
+    let diff: Vec<f64> = va.iter().zip(&vb).map(|(x, y)| x - y).collect();
+    let config = BootstrapConfig { seed, ..BootstrapConfig::default() };
+    let e = crate::bootstrap::mean_estimate(&diff, crate::bootstrap::Unit::Rows, &config, "sequencing-seeds/paired");
+    Ok(Value { value: e.value, ci: e.ci.map(|c| [c.low, c.high]) })
+}
+
+/// One line of the seeds table: a method's multi-reference PMR over its seeds, and its difference from a
+/// reference method (the pairwise baseline on the same modality) on the same sequences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedRow {
+    pub method: String,
+    pub features: String,
+    pub sequences: usize,
+    /// Mean over seeds, with the interval over sequences of each sequence's seed-mean.
+    pub pmr: Value,
+    pub spread: SeedSpread,
+    /// `(reference method, this − reference)` in multi-reference PMR, paired over sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versus: Option<(String, Value)>,
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}", v * 100.0)
+}
+
+fn signed_pct(v: f64) -> String {
+    format!("{}{:.1}", if v >= 0.0 { "+" } else { "−" }, v.abs() * 100.0)
+}
+
+/// The seeds table (Markdown): each method's multi-reference PMR with its interval over sequences, the spread
+/// over seeds, each seed's value, and the paired difference from its reference with a verdict.
+pub fn seeds_markdown(rows: &[SeedRow]) -> String {
+    let mut out = String::from(
+        "| Method | Features | n | seeds | multi PMR % [95% CI] | sd over seeds | per seed | Δ PMR vs reference [95% CI] |\n\
+         |---|---|---:|---:|---|---:|---|---|\n",
+    );
+    for r in rows {
+        let ci = r.pmr.ci.map_or(String::new(), |[lo, hi]| format!(" [{}, {}]", pct(lo), pct(hi)));
+        let values = r.spread.multi.get(Metric::Pmr.name()).cloned().unwrap_or_default();
+        let per_seed: Vec<String> = values.iter().map(|v| pct(*v)).collect();
+        let sd = r.spread.multi_sd(Metric::Pmr).map_or("–".into(), pct);
+        let versus = match &r.versus {
+            None => "–".into(),
+            Some((name, d)) => {
+                let (ci, verdict) = match d.ci {
+                    Some([lo, hi]) => (
+                        format!(" [{}, {}]", signed_pct(lo), signed_pct(hi)),
+                        if lo > 0.0 || hi < 0.0 { "outside noise" } else { "within noise" },
+                    ),
+                    None => (String::new(), "no interval"),
+                };
+                format!("{}{ci} vs {name}: {verdict}", signed_pct(d.value))
+            }
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {}{ci} | {sd} | {} | {versus} |\n",
+            r.method,
+            r.features,
+            r.sequences,
+            values.len(),
+            pct(r.pmr.value),
+            per_seed.join(", ")
+        ));
+    }
+    out.push_str(
+        "\nmulti PMR = perfect match ratio against the best valid order, the mean over seeds; its interval is a \
+         95% bootstrap over sequences of each sequence's mean over the seeds (what the test set leaves open), sd \
+         the standard deviation of the seeds' own PMRs (what training leaves open). Δ: the paired difference from \
+         the reference method on the same sequences (each side averaged over its seeds), outside noise when its \
+         95% interval excludes 0.\n",
+    );
+    out
+}
+
 /// The Table 4 rows of one method: its scores on the instances of `split` with one reference (`Single`),
 /// several (`Multi.`) and all (`All`), in the `dataset` column; subsets without a scored instance are left out.
 pub fn breakdown(
@@ -201,5 +418,52 @@ mod tests {
         });
         assert!(md.contains("| d | m | - | 2 | 66.7 | 50.0 |"), "{md}");
         assert!(md.contains("| 100.0 | 100.0 | 1.000 | 0.000 | 3.000 | 3.000 |"), "{md}");
+    }
+
+    #[test]
+    fn seeds_are_averaged_per_sequence_and_compared_in_pairs() {
+        // 40 sequences: the reference method right on the first 10, method A on the first 30 with seed 1 and
+        // the first 20 with seed 2; every sequence has its own procedure.
+        let instances: Vec<SequencingInstance> =
+            (0..40).map(|k| inst(&format!("i{k}"), vec![vec![0, 1, 2], vec![1, 0, 2]])).collect();
+        let preds = |right: usize| -> Vec<OrderPrediction> {
+            (0..40)
+                .map(|k| OrderPrediction {
+                    id: format!("i{k}"),
+                    order: if k < right { vec![1, 0, 2] } else { vec![2, 1, 0] },
+                })
+                .collect()
+        };
+        let a = vec![preds(30), preds(20)];
+        let base = vec![preds(10)];
+        let (n, multi_ref, _, multi, spread) = score_seeds(&instances, &a, &[1, 2], Some("test"), 0).unwrap();
+        assert_eq!((n, multi_ref), (40, 40));
+        assert_eq!(spread.multi["pmr"], vec![0.75, 0.5]);
+        assert!((multi["pmr"].value - 0.625).abs() < 1e-12);
+        let [lo, hi] = multi["pmr"].ci.unwrap();
+        assert!(lo < 0.625 && 0.625 < hi && hi - lo < 0.4, "{lo} {hi}");
+        assert!((spread.multi_sd(Metric::Pmr).unwrap() - 0.25f64 / 2f64.sqrt()).abs() < 1e-12);
+        // One seed: exactly what `score` says.
+        let (_, _, _, one, _) = score_seeds(&instances, &base, &[7], Some("test"), 0).unwrap();
+        assert_eq!(one, score(&instances, &base[0], Some("test"), 0).unwrap().3);
+        // A − reference, sequence by sequence: (30 + 20)/2/40 − 10/40 = 0.375; its interval excludes 0.
+        let d = paired_difference(&instances, &a, &base, Metric::Pmr, Some("test"), 0).unwrap();
+        assert!((d.value - 0.375).abs() < 1e-12);
+        assert!(d.ci.unwrap()[0] > 0.0, "{d:?}");
+        let md = seeds_markdown(&[SeedRow {
+            method: "A".into(),
+            features: "text".into(),
+            sequences: n,
+            pmr: multi["pmr"],
+            spread,
+            versus: Some(("base".into(), d)),
+        }]);
+        assert!(md.contains("| A | text | 40 | 2 | 62.5 ["), "{md}");
+        assert!(md.contains("| 17.7 | 75.0, 50.0 | +37.5 ["), "{md}");
+        assert!(md.contains("vs base: outside noise |"), "{md}");
+        // Predictions of different sequences cannot be averaged.
+        let mut short = preds(5);
+        short.pop();
+        assert!(score_seeds(&instances, &[preds(5), short], &[1, 2], None, 0).is_err());
     }
 }

@@ -10,10 +10,13 @@ use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
 use stepwise_core::split::ProcedureFolds;
-use stepwise_eval::sequencing_table::{self as table, Results, Row};
-use stepwise_models::item_features::FeatureKind;
-use stepwise_models::seq::DecoderKind;
+use stepwise_eval::sequence_metrics::Metric;
+use stepwise_eval::sequencing_table::{self as table, Results, Row, SeedRow};
+use stepwise_models::item_features::{FeatureKind, FeatureSet};
+use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::seq::study::{CellSettings, StudyPlan, plan, run_cell};
+use stepwise_models::seq::{DecoderKind, SeqTrainConfig};
+use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
 
 use super::model_features::FeatureArgs;
 use super::train_seq::{SeqData, SeqHyper, load_data};
@@ -59,6 +62,11 @@ pub struct Args {
     /// (for datasets too small for a held-out split; at least 3).
     #[arg(long, value_name = "K", conflicts_with = "split")]
     pub cv: Option<usize>,
+    /// Train every cell with this many seeds (--seed, --seed + 1, ...): the tables show the mean over seeds with
+    /// its interval over sequences, seeds.md the spread over seeds and each cell's difference from the pairwise
+    /// baseline.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
     /// The dataset's name in the tables.
     #[arg(long, default_value = "dataset")]
     pub name: String,
@@ -73,8 +81,8 @@ const CV_SPLIT: &str = "cv";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.hyper.check()?;
-    if args.pretrain_epochs == 0 || args.beam == 0 {
-        usage_bail!("--pretrain-epochs and --beam must be at least 1");
+    if args.pretrain_epochs == 0 || args.beam == 0 || args.seeds == 0 {
+        usage_bail!("--pretrain-epochs, --beam and --seeds must be at least 1");
     }
     let all = load_data(&args.instances, &args.features, None, args.hyper.max_tokens)?;
     let seed = args.hyper.seed;
@@ -95,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let work = work_dir(&args.output);
     std::fs::create_dir_all(&work)?;
     let mut rows = Vec::new();
+    let mut seed_rows: Vec<SeedRow> = Vec::new();
     let mut breakdown = Vec::new();
     let mut by_kind: std::collections::BTreeMap<FeatureKind, SeqData> = Default::default();
     std::fs::create_dir_all(out.path().join("predictions"))?;
@@ -108,51 +117,130 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         InputHash::of(&all.file)?.blake3
     );
     let key_hash = blake3::hash(fingerprint.as_bytes()).to_hex()[..16].to_string();
-    for (i, cell) in cells.iter().enumerate() {
-        let cache = work.join(format!("{}__{key_hash}.jsonl", cell.key()));
-        let preds: Vec<OrderPrediction> = if cache.is_file() {
-            read_predictions(&cache)?
-        } else {
-            let data = match by_kind.entry(cell.modality) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(load_data(&args.instances, &args.features, Some(cell.modality), args.hyper.max_tokens)?)
-                }
-            };
-            if !stepwise_core::progress::is_quiet() {
-                eprintln!("[{}/{}] {} {}", i + 1, cells.len(), cell.modality.as_str(), cell.method());
-            }
-            let settings = CellSettings {
-                model: data.config(&args.hyper, DecoderKind::Berson),
-                train: args.hyper.train_config(),
-                pretrain_epochs: args.pretrain_epochs,
-                beam: args.beam,
-            };
-            let p = match &folds {
-                None => {
-                    let train = data.split("train");
-                    if train.is_empty() {
-                        usage_bail!("{}: no usable instance in split `train`", data.file.display());
-                    }
-                    run_cell(cell, &settings, &train, &data.split("val"), &data.split(&args.split))?
-                }
-                Some(folds) => {
-                    let mut p = Vec::new();
-                    for f in 0..folds.k() {
-                        let pick = |ix: &[usize]| ix.iter().map(|&j| data.inputs[j].clone()).collect::<Vec<_>>();
-                        let [train, val, test] = folds.indices(&data.inputs, f, |s| s.procedure.as_str());
-                        if !test.is_empty() {
-                            p.extend(run_cell(cell, &settings, &pick(&train), &pick(&val), &pick(&test))?);
-                        }
-                    }
-                    p
-                }
-            };
-            write_predictions(&cache, &p)?;
-            p
+    let seeds: Vec<u64> = (0..args.seeds).map(|k| seed.wrapping_add(k)).collect();
+    // The pairwise baseline on each modality's pooled vectors, with the same seeds: the reference every cell is
+    // compared with.
+    let mut reference: std::collections::BTreeMap<FeatureKind, Vec<Vec<OrderPrediction>>> = Default::default();
+    for kind in cells.iter().map(|c| c.modality).collect::<std::collections::BTreeSet<_>>() {
+        let Some(set) =
+            (FeatureSet { text: all.features.text.as_ref(), image: all.features.image.as_ref() }).restrict(kind)
+        else {
+            continue;
         };
-        write_predictions(&out.path().join("predictions").join(format!("{}.jsonl", cell.key())), &preds)?;
-        let (n, multi, single_s, multi_s) = table::score(&scored, &preds, Some(&split), seed)?;
+        let mut runs = Vec::new();
+        for &s in &seeds {
+            let config = RunConfig {
+                model: ModelKind::Pairwise,
+                evaluation: match args.cv {
+                    Some(k) => Evaluation::CrossValidation(k),
+                    None => Evaluation::Split(args.split.clone()),
+                },
+                chain_start: ChainStartName::Outlier,
+                pairwise: PairwiseConfig { seed: s, ..PairwiseConfig::default() },
+                seed,
+            };
+            let mut preds = sequencer::run(&all.instances, &set, &config)?.predictions;
+            if folds.is_none() {
+                let ids: std::collections::HashSet<&str> =
+                    all.instances.iter().filter(|i| i.split == args.split).map(|i| i.id.as_str()).collect();
+                preds.retain(|p| ids.contains(p.id.as_str()));
+            }
+            runs.push(preds);
+        }
+        let (n, multi, single_s, multi_s, spread) = table::score_seeds(&scored, &runs, &seeds, Some(&split), seed)?;
+        rows.push(Row {
+            dataset: args.name.clone(),
+            method: "pairwise".into(),
+            features: kind.as_str().into(),
+            sequences: n,
+            multi_reference: multi,
+            single: single_s,
+            multi: multi_s.clone(),
+        });
+        seed_rows.push(SeedRow {
+            method: "pairwise".into(),
+            features: kind.as_str().into(),
+            sequences: n,
+            pmr: multi_s[Metric::Pmr.name()],
+            spread,
+            versus: None,
+        });
+        reference.insert(kind, runs);
+    }
+    for (i, cell) in cells.iter().enumerate() {
+        let mut runs = Vec::new();
+        for &run_seed in &seeds {
+            let cache = work.join(format!("{}__s{run_seed}__{key_hash}.jsonl", cell.key()));
+            let preds: Vec<OrderPrediction> = if cache.is_file() {
+                read_predictions(&cache)?
+            } else {
+                let data = match by_kind.entry(cell.modality) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => e.insert(load_data(
+                        &args.instances,
+                        &args.features,
+                        Some(cell.modality),
+                        args.hyper.max_tokens,
+                    )?),
+                };
+                if !stepwise_core::progress::is_quiet() {
+                    eprintln!(
+                        "[{}/{}] {} {} (seed {run_seed})",
+                        i + 1,
+                        cells.len(),
+                        cell.modality.as_str(),
+                        cell.method()
+                    );
+                }
+                let settings = CellSettings {
+                    model: data.config(&args.hyper, DecoderKind::Berson),
+                    train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config() },
+                    pretrain_epochs: args.pretrain_epochs,
+                    beam: args.beam,
+                };
+                let p = match &folds {
+                    None => {
+                        let train = data.split("train");
+                        if train.is_empty() {
+                            usage_bail!("{}: no usable instance in split `train`", data.file.display());
+                        }
+                        run_cell(cell, &settings, &train, &data.split("val"), &data.split(&args.split))?
+                    }
+                    Some(folds) => {
+                        let mut p = Vec::new();
+                        for f in 0..folds.k() {
+                            let pick = |ix: &[usize]| ix.iter().map(|&j| data.inputs[j].clone()).collect::<Vec<_>>();
+                            let [train, val, test] = folds.indices(&data.inputs, f, |s| s.procedure.as_str());
+                            if !test.is_empty() {
+                                p.extend(run_cell(cell, &settings, &pick(&train), &pick(&val), &pick(&test))?);
+                            }
+                        }
+                        p
+                    }
+                };
+                write_predictions(&cache, &p)?;
+                p
+            };
+            let name = if seeds.len() == 1 { cell.key() } else { format!("{}__seed{run_seed}", cell.key()) };
+            write_predictions(&out.path().join("predictions").join(format!("{name}.jsonl")), &preds)?;
+            runs.push(preds);
+        }
+        let (n, multi, single_s, multi_s, spread) = table::score_seeds(&scored, &runs, &seeds, Some(&split), seed)?;
+        let versus = match reference.get(&cell.modality) {
+            Some(base) => Some((
+                format!("pairwise ({})", cell.modality.as_str()),
+                table::paired_difference(&scored, &runs, base, Metric::Pmr, Some(&split), seed)?,
+            )),
+            None => None,
+        };
+        seed_rows.push(SeedRow {
+            method: cell.method(),
+            features: cell.modality.as_str().into(),
+            sequences: n,
+            pmr: multi_s[Metric::Pmr.name()],
+            spread,
+            versus,
+        });
         rows.push(Row {
             dataset: args.name.clone(),
             method: cell.method(),
@@ -162,9 +250,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             single: single_s,
             multi: multi_s,
         });
+        // Table 4 reads the first seed's predictions.
         breakdown.extend(table::breakdown(
             &scored,
-            &preds,
+            &runs[0],
             Some(&split),
             seed,
             &cell.method(),
@@ -181,8 +270,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
     };
     notes.push(format!(
-        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}",
-        args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam
+        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
+        args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
+        args.hyper.train_config().targets.as_str(), seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));
     if !all.skipped.is_empty() {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));
@@ -197,6 +287,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ],
     };
     write_string_atomic(&out.path().join("breakdown.json"), &to_pretty_sorted(&bd))?;
+    write_string_atomic(&out.path().join("seeds.json"), &to_pretty_sorted(&seed_rows))?;
+    write_string_atomic(&out.path().join("seeds.md"), &table::seeds_markdown(&seed_rows))?;
     write_string_atomic(&out.path().join("breakdown.md"), &table::markdown(&bd))?;
     let mut m = Manifest::new("sequencing-results").with_seed(seed);
     m.inputs.push(InputHash::of(&all.file)?);
@@ -207,11 +299,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         m.param("cv", k);
     }
     m.count("rows", results.rows.len() as u64);
+    m.count("seeds", seeds.len() as u64);
     m.count("instances", all.instances.len() as u64);
     m.write(out.path())?;
     let dest = out.commit()?;
     let _ = std::fs::remove_dir_all(&work);
-    print!("{}", table::markdown(&results));
+    print!("{}\n{}", table::markdown(&results), table::seeds_markdown(&seed_rows));
     if !stepwise_core::progress::is_quiet() {
         eprintln!("wrote {}", dest.display());
     }
