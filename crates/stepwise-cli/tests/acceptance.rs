@@ -186,7 +186,11 @@ fn seq_study_on_real_step_image_procedures_cross_validated() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(Path::new(&study).join("results.json")).unwrap()).unwrap();
     let rows = r["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 6, "image / text / multimodal, each without and with pretraining: {md}");
+    assert_eq!(
+        rows.len(),
+        3 + 6,
+        "the pairwise baseline per modality, then image / text / multimodal, each without and with pretraining: {md}"
+    );
     for row in rows {
         assert_eq!(row["sequences"], ids.len(), "every instance predicted once: {row}");
         let pmr = row["single"]["pmr"]["value"].as_f64().unwrap();
