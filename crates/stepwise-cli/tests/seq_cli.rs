@@ -297,6 +297,13 @@ fn several_seeds_give_a_spread_and_a_comparison_with_the_pairwise_baseline() {
     let md = std::fs::read_to_string(Path::new(&out).join("seeds.md")).unwrap();
     assert!(md.contains("vs pairwise (text): "), "{md}");
     assert!(md.contains("noise |"), "{md}");
+    // The report shows the seeds table beside the results.
+    ok(&s(&["report", &out, "-o", &f.p("seeds-report.html"), "-q"]));
+    let report = std::fs::read_to_string(f.root.join("seeds-report.md")).unwrap();
+    assert!(
+        report.contains("Seeds: each method's multi-reference PMR") && report.contains("vs pairwise (text): "),
+        "{report}"
+    );
     // Same seeds, same study.
     let again = study("study-seeds-again");
     for file in ["seeds.json", "results.json"] {

@@ -46,6 +46,49 @@ pub struct ResultsInfo {
     /// `breakdown.json` beside results.json (`stepwise seq-study`: the sequencing paper's Table 4 — the rows per
     /// subset of instances with one, several or any number of references).
     pub breakdown: Vec<ResultRow>,
+    /// `seeds.json` beside results.json (`stepwise seq-study --seeds`): per method, its seeds' PMRs and its
+    /// paired difference from the pairwise baseline.
+    pub seeds: Vec<SeedLine>,
+}
+
+/// One method of `seeds.json`.
+pub struct SeedLine {
+    pub method: String,
+    pub features: String,
+    pub sequences: u64,
+    pub pmr: Estimate,
+    pub per_seed: Vec<f64>,
+    /// The reference's name and this method's difference from it.
+    pub versus: Option<(String, Estimate)>,
+}
+
+fn read_seeds(f: &JsonFile) -> Result<Vec<SeedLine>> {
+    let mut out = Vec::new();
+    for row in f.root().items()? {
+        let per_seed = match row.req("spread")?.req("multi")?.get("pmr")? {
+            Some(v) => v.items()?.iter().map(Node::f64).collect::<Result<Vec<f64>>>()?,
+            None => Vec::new(),
+        };
+        let versus = match row.get("versus")? {
+            Some(v) => {
+                let pair = v.items()?;
+                match pair.as_slice() {
+                    [name, d] => Some((name.str()?.to_string(), d.estimate()?)),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        out.push(SeedLine {
+            method: row.req_str("method")?.to_string(),
+            features: row.opt_str("features")?.unwrap_or("-").to_string(),
+            sequences: row.req_u64("sequences")?,
+            pmr: row.req("pmr")?.estimate()?,
+            per_seed,
+            versus,
+        });
+    }
+    Ok(out)
 }
 
 fn metrics(n: Option<Node<'_>>) -> Result<Vec<Option<Estimate>>> {
@@ -85,8 +128,10 @@ pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
             notes.push(x.str()?.to_string());
         }
     }
+    let seeds_file = a.path.with_file_name("seeds.json");
+    let seeds = if seeds_file.is_file() { read_seeds(&JsonFile::read(&seeds_file)?)? } else { Vec::new() };
     let rel = a.rel.strip_suffix("/results.json").unwrap_or(&a.rel).to_string();
-    Ok(ResultsInfo { rel, rows, notes, breakdown })
+    Ok(ResultsInfo { rel, rows, notes, breakdown, seeds })
 }
 
 fn cell(e: &Option<Estimate>, share: bool, with_ci: bool) -> String {
@@ -199,6 +244,52 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
             summary: "The same table with 95% bootstrap intervals".into(),
             blocks: vec![Block::Table(ci)],
         });
+        if !res.seeds.is_empty() {
+            let mut t = Table::new(&[
+                "method",
+                "features",
+                ">n",
+                ">seeds",
+                ">multi PMR % [95% CI]",
+                ">sd over seeds",
+                "per seed",
+                "Δ PMR vs reference [95% CI]",
+            ]);
+            for l in &res.seeds {
+                let sd = if l.per_seed.len() > 1 {
+                    let m = l.per_seed.iter().sum::<f64>() / l.per_seed.len() as f64;
+                    let var = l.per_seed.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (l.per_seed.len() - 1) as f64;
+                    pct(var.sqrt())
+                } else {
+                    "–".into()
+                };
+                let versus = l.versus.as_ref().map_or("–".into(), |(name, d)| {
+                    let verdict = match d.ci {
+                        Some((lo, hi)) if lo > 0.0 || hi < 0.0 => "outside noise",
+                        Some(_) => "within noise",
+                        None => "no interval",
+                    };
+                    format!("{} vs {name}: {verdict}", pct_ci(d.value, d.ci))
+                });
+                t.row(vec![
+                    l.method.clone(),
+                    l.features.clone(),
+                    count(l.sequences),
+                    l.per_seed.len().to_string(),
+                    pct_ci(l.pmr.value, l.pmr.ci),
+                    sd,
+                    l.per_seed.iter().map(|v| pct(*v)).collect::<Vec<_>>().join(", "),
+                    versus,
+                ]);
+            }
+            s.para(
+                "Seeds: each method's multi-reference PMR as the mean over its training seeds, with a 95% bootstrap \
+                 interval over sequences of each sequence's seed-mean (what the test set leaves open), the standard \
+                 deviation of the seeds' own PMRs (what training leaves open), and its paired difference from the \
+                 pairwise baseline on the same sequences: outside noise when that interval excludes 0.",
+            );
+            s.table(t);
+        }
         if !res.breakdown.is_empty() {
             // Table 4 of the sequencing paper: the dataset column names the subset of instances.
             let mut b = Table::new(&cols);
