@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::bootstrap::BootstrapConfig;
 use crate::predictions::OrderRecord;
 use crate::sequence_metrics::Metric;
-use crate::sequencing_eval::{SequencingOptions, evaluate_orders};
+use crate::sequencing_eval::{SequencingOptions, SequencingReport, evaluate_orders};
 use serde::{Deserialize, Serialize};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
 
@@ -55,6 +55,24 @@ pub fn score(
     split: Option<&str>,
     seed: u64,
 ) -> stepwise_core::Result<(usize, usize, Scores, Scores)> {
+    let (single, multi) = evaluate_both(instances, predictions, split, seed)?;
+    let all = |r: &SequencingReport| -> Scores {
+        let g = r.groups.iter().find(|g| g.group == "all").expect("evaluate_orders always reports `all`");
+        g.metrics
+            .iter()
+            .map(|(k, e)| (k.clone(), Value { value: e.value, ci: e.ci.map(|c| [c.low, c.high]) }))
+            .collect()
+    };
+    Ok((multi.counts.scored, multi.counts.multi_reference, all(&single), all(&multi)))
+}
+
+/// `predictions` scored against the authored order (single) and against the best valid order (multi).
+fn evaluate_both(
+    instances: &[SequencingInstance],
+    predictions: &[OrderPrediction],
+    split: Option<&str>,
+    seed: u64,
+) -> stepwise_core::Result<(SequencingReport, SequencingReport)> {
     let records = OrderRecord::from_predictions(predictions);
     let options = SequencingOptions {
         split: split.map(str::to_string),
@@ -68,14 +86,7 @@ pub fn score(
         .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
         .collect();
     let single = evaluate_orders(&authored, &records, source, &options)?;
-    let all = |r: &crate::sequencing_eval::SequencingReport| -> Scores {
-        let g = r.groups.iter().find(|g| g.group == "all").expect("evaluate_orders always reports `all`");
-        g.metrics
-            .iter()
-            .map(|(k, e)| (k.clone(), Value { value: e.value, ci: e.ci.map(|c| [c.low, c.high]) }))
-            .collect()
-    };
-    Ok((multi.counts.scored, multi.counts.multi_reference, all(&single), all(&multi)))
+    Ok((single, multi))
 }
 
 /// Each scored sequence's metric values (`[metric][sequence]`, [`Metric::ALL`] order, sequences in the
@@ -84,21 +95,27 @@ fn per_sequence(
     instances: &[SequencingInstance],
     predictions: &[OrderPrediction],
     split: Option<&str>,
-) -> stepwise_core::Result<(Vec<String>, Vec<Vec<f64>>, Vec<Vec<f64>>, usize)> {
-    let records = OrderRecord::from_predictions(predictions);
-    let options = SequencingOptions { split: split.map(str::to_string), ..SequencingOptions::default() };
-    let source = Path::new("(predictions)");
-    let multi = evaluate_orders(instances, &records, source, &options)?;
-    let authored: Vec<SequencingInstance> = instances
-        .iter()
-        .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
-        .collect();
-    let single = evaluate_orders(&authored, &records, source, &options)?;
-    let columns = |r: &crate::sequencing_eval::SequencingReport| -> Vec<Vec<f64>> {
+) -> stepwise_core::Result<PerSequence> {
+    let (single, multi) = evaluate_both(instances, predictions, split, 0)?;
+    let columns = |r: &SequencingReport| -> Vec<Vec<f64>> {
         Metric::ALL.iter().map(|m| r.instances.iter().map(|i| m.value(&i.score)).collect()).collect()
     };
-    let ids = multi.instances.iter().map(|i| i.id.clone()).collect();
-    Ok((ids, columns(&single), columns(&multi), multi.counts.multi_reference))
+    Ok(PerSequence {
+        ids: multi.instances.iter().map(|i| i.id.clone()).collect(),
+        single: columns(&single),
+        multi: columns(&multi),
+        multi_reference: multi.counts.multi_reference,
+    })
+}
+
+/// Per-sequence metric values of one prediction set ([`per_sequence`]).
+struct PerSequence {
+    ids: Vec<String>,
+    /// `[metric][sequence]` against the authored order.
+    single: Vec<Vec<f64>>,
+    /// `[metric][sequence]` against the best valid order.
+    multi: Vec<Vec<f64>>,
+    multi_reference: usize,
 }
 
 /// One method trained with several seeds: each seed's score (mean over sequences) per metric.
@@ -136,23 +153,23 @@ pub fn score_seeds(
 ) -> stepwise_core::Result<(usize, usize, Scores, Scores, SeedSpread)> {
     assert_eq!(predictions.len(), seeds.len(), "one prediction set per seed");
     let mut spread = SeedSpread { seeds: seeds.to_vec(), single: BTreeMap::new(), multi: BTreeMap::new() };
-    let mut sums: Option<(Vec<String>, Vec<Vec<f64>>, Vec<Vec<f64>>, usize)> = None;
+    let mut sums: Option<PerSequence> = None;
     for preds in predictions {
-        let (ids, single, multi, multi_ref) = per_sequence(instances, preds, split)?;
-        for (m, (s, x)) in Metric::ALL.iter().zip(single.iter().zip(&multi)) {
+        let p = per_sequence(instances, preds, split)?;
+        for (m, (s, x)) in Metric::ALL.iter().zip(p.single.iter().zip(&p.multi)) {
             spread.single.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(s));
             spread.multi.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(x));
         }
         match &mut sums {
-            None => sums = Some((ids, single, multi, multi_ref)),
-            Some((first_ids, ss, mm, _)) => {
-                if *first_ids != ids {
+            None => sums = Some(p),
+            Some(acc) => {
+                if acc.ids != p.ids {
                     return Err(stepwise_core::Error::bad_input(
                         "the seeds' predictions cover different sequences".to_string(),
                     ));
                 }
-                for (acc, col) in ss.iter_mut().zip(&single).chain(mm.iter_mut().zip(&multi)) {
-                    acc.iter_mut().zip(col).for_each(|(a, v)| *a += v);
+                for (a, col) in acc.single.iter_mut().zip(&p.single).chain(acc.multi.iter_mut().zip(&p.multi)) {
+                    a.iter_mut().zip(col).for_each(|(a, v)| *a += v);
                 }
             }
         }
@@ -161,7 +178,7 @@ pub fn score_seeds(
         let (n, multi_ref, single, multi) = score(instances, &predictions[0], split, seed)?;
         return Ok((n, multi_ref, single, multi, spread));
     }
-    let Some((ids, single, multi, multi_ref)) = sums else {
+    let Some(PerSequence { ids, single, multi, multi_reference: multi_ref }) = sums else {
         return Err(stepwise_core::Error::bad_input("no seed to score".to_string()));
     };
     let k = predictions.len() as f64;
@@ -201,16 +218,16 @@ pub fn paired_difference(
         let mut ids = Vec::new();
         let mut acc: Vec<f64> = Vec::new();
         for preds in sets {
-            let (i, _, multi, _) = per_sequence(instances, preds, split)?;
+            let p = per_sequence(instances, preds, split)?;
             if acc.is_empty() {
-                acc = vec![0.0; multi[at].len()];
-                ids = i;
-            } else if i != ids {
+                acc = vec![0.0; p.multi[at].len()];
+                ids = p.ids;
+            } else if p.ids != ids {
                 return Err(stepwise_core::Error::bad_input(
                     "the seeds' predictions cover different sequences".to_string(),
                 ));
             }
-            acc.iter_mut().zip(&multi[at]).for_each(|(s, v)| *s += v / sets.len() as f64);
+            acc.iter_mut().zip(&p.multi[at]).for_each(|(s, v)| *s += v / sets.len() as f64);
         }
         Ok((ids, acc))
     };
