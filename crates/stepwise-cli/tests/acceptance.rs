@@ -170,6 +170,8 @@ fn seq_study_on_real_step_image_procedures_cross_validated() {
         "2",
         "--seed",
         "1",
+        "--seeds",
+        "1",
         "--name",
         "procedures",
         "-o",

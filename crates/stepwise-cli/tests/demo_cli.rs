@@ -45,7 +45,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     }
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
     // The sequencing study says how its cells compare with the pairwise baseline, with intervals.
-    assert!(stdout.contains("mean of 2 seeds [95% CI over sequences]") && stdout.contains("noise)"), "{stdout}");
+    assert!(stdout.contains("mean of 3 seeds [95% CI over sequences]") && stdout.contains("noise)"), "{stdout}");
     // The programs answer their own generated questions exactly.
     assert!(stdout.contains("annotation: EM 100.0%, F1 100.0%"), "{stdout}");
     let dir = td.path().join("a");

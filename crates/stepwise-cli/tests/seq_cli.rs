@@ -319,7 +319,7 @@ fn several_seeds_give_a_spread_and_a_comparison_with_the_pairwise_baseline() {
 fn cross_validation_predicts_every_instance_once() {
     let f = fixture();
     let out = f.p("study-cv");
-    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--cv", "3", "--no-ablation"]);
+    let mut a = s(&["seq-study", &f.p("seq"), "--features", &f.p("w2v"), "--cv", "3", "--no-ablation", "--seeds", "1"]);
     a.extend(s(&["--epochs", "1", "--pretrain-epochs", "1", "-o", &out, "-q"]));
     a.extend(s(&SMALL));
     ok(&a);

@@ -122,7 +122,7 @@ const TOKEN_FEATURES: &str = "features/w2v-tokens";
 const PATCH_FEATURES: &str = "features/descriptor-patches";
 const SEQ_STUDY: &str = "seq-study";
 /// Training seeds of the demo's sequencing study.
-const DEMO_SEEDS: &str = "2";
+const DEMO_SEEDS: &str = "3";
 const ANNOTATION: &str = "annotation";
 const R2VQ: &str = "r2vq";
 

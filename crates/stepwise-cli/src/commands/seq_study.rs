@@ -64,8 +64,8 @@ pub struct Args {
     pub cv: Option<usize>,
     /// Train every cell with this many seeds (--seed, --seed + 1, ...): the tables show the mean over seeds with
     /// its interval over sequences, seeds.md the spread over seeds and each cell's difference from the pairwise
-    /// baseline.
-    #[arg(long, default_value_t = 1)]
+    /// baseline. Predictions are written per seed (`<cell>__seed<S>.jsonl`; one seed: `<cell>.jsonl`).
+    #[arg(long, default_value_t = 3)]
     pub seeds: u64,
     /// The dataset's name in the tables.
     #[arg(long, default_value = "dataset")]
