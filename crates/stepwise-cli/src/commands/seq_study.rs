@@ -19,7 +19,7 @@ use stepwise_models::seq::{DecoderKind, SeqTrainConfig};
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
 
 use super::model_features::FeatureArgs;
-use super::train_seq::{SeqData, SeqHyper, load_data};
+use super::train_seq::{SeqData, SeqHyper, TargetsArgs, load_data};
 use crate::usage_bail;
 
 /// Train and test the sequencing model grid (sequencing paper Tables 2, 3 and 4) on one dataset.
@@ -46,6 +46,8 @@ pub struct Args {
     pub features: FeatureArgs,
     #[command(flatten)]
     pub hyper: SeqHyper,
+    #[command(flatten)]
+    pub targets: TargetsArgs,
     /// Pretraining epochs.
     #[arg(long, default_value_t = 10)]
     pub pretrain_epochs: usize,
@@ -108,8 +110,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut by_kind: std::collections::BTreeMap<FeatureKind, SeqData> = Default::default();
     std::fs::create_dir_all(out.path().join("predictions"))?;
     let fingerprint = format!(
-        "{:?}|{:?}|{}|{}|{:?}|{}",
+        "{:?}|{:?}|{:?}|{}|{}|{:?}|{}",
         args.hyper,
+        args.targets,
         all.features.identities.iter().map(|(i, _)| i).collect::<Vec<_>>(),
         args.pretrain_epochs,
         args.beam,
@@ -194,7 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 let settings = CellSettings {
                     model: data.config(&args.hyper, DecoderKind::Berson),
-                    train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config() },
+                    train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.targets) },
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,
                 };
@@ -272,7 +275,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     notes.push(format!(
         "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
-        args.hyper.train_config().targets.as_str(), seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        args.hyper.train_config(&args.targets).targets.as_str(), seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));
     if !all.skipped.is_empty() {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));

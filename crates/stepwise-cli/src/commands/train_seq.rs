@@ -80,6 +80,11 @@ pub struct SeqHyper {
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+/// Which orders fine-tuning learns from (train-seq and seq-study; pretraining reads the authored order).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TargetsArgs {
     /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
     /// sequencing paper's training; free steps then carry the authored order as their label).
     #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
@@ -92,6 +97,15 @@ pub enum TargetsArg {
     AllReferences,
     /// The authored order only.
     Authored,
+}
+
+impl From<TargetsArg> for OrderTargets {
+    fn from(t: TargetsArg) -> Self {
+        match t {
+            TargetsArg::AllReferences => OrderTargets::AllReferences,
+            TargetsArg::Authored => OrderTargets::Authored,
+        }
+    }
 }
 
 impl SeqHyper {
@@ -111,17 +125,15 @@ impl SeqHyper {
         Ok(())
     }
 
-    pub fn train_config(&self) -> SeqTrainConfig {
+    /// The training options; fine-tuning reads `targets` (pretraining ignores them).
+    pub fn train_config(&self, targets: &TargetsArgs) -> SeqTrainConfig {
         SeqTrainConfig {
             learning_rate: self.lr,
             batch_size: self.batch_size,
             max_epochs: self.epochs,
             patience: self.patience,
             seed: self.seed,
-            targets: match self.targets {
-                TargetsArg::AllReferences => OrderTargets::AllReferences,
-                TargetsArg::Authored => OrderTargets::Authored,
-            },
+            targets: targets.targets.into(),
         }
     }
 }
@@ -299,7 +311,7 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if pcfg.objectives.iter().any(|o| !o.needs_text()) && !config.uses_image() {
         usage_bail!("--objectives isp, pisp and smrm need an image feature store");
     }
-    let tcfg = args.hyper.train_config();
+    let tcfg = args.hyper.train_config(&TargetsArgs { targets: TargetsArg::AllReferences });
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?.with_pretraining_heads()?;
     let checkpoint = Checkpointing { path: checkpoint_path(&args.output), stop_after_epochs: None };
@@ -343,6 +355,8 @@ pub struct TrainSeqArgs {
     pub decoder: DecoderArg,
     #[command(flatten)]
     pub hyper: SeqHyper,
+    #[command(flatten)]
+    pub targets: TargetsArgs,
     #[arg(long, default_value = "train")]
     pub train_split: String,
     /// The split that selects the epoch (none: all epochs run, the last weights are kept).
@@ -405,7 +419,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let tcfg = args.hyper.train_config();
+    let tcfg = args.hyper.train_config(&args.targets);
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?;
     if let Some(p) = &pretrained {
