@@ -118,6 +118,38 @@ struct PerSequence {
     multi_reference: usize,
 }
 
+/// Each sequence's metric values averaged over the prediction sets of several seeds; `each` sees every seed's
+/// own values first.
+fn seed_means(
+    instances: &[SequencingInstance],
+    sets: &[Vec<OrderPrediction>],
+    split: Option<&str>,
+    mut each: impl FnMut(&PerSequence),
+) -> stepwise_core::Result<PerSequence> {
+    let mut sums: Option<PerSequence> = None;
+    for preds in sets {
+        let p = per_sequence(instances, preds, split)?;
+        each(&p);
+        match &mut sums {
+            None => sums = Some(p),
+            Some(acc) => {
+                if acc.ids != p.ids {
+                    return Err(stepwise_core::Error::bad_input(
+                        "the seeds' predictions cover different sequences".to_string(),
+                    ));
+                }
+                for (a, col) in acc.single.iter_mut().zip(&p.single).chain(acc.multi.iter_mut().zip(&p.multi)) {
+                    a.iter_mut().zip(col).for_each(|(a, v)| *a += v);
+                }
+            }
+        }
+    }
+    let mut means = sums.ok_or_else(|| stepwise_core::Error::bad_input("no seed to score".to_string()))?;
+    let k = sets.len() as f64;
+    means.single.iter_mut().chain(means.multi.iter_mut()).flatten().for_each(|v| *v /= k);
+    Ok(means)
+}
+
 /// One method trained with several seeds: each seed's score (mean over sequences) per metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SeedSpread {
@@ -153,39 +185,23 @@ pub fn score_seeds(
 ) -> stepwise_core::Result<(usize, usize, Scores, Scores, SeedSpread)> {
     assert_eq!(predictions.len(), seeds.len(), "one prediction set per seed");
     let mut spread = SeedSpread { seeds: seeds.to_vec(), single: BTreeMap::new(), multi: BTreeMap::new() };
-    let mut sums: Option<PerSequence> = None;
-    for preds in predictions {
-        let p = per_sequence(instances, preds, split)?;
-        for (m, (s, x)) in Metric::ALL.iter().zip(p.single.iter().zip(&p.multi)) {
-            spread.single.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(s));
-            spread.multi.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(x));
-        }
-        match &mut sums {
-            None => sums = Some(p),
-            Some(acc) => {
-                if acc.ids != p.ids {
-                    return Err(stepwise_core::Error::bad_input(
-                        "the seeds' predictions cover different sequences".to_string(),
-                    ));
-                }
-                for (a, col) in acc.single.iter_mut().zip(&p.single).chain(acc.multi.iter_mut().zip(&p.multi)) {
-                    a.iter_mut().zip(col).for_each(|(a, v)| *a += v);
-                }
-            }
-        }
-    }
     if predictions.len() == 1 {
         let (n, multi_ref, single, multi) = score(instances, &predictions[0], split, seed)?;
+        let values = |s: &Scores| s.iter().map(|(k, v)| (k.clone(), vec![v.value])).collect();
+        spread.single = values(&single);
+        spread.multi = values(&multi);
         return Ok((n, multi_ref, single, multi, spread));
     }
-    let Some(PerSequence { ids, single, multi, multi_reference: multi_ref }) = sums else {
-        return Err(stepwise_core::Error::bad_input("no seed to score".to_string()));
-    };
-    let k = predictions.len() as f64;
+    let PerSequence { ids, single, multi, multi_reference: multi_ref } =
+        seed_means(instances, predictions, split, |p| {
+            for (m, (s, x)) in Metric::ALL.iter().zip(p.single.iter().zip(&p.multi)) {
+                spread.single.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(s));
+                spread.multi.entry(m.name().to_string()).or_default().push(crate::bootstrap::mean(x));
+            }
+        })?;
     let config = BootstrapConfig { seed, ..BootstrapConfig::default() };
     let estimate = |columns: &[Vec<f64>], key: &str| -> Scores {
-        let means: Vec<Vec<f64>> = columns.iter().map(|c| c.iter().map(|v| v / k).collect()).collect();
-        let refs: Vec<&[f64]> = means.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
         let est = crate::bootstrap::mean_estimates(&refs, crate::bootstrap::Unit::Rows, &config, key);
         Metric::ALL
             .iter()
@@ -214,31 +230,15 @@ pub fn paired_difference(
     seed: u64,
 ) -> stepwise_core::Result<Value> {
     let at = Metric::ALL.iter().position(|m| *m == metric).expect("every metric is in ALL");
-    let seed_mean = |sets: &[Vec<OrderPrediction>]| -> stepwise_core::Result<(Vec<String>, Vec<f64>)> {
-        let mut ids = Vec::new();
-        let mut acc: Vec<f64> = Vec::new();
-        for preds in sets {
-            let p = per_sequence(instances, preds, split)?;
-            if acc.is_empty() {
-                acc = vec![0.0; p.multi[at].len()];
-                ids = p.ids;
-            } else if p.ids != ids {
-                return Err(stepwise_core::Error::bad_input(
-                    "the seeds' predictions cover different sequences".to_string(),
-                ));
-            }
-            acc.iter_mut().zip(&p.multi[at]).for_each(|(s, v)| *s += v / sets.len() as f64);
-        }
-        Ok((ids, acc))
-    };
-    let (ids_a, va) = seed_mean(a)?;
-    let (ids_b, vb) = seed_mean(b)?;
-    if ids_a != ids_b {
+    let a = seed_means(instances, a, split, |_| {})?;
+    let b = seed_means(instances, b, split, |_| {})?;
+    if a.ids != b.ids {
         return Err(stepwise_core::Error::bad_input(
             "the two methods' predictions cover different sequences".to_string(),
         ));
     }
-    let diff: Vec<f64> = va.iter().zip(&vb).map(|(x, y)| x - y).collect();
+    let (va, vb) = (&a.multi[at], &b.multi[at]);
+    let diff: Vec<f64> = va.iter().zip(vb).map(|(x, y)| x - y).collect();
     let config = BootstrapConfig { seed, ..BootstrapConfig::default() };
     let e = crate::bootstrap::mean_estimate(&diff, crate::bootstrap::Unit::Rows, &config, "sequencing-seeds/paired");
     Ok(Value { value: e.value, ci: e.ci.map(|c| [c.low, c.high]) })

@@ -142,13 +142,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 pairwise: PairwiseConfig { seed: s, ..PairwiseConfig::default() },
                 seed,
             };
-            let mut preds = sequencer::run(&all.instances, &set, &config)?.predictions;
-            if folds.is_none() {
-                let ids: std::collections::HashSet<&str> =
-                    all.instances.iter().filter(|i| i.split == args.split).map(|i| i.id.as_str()).collect();
-                preds.retain(|p| ids.contains(p.id.as_str()));
-            }
-            runs.push(preds);
+            // Split mode predicts the instances of --split only, cross-validation every instance.
+            runs.push(sequencer::run(&all.instances, &set, &config)?.predictions);
         }
         let (n, multi, single_s, multi_s, spread) = table::score_seeds(&scored, &runs, &seeds, Some(&split), seed)?;
         rows.push(Row {

@@ -5,6 +5,32 @@
 
 use crate::item_features::{ItemMatrix, column_moments};
 
+/// For items `0..n` of one instance, entry `i * n + j`: the share of `references` (orders of item indices) that
+/// put item i before item j (0 on the diagonal and with no reference). The pairwise model's labels and the
+/// sequencer's pairwise targets.
+pub fn precedence_shares(references: &[Vec<usize>], n: usize) -> Vec<f32> {
+    let positions: Vec<Vec<usize>> = references
+        .iter()
+        .map(|r| {
+            let mut pos = vec![0; n];
+            for (k, &i) in r.iter().enumerate() {
+                pos[i] = k;
+            }
+            pos
+        })
+        .collect();
+    let mut out = vec![0f32; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                let before = positions.iter().filter(|p| p[i] < p[j]).count();
+                out[i * n + j] = before as f32 / positions.len().max(1) as f32;
+            }
+        }
+    }
+    out
+}
+
 /// Items of many instances stacked into one matrix, and labelled pairs indexing its rows.
 #[derive(Debug, Clone, Default)]
 pub struct PairTable {
@@ -39,25 +65,15 @@ impl PairTable {
         let base = self.rows() as u32;
         let n = x.len();
         self.items.extend_from_slice(&x.data);
-        let positions: Vec<Vec<usize>> = references
-            .iter()
-            .map(|r| {
-                let mut pos = vec![0; n];
-                for (k, &i) in r.iter().enumerate() {
-                    pos[i] = k;
-                }
-                pos
-            })
-            .collect();
+        let shares = precedence_shares(references, n);
         for i in 0..n {
             for j in 0..n {
                 if i == j {
                     continue;
                 }
-                let before = positions.iter().filter(|p| p[i] < p[j]).count();
                 self.a.push(base + i as u32);
                 self.b.push(base + j as u32);
-                self.y.push(before as f32 / positions.len().max(1) as f32);
+                self.y.push(shares[i * n + j]);
             }
         }
     }

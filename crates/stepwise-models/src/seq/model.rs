@@ -407,13 +407,12 @@ impl SeqModel {
         let mut weight = vec![0f32; b * n * n];
         for (bi, refs) in references.iter().enumerate() {
             let len = refs.first().map_or(0, Vec::len);
-            let positions: Vec<Vec<usize>> = refs.iter().map(|r| positions_of(r)).collect();
+            let shares = crate::pairwise::pairs::precedence_shares(refs, len);
             for i in 0..len {
                 for j in 0..len {
                     if i != j {
-                        let before = positions.iter().filter(|p| p[i] < p[j]).count();
                         weight[(bi * n + i) * n + j] = 1.0;
-                        target[(bi * n + i) * n + j] = before as f32 / positions.len() as f32;
+                        target[(bi * n + i) * n + j] = shares[i * len + j];
                     }
                 }
             }
@@ -577,15 +576,6 @@ impl SeqModel {
     }
 }
 
-/// Where each item stands in `order`.
-fn positions_of(order: &[usize]) -> Vec<usize> {
-    let mut pos = vec![0usize; order.len()];
-    for (t, &i) in order.iter().enumerate() {
-        pos[i] = t;
-    }
-    pos
-}
-
 /// For each position t of the first reference, the steps some reference places at t after the same set of
 /// steps as the first reference's first t (sorted; the first reference's own step always among them).
 fn valid_next_steps(references: &[Vec<usize>]) -> Vec<Vec<usize>> {
@@ -677,6 +667,15 @@ fn beam_search(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where each item stands in `order`.
+    fn positions_of(order: &[usize]) -> Vec<usize> {
+        let mut pos = vec![0usize; order.len()];
+        for (t, &i) in order.iter().enumerate() {
+            pos[i] = t;
+        }
+        pos
+    }
 
     /// The steps some reference places at t after exactly the first reference's first t steps, by brute force
     /// over sets.
