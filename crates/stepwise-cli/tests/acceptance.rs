@@ -81,6 +81,8 @@ fn model_study_on_real_procedures_with_grocery_distractors() {
         "1",
         "--cv",
         "5",
+        "--seeds",
+        "1",
     ];
     stepwise(&[&["study", &suite, "-o", &study], &feats[..], &pool[..], &size[..]].concat());
     let md = std::fs::read_to_string(Path::new(&study).join("study.md")).unwrap();

@@ -44,6 +44,11 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(stage)), "stage {stage} missing:\n{stdout}");
     }
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
+    // The model study states RecipeQA mode against the knob settings with intervals and says whether the drop is
+    // outside noise.
+    let study_line =
+        stdout.lines().find(|l| l.trim_start().starts_with("study ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(study_line.contains("models mean of 3 seeds") && study_line.contains("noise)"), "{study_line}");
     // The sequencing study says how its cells compare with the pairwise baseline, with intervals.
     assert!(stdout.contains("mean of 3 seeds [95% CI over sequences]") && stdout.contains("noise)"), "{stdout}");
     // The programs answer their own generated questions exactly.

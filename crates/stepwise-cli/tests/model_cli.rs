@@ -167,21 +167,31 @@ fn a_killed_training_resumes_to_the_weights_of_an_uninterrupted_run() {
 }
 
 #[test]
-fn a_study_trains_every_model_on_every_setting() {
+fn a_study_trains_every_model_on_every_setting_with_several_seeds() {
     let f = fixture();
     let out = f.p("study");
     let mut args: Vec<String> = ["study", &f.p("suite"), "--features", &f.p("w2v"), "--features", &f.p("desc")]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    args.extend(["--epochs", "2", "--patience", "2", "--resamples", "50", "-o", &out].map(String::from));
+    args.extend(
+        ["--epochs", "2", "--patience", "2", "--resamples", "50", "--seeds", "2", "-o", &out].map(String::from),
+    );
     args.extend(SMALL.map(String::from));
     let (code, _, err) = run(bin().args(&args));
     assert_eq!(code, 0, "{err}");
     let md = std::fs::read_to_string(Path::new(&out).join("study.md")).unwrap();
-    for needle in
-        ["## visual_cloze", "| recipeqa |", "| knobs-1-1-1 |", "Hasty Student", "Impatient Reader", "BiDAF", "HTRN"]
-    {
+    for needle in [
+        "## visual_cloze",
+        "| recipeqa |",
+        "| knobs-1-1-1 |",
+        "Hasty Student",
+        "Impatient Reader",
+        "BiDAF",
+        "HTRN",
+        "every model trained with 2 seeds",
+        "RecipeQA − knobs",
+    ] {
         assert!(md.contains(needle), "{needle} missing:\n{md}");
     }
     let study: serde_json::Value =
@@ -191,10 +201,49 @@ fn a_study_trains_every_model_on_every_setting() {
     for c in cells {
         let acc = c["accuracy"]["value"].as_f64().unwrap_or_else(|| panic!("no accuracy: {c}"));
         assert!((0.0..=1.0).contains(&acc));
+        // A model's accuracy is the mean of its seeds' (every seed tests the same questions).
+        if c["model"] != "Hasty Student" {
+            let seeds: Vec<f64> =
+                c["seed_accuracies"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!(seeds.len(), 2, "{c}");
+            assert!((acc - (seeds[0] + seeds[1]) / 2.0).abs() < 1e-12, "{c}");
+        }
     }
-    for file in ["fig4-visual_cloze.png", "fig5-visual_cloze-knob3.svg", "predictions/visual_cloze/recipeqa/htrn.jsonl"]
-    {
+    for row in study["summary"].as_array().unwrap() {
+        let d = &row["difference"];
+        let (value, low, high) =
+            (d["value"].as_f64().unwrap(), d["low"].as_f64().unwrap(), d["high"].as_f64().unwrap());
+        assert!(low <= value + 1e-12 && value <= high + 1e-12, "{row}");
+        let recipeqa = row["recipeqa"].as_f64().unwrap();
+        assert!((value - (recipeqa - row["knob_mean"].as_f64().unwrap())).abs() < 1e-12, "{row}");
+        let verdict = if low > 0.0 || high < 0.0 { "outside noise" } else { "within noise" };
+        assert_eq!(row["verdict"], verdict, "{row}");
+        assert_eq!(row["difference_sd"].is_null(), row["model"] == "Hasty Student", "{row}");
+    }
+    for file in [
+        "fig4-visual_cloze.png",
+        "fig5-visual_cloze-knob3.svg",
+        "predictions/visual_cloze/recipeqa/htrn__seed0.jsonl",
+        "predictions/visual_cloze/recipeqa/htrn__seed1.jsonl",
+        "predictions/visual_cloze/recipeqa/hasty-student.jsonl",
+    ] {
         assert!(Path::new(&out).join(file).exists(), "{file}");
+    }
+    // Each seed's predictions are what `stepwise eval` scores as that seed's accuracy.
+    let cell = cells.iter().find(|c| c["setting"] == "recipeqa" && c["model"] == "HTRN").unwrap();
+    for (k, acc) in cell["seed_accuracies"].as_array().unwrap().iter().enumerate() {
+        let preds = Path::new(&out).join(format!("predictions/visual_cloze/recipeqa/htrn__seed{k}.jsonl"));
+        let (code, stdout, err) = run(bin().args([
+            "eval",
+            &format!("{}/recipeqa/visual_cloze", f.p("suite")),
+            "--split",
+            "test",
+            "-p",
+            preds.to_str().unwrap(),
+        ]));
+        assert_eq!(code, 0, "{err}");
+        let shown = format!("{:.1}", 100.0 * acc.as_f64().unwrap());
+        assert!(stdout.contains(&shown), "seed {k}: eval and study agree on {shown}:\n{stdout}");
     }
     assert!(!f.root.join(".study.study-work").exists(), "the work folder is removed after success");
 }

@@ -81,6 +81,11 @@ pub struct Estimate {
     pub ci: Option<Interval>,
 }
 
+/// How a difference's interval reads: "outside noise" when it excludes 0, else "within noise".
+pub fn noise_verdict(low: f64, high: f64) -> &'static str {
+    if low > 0.0 || high < 0.0 { "outside noise" } else { "within noise" }
+}
+
 /// Percentile intervals of `n_stats` statistics computed together on each resample of `n_rows` rows.
 ///
 /// `stat(weights, out)` writes the statistics of one resample into `out` (length `n_stats`); it must be a pure
@@ -211,6 +216,14 @@ pub fn mean(values: &[f64]) -> f64 {
         return f64::NAN;
     }
     values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// Sample standard deviation (n − 1 in the denominator; None for fewer than two values).
+pub fn sample_sd(values: &[f64]) -> Option<f64> {
+    (values.len() > 1).then(|| {
+        let m = mean(values);
+        (values.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
+    })
 }
 
 fn weighted_mean(values: &[f64], weights: &[u32]) -> f64 {

@@ -15,6 +15,11 @@ pub fn percent_interval(ci: Option<Interval>) -> String {
     }
 }
 
+/// A difference of shares as a signed percentage with one decimal (`+1.2`, `−3.4`).
+pub fn signed_percent(x: f64) -> String {
+    format!("{}{:.1}", if x >= 0.0 { "+" } else { "−" }, 100.0 * x.abs())
+}
+
 /// A plain number with `digits` decimals (`–` for NaN).
 pub fn number(x: f64, digits: usize) -> String {
     if x.is_nan() { "–".into() } else { format!("{x:.digits$}") }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::bootstrap::BootstrapConfig;
+use crate::markdown::signed_percent as signed_pct;
 use crate::predictions::OrderRecord;
 use crate::sequence_metrics::Metric;
 use crate::sequencing_eval::{SequencingOptions, SequencingReport, evaluate_orders};
@@ -164,11 +165,7 @@ pub struct SeedSpread {
 impl SeedSpread {
     /// The sample standard deviation over seeds of a multi-reference metric (None with one seed).
     pub fn multi_sd(&self, metric: Metric) -> Option<f64> {
-        let v = self.multi.get(metric.name())?;
-        (v.len() > 1).then(|| {
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
-        })
+        crate::bootstrap::sample_sd(self.multi.get(metric.name())?)
     }
 }
 
@@ -263,10 +260,6 @@ fn pct(v: f64) -> String {
     format!("{:.1}", v * 100.0)
 }
 
-fn signed_pct(v: f64) -> String {
-    format!("{}{:.1}", if v >= 0.0 { "+" } else { "−" }, v.abs() * 100.0)
-}
-
 /// The seeds table (Markdown): each method's multi-reference PMR with its interval over sequences, the spread
 /// over seeds, each seed's value, and the paired difference from its reference with a verdict.
 pub fn seeds_markdown(rows: &[SeedRow]) -> String {
@@ -283,10 +276,9 @@ pub fn seeds_markdown(rows: &[SeedRow]) -> String {
             None => "–".into(),
             Some((name, d)) => {
                 let (ci, verdict) = match d.ci {
-                    Some([lo, hi]) => (
-                        format!(" [{}, {}]", signed_pct(lo), signed_pct(hi)),
-                        if lo > 0.0 || hi < 0.0 { "outside noise" } else { "within noise" },
-                    ),
+                    Some([lo, hi]) => {
+                        (format!(" [{}, {}]", signed_pct(lo), signed_pct(hi)), crate::bootstrap::noise_verdict(lo, hi))
+                    }
                     None => (String::new(), "no interval"),
                 };
                 format!("{}{ci} vs {name}: {verdict}", signed_pct(d.value))

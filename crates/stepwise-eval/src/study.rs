@@ -64,6 +64,21 @@ pub struct StudyConfig {
     /// tested once, by a model that never saw its procedure.
     #[serde(default)]
     pub cv: Option<usize>,
+    /// Every model is trained with this many seeds (`train.seed`, `train.seed + 1`, ...); the splits or folds stay
+    /// those of `train.seed`.
+    #[serde(default = "one_seed")]
+    pub seeds: usize,
+}
+
+fn one_seed() -> usize {
+    1
+}
+
+impl StudyConfig {
+    /// The training seeds, in order.
+    pub fn training_seeds(&self) -> Vec<u64> {
+        (0..self.seeds.max(1) as u64).map(|k| self.train.seed.wrapping_add(k)).collect()
+    }
 }
 
 /// The (setting, task) task set of a suite, when it exists ([`stepwise_tasks::suite::taskset_dir`]: visual
@@ -83,16 +98,25 @@ pub struct Cell {
     pub train_questions: usize,
     pub val_questions: usize,
     pub test_questions: usize,
+    /// With several seeds the mean over seeds, its interval over procedures of each question's mean over seeds.
     pub accuracy: Option<EstimateRecord>,
-    /// Training: the epoch kept, epochs run, parameters (models only).
+    /// Each training seed's test accuracy, in the order of [`StudyConfig::training_seeds`] (models only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed_accuracies: Vec<f64>,
+    /// Training: the epoch kept, epochs run, parameters (models only; over folds and seeds the median best epoch
+    /// and the most epochs run).
     pub best_epoch: Option<usize>,
     pub epochs_run: Option<usize>,
     pub parameters: Option<usize>,
     pub val_accuracy: Option<f64>,
     /// Questions left out for missing vectors.
     pub skipped: Skipped,
-    /// Test predictions `(qid, choice)` (written as JSONL by the caller).
-    pub predictions: Vec<(String, usize)>,
+    /// Test predictions `(qid, choice)`, one list per training seed (written as JSONL by the caller).
+    pub predictions: Vec<Vec<(String, usize)>>,
+    /// Each test question's procedure and its correctness averaged over seeds: what the summary resamples
+    /// (kept in the work folder's cache, not in `study.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<(String, f64)>,
     // No wall time here: study.json is byte-identical across runs; the time per cell goes to the log (-v).
 }
 
@@ -110,15 +134,32 @@ impl From<Estimate> for EstimateRecord {
     }
 }
 
-/// Fig. 4: RecipeQA mode next to the knob settings' mean ± std.
+/// Fig. 4: RecipeQA mode next to the knob settings' mean ± std, and the drop between them with its interval.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SummaryRow {
     pub task: Task,
     pub model: String,
     pub recipeqa: Option<f64>,
+    /// 95% interval of `recipeqa` over procedures.
+    #[serde(default)]
+    pub recipeqa_ci: Option<[f64; 2]>,
     pub knob_mean: Option<f64>,
+    /// 95% interval of `knob_mean` over procedures (all settings resampled together).
+    #[serde(default)]
+    pub knob_mean_ci: Option<[f64; 2]>,
+    /// Standard deviation over the knob settings.
     pub knob_std: Option<f64>,
     pub knob_settings: usize,
+    /// RecipeQA mode − the knob settings' mean, with a bootstrap interval over procedures that resamples every
+    /// setting's questions of a procedure together.
+    #[serde(default)]
+    pub difference: Option<EstimateRecord>,
+    /// "within noise" or "outside noise": whether the difference's interval contains 0.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// Standard deviation of the difference over training seeds (models trained with several seeds).
+    #[serde(default)]
+    pub difference_sd: Option<f64>,
 }
 
 /// Fig. 5: accuracy at each value of one knob, averaged over the four combinations of the other two.
@@ -224,6 +265,8 @@ pub fn run_study(
                 val_accuracy: None,
                 skipped: inputs.skipped.clone(),
                 predictions: Vec::new(),
+                outcomes: Vec::new(),
+                seed_accuracies: Vec::new(),
             };
             let folds = plan_folds(&inputs, cfg);
             if let Ok((dc, dq)) = dims
@@ -235,42 +278,50 @@ pub fn run_study(
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
                 mc.dropout = cfg.dropout;
-                let (mut tested, mut pred): (Vec<&QuestionInput>, Vec<usize>) = (Vec::new(), Vec::new());
+                let tested: Vec<&QuestionInput> = folds.iter().flat_map(|f| f.test_refs.iter().copied()).collect();
                 let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
-                for fold in &folds {
-                    let fold_config = mc.clone().scaled_on(cfg.inputs, &fold.train);
-                    let m = M3cModel::new(fold_config, cfg.train.seed)
-                        .map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
-                    let report = train::train(
-                        &m,
-                        &fold.train,
-                        &fold.val,
-                        &cfg.train,
-                        None,
-                        &mut |epoch, batch, batches, loss, best_val| {
-                            on_event(StudyEvent::Epoch { epoch, batch, batches, loss, best_val })
-                        },
-                    )?
-                    .ok_or_else(|| stepwise_core::Error::runtime("training stopped before its end"))?;
-                    let p = train::predict(&m, &fold.test, cfg.train.batch_size)?;
-                    tested.extend(fold.test_refs.iter().copied());
-                    pred.extend(p.into_iter().map(|(c, _)| c));
-                    best.push(report.best_epoch);
-                    epochs.push(report.epochs_run);
-                    val_acc.extend(report.best_val_accuracy);
-                    cell.parameters = Some(report.parameters);
+                let mut correct = vec![0.0; tested.len()];
+                for seed in cfg.training_seeds() {
+                    let tc = TrainConfig { seed, ..cfg.train.clone() };
+                    let mut pred: Vec<usize> = Vec::with_capacity(tested.len());
+                    for fold in &folds {
+                        let fold_config = mc.clone().scaled_on(cfg.inputs, &fold.train);
+                        let m = M3cModel::new(fold_config, seed)
+                            .map_err(|e| stepwise_core::Error::runtime(e.to_string()))?;
+                        let report = train::train(
+                            &m,
+                            &fold.train,
+                            &fold.val,
+                            &tc,
+                            None,
+                            &mut |epoch, batch, batches, loss, best_val| {
+                                on_event(StudyEvent::Epoch { epoch, batch, batches, loss, best_val })
+                            },
+                        )?
+                        .ok_or_else(|| stepwise_core::Error::runtime("training stopped before its end"))?;
+                        let p = train::predict(&m, &fold.test, tc.batch_size)?;
+                        pred.extend(p.into_iter().map(|(c, _)| c));
+                        best.push(report.best_epoch);
+                        epochs.push(report.epochs_run);
+                        val_acc.extend(report.best_val_accuracy);
+                        cell.parameters = Some(report.parameters);
+                    }
+                    let hits: Vec<f64> = pred.iter().zip(&tested).map(|(p, q)| f64::from(*p == q.answer)).collect();
+                    correct.iter_mut().zip(&hits).for_each(|(c, h)| *c += h);
+                    cell.seed_accuracies.push(crate::bootstrap::mean(&hits));
+                    cell.predictions.push(pred.iter().zip(&tested).map(|(p, q)| (q.qid.clone(), *p)).collect());
                 }
-                let correct: Vec<f64> = pred.iter().zip(&tested).map(|(p, q)| f64::from(*p == q.answer)).collect();
+                let runs = cell.seed_accuracies.len() as f64;
+                correct.iter_mut().for_each(|c| *c /= runs);
                 let clusters = cluster_ids(tested.iter().map(|q| q.recipe_id.as_str()));
                 let key = format!("study/{}/{setting}/{}", task.as_str(), model.as_str());
                 cell.accuracy = Some(mean_estimate(&correct, Unit::Clusters(&clusters), &cfg.bootstrap, &key).into());
-                // Over folds: the median best epoch and the largest number of epochs run.
                 best.sort_unstable();
                 cell.best_epoch = best.get(best.len() / 2).copied();
                 cell.epochs_run = epochs.into_iter().max();
                 cell.val_accuracy = (!val_acc.is_empty()).then(|| val_acc.iter().sum::<f64>() / val_acc.len() as f64);
                 cell.test_questions = tested.len();
-                cell.predictions = pred.iter().zip(&tested).map(|(p, q)| (q.qid.clone(), *p)).collect();
+                cell.outcomes = tested.iter().zip(&correct).map(|(q, c)| (q.recipe_id.clone(), *c)).collect();
             }
             tracing::info!(
                 task = task.as_str(),
@@ -374,7 +425,7 @@ fn hasty_cell(
             }
         }
     }
-    let clusters = cluster_ids(recipes.into_iter());
+    let clusters = cluster_ids(recipes.iter().copied());
     let accuracy = (!correct.is_empty()).then(|| {
         mean_estimate(&correct, Unit::Clusters(&clusters), bs, &format!("study/{}/{setting}/hasty", task.as_str()))
             .into()
@@ -392,7 +443,9 @@ fn hasty_cell(
         parameters: None,
         val_accuracy: None,
         skipped,
-        predictions,
+        predictions: vec![predictions],
+        outcomes: recipes.iter().zip(&correct).map(|(r, c)| (r.to_string(), *c)).collect(),
+        seed_accuracies: Vec::new(),
     }
 }
 
@@ -416,14 +469,83 @@ fn summarize(cells: &[Cell], cfg: &StudyConfig) -> Vec<SummaryRow> {
             if recipeqa.is_none() && knobs.is_empty() {
                 continue;
             }
-            let mean = (!knobs.is_empty()).then(|| knobs.iter().sum::<f64>() / knobs.len() as f64);
-            let std = mean
-                .filter(|_| knobs.len() > 1)
-                .map(|m| (knobs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (knobs.len() - 1) as f64).sqrt());
-            out.push(SummaryRow { task, model, recipeqa, knob_mean: mean, knob_std: std, knob_settings: knobs.len() });
+            let mean = (!knobs.is_empty()).then(|| crate::bootstrap::mean(&knobs));
+            let std = crate::bootstrap::sample_sd(&knobs);
+            let of = |setting: &str| cells.iter().find(|c| c.task == task && c.setting == setting && c.model == model);
+            let [recipeqa_ci, knob_mean_ci, difference_ci] = drop_intervals(
+                of("recipeqa"),
+                &SETTINGS[1..].iter().filter_map(|s| of(s)).collect::<Vec<_>>(),
+                &cfg.bootstrap,
+                &format!("study/{}/summary/{model}", task.as_str()),
+            );
+            let difference = recipeqa.zip(mean).map(|(r, m)| EstimateRecord {
+                value: r - m,
+                low: difference_ci.map(|c| c[0]),
+                high: difference_ci.map(|c| c[1]),
+            });
+            out.push(SummaryRow {
+                task,
+                model: model.clone(),
+                recipeqa,
+                recipeqa_ci,
+                knob_mean: mean,
+                knob_mean_ci,
+                knob_std: std,
+                knob_settings: knobs.len(),
+                verdict: difference_ci.map(|[lo, hi]| crate::bootstrap::noise_verdict(lo, hi).to_string()),
+                difference_sd: difference.and_then(|_| difference_sd(of("recipeqa"), &SETTINGS[1..], &of)),
+                difference,
+            });
         }
     }
     out
+}
+
+/// 95% intervals of RecipeQA mode's accuracy, the knob settings' mean accuracy and their difference, from one
+/// bootstrap over procedures: a resample draws procedures and takes every setting's test questions of each, so
+/// the settings' shared procedures move together. A resample in which a setting has no question is dropped.
+fn drop_intervals(recipeqa: Option<&Cell>, knobs: &[&Cell], bs: &BootstrapConfig, key: &str) -> [Option<[f64; 2]>; 3] {
+    let Some(recipeqa) = recipeqa.filter(|c| !c.outcomes.is_empty()) else {
+        return [None; 3];
+    };
+    let knobs: Vec<&Cell> = knobs.iter().copied().filter(|c| !c.outcomes.is_empty()).collect();
+    // Rows: (setting index, procedure, correctness); setting 0 is RecipeQA mode.
+    let rows: Vec<(usize, &str, f64)> = std::iter::once(recipeqa)
+        .chain(knobs.iter().copied())
+        .enumerate()
+        .flat_map(|(s, c)| c.outcomes.iter().map(move |(r, x)| (s, r.as_str(), *x)))
+        .collect();
+    let clusters = cluster_ids(rows.iter().map(|r| r.1));
+    let settings = knobs.len() + 1;
+    let cis = crate::bootstrap::percentile_intervals(rows.len(), Unit::Clusters(&clusters), bs, key, 3, |w, out| {
+        let (mut sum, mut n) = (vec![0.0; settings], vec![0u64; settings]);
+        for (&(s, _, x), &w) in rows.iter().zip(w) {
+            sum[s] += f64::from(w) * x;
+            n[s] += u64::from(w);
+        }
+        let means: Vec<f64> = sum.iter().zip(&n).map(|(s, &n)| if n == 0 { f64::NAN } else { s / n as f64 }).collect();
+        let knob_mean = if settings > 1 { crate::bootstrap::mean(&means[1..]) } else { f64::NAN };
+        out.copy_from_slice(&[means[0], knob_mean, means[0] - knob_mean]);
+    });
+    let pair = |i: usize| cis[i].map(|c| [c.low, c.high]);
+    [pair(0), pair(1), pair(2)]
+}
+
+/// The standard deviation over training seeds of RecipeQA mode − the knob settings' mean, each seed's
+/// difference from its own accuracies (None with one seed or the Hasty Student).
+fn difference_sd<'c>(
+    recipeqa: Option<&Cell>,
+    knob_settings: &[&str],
+    of: &dyn Fn(&str) -> Option<&'c Cell>,
+) -> Option<f64> {
+    let r = &recipeqa?.seed_accuracies;
+    let knobs: Vec<&Vec<f64>> = knob_settings.iter().filter_map(|s| of(s)).map(|c| &c.seed_accuracies).collect();
+    if r.len() < 2 || knobs.is_empty() || knobs.iter().any(|k| k.len() != r.len()) {
+        return None;
+    }
+    let d: Vec<f64> =
+        (0..r.len()).map(|k| r[k] - crate::bootstrap::mean(&knobs.iter().map(|v| v[k]).collect::<Vec<_>>())).collect();
+    crate::bootstrap::sample_sd(&d)
 }
 
 fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
@@ -462,13 +584,16 @@ pub fn markdown(r: &StudyReport) -> String {
         Some(e) => format!("{:.1}", 100.0 * e.value),
         None => "–".to_string(),
     };
+    let ci = |c: Option<[f64; 2]>| c.map_or(String::new(), |[l, h]| format!(" [{:.1}, {:.1}]", 100.0 * l, 100.0 * h));
+    use crate::markdown::signed_percent as signed;
     let models = model_names(&r.config);
+    let seeds = r.config.training_seeds();
     let mut s = String::new();
     let _ = writeln!(s, "# Model study\n");
     let _ = writeln!(
         s,
         "Test accuracy (%) with 95% bootstrap intervals over procedures; {} (Adam, lr {}, batch {}, at most {} \
-         epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × {} heads. Knob settings are \
+         epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × {} heads; {}. Knob settings are \
          `knobs-<k1>-<k2>-<k3>`.\n",
         match r.config.cv {
             Some(k) => format!(
@@ -484,7 +609,17 @@ pub fn markdown(r: &StudyReport) -> String {
         r.config.hidden,
         r.config.htrn.layers,
         r.config.htrn.dim,
-        r.config.htrn.heads
+        r.config.htrn.heads,
+        if seeds.len() > 1 {
+            format!(
+                "every model trained with {} seeds ({}): a value is the mean over seeds, its interval resamples \
+                 procedures of each question's mean over seeds, and (sd …) is the standard deviation over seeds",
+                seeds.len(),
+                seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            format!("one training seed ({})", r.config.train.seed)
+        }
     );
     for &task in &r.config.tasks {
         let cells: Vec<&Cell> = r.cells.iter().filter(|c| c.task == task).collect();
@@ -509,22 +644,44 @@ pub fn markdown(r: &StudyReport) -> String {
             let n = row.iter().map(|c| c.test_questions).max().unwrap_or(0);
             let _ = write!(s, "| {setting} | {n} |");
             for m in &models {
-                let _ = write!(s, " {} |", est(row.iter().find(|c| &c.model == m).and_then(|c| c.accuracy)));
+                let cell = row.iter().find(|c| &c.model == m);
+                let sd = cell
+                    .and_then(|c| crate::bootstrap::sample_sd(&c.seed_accuracies))
+                    .map_or(String::new(), |sd| format!(" (sd {:.1})", 100.0 * sd));
+                let _ = write!(s, " {}{sd} |", est(cell.and_then(|c| c.accuracy)));
             }
             s.push('\n');
         }
-        let _ = writeln!(s, "\n| model | RecipeQA mode | knob settings mean ± std (n) |\n|---|---:|---:|");
+        let _ = writeln!(
+            s,
+            "\n| model | RecipeQA mode | knob settings: mean | std over settings (n) | RecipeQA − knobs | sd over \
+             seeds | |\n|---|---:|---:|---:|---:|---:|---|"
+        );
         for row in r.summary.iter().filter(|x| x.task == task) {
+            let difference = row.difference.map_or("–".into(), |d| {
+                let ci = d.low.zip(d.high).map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
+                format!("{}{ci}", signed(d.value))
+            });
             let _ = writeln!(
                 s,
-                "| {} | {} | {} ± {} ({}) |",
+                "| {} | {}{} | {}{} | {} ({}) | {difference} | {} | {} |",
                 row.model,
                 pct(row.recipeqa),
+                ci(row.recipeqa_ci),
                 pct(row.knob_mean),
+                ci(row.knob_mean_ci),
                 pct(row.knob_std),
-                row.knob_settings
+                row.knob_settings,
+                pct(row.difference_sd),
+                row.verdict.as_deref().unwrap_or("no interval"),
             );
         }
+        let _ = writeln!(
+            s,
+            "\nRecipeQA − knobs: the drop from RecipeQA mode to the knob settings' mean, with a 95% interval from \
+             one bootstrap over procedures (each resample takes a procedure's questions in every setting); within \
+             noise when that interval contains 0."
+        );
         let effects: Vec<&KnobEffect> = r.knob_effects.iter().filter(|e| e.task == task).collect();
         if !effects.is_empty() {
             let _ = writeln!(
@@ -561,6 +718,87 @@ mod tests {
         }
     }
 
+    /// A model cell of `setting` whose seeds scored `seeds` and whose questions (one per procedure `p0`, `p1`,
+    /// ...) were right on average `outcomes[i]`.
+    fn scored(setting: &str, outcomes: &[f64], seeds: &[f64]) -> Cell {
+        Cell {
+            task: Task::VisualCloze,
+            setting: setting.into(),
+            model: "HTRN".into(),
+            train_questions: 0,
+            val_questions: 0,
+            test_questions: outcomes.len(),
+            accuracy: Some(EstimateRecord { value: crate::bootstrap::mean(outcomes), low: None, high: None }),
+            seed_accuracies: seeds.to_vec(),
+            best_epoch: None,
+            epochs_run: None,
+            parameters: None,
+            val_accuracy: None,
+            skipped: Skipped::default(),
+            predictions: Vec::new(),
+            outcomes: outcomes.iter().enumerate().map(|(i, x)| (format!("p{i}"), *x)).collect(),
+        }
+    }
+
+    fn config(seeds: usize) -> StudyConfig {
+        StudyConfig {
+            models: vec![ScorerKind::Htrn],
+            tasks: vec![Task::VisualCloze],
+            hidden: 8,
+            attention: 8,
+            htrn: HtrnConfig::default(),
+            tokens: false,
+            inputs: InputScaling::Raw,
+            dropout: 0.0,
+            train: TrainConfig::default(),
+            bootstrap: BootstrapConfig { resamples: 400, seed: 3, ..Default::default() },
+            cv: None,
+            seeds,
+        }
+    }
+
+    #[test]
+    fn the_drop_to_the_knob_settings_resamples_each_procedure_in_every_setting_together() {
+        // 30 procedures whose questions are right or wrong alike in every setting: the settings do not differ, and
+        // because a resample takes a procedure in every setting, no resample can make them differ.
+        let same: Vec<f64> = (0..30).map(|i| f64::from(i % 3 == 0)).collect();
+        let cells: Vec<Cell> = SETTINGS.iter().map(|s| scored(s, &same, &[0.3, 0.4, 0.3])).collect();
+        let htrn = |cells: &[Cell], seeds: usize| {
+            let rows = summarize(cells, &config(seeds));
+            assert_eq!(rows.len(), 1, "no Hasty Student cells, no Hasty Student row");
+            rows.into_iter().next().unwrap()
+        };
+        let row = htrn(&cells, 3);
+        assert_eq!(row.model, "HTRN");
+        let d = row.difference.unwrap();
+        for x in [d.value, d.low.unwrap(), d.high.unwrap()] {
+            assert!(x.abs() < 1e-12, "{d:?}");
+        }
+        assert_eq!(row.verdict.as_deref(), Some("within noise"));
+        let [lo, hi] = row.recipeqa_ci.unwrap();
+        assert!(lo < 1.0 / 3.0 && hi > 1.0 / 3.0, "{lo} {hi}: the accuracy itself still varies");
+        // Each seed's own difference: RecipeQA 0.3, 0.4, 0.3 against the same knob values gives 0 every time.
+        assert!(row.difference_sd.unwrap() < 1e-12);
+
+        // RecipeQA mode right on every question, the knob settings on a third: a drop of 2/3 outside noise, and
+        // the seeds' differences (0.9 − 0.2, 0.8 − 0.3, 0.7 − 0.1) spread as their sample sd.
+        let mut cells: Vec<Cell> = SETTINGS[1..].iter().map(|s| scored(s, &same, &[0.2, 0.3, 0.1])).collect();
+        cells.insert(0, scored("recipeqa", &[1.0; 30], &[0.9, 0.8, 0.7]));
+        let row = htrn(&cells, 3);
+        let d = row.difference.unwrap();
+        assert!((d.value - 2.0 / 3.0).abs() < 1e-12, "{d:?}");
+        assert!(d.low.unwrap() > 0.3 && d.high.unwrap() < 1.0, "{d:?}");
+        assert_eq!(row.verdict.as_deref(), Some("outside noise"));
+        let diffs = [0.7, 0.5, 0.6];
+        let brute = (diffs.iter().map(|x| (x - 0.6f64).powi(2)).sum::<f64>() / 2.0).sqrt();
+        assert!((row.difference_sd.unwrap() - brute).abs() < 1e-12);
+        assert_eq!(row.knob_settings, 8);
+
+        // One seed: no spread over seeds.
+        let cells: Vec<Cell> = SETTINGS.iter().map(|s| scored(s, &same, &[0.3])).collect();
+        assert_eq!(htrn(&cells, 1).difference_sd, None);
+    }
+
     #[test]
     fn cross_validation_tests_every_question_once_and_never_trains_on_its_procedure() {
         let mut inputs = TaskInputs::default();
@@ -581,6 +819,7 @@ mod tests {
             train: TrainConfig::default(),
             bootstrap: BootstrapConfig::default(),
             cv: Some(5),
+            seeds: 1,
         };
         let folds = plan_folds(&inputs, &cfg);
         assert_eq!(folds.len(), 5);

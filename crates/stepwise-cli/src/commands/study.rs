@@ -26,7 +26,8 @@ use crate::usage_bail;
     For each task and setting (recipeqa, knobs-<k1>-<k2>-<k3>; visual ordering has no knob 3, so its k3 = 1 \
     settings reuse the k3 = 0 questions when the suite wrote them once), each model is trained on `train`, its \
     epoch selected on `val`, and tested on `test`; the Hasty Student is the no-training row. Output: study.md, \
-    study.json, predictions/<task>/<setting>/<model>.jsonl (what `stepwise eval` reads), fig4-<task>.svg/.png \
+    study.json, predictions/<task>/<setting>/<model>.jsonl (<model>__seed<S>.jsonl per training seed with \
+    --seeds above 1; what `stepwise eval` reads), fig4-<task>.svg/.png \
     (RecipeQA mode vs the knob settings' mean ± std), fig5-<task>-knob<k>.svg/.png (accuracy at each value of a \
     knob, mean over the other two), manifest.json. Finished cells are kept in a hidden work folder beside STUDY, \
     so a killed study resumes where it stopped.")]
@@ -47,6 +48,10 @@ pub struct Args {
     /// every question is tested once; K >= 3).
     #[arg(long, value_name = "K")]
     pub cv: Option<usize>,
+    /// Train every model with this many seeds (--seed, --seed + 1, ...; the split or folds stay those of --seed):
+    /// values are means over seeds with intervals over procedures, and study.md gives the spread over seeds.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub seeds: usize,
     /// Bootstrap resamples for the 95% intervals.
     #[arg(long, default_value_t = 1000)]
     pub resamples: usize,
@@ -61,6 +66,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     args.hyper.check()?;
     if args.cv.is_some_and(|k| k < 3) {
         usage_bail!("--cv needs at least 3 folds (test, val and train)");
+    }
+    if args.seeds == 0 {
+        usage_bail!("--seeds must be at least 1");
     }
     let mut models = Vec::new();
     for m in &args.scorers {
@@ -122,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         train: args.hyper.train_config(),
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
         cv: args.cv,
+        seeds: args.seeds,
     };
     let inputs = StudyInputs {
         suite: &args.suite,
@@ -152,14 +161,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.inputs.extend(features.input_hashes.iter().cloned());
     m.param("config", &report.config);
     m.count("cells", report.cells.len() as u64);
+    m.count("seeds", report.config.seeds as u64);
     m.write(out.path())?;
     let dest = out.commit()?;
     let _ = std::fs::remove_dir_all(&work);
     if !stepwise_core::progress::is_quiet() {
         for r in &report.summary {
             let pct = |x: Option<f64>| x.map_or("–".into(), |v| format!("{:.1}", 100.0 * v));
+            let drop = r.difference.map_or(String::new(), |d| {
+                format!(
+                    "  difference {}{}",
+                    stepwise_eval::markdown::signed_percent(d.value),
+                    r.verdict.as_deref().map_or(String::new(), |v| format!(" ({v})"))
+                )
+            });
             eprintln!(
-                "{:<17} {:<17} RecipeQA mode {:>5}  knob settings {:>5} ± {}",
+                "{:<17} {:<17} RecipeQA mode {:>5}  knob settings {:>5} ± {}{drop}",
                 r.task.as_str(),
                 r.model,
                 pct(r.recipeqa),
@@ -179,22 +196,30 @@ fn work_dir(output: &Path) -> PathBuf {
 }
 
 fn write_outputs(dir: &Path, report: &StudyReport) -> anyhow::Result<()> {
+    let seeds = report.config.training_seeds();
     for c in &report.cells {
-        let file = dir
-            .join("predictions")
-            .join(c.task.as_str())
-            .join(&c.setting)
-            .join(format!("{}.jsonl", c.model.to_lowercase().replace(' ', "-")));
-        write_file_atomic(&file, |w| {
-            for (qid, choice) in &c.predictions {
-                writeln!(w, "{}", serde_json::json!({"qid": qid, "answer": choice, "model": c.model}))?;
-            }
-            Ok(())
-        })?;
+        let model = c.model.to_lowercase().replace(' ', "-");
+        for (k, predictions) in c.predictions.iter().enumerate() {
+            // One file per training seed when there are several (the Hasty Student has one).
+            let name = match seeds.get(k) {
+                Some(seed) if c.predictions.len() > 1 => format!("{model}__seed{seed}.jsonl"),
+                _ => format!("{model}.jsonl"),
+            };
+            let file = dir.join("predictions").join(c.task.as_str()).join(&c.setting).join(name);
+            write_file_atomic(&file, |w| {
+                for (qid, choice) in predictions {
+                    writeln!(w, "{}", serde_json::json!({"qid": qid, "answer": choice, "model": c.model}))?;
+                }
+                Ok(())
+            })?;
+        }
     }
-    // study.json without the per-question predictions (they are in predictions/).
+    // study.json without the per-question predictions (they are in predictions/) and outcomes.
     let mut slim = report.clone();
-    slim.cells.iter_mut().for_each(|c| c.predictions.clear());
+    slim.cells.iter_mut().for_each(|c| {
+        c.predictions.clear();
+        c.outcomes.clear();
+    });
     write_string_atomic(&dir.join("study.json"), &stepwise_core::json::to_pretty_sorted(&slim))?;
     write_string_atomic(&dir.join("study.md"), &study::markdown(report))?;
     let models: Vec<String> = report.summary.iter().map(|r| r.model.clone()).fold(Vec::new(), |mut v, m| {

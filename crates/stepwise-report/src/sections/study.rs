@@ -23,9 +23,13 @@ pub struct StudyCell {
 pub struct StudySummary {
     pub task: String,
     pub model: String,
-    pub recipeqa: Option<f64>,
-    pub knob_mean: Option<f64>,
+    pub recipeqa: Option<(f64, Option<(f64, f64)>)>,
+    pub knob_mean: Option<(f64, Option<(f64, f64)>)>,
     pub knob_std: Option<f64>,
+    /// RecipeQA mode − knob mean with its interval, the study's verdict and the sd over seeds (newer studies).
+    pub difference: Option<(f64, Option<(f64, f64)>)>,
+    pub verdict: Option<String>,
+    pub difference_sd: Option<f64>,
 }
 
 pub struct StudyInfo {
@@ -54,15 +58,43 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         train.req_u64("max_epochs")?,
         train.req_u64("patience")?
     );
-    let mut cells = Vec::new();
-    for c in root.req("cells")?.items()? {
-        let accuracy = match c.get("accuracy")? {
+    let seeds = cfg.opt_u64("seeds")?.unwrap_or(1);
+    let config_line = if seeds > 1 {
+        format!(
+            "{config_line} Every model trained with {seeds} seeds: values are means over seeds, intervals over \
+             procedures of each question's seed-mean."
+        )
+    } else {
+        config_line
+    };
+    // `{"value", "low", "high"}` as the study writes an estimate.
+    let record = |n: Option<crate::read::Node<'_>>| -> Result<Option<(f64, Option<(f64, f64)>)>> {
+        match n {
             Some(a) if a.is_object() => {
                 let (lo, hi) = (a.opt_f64("low")?, a.opt_f64("high")?);
-                Some((a.req_f64("value")?, lo.zip(hi)))
+                Ok(Some((a.req_f64("value")?, lo.zip(hi))))
             }
-            _ => None,
+            _ => Ok(None),
+        }
+    };
+    // A value with its interval written beside it as `key_ci: [low, high]`.
+    let with_ci = |r: &crate::read::Node<'_>, key: &str| -> Result<Option<(f64, Option<(f64, f64)>)>> {
+        let Some(v) = r.opt_f64(key)? else { return Ok(None) };
+        let ci = match r.get(&format!("{key}_ci"))? {
+            Some(c) => {
+                let items = c.items()?;
+                if items.len() != 2 {
+                    return Err(c.error(format!("expected [low, high], found {} values", items.len())));
+                }
+                Some((items[0].f64()?, items[1].f64()?))
+            }
+            None => None,
         };
+        Ok(Some((v, ci)))
+    };
+    let mut cells = Vec::new();
+    for c in root.req("cells")?.items()? {
+        let accuracy = record(c.get("accuracy")?)?;
         cells.push(StudyCell {
             task: c.req_str("task")?.to_string(),
             setting: c.req_str("setting")?.to_string(),
@@ -76,9 +108,12 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         summary.push(StudySummary {
             task: r.req_str("task")?.to_string(),
             model: r.req_str("model")?.to_string(),
-            recipeqa: r.opt_f64("recipeqa")?,
-            knob_mean: r.opt_f64("knob_mean")?,
+            recipeqa: with_ci(&r, "recipeqa")?,
+            knob_mean: with_ci(&r, "knob_mean")?,
             knob_std: r.opt_f64("knob_std")?,
+            difference: record(r.get("difference")?)?,
+            verdict: r.opt_str("verdict")?.map(str::to_string),
+            difference_sd: r.opt_f64("difference_sd")?,
         });
     }
     let mut effects = Vec::new();
@@ -117,7 +152,10 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
          each candidate's query sequence, scored by the Impatient Reader, BiDAF or HTRN; trained on the `train` \
          split, epoch chosen on `val`, test accuracy with 95% bootstrap intervals over procedures. The Hasty Student \
          is the no-training row. The paper finds HTRN > BiDAF ≈ Impatient Reader > Hasty Student and a drop from \
-         RecipeQA mode to the knob settings for every model.",
+         RecipeQA mode to the knob settings for every model. RecipeQA − knobs is that drop with a 95% interval from \
+         one bootstrap over procedures that resamples a procedure's questions in every setting together; the \
+         verdict says whether the interval excludes 0. With several training seeds a value is the mean over seeds \
+         and the sd over seeds is the spread of each seed's own drop.",
     );
     for (si, st) in studies.iter().enumerate() {
         if studies.len() > 1 {
@@ -150,14 +188,26 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
             }
             s.table(t);
             let rows: Vec<&StudySummary> = st.summary.iter().filter(|r| &r.task == task).collect();
-            let mut t = Table::new(&["model", "RecipeQA mode", "knob settings mean ± std"]);
+            let mut t = Table::new(&[
+                "model",
+                ">RecipeQA mode",
+                ">knob settings: mean",
+                ">std over settings",
+                ">RecipeQA − knobs",
+                ">sd over seeds",
+                "verdict",
+            ]);
+            let est = |e: Option<(f64, Option<(f64, f64)>)>| e.map_or("–".into(), |(v, ci)| pct_ci(v, ci));
             for r in &rows {
-                let knobs = match (r.knob_mean, r.knob_std) {
-                    (Some(m), Some(sd)) => format!("{} ± {}", pct(m), pct(sd)),
-                    (Some(m), None) => pct(m),
-                    _ => "–".into(),
-                };
-                t.row(vec![r.model.clone(), r.recipeqa.map_or("–".into(), pct), knobs]);
+                t.row(vec![
+                    r.model.clone(),
+                    est(r.recipeqa),
+                    est(r.knob_mean),
+                    r.knob_std.map_or("–".into(), pct),
+                    est(r.difference),
+                    r.difference_sd.map_or("–".into(), pct),
+                    r.verdict.clone().unwrap_or_else(|| "–".into()),
+                ]);
             }
             s.table(t);
             let mut figs = Vec::new();
@@ -168,14 +218,14 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                     "test accuracy",
                     rows.iter().map(|r| r.model.clone()).collect(),
                 )
-                .with_series("RecipeQA mode", rows.iter().map(|r| r.recipeqa).collect(), None)
+                .with_series("RecipeQA mode", rows.iter().map(|r| r.recipeqa.map(|x| x.0)).collect(), None)
                 .with_series(
                     "knob settings (mean ± std)",
-                    rows.iter().map(|r| r.knob_mean).collect(),
+                    rows.iter().map(|r| r.knob_mean.map(|x| x.0)).collect(),
                     Some(
                         rows.iter()
                             .map(|r| {
-                                r.knob_mean.map(|m| (m - r.knob_std.unwrap_or(0.0), m + r.knob_std.unwrap_or(0.0)))
+                                r.knob_mean.map(|(m, _)| (m - r.knob_std.unwrap_or(0.0), m + r.knob_std.unwrap_or(0.0)))
                             })
                             .collect(),
                     ),
