@@ -453,7 +453,7 @@ fn model_names(cfg: &StudyConfig) -> Vec<String> {
     std::iter::once(HASTY.to_string()).chain(cfg.models.iter().map(|m| m.display().to_string())).collect()
 }
 
-fn acc<'c>(cells: &'c [Cell], task: Task, setting: &str, model: &str) -> Option<f64> {
+fn acc(cells: &[Cell], task: Task, setting: &str, model: &str) -> Option<f64> {
     cells
         .iter()
         .find(|c| c.task == task && c.setting == setting && c.model == model)

@@ -250,16 +250,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let reference = torch_reference(a.python.as_ref(), &a.reference, threads, &args);
+    let reference = torch_reference(a.python.as_ref(), &a.reference, threads, &args).map(|r| vec![r]);
     let mut ok = compare(
         &reference,
-        step_median,
-        epoch,
+        &[step_median],
+        epoch.as_ref().map(std::slice::from_ref),
         &format!("epoch of {:>5} seq.", a.epoch_sequences),
         model.parameter_count() as u64,
         " (the reference model also holds the pretraining heads; stepwise's fine-tuned model only the [MASK] vector)",
     );
-    if let Some(rp) = reference.as_ref().ok().and_then(|r| r.pretrain_step) {
+    if let Some(rp) = reference.as_ref().ok().and_then(|r| r.first()?.pretrain_step) {
         let ratio = pre_median / rp;
         println!("  pretraining step     {ratio:>9.2}   {}   (PyTorch {rp:.3} s)", verdict(ratio <= TARGET_RATIO));
         ok &= ratio <= TARGET_RATIO;

@@ -3,8 +3,10 @@
 //!
 //! Measured: one training step (forward, loss, backward, Adam) on a batch of random questions — the median of
 //! `--steps` timed steps after `--warmup` — and one epoch over `--epoch-questions` questions; the peak memory
-//! of each process. Target: stepwise's time / PyTorch's time ≤ 1.0 for both. Inputs are random normal vectors
-//! made before timing (both sides), one vector per context step (the flat context encoder) and no padding.
+//! of each process. The whole measurement is repeated `--repeats` times, stepwise and PyTorch in turn (a fresh
+//! model each time), and the median over repeats is compared, with the range printed. Target: stepwise's time /
+//! PyTorch's time ≤ 1.0 for both. Inputs are random normal vectors made before timing (both sides), one vector
+//! per context step (the flat context encoder) and no padding.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -54,8 +56,11 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
     /// Questions of the timed epoch (0: no epoch).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 2_000)]
     pub epoch_questions: usize,
+    /// Repeats of the whole measurement, stepwise and PyTorch in turn (medians compared, ranges printed).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
     /// Python for the PyTorch reference (default: $STEPWISE_BENCH_PYTHON, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -93,8 +98,10 @@ fn random_questions(a: &Args, n: usize, key: &str) -> Vec<QuestionInput> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.batch == 0 || a.candidates < 2 || a.context_steps == 0 || a.query_len == 0 || a.steps == 0 {
-        crate::usage_bail!("--batch, --context-steps, --query-len and --steps must be at least 1, --candidates 2");
+    if a.batch == 0 || a.candidates < 2 || a.context_steps == 0 || a.query_len == 0 || a.steps == 0 || a.repeats == 0 {
+        crate::usage_bail!(
+            "--batch, --context-steps, --query-len, --steps and --repeats must be at least 1, --candidates 2"
+        );
     }
     // Layers without width, or attention heads that do not divide it, fail inside the model: refuse them here.
     crate::cli_util::require_at_least_one(&[
@@ -118,10 +125,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.hidden = a.hidden;
     cfg.htrn =
         HtrnConfig { layers: a.layers, dim: a.model_dim, heads: a.heads, ff: 4 * a.model_dim, max_positions: 128 };
-    let model = M3cModel::new(cfg, 0)?;
+    let model = M3cModel::new(cfg.clone(), 0)?;
     println!(
         "HTRN training benchmark: {threads} threads; batch {} × {} candidates, {} context steps ({}-d), {} query \
-         items ({}-d); LSTM hidden {}, transformer {} × {} × {} heads; {} parameters",
+         items ({}-d); LSTM hidden {}, transformer {} × {} × {} heads; {} parameters; {} repeat(s)",
         a.batch,
         a.candidates,
         a.context_steps,
@@ -132,84 +139,152 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.layers,
         a.model_dim,
         a.heads,
-        model.parameter_count()
+        model.parameter_count(),
+        a.repeats
     );
-    let batches = |qs: &[QuestionInput]| -> anyhow::Result<Vec<Batch>> {
-        qs.chunks(a.batch)
-            .map(|c| Batch::new(&c.iter().collect::<Vec<_>>(), &model.config).map_err(anyhow::Error::msg))
-            .collect()
-    };
-    process::reset_peak_rss();
-    let step_batches = batches(&random_questions(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-train/steps"))?;
-    let mut stepper = Stepper::new(&model, 5e-4)?;
-    let times =
-        time_steps(a.warmup, a.steps, |i| stepper.step(&model, &step_batches[i % step_batches.len()]).map(drop))?;
-    let step_median = times[times.len() / 2];
-    let epoch = if a.epoch_questions > 0 {
-        let eb = batches(&random_questions(&a, a.epoch_questions, "bench-train/epoch"))?;
-        let t = Instant::now();
-        for b in &eb {
-            stepper.step(&model, b)?;
+    let parameters = model.parameter_count() as u64;
+    drop(model);
+    let step_questions = random_questions(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-train/steps");
+    let epoch_questions = random_questions(&a, a.epoch_questions, "bench-train/epoch");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..a.repeats {
+        ours.push(measure(&a, &cfg, &step_questions, &epoch_questions)?);
+        match reference(&a, threads) {
+            Ok(r) => theirs.push(r),
+            Err(e) => {
+                println!("\nreference unavailable: {e}");
+                break;
+            }
         }
-        Some(t.elapsed().as_secs_f64())
-    } else {
-        None
-    };
-    let peak = process::peak_rss_mib();
-
-    println!("\nstepwise (candle):");
-    println!("  training step        {:>9.3} s (median of {}; min {:.3} s)", step_median, times.len(), times[0]);
-    if let Some(e) = epoch {
-        println!(
-            "  epoch of {:>6} q.   {:>9.1} s ({:.1} questions/s)",
-            a.epoch_questions,
-            e,
-            a.epoch_questions as f64 / e
-        );
     }
-    println!("  peak memory          {:>9.0} MiB (inputs included)", peak.unwrap_or(f64::NAN));
+    let steps: Vec<f64> = ours.iter().map(|m| m.step).collect();
+    let epochs: Option<Vec<f64>> = ours.iter().map(|m| m.epoch).collect();
+    let peak = ours.iter().filter_map(|m| m.peak).fold(f64::NAN, f64::max);
+    println!("\nstepwise (candle):");
+    println!("  training step        {}", Repeated(&steps).describe(3, &format!("median of {} steps", a.steps)));
+    if let Some(e) = &epochs {
+        let r = Repeated(e);
+        let rate = format!("{:.1} questions/s", a.epoch_questions as f64 / r.median());
+        println!("  epoch of {:>6} q.   {}", a.epoch_questions, r.describe(1, &rate));
+    }
+    println!("  peak memory          {peak:>9.0} MiB (inputs included; the largest over repeats)");
     let epoch_label = format!("epoch of {:>6} q.", a.epoch_questions);
-    let ok = compare(&reference(&a, threads), step_median, epoch, &epoch_label, model.parameter_count() as u64, "");
+    let reference = if theirs.is_empty() { Err("no repeat ran".to_string()) } else { Ok(theirs) };
+    let ok = compare(&reference, &steps, epochs.as_deref(), &epoch_label, parameters, "");
     if a.check && !ok {
         anyhow::bail!("a training-speed target was missed");
     }
     Ok(())
 }
 
-/// Print the reference's measurements and the ratios against stepwise's step and epoch times; whether every
-/// ratio meets the target. `params_note` explains an expected difference in parameter counts.
-pub fn compare(
-    reference: &Result<Reference, String>,
-    step_median: f64,
+/// One repeat of stepwise's measurement.
+struct Measurement {
+    /// The median of the timed steps.
+    step: f64,
     epoch: Option<f64>,
+    peak: Option<f64>,
+}
+
+/// Time `--steps` training steps and one epoch on a fresh model and optimiser.
+fn measure(
+    a: &Args,
+    cfg: &ModelConfig,
+    step_questions: &[QuestionInput],
+    epoch_questions: &[QuestionInput],
+) -> anyhow::Result<Measurement> {
+    let model = M3cModel::new(cfg.clone(), 0)?;
+    let batches = |qs: &[QuestionInput]| -> anyhow::Result<Vec<Batch>> {
+        qs.chunks(a.batch)
+            .map(|c| Batch::new(&c.iter().collect::<Vec<_>>(), &model.config).map_err(anyhow::Error::msg))
+            .collect()
+    };
+    process::reset_peak_rss();
+    let step_batches = batches(step_questions)?;
+    let mut stepper = Stepper::new(&model, 5e-4)?;
+    let times =
+        time_steps(a.warmup, a.steps, |i| stepper.step(&model, &step_batches[i % step_batches.len()]).map(drop))?;
+    let epoch = if epoch_questions.is_empty() {
+        None
+    } else {
+        let eb = batches(epoch_questions)?;
+        let t = Instant::now();
+        for b in &eb {
+            stepper.step(&model, b)?;
+        }
+        Some(t.elapsed().as_secs_f64())
+    };
+    Ok(Measurement { step: times[times.len() / 2], epoch, peak: process::peak_rss_mib() })
+}
+
+/// Seconds measured once per repeat.
+pub struct Repeated<'a>(pub &'a [f64]);
+
+impl Repeated<'_> {
+    pub fn median(&self) -> f64 {
+        let mut v = self.0.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    }
+
+    /// `1.029 s (…; median of 3 repeats, range 1.021–1.050 s)`, or without the repeats part for one value.
+    pub fn describe(&self, digits: usize, what: &str) -> String {
+        let (lo, hi) = self.0.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
+        let mut parts: Vec<String> = Vec::new();
+        if !what.is_empty() {
+            parts.push(what.to_string());
+        }
+        if self.0.len() > 1 {
+            parts.push(format!("median of {} repeats, range {lo:.digits$}–{hi:.digits$} s", self.0.len()));
+        }
+        let tail = if parts.is_empty() { String::new() } else { format!(" ({})", parts.join("; ")) };
+        format!("{:>9.digits$} s{tail}", self.median())
+    }
+}
+
+/// Print the reference's measurements and the ratios of the medians over repeats against stepwise's step and
+/// epoch times (one value per repeat on each side); whether every ratio meets the target. `params_note` explains
+/// an expected difference in parameter counts.
+pub fn compare(
+    reference: &Result<Vec<Reference>, String>,
+    steps: &[f64],
+    epochs: Option<&[f64]>,
     epoch_label: &str,
     parameters: u64,
     params_note: &str,
 ) -> bool {
-    let r = match reference {
-        Ok(r) => r,
+    let refs = match reference {
+        Ok(r) if !r.is_empty() => r,
+        Ok(_) => return true,
         Err(e) => {
             println!("\nreference unavailable: {e}");
             return true;
         }
     };
+    let first = &refs[0];
+    let ref_steps: Vec<f64> = refs.iter().map(|r| r.step).collect();
+    let ref_epochs: Option<Vec<f64>> = refs.iter().map(|r| r.epoch).collect();
     let mut ok = true;
-    println!("\nPyTorch {} (reference, same run):", r.version);
-    println!("  training step        {:>9.3} s (median)", r.step);
-    if let Some(e) = r.epoch {
-        println!("  {epoch_label:<20} {e:>9.1} s");
+    println!("\nPyTorch {} (reference, same run):", first.version);
+    println!("  training step        {}", Repeated(&ref_steps).describe(3, "median"));
+    if let Some(e) = &ref_epochs {
+        println!("  {epoch_label:<20} {}", Repeated(e).describe(1, ""));
     }
-    println!("  peak memory          {:>9.0} MiB", r.peak.unwrap_or(f64::NAN));
-    println!("  parameters           {:>9}", r.parameters);
-    if r.parameters != parameters {
-        println!("  parameter counts differ: stepwise {parameters} vs {}{params_note}", r.parameters);
+    let peak = refs.iter().filter_map(|r| r.peak).fold(f64::NAN, f64::max);
+    println!(
+        "  peak memory          {peak:>9.0} MiB{}",
+        if refs.len() > 1 { " (the largest over repeats)" } else { "" }
+    );
+    println!("  parameters           {:>9}", first.parameters);
+    if first.parameters != parameters {
+        println!("  parameter counts differ: stepwise {parameters} vs {}{params_note}", first.parameters);
     }
-    let ratio = step_median / r.step;
-    println!("\nratio stepwise / PyTorch (lower is faster; target <= {TARGET_RATIO}):");
+    let ratio = Repeated(steps).median() / Repeated(&ref_steps).median();
+    println!("\nratio stepwise / PyTorch (medians; lower is faster; target <= {TARGET_RATIO}):");
     println!("  training step        {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
     ok &= ratio <= TARGET_RATIO;
-    if let (Some(e), Some(re)) = (epoch, r.epoch) {
-        let ratio = e / re;
+    if let (Some(e), Some(re)) = (epochs, &ref_epochs) {
+        let ratio = Repeated(e).median() / Repeated(re).median();
         println!("  epoch                {ratio:>9.2}   {}", verdict(ratio <= TARGET_RATIO));
         ok &= ratio <= TARGET_RATIO;
     }

@@ -12,22 +12,25 @@ use crate::plots::BarChart;
 use crate::read::JsonFile;
 use crate::scan::Artefact;
 
+/// A value with its optional 95% interval.
+pub type WithCi = (f64, Option<(f64, f64)>);
+
 pub struct StudyCell {
     pub task: String,
     pub setting: String,
     pub model: String,
     pub test_questions: u64,
-    pub accuracy: Option<(f64, Option<(f64, f64)>)>,
+    pub accuracy: Option<WithCi>,
 }
 
 pub struct StudySummary {
     pub task: String,
     pub model: String,
-    pub recipeqa: Option<(f64, Option<(f64, f64)>)>,
-    pub knob_mean: Option<(f64, Option<(f64, f64)>)>,
+    pub recipeqa: Option<WithCi>,
+    pub knob_mean: Option<WithCi>,
     pub knob_std: Option<f64>,
     /// RecipeQA mode − knob mean with its interval, the study's verdict and the sd over seeds (newer studies).
-    pub difference: Option<(f64, Option<(f64, f64)>)>,
+    pub difference: Option<WithCi>,
     pub verdict: Option<String>,
     pub difference_sd: Option<f64>,
 }
@@ -68,7 +71,7 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         config_line
     };
     // `{"value", "low", "high"}` as the study writes an estimate.
-    let record = |n: Option<crate::read::Node<'_>>| -> Result<Option<(f64, Option<(f64, f64)>)>> {
+    let record = |n: Option<crate::read::Node<'_>>| -> Result<Option<WithCi>> {
         match n {
             Some(a) if a.is_object() => {
                 let (lo, hi) = (a.opt_f64("low")?, a.opt_f64("high")?);
@@ -78,7 +81,7 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         }
     };
     // A value with its interval written beside it as `key_ci: [low, high]`.
-    let with_ci = |r: &crate::read::Node<'_>, key: &str| -> Result<Option<(f64, Option<(f64, f64)>)>> {
+    let with_ci = |r: &crate::read::Node<'_>, key: &str| -> Result<Option<WithCi>> {
         let Some(v) = r.opt_f64(key)? else { return Ok(None) };
         let ci = match r.get(&format!("{key}_ci"))? {
             Some(c) => {
@@ -197,7 +200,7 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                 ">sd over seeds",
                 "verdict",
             ]);
-            let est = |e: Option<(f64, Option<(f64, f64)>)>| e.map_or("–".into(), |(v, ci)| pct_ci(v, ci));
+            let est = |e: Option<WithCi>| e.map_or("–".into(), |(v, ci)| pct_ci(v, ci));
             for r in &rows {
                 t.row(vec![
                     r.model.clone(),
