@@ -6,9 +6,11 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Keep freed memory committed for reuse instead of returning it to the OS (mimalloc v3, libmimalloc-sys' default
 /// build, purges freed memory a second after it is freed). Large runs free and reallocate big buffers all the
-/// time (the sweep's gathered list rows, task-set rows on their way to disk): each purged page reused cost a page
-/// fault and zeroing — 10% of the 20,000-procedure sweep's samples were under page faults. Measured there: 31.9/33.0 s → 30.3/29.6 s, peak
-/// resident memory +1–2% (the freed memory is reused, not accumulated).
+/// time (the sweep's gathered list rows, task-set rows on their way to disk; training's tensors of tens of
+/// megabytes at every op, as candle's CPU backend has no buffer pool): each purged page reused costs a page fault
+/// and zeroing. Peak resident memory barely grows, as the freed memory is reused, not accumulated; a finite delay
+/// does not help (it is all or nothing). Set for every command, training included, before anything allocates.
+/// Measurements: docs/performance.md.
 pub fn keep_freed_memory() {
     // SAFETY: sets one integer in mimalloc's options table, which it reads on later frees; valid at any time.
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }

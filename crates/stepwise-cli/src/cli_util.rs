@@ -44,23 +44,6 @@ pub fn init_threads(threads: Option<usize>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Keep memory the program frees for reuse instead of returning it to the OS (mimalloc's `purge_delay = -1`).
-/// Training allocates and frees tensors of tens of megabytes at every op (candle's CPU backend has no buffer
-/// pool); returning them makes the kernel zero fresh pages each time. Measured with `stepwise bench seq-train
-/// --epoch-sequences 32 --steps 3` on 2 cores: training step 5.02 → 3.69 s, pretraining step 6.57 → 4.90 s, peak
-/// memory 2.6 → 3.1 GiB. A delay of 1000 ms instead of -1 gave nothing (6.1 s), so it is all or nothing; used for
-/// the training commands only (the sweep's memory target stays as it was).
-pub fn retain_freed_memory() {
-    // `mi_option_purge_delay` in mimalloc's `mi_option_t` (v2 and v3 headers; libmimalloc-sys's bindings name
-    // its neighbours 14 and 16 but not it).
-    const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-    unsafe extern "C" {
-        fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-    }
-    // SAFETY: mimalloc is the global allocator (linked by the `mimalloc` crate); setting an option is thread-safe.
-    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-}
-
 /// Exit code for an error: the library error's own (2 bad input/usage, 1 runtime), 2 for anyhow errors that wrap
 /// an input problem, else 1.
 pub fn exit_code(e: &anyhow::Error) -> u8 {

@@ -81,9 +81,9 @@ enum Command {
 /// The `stepwise` program: parse `std::env::args`, run the command, map errors to exit codes.
 pub fn main() -> ExitCode {
     // candle 0.11 runs large elementwise ops on its own spin-waiting thread pool; when the cores are shared
-    // (another build, another job) the spinning main thread waits for a descheduled worker. Measured on a
-    // 2-core machine at load 3: HTRN training 17.3 s → 6.8 s with one candle worker. Matrix products still use
-    // every thread (rayon). Set before any candle op so the pool is created with this size; a user's own
+    // (another build, another job) the spinning main thread waits for a descheduled worker, which made training
+    // several times slower on a loaded machine (docs/performance.md). Matrix products still use every thread
+    // (rayon). Set before any candle op so the pool is created with this size; a user's own
     // CANDLE_NUM_THREADS wins.
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         // SAFETY: no other thread exists yet.
@@ -104,9 +104,6 @@ pub fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
-    if trains_models(&cli.command) {
-        cli_util::retain_freed_memory();
-    }
     let result = dispatch(cli.command);
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -115,20 +112,6 @@ pub fn main() -> ExitCode {
             ExitCode::from(cli_util::exit_code(&e))
         }
     }
-}
-
-/// Commands that train candle models (see [`cli_util::retain_freed_memory`]).
-fn trains_models(command: &Command) -> bool {
-    use commands::bench::BenchCommand as B;
-    matches!(
-        command,
-        Command::Train(_)
-            | Command::Study(_)
-            | Command::Pretrain(_)
-            | Command::TrainSeq(_)
-            | Command::SeqStudy(_)
-            | Command::Bench(B::Train(_) | B::SeqTrain(_))
-    )
 }
 
 /// Run one command (the arms of the CLI, shared by `main` and [`run_in_process`]).
@@ -174,9 +157,6 @@ pub(crate) fn run_in_process<S: AsRef<str>>(argv: &[S]) -> anyhow::Result<()> {
         Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
     let outer = stepwise_core::manifest::command_line();
     stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(args.into_iter()));
-    if trains_models(&cli.command) {
-        cli_util::retain_freed_memory();
-    }
     let result = dispatch(cli.command);
     stepwise_core::manifest::set_command_line(outer);
     result

@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
-// mimalloc: ~20% faster `stepwise bench sweep` than glibc malloc (millions of small allocations).
+// mimalloc: the sweep makes millions of small allocations, which glibc malloc serves markedly slower
+// (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -35,8 +35,8 @@ pub fn available() -> bool {
 
 /// Whether screening in bfloat16 is faster than f32 arithmetic on this CPU: `vdpbf16ps` measured against the f32
 /// FMA on one thread (about 20 ms each, once per process). Where AVX-512 BF16 exists it does twice the work per
-/// instruction, but some CPUs issue it at a quarter of the FMA rate (this project's benchmark machine: 88 vs 180
-/// GFLOP/s per core). Callers whose results do not depend on the choice (the exact k-NN) may use it freely.
+/// instruction, but some CPUs issue it at a quarter of the FMA rate (this project's benchmark machine does
+/// about half the f32 FMA's GFLOP/s with it: docs/performance.md). Callers whose results do not depend on the choice (the exact k-NN) may use it freely.
 pub fn pays_off() -> bool {
     static FASTER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FASTER.get_or_init(|| {

@@ -2,15 +2,15 @@
 //! padding), with the folded batch-norm bias and the ReLU6 clamp fused in.
 //!
 //! Why a kernel here: compiled for the baseline x86-64 target, the encoders' loops ran on 4-wide SSE and swept the
-//! whole plane once per tap (a 112×112 plane does not fit in L1), and the depthwise layers took 57% of
-//! EfficientNet-Lite0's time. Here each output row is finished while it is in L1, stride 2 reads de-interleaved
+//! whole plane once per tap (a 112×112 plane does not fit in L1), and the depthwise layers took most of
+//! EfficientNet-Lite0's time (docs/performance.md). Here each output row is finished while it is in L1, stride 2 reads de-interleaved
 //! (even / odd column) copies so every tap is a contiguous run, and the loops are compiled for AVX-512 when the
 //! CPU has it (the same operations in the same order, so the same bits, as the portable build).
 //!
 //! [`depthwise_channels_last`] is the same convolution over a channels-last map (`[y][x][channel]`): the vector
 //! lanes are channels, so a 7 × 7 map fills every lane and stride 2 needs no de-interleaving. On planes that
-//! small, 7 of 16 lanes did work and the 7 × 7 depthwise layers ran 4× slower than onnxruntime's channel-blocked
-//! ones.
+//! small, 7 of 16 lanes did work and the 7 × 7 depthwise layers ran far slower than onnxruntime's
+//! channel-blocked ones.
 
 #[cfg(target_arch = "x86_64")]
 use crate::math::avx512;

@@ -516,9 +516,9 @@ const SPLIT_MAX_OUTPUTS: usize = 1 << 20;
 /// (unit column stride), when B is at most [`IN_PLACE_MAX_COLS`] wide.
 ///
 /// Why: packing costs one copy of A, which a product with few columns does not amortise. Attention's `P·V` and
-/// `dS·K` (550 × 550 by 550 × 64 per head) spent a copy of A for every 128 multiply-adds; read in place they run
-/// 12% faster. A column-major A (`Pᵀ·dO`, `dSᵀ·Q`) read in place was slower than packed (0.31 vs 0.26 ms), and
-/// so were the dense products with 256 columns.
+/// `dS·K` (550 × 550 by 550 × 64 per head) spent a copy of A for every 128 multiply-adds and run faster read in
+/// place. A column-major A (`Pᵀ·dO`, `dSᵀ·Q`) read in place was slower than packed, and so were the dense
+/// products with 256 columns (docs/performance.md).
 fn reads_a_in_place(isa: Isa, a: &MatRef, n: usize) -> bool {
     isa == Isa::Avx512 && n <= IN_PLACE_MAX_COLS && a.cs == 1
 }

@@ -280,8 +280,7 @@ impl NeighborSearch {
     /// hundred dimensions takes tens of seconds on 2 cores).
     pub const EXACT_PAIR_LIMIT: u64 = 2_000_000_000;
     pub const DEFAULT_EF: usize = 256;
-    /// Measured on the 20,000-procedure world (231,558 image items, 482 lists, `stepwise bench sweep`): 8 probes
-    /// give recall@100 0.939 against exact search (12: 0.970, 6: 0.90) for about two thirds of 12's scan time.
+    /// Chosen for recall against exact search per scan time on the 20,000-procedure world (docs/performance.md).
     pub const DEFAULT_PROBES: usize = 8;
 
     /// The method `Auto` resolves to for `queries` query items over `items` catalog items.

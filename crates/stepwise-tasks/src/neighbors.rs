@@ -139,7 +139,7 @@ impl NeighborTable {
     /// The lists each query of a widened search scans ([`RangeIndex::within`]'s `only`): when IVF found the
     /// neighbours of every query, the lists its own search probed (sorted) — the candidates its neighbours came
     /// from, so widening stays as approximate as the neighbours (a full-catalog range search from each widened
-    /// question was 95% of the 20,000-procedure sweep's 930 s). `None`, the whole catalog, when any query's
+    /// question dominated the 20,000-procedure sweep). `None`, the whole catalog, when any query's
     /// neighbours are exact (exact search, or an IVF query that fell back to it) or from HNSW.
     pub fn probed_lists(&self, queries: &[u32]) -> Option<Vec<Vec<u32>>> {
         let ivf = self.ivf.as_ref()?;

@@ -3,8 +3,8 @@
 //!
 //! Knob 2's widened search ([`crate::questions`]) asks, per question, for every item within m_d + s_d of the
 //! question's items — a small ball (a few hundred items), but a full scan computes the distance of every one of
-//! ~230,000 items at 20,000 procedures, and a suite asks it tens of thousands of times (a 2,000-procedure sweep
-//! spent 98% of 130 s there; the 20,000 one did not finish in 14 minutes).
+//! ~230,000 items at 20,000 procedures, and a suite asks it tens of thousands of times: a full scan dominated
+//! the sweep's time (docs/performance.md).
 //!
 //! How: distances in 480 dimensions do not prune by the triangle inequality (every list's radius exceeds the
 //! range), but their top principal directions carry most of the spread. The index keeps P, an orthonormal basis of
@@ -51,9 +51,8 @@ use crate::negatives::Cand;
 /// Principal directions kept.
 const PROJ: usize = 64;
 /// A ball is computed this much (relative) beyond the bound asked for, so a later search from the same item
-/// with a slightly larger bound finds it (bounds asked from one item differ by 2% at the median, 7% at the 90th
-/// percentile in the 20,000-procedure sweep; measured there: no slack 84.9 s, 1% 80.4 s, 3% 81.4 s and 60 MiB
-/// more memory).
+/// with a slightly larger bound finds it (bounds asked from one item differ by a few percent in the
+/// 20,000-procedure sweep; the slack chosen there is in docs/performance.md).
 const BALL_SLACK: f32 = 0.01;
 /// Rows of the covariance sample.
 const SAMPLE: usize = 8192;
@@ -71,8 +70,8 @@ pub struct RangeIndex {
     starts: Vec<usize>,
     /// Projected coordinates in list order, in blocks of [`BLOCK`] items, dimension-major: coordinate `d` of
     /// `order[i]` at `blocks[(i / BLOCK · p + d) · BLOCK + i % BLOCK]` (the last block padded with zeros). A
-    /// list's screen reads them contiguously, one vector lane per item (indexed by item instead, the
-    /// 20,000-procedure sweep ran 24% slower).
+    /// list's screen reads them contiguously, one vector lane per item (indexed by item instead, the sweep was
+    /// slower).
     blocks: Vec<f32>,
     /// The first min([`SCREEN_STEP`], p) coordinates of `blocks` apart, in the same layout: what a knob-3
     /// screen reads of most blocks ([`DistanceScreen::unscreened`]).

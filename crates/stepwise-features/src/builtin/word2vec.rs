@@ -8,8 +8,8 @@
 //!
 //! Epochs: by default as many passes as give about [`AUTO_EPOCH_TOKENS`] training tokens (5 to 100): a small
 //! corpus trained for a handful of epochs leaves all word vectors pointing one way. Scaling: up to
-//! [`PARALLEL_THRESHOLD`] tokens per epoch, training is sequential SGD (the 300-procedure demo world, 45k words,
-//! takes about 3 s of CPU). Larger corpora are cut into blocks of [`BLOCK_TOKENS`] tokens; rounds of
+//! [`PARALLEL_THRESHOLD`] tokens per epoch, training is sequential SGD (a corpus the size of the demo world's
+//! trains in seconds). Larger corpora are cut into blocks of [`BLOCK_TOKENS`] tokens; rounds of
 //! [`SHARDS`] blocks train in parallel from the same snapshot and their updates are summed (deterministic
 //! parameter mixing: the shard count is fixed by the data, never by the thread count).
 

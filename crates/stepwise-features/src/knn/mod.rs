@@ -101,7 +101,7 @@ pub enum Screening {
 
 impl Default for TileConfig {
     fn default() -> Self {
-        // Measured on 300k x 512 (2 cores): larger query tiles pack the base fewer times (~5% faster than 4 MiB).
+        // Larger query tiles pack the base fewer times (docs/performance.md).
         TileConfig { base_tile: 2048, tile_budget_bytes: 16 << 20, screening: Screening::Auto }
     }
 }

@@ -1,9 +1,9 @@
 //! Inference of a BERT encoder (the architecture of all-MiniLM-L6-v2) on stepwise's own kernels: the packed GEMM
 //! of `stepwise-kernels` for every projection, its vectorised softmax, GELU (erf) and layer normalisation.
 //!
-//! Why not candle-transformers' `BertModel` (used before): on this 2-core machine it ran MiniLM at 0.40× the speed
-//! of onnxruntime. A profile showed 44% of the time in candle's matmul, 27% in libm's scalar `erff`/`expf`, and
-//! the rest in per-op allocation, thread hand-offs and elementwise passes over padded batches. Here:
+//! Why not candle-transformers' `BertModel` (used before): it ran MiniLM well below onnxruntime's speed, its time
+//! going to candle's matmul, libm's scalar `erff`/`expf`, per-op allocation, thread hand-offs and elementwise
+//! passes over padded batches (the profile is in docs/performance.md). Here:
 //! - a batch's texts are packed end to end, never padded: attention runs per text, the projections over all
 //!   tokens at once (no work on padding, and no attention mask to apply);
 //! - Q, K and V are one product with a concatenated weight, biases are written first and accumulated into;

@@ -18,8 +18,8 @@
 //! then channels-last (`[y][x][c]`), and from the first block whose input side is at most [`GROUP_MAX_SIDE`] the
 //! group runs together (`[image][y][x][c]`, its 1x1 convolutions one product over all its pixels).
 //! Why: on small maps a plane fills less than one vector and a 1x1 convolution of one image is a product only
-//! 49 to 196 columns wide; onnxruntime, which runs its batches channel-blocked, was 1.5–4× faster than planes on
-//! these layers. Large maps stay on planes, where the products are wide and each image's maps stay in cache.
+//! 49 to 196 columns wide; onnxruntime, which runs its batches channel-blocked, was several times faster than
+//! planes on these layers (docs/performance.md). Large maps stay on planes, where the products are wide and each image's maps stay in cache.
 //! Every value is computed by the same operations in the same order in every layout (the depthwise kernels
 //! agree bit for bit; a product's output is one chain of multiply-adds however it is tiled, as its inner
 //! dimension, checked at load, is at most `gemm::UNSPLIT_INNER`), so results do not depend on the grouping or the

@@ -54,8 +54,8 @@ pub(crate) type Tensors = std::collections::HashMap<String, (Vec<usize>, Vec<f32
 
 /// [`load_f32_tensors`] and the BLAKE3 of the file's bytes (as [`stepwise_core::hash::hash_file`] gives it), from
 /// one read of the file: the hash runs on one thread while the tensors convert on the others. Loading is part of
-/// every `stepwise embed` run; through candle (a tensor per entry, a dtype conversion and a copy out) and a second
-/// read for the hash, EfficientNet-Lite2's 24 MB took 29 ms.
+/// every `stepwise embed` run, so it avoids candle's tensor per entry, dtype conversion and copy out, and a second
+/// read of the file for the hash.
 pub(crate) fn load_f32_tensors_hashed(path: &std::path::Path) -> Result<(Tensors, String), FeatureError> {
     let bytes = read_weights(path)?;
     let (hash, tensors) = rayon::join(|| blake3::hash(&bytes).to_hex().to_string(), || f32_tensors(path, &bytes));

@@ -355,11 +355,11 @@ impl CustomOp1 for ColumnSums {
 ///
 /// One task per sequence computes each head's `L × L` probabilities and its output; when the graph can be
 /// differentiated and the `S·H·L·L` probabilities fit [`KEEP_PROBABILITIES_BYTES`], they are kept for the backward
-/// pass (part of an 8% faster bench seq-train step, with the other changes of its commit), otherwise they live
-/// in a thread-local buffer and the backward pass recomputes them (as FlashAttention does). Inference through variables also keeps them (candle has no no-grad
-/// mode), bounded by the same limit and freed with the graph. Measured on `stepwise bench seq-train` (L = 550):
-/// the composite version spent more time allocating, adding the mask, copying heads and running softmax over
-/// those tensors than in its products.
+/// pass, otherwise they live in a thread-local buffer and the backward pass recomputes them (as FlashAttention
+/// does). Inference through variables also keeps them (candle has no no-grad mode), bounded by the same limit and
+/// freed with the graph. Why one op instead of candle's composite ops: the composite version spent more time
+/// allocating, adding the mask, copying heads and running softmax over those tensors than in its products
+/// (docs/performance.md).
 pub fn attention(qkv: &Tensor, key_bias: &Tensor, heads: usize) -> CResult<Tensor> {
     // Kept only for a graph that can be differentiated, and only up to a size: long inputs (16 steps of 110 rows:
     // 0.8 GB per layer at batch 16) recompute instead, and inference through variables never holds much.
