@@ -190,6 +190,7 @@ fn a_study_trains_every_model_on_every_setting_with_several_seeds() {
         "BiDAF",
         "HTRN",
         "every model trained with 2 seeds",
+        "inputs raw (the papers'), no dropout",
         "RecipeQA − knobs",
     ] {
         assert!(md.contains(needle), "{needle} missing:\n{md}");

@@ -573,6 +573,23 @@ fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
     out
 }
 
+/// How the inputs were scaled and the dropout rate, departures from the papers named.
+fn inputs_and_dropout(cfg: &StudyConfig) -> String {
+    let inputs = match cfg.inputs {
+        InputScaling::Raw => "inputs raw (the papers')".to_string(),
+        InputScaling::Centered => "inputs centred on the training rows (a departure from the papers)".to_string(),
+        InputScaling::Standardized => {
+            "inputs standardised on the training rows (a departure from the papers)".to_string()
+        }
+    };
+    let dropout = if cfg.dropout > 0.0 {
+        format!("dropout {} (a departure: the papers state none)", cfg.dropout)
+    } else {
+        "no dropout".to_string()
+    };
+    format!("{inputs}, {dropout}")
+}
+
 /// The study as Markdown: per task the per-setting table with intervals, the Fig. 4 summary and the knob effects.
 pub fn markdown(r: &StudyReport) -> String {
     use std::fmt::Write;
@@ -593,7 +610,7 @@ pub fn markdown(r: &StudyReport) -> String {
     let _ = writeln!(
         s,
         "Test accuracy (%) with 95% bootstrap intervals over procedures; {} (Adam, lr {}, batch {}, at most {} \
-         epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × {} heads; {}. Knob settings are \
+         epochs, patience {}); LSTM hidden {}, HTRN {} layers × {} wide × {} heads; {}; {}. Knob settings are \
          `knobs-<k1>-<k2>-<k3>`.\n",
         match r.config.cv {
             Some(k) => format!(
@@ -610,6 +627,7 @@ pub fn markdown(r: &StudyReport) -> String {
         r.config.htrn.layers,
         r.config.htrn.dim,
         r.config.htrn.heads,
+        inputs_and_dropout(&r.config),
         if seeds.len() > 1 {
             format!(
                 "every model trained with {} seeds ({}): a value is the mean over seeds, its interval resamples \

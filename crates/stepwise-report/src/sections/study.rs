@@ -61,6 +61,20 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         train.req_u64("max_epochs")?,
         train.req_u64("patience")?
     );
+    // Studies written before these fields were recorded trained on raw inputs without dropout.
+    let inputs = match cfg.get("inputs")? {
+        Some(n) => n.str()?.to_string(),
+        None => "raw".to_string(),
+    };
+    let dropout = cfg.opt_f64("dropout")?.unwrap_or(0.0);
+    let config_line = if inputs != "raw" || dropout > 0.0 {
+        format!(
+            "{config_line} Departures from the papers: inputs {inputs}{}.",
+            if dropout > 0.0 { format!(", dropout {dropout}") } else { String::new() }
+        )
+    } else {
+        config_line
+    };
     let seeds = cfg.opt_u64("seeds")?.unwrap_or(1);
     let config_line = if seeds > 1 {
         format!(
