@@ -144,16 +144,19 @@ impl<'a> Node<'a> {
         let value = self.req_f64("value")?;
         let ci = match self.get("ci")? {
             None => None,
-            Some(c) if c.v.is_array() => {
-                let items = c.items()?;
-                if items.len() != 2 {
-                    return Err(c.error(format!("expected [low, high], found {} values", items.len())));
-                }
-                Some((items[0].f64()?, items[1].f64()?))
-            }
+            Some(c) if c.v.is_array() => Some(c.low_high()?),
             Some(c) => Some((c.req_f64("low")?, c.req_f64("high")?)),
         };
         Ok(Estimate { value, ci })
+    }
+
+    /// An interval written as `[low, high]`.
+    pub fn low_high(&self) -> Result<(f64, f64)> {
+        let items = self.items()?;
+        if items.len() != 2 {
+            return Err(self.error(format!("expected [low, high], found {} values", items.len())));
+        }
+        Ok((items[0].f64()?, items[1].f64()?))
     }
 
     pub fn opt_estimate(&self, key: &str) -> Result<Option<Estimate>> {

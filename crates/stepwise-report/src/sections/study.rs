@@ -97,16 +97,7 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
     // A value with its interval written beside it as `key_ci: [low, high]`.
     let with_ci = |r: &crate::read::Node<'_>, key: &str| -> Result<Option<WithCi>> {
         let Some(v) = r.opt_f64(key)? else { return Ok(None) };
-        let ci = match r.get(&format!("{key}_ci"))? {
-            Some(c) => {
-                let items = c.items()?;
-                if items.len() != 2 {
-                    return Err(c.error(format!("expected [low, high], found {} values", items.len())));
-                }
-                Some((items[0].f64()?, items[1].f64()?))
-            }
-            None => None,
-        };
+        let ci = r.get(&format!("{key}_ci"))?.map(|c| c.low_high()).transpose()?;
         Ok(Some((v, ci)))
     };
     let mut cells = Vec::new();
