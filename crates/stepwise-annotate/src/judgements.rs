@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use stepwise_eval::agreement::{best_match_pairs, order_kappa};
-use stepwise_eval::sequence_metrics::check_permutation;
+use stepwise_score::agreement::{best_match_pairs, order_kappa};
+use stepwise_score::sequence_metrics::check_permutation;
 
 use crate::db::{AssignmentRow, DISCARDED, DONE, WorkerRow, task_spec};
 use crate::study::{Modality, Study, StudyKind};

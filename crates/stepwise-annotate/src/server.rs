@@ -683,6 +683,11 @@ async fn invites(
     Ok(Html(html).into_response())
 }
 
+/// The runtime the annotation commands and their benchmark run on (two workers: this machine's cores).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+}
+
 /// Serve a study until Ctrl-C or SIGTERM, over TLS with `tls`. `on_ready` gets the bound address (port 0 picks
 /// a free one).
 pub async fn serve(

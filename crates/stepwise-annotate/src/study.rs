@@ -239,7 +239,7 @@ impl Study {
                 }
             }
             if let Some(r) = inst.references.first() {
-                stepwise_eval::sequence_metrics::check_permutation(r, inst.items.len())
+                stepwise_score::sequence_metrics::check_permutation(r, inst.items.len())
                     .map_err(|e| at("references[0]".into(), e.to_string()))?;
             } else {
                 return Err(at("references".into(), format!("instance {:?} has no reference order", inst.id)));
@@ -327,7 +327,7 @@ impl Study {
             return Err(Error::bad_input(format!("{}: not an Argon2 password hash", hash_path.display())));
         }
         let instances_path = dir.join(STUDY_INSTANCES);
-        study.instances = stepwise_eval::predictions::read_instances(&instances_path)?;
+        study.instances = stepwise_score::predictions::read_instances(&instances_path)?;
         for (i, t) in study.tasks.iter().enumerate() {
             if t.instance >= study.instances.len() {
                 return Err(Error::field(

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use stepwise_eval::agreement::instance_order_kappa;
-use stepwise_eval::bootstrap::quantile_sorted;
+use stepwise_score::agreement::instance_order_kappa;
+use stepwise_score::bootstrap::quantile_sorted;
 
 use crate::db::AssignmentRow;
 use crate::judgements::{HELPED, Judgement, pmr};
@@ -245,7 +245,7 @@ mod tests {
         ];
         let h = hit_times(&study, &rows);
         assert_eq!(h.completed, 2);
-        // Linear interpolation between order statistics (stepwise_eval::bootstrap::quantile_sorted).
+        // Linear interpolation between order statistics (stepwise_score::bootstrap::quantile_sorted).
         assert_eq!(h.median_minutes, Some(3.5));
         assert_eq!(h.mean_minutes, Some(3.5));
         assert!((h.p90_minutes.unwrap() - 3.9).abs() < 1e-12);

@@ -316,7 +316,7 @@ async fn flow(url: &str, dir: &Path) {
         .map(|t| t.lines().count())
         .sum();
     assert_eq!(rows, 6, "A's six counted study judgements are the first round");
-    let preds = stepwise_eval::predictions::read_order_predictions(&out.join(
+    let preds = stepwise_score::predictions::read_order_predictions(&out.join(
         if out.join("predictions/text-1.jsonl").exists() {
             "predictions/text-1.jsonl"
         } else {
@@ -614,8 +614,8 @@ async fn independent_confidence_gives_the_expected_agreement() {
     use stepwise_annotate::client::Client;
     use stepwise_annotate::judgements::Answer;
     use stepwise_annotate::simulate::{Behaviour, Confidence, Step, noisy, step};
-    use stepwise_eval::agreement::{instance_order_kappa, order_kappa};
-    use stepwise_eval::bootstrap::{BootstrapConfig, Unit, mean_estimate};
+    use stepwise_score::agreement::{instance_order_kappa, order_kappa};
+    use stepwise_score::bootstrap::{BootstrapConfig, Unit, mean_estimate};
 
     const NOISE: f64 = 0.2;
     const ITEMS: usize = 5;

@@ -1,6 +1,7 @@
 //! Shared plumbing of the commands: logging, threads, exit codes, the canonical command line.
 
 use stepwise_core::Error;
+use stepwise_features::FeatureError;
 
 /// Logging to stderr: warnings by default, nothing but errors with `--quiet`, more with `-v`.
 pub fn init_logging(quiet: bool, verbose: u8) {
@@ -74,6 +75,17 @@ impl std::error::Error for UsageError {}
 #[macro_export]
 macro_rules! usage_bail {
     ($($t:tt)*) => { return Err(anyhow::Error::new($crate::cli_util::UsageError(format!($($t)*)))) };
+}
+
+/// A [`FeatureError`] as a CLI error with the right exit code (2 for what the user can fix).
+pub fn feature_error(e: FeatureError) -> anyhow::Error {
+    match e {
+        FeatureError::Core(c) => anyhow::Error::new(c),
+        FeatureError::MissingModel(m) | FeatureError::Mismatch(m) | FeatureError::NoItems(m) => {
+            anyhow::Error::new(UsageError(m))
+        }
+        FeatureError::Encoder(m) => anyhow::anyhow!(m),
+    }
 }
 
 /// A usage error naming the first option whose value is 0 where at least 1 is needed.

@@ -75,16 +75,16 @@ pub fn run(target: &str, data: &[u8]) -> Result<Verdict, String> {
         }
         "choice-predictions" => {
             let path = scratch.file("jsonl", data)?;
-            use stepwise_eval::predictions::{ChoiceFormat, read_choice_predictions};
+            use stepwise_score::predictions::{ChoiceFormat, read_choice_predictions};
             read_choice_predictions(&path, ChoiceFormat::Auto, None, Some("textual_cloze")).map(drop).map_err(msg)
         }
         "order-predictions" => {
             let path = scratch.file("jsonl", data)?;
-            stepwise_eval::predictions::read_order_predictions(&path).map(drop).map_err(msg)
+            stepwise_score::predictions::read_order_predictions(&path).map(drop).map_err(msg)
         }
         "annotations" => {
             let path = scratch.file("jsonl", data)?;
-            stepwise_eval::predictions::read_annotations(&path).map(drop).map_err(msg)
+            stepwise_score::predictions::read_annotations(&path).map(drop).map_err(msg)
         }
         "study" => {
             let dir = scratch.folder_with("study.json", data)?;

@@ -5,7 +5,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
 pub mod allocator;
-mod cli_util;
+pub mod cli_util;
 mod commands;
 pub mod fuzz_targets;
 
@@ -23,17 +23,24 @@ use clap::{Parser, Subcommand};
                   Exit codes: 0 success, 1 runtime failure, 2 bad input or usage."
 )]
 struct Cli {
-    /// Print only errors (no progress bars, no summaries on stderr).
-    #[arg(short, long, global = true)]
-    quiet: bool,
-    /// More log output (-v info, -vv debug, -vvv trace).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
-    /// Worker threads (default: all cores). Results do not depend on it.
-    #[arg(long, global = true, value_name = "N")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    globals: GlobalArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The options every stepwise program takes (`stepwise` and `stepwise-bench`), before or after the command.
+#[derive(clap::Args, Debug)]
+pub struct GlobalArgs {
+    /// Print only errors (no progress bars, no summaries on stderr).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// More log output (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,13 +80,21 @@ enum Command {
     #[command(subcommand)]
     Annotate(commands::annotate::AnnotateCommand),
     Report(commands::report::Args),
-    /// Benchmarks that print their targets and ratios against a reference measured in the same run.
-    #[command(subcommand)]
-    Bench(commands::bench::BenchCommand),
+    Bench(commands::bench::Args),
 }
 
 /// The `stepwise` program: parse `std::env::args`, run the command, map errors to exit codes.
 pub fn main() -> ExitCode {
+    run_program(|cli: &Cli| &cli.globals, dispatch)
+}
+
+/// A stepwise program's life (`stepwise`, `stepwise-bench`): parse the command line as `P`, set up the process
+/// from its [`GlobalArgs`] (logging, `--quiet`, threads, the command line manifests record), run, and map an
+/// error to its exit code.
+pub fn run_program<P: Parser>(
+    globals: impl FnOnce(&P) -> &GlobalArgs,
+    run: impl FnOnce(P) -> anyhow::Result<()>,
+) -> ExitCode {
     // candle 0.11 runs large elementwise ops on its own spin-waiting thread pool; when the cores are shared
     // (another build, another job) the spinning main thread waits for a descheduled worker, which made training
     // several times slower on a loaded machine (docs/performance.md). Matrix products still use every thread
@@ -89,7 +104,7 @@ pub fn main() -> ExitCode {
         // SAFETY: no other thread exists yet.
         unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
     }
-    let cli = match Cli::try_parse() {
+    let parsed = match P::try_parse() {
         Ok(c) => c,
         Err(e) => {
             // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
@@ -97,15 +112,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    cli_util::init_logging(cli.quiet, cli.verbose);
-    stepwise_core::progress::set_quiet(cli.quiet);
+    let g = globals(&parsed);
+    cli_util::init_logging(g.quiet, g.verbose);
+    stepwise_core::progress::set_quiet(g.quiet);
     stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(std::env::args()));
-    if let Err(e) = cli_util::init_threads(cli.threads) {
+    if let Err(e) = cli_util::init_threads(g.threads) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
-    let result = dispatch(cli.command);
-    match result {
+    match run(parsed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -115,8 +130,8 @@ pub fn main() -> ExitCode {
 }
 
 /// Run one command (the arms of the CLI, shared by `main` and [`run_in_process`]).
-fn dispatch(command: Command) -> anyhow::Result<()> {
-    match command {
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Demo(a) => commands::demo::run(a),
         Command::Ingest(a) => commands::ingest::run(a),
         Command::Clean(a) => commands::clean::run(a),
@@ -142,7 +157,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::R2vq(c) => commands::r2vq::run(c),
         Command::Annotate(c) => commands::annotate::run(c),
         Command::Report(a) => commands::report::run(a),
-        Command::Bench(c) => commands::bench::run(c),
+        Command::Bench(a) => commands::bench::run(a, &cli.globals),
     }
 }
 
@@ -157,7 +172,7 @@ pub(crate) fn run_in_process<S: AsRef<str>>(argv: &[S]) -> anyhow::Result<()> {
         Cli::try_parse_from(&args).map_err(|e| anyhow::Error::new(cli_util::UsageError(e.render().to_string())))?;
     let outer = stepwise_core::manifest::command_line();
     stepwise_core::manifest::set_command_line(cli_util::canonical_command_line(args.into_iter()));
-    let result = dispatch(cli.command);
+    let result = dispatch(cli);
     stepwise_core::manifest::set_command_line(outer);
     result
 }

@@ -349,7 +349,7 @@ fn r2vq_question_templates_cover_the_release_and_name_the_right_families() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_answer_the_release_questions_from_annotation() {
-    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
     let dir = shared_data().join("r2vq/semeval2022_task9");
     let td = tempfile::tempdir().unwrap();
@@ -358,7 +358,7 @@ fn r2vq_programs_answer_the_release_questions_from_annotation() {
     stepwise(&["r2vq", "answer", train.to_str().unwrap(), "-o", answers.to_str().unwrap()]);
     let gold = gold_questions(&read_r2vq_conllu(&train).unwrap());
     let scores = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
-    println!("{}", stepwise_eval::r2vq::markdown_table(&scores));
+    println!("{}", stepwise_score::r2vq::markdown_table(&scores));
     for q in scores.questions.iter().filter(|q| q.em < 1.0) {
         println!("  disagreement {}: ours {:?}, gold {:?}", q.id, q.prediction, q.gold);
     }
@@ -411,7 +411,7 @@ fn r2vq_programs_answer_the_release_questions_from_annotation() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_against_800_train_recipes_gold_answers() {
-    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
     let dir = shared_data().join("r2vq/semeval2022_task9/hitqmul_derived");
     let td = tempfile::tempdir().unwrap();
@@ -432,7 +432,7 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let gold = gold_questions(&read_r2vq_conllu(&converted).unwrap());
     assert_eq!(gold.len(), 26_503);
     let scores = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
-    println!("{}", stepwise_eval::r2vq::markdown_table(&scores));
+    println!("{}", stepwise_score::r2vq::markdown_table(&scores));
     for f in &scores.families {
         let family = f.family.unwrap();
         if [0, 1, 2, 3, 4, 17, 18].contains(&family) {
@@ -461,10 +461,10 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
         args.extend(extra);
         stepwise(&args);
         let s = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
-        println!("held-out recipes, programs + {name}:\n{}", stepwise_eval::r2vq::markdown_table(&s));
+        println!("held-out recipes, programs + {name}:\n{}", stepwise_score::r2vq::markdown_table(&s));
         runs.push(s);
     }
-    let family_em = |s: &stepwise_eval::r2vq::R2vqScores, family: u32| {
+    let family_em = |s: &stepwise_score::r2vq::R2vqScores, family: u32| {
         s.families.iter().find(|f| f.family == Some(family)).map_or(0.0, |f| f.em.value)
     };
     let (rules, span) = (&runs[0], &runs[1]);
@@ -493,8 +493,8 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let tag_args = ["--model", tagger.to_str().unwrap(), "-o", tagged.to_str().unwrap()];
     stepwise(&[&["r2vq", "tag", held_s, "--scores", scores.to_str().unwrap()][..], &tag_args].concat());
     let labels =
-        stepwise_eval::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
-    println!("tagger on held-out recipes:\n{}", stepwise_eval::r2vq::tagging_table(&labels));
+        stepwise_score::r2vq::tagging_scores(&read_r2vq_conllu(&held).unwrap(), &read_r2vq_conllu(&tagged).unwrap());
+    println!("tagger on held-out recipes:\n{}", stepwise_score::r2vq::tagging_table(&labels));
     let f1 = |label: &str| labels.iter().find(|l| l.label == label).map_or(0.0, |l| l.f1);
     assert!(f1("mention EVENT") >= 0.9, "events F1 {}", f1("mention EVENT"));
     assert!(f1("PART link") >= 0.75, "participant links F1 {}", f1("PART link"));
@@ -518,7 +518,7 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let predicted = score(&held_gold, &read_answer_predictions(&out).unwrap(), &out, &Default::default()).unwrap();
     println!(
         "held-out recipes, programs on the predicted layer + span model:\n{}",
-        stepwise_eval::r2vq::markdown_table(&predicted)
+        stepwise_score::r2vq::markdown_table(&predicted)
     );
     assert!(predicted.overall.em.value > 0.3, "EM on the predicted layer {}", predicted.overall.em.value);
     assert!(predicted.overall.em.value < span.overall.em.value, "the gold layer answers better than a predicted one");
@@ -555,7 +555,7 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_generation_counts_and_round_trip_on_the_release() {
-    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
     let dir = shared_data().join("r2vq/semeval2022_task9");
     let td = tempfile::tempdir().unwrap();
@@ -603,7 +603,7 @@ fn r2vq_generation_counts_and_round_trip_on_the_release() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_against_the_2021_release() {
-    use stepwise_eval::r2vq::{gold_questions, read_answer_predictions, score};
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
     let td = tempfile::tempdir().unwrap();
     let converted = td.path().join("r2021.csv");
@@ -624,7 +624,7 @@ fn r2vq_programs_against_the_2021_release() {
         let answers = td.path().join(format!("{method}.jsonl"));
         stepwise(&["r2vq", "answer", converted.to_str().unwrap(), "--method", method, "-o", answers.to_str().unwrap()]);
         let s = score(&gold, &read_answer_predictions(&answers).unwrap(), &answers, &Default::default()).unwrap();
-        println!("{method}:\n{}", stepwise_eval::r2vq::markdown_table(&s));
+        println!("{method}:\n{}", stepwise_score::r2vq::markdown_table(&s));
         em.push(s.overall.em.value);
     }
     assert!(em[0] >= 0.7, "programs on the 2021 annotation: EM {}", em[0]);

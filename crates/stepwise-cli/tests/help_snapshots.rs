@@ -55,11 +55,6 @@ fn sharded_run_commands_help() {
 }
 
 #[test]
-fn reliability_bench_help() {
-    insta::assert_snapshot!("bench-reliability", help(&["bench", "reliability"]));
-}
-
-#[test]
 fn r2vq_commands_help() {
     for cmd in ["answer", "split", "train-text", "train-tagger", "tag"] {
         insta::assert_snapshot!(format!("r2vq-{cmd}"), help(&["r2vq", cmd]));

@@ -49,8 +49,6 @@ fn help_has_examples() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("Example"), "{cmd}: {out}");
     }
-    let o = stepwise(&["bench", "ingest", "--help"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("Example"));
 }
 
 #[test]

@@ -258,21 +258,3 @@ fn eval_and_report_name_the_model_behind_the_predictions() {
     assert!(report.contains("Predictions made by pairwise (text)."), "{report}");
     assert!(report.contains("| my-model |"), "{report}");
 }
-
-/// `bench encoders --photos` checks its folder before loading any model: a folder without photos and a missing
-/// folder are usage errors that name the folder (the models folder here does not exist, so reaching the model
-/// load would fail differently).
-#[test]
-fn bench_encoders_photos_folder_is_checked_first() {
-    let td = tempfile::tempdir().unwrap();
-    std::fs::write(td.path().join("notes.txt"), "not a photo").unwrap();
-    let (code, _, err) = sw(td.path(), &["bench", "encoders", "--models", "no-models", "--photos", "."]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--photos .: no .jpg, .jpeg or .png files in it"), "{err}");
-    assert!(!err.contains("no-models"), "{err}");
-
-    let (code, _, err) = sw(td.path(), &["bench", "encoders", "--models", "no-models", "--photos", "gone"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("gone: no such file or folder"), "{err}");
-    assert!(!err.contains("no-models"), "{err}");
-}

@@ -152,28 +152,6 @@ fn refusals_exit_2_and_write_nothing() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--dim 16 is not a multiple of --heads 3"), "{err}");
     assert!(!Path::new(&study).exists());
-    // The speed benchmarks refuse sizes without parameters before they build anything or start Python.
-    for (option, value, want) in [
-        ("--model-dim", "0", "--model-dim must be at least 1"),
-        ("--layers", "0", "--layers must be at least 1"),
-        ("--heads", "0", "--heads must be at least 1"),
-        ("--dim-text", "0", "--dim-text must be at least 1"),
-        ("--model-dim", "30", "--model-dim 30 is not a multiple of --heads 4"),
-    ] {
-        let (code, _, err) = run(bin().args(s(&["bench", "seq-train", option, value, "--python", "/bin/false"])));
-        assert_eq!(code, 2, "{option} {value}: {err}");
-        assert!(err.contains(want), "{option} {value}: {err}");
-    }
-    // And so does the HTRN one.
-    for (option, value, want) in [
-        ("--model-dim", "0", "--model-dim must be at least 1"),
-        ("--hidden", "0", "--hidden must be at least 1"),
-        ("--model-dim", "30", "--model-dim 30 is not a multiple of --heads 8"),
-    ] {
-        let (code, _, err) = run(bin().args(s(&["bench", "train", option, value, "--python", "/bin/false"])));
-        assert_eq!(code, 2, "{option} {value}: {err}");
-        assert!(err.contains(want), "{option} {value}: {err}");
-    }
     // A fine-tuned model's features must match: w2v with another seed is another vector space.
     let m = f.p("m-refuse");
     ok(&train_args(f, &m, "1", &[]));

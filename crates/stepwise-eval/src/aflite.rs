@@ -28,7 +28,7 @@ use crate::audit::probe::choice_features;
 use crate::audit::probe::{fit_on_choices, pick};
 use crate::audit::resolve::ItemResolver;
 use crate::audit::{AuditReport, probe_question};
-use crate::bootstrap::Estimate;
+use stepwise_score::bootstrap::Estimate;
 
 /// One question: a feature vector per choice and the answer.
 #[derive(Debug, Clone)]

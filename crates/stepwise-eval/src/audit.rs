@@ -11,7 +11,7 @@
 //! - the **shortcut panel** ([`shortcuts`]): every distance-rank pick, the distance + rank probe and the
 //!   choice-only probe side by side, with a verdict on whether the task is shortcut-free.
 //!
-//! Accuracies carry 95% percentile-bootstrap intervals ([`crate::bootstrap`]) resampling *procedures* (questions
+//! Accuracies carry 95% percentile-bootstrap intervals ([`stepwise_score::bootstrap`]) resampling *procedures* (questions
 //! of one recipe are correlated). Questions whose items have no vector are left out of the vector-based measures
 //! and counted.
 
@@ -34,7 +34,7 @@ use stepwise_models::hasty;
 use stepwise_models::logreg::LogRegConfig;
 use stepwise_tasks::counts::FEW_QUESTIONS;
 
-use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 use provenance::{Provenance, ProvenanceSource, provenance};
 use resolve::{ItemModality, ItemResolver};
 
@@ -293,8 +293,8 @@ fn audit_task(
             Task::VisualCoherence => "cosine distance of the item to the mean of the other items",
             Task::VisualOrdering => "mean cosine distance between consecutive items of the ordering",
         },
-        correct_mean: crate::bootstrap::mean(&correct_d),
-        incorrect_mean: crate::bootstrap::mean(&incorrect_d),
+        correct_mean: stepwise_score::bootstrap::mean(&correct_d),
+        incorrect_mean: stepwise_score::bootstrap::mean(&incorrect_d),
         answer_is_extreme: extreme as f64 / with_vectors as f64,
         histogram: histogram(&correct_d, &incorrect_d, cfg.bins),
         correct: correct_d,

@@ -24,7 +24,7 @@ use stepwise_models::m3c::{
 
 use crate::audit::hasty_choice;
 use crate::audit::resolve::ItemResolver;
-use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 
 /// The settings of a suite, in table order.
 pub const SETTINGS: [&str; 9] = [
@@ -308,7 +308,7 @@ pub fn run_study(
                     }
                     let hits: Vec<f64> = pred.iter().zip(&tested).map(|(p, q)| f64::from(*p == q.answer)).collect();
                     correct.iter_mut().zip(&hits).for_each(|(c, h)| *c += h);
-                    cell.seed_accuracies.push(crate::bootstrap::mean(&hits));
+                    cell.seed_accuracies.push(stepwise_score::bootstrap::mean(&hits));
                     cell.predictions.push(pred.iter().zip(&tested).map(|(p, q)| (q.qid.clone(), *p)).collect());
                 }
                 let runs = cell.seed_accuracies.len() as f64;
@@ -469,8 +469,8 @@ fn summarize(cells: &[Cell], cfg: &StudyConfig) -> Vec<SummaryRow> {
             if recipeqa.is_none() && knobs.is_empty() {
                 continue;
             }
-            let mean = (!knobs.is_empty()).then(|| crate::bootstrap::mean(&knobs));
-            let std = crate::bootstrap::sample_sd(&knobs);
+            let mean = (!knobs.is_empty()).then(|| stepwise_score::bootstrap::mean(&knobs));
+            let std = stepwise_score::bootstrap::sample_sd(&knobs);
             let of = |setting: &str| cells.iter().find(|c| c.task == task && c.setting == setting && c.model == model);
             let [recipeqa_ci, knob_mean_ci, difference_ci] = drop_intervals(
                 of("recipeqa"),
@@ -492,7 +492,7 @@ fn summarize(cells: &[Cell], cfg: &StudyConfig) -> Vec<SummaryRow> {
                 knob_mean_ci,
                 knob_std: std,
                 knob_settings: knobs.len(),
-                verdict: difference_ci.map(|[lo, hi]| crate::bootstrap::noise_verdict(lo, hi).to_string()),
+                verdict: difference_ci.map(|[lo, hi]| stepwise_score::bootstrap::noise_verdict(lo, hi).to_string()),
                 difference_sd: difference.and_then(|_| difference_sd(of("recipeqa"), &SETTINGS[1..], &of)),
                 difference,
             });
@@ -517,14 +517,14 @@ fn drop_intervals(recipeqa: Option<&Cell>, knobs: &[&Cell], bs: &BootstrapConfig
         .collect();
     let clusters = cluster_ids(rows.iter().map(|r| r.1));
     let settings = knobs.len() + 1;
-    let cis = crate::bootstrap::percentile_intervals(rows.len(), Unit::Clusters(&clusters), bs, key, 3, |w, out| {
+    let cis = stepwise_score::bootstrap::percentile_intervals(rows.len(), Unit::Clusters(&clusters), bs, key, 3, |w, out| {
         let (mut sum, mut n) = (vec![0.0; settings], vec![0u64; settings]);
         for (&(s, _, x), &w) in rows.iter().zip(w) {
             sum[s] += f64::from(w) * x;
             n[s] += u64::from(w);
         }
         let means: Vec<f64> = sum.iter().zip(&n).map(|(s, &n)| if n == 0 { f64::NAN } else { s / n as f64 }).collect();
-        let knob_mean = if settings > 1 { crate::bootstrap::mean(&means[1..]) } else { f64::NAN };
+        let knob_mean = if settings > 1 { stepwise_score::bootstrap::mean(&means[1..]) } else { f64::NAN };
         out.copy_from_slice(&[means[0], knob_mean, means[0] - knob_mean]);
     });
     let pair = |i: usize| cis[i].map(|c| [c.low, c.high]);
@@ -544,8 +544,8 @@ fn difference_sd<'c>(
         return None;
     }
     let d: Vec<f64> =
-        (0..r.len()).map(|k| r[k] - crate::bootstrap::mean(&knobs.iter().map(|v| v[k]).collect::<Vec<_>>())).collect();
-    crate::bootstrap::sample_sd(&d)
+        (0..r.len()).map(|k| r[k] - stepwise_score::bootstrap::mean(&knobs.iter().map(|v| v[k]).collect::<Vec<_>>())).collect();
+    stepwise_score::bootstrap::sample_sd(&d)
 }
 
 fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
@@ -602,7 +602,7 @@ pub fn markdown(r: &StudyReport) -> String {
         None => "–".to_string(),
     };
     let ci = |c: Option<[f64; 2]>| c.map_or(String::new(), |[l, h]| format!(" [{:.1}, {:.1}]", 100.0 * l, 100.0 * h));
-    use crate::markdown::signed_percent as signed;
+    use stepwise_score::markdown::signed_percent as signed;
     let models = model_names(&r.config);
     let seeds = r.config.training_seeds();
     let mut s = String::new();
@@ -664,7 +664,7 @@ pub fn markdown(r: &StudyReport) -> String {
             for m in &models {
                 let cell = row.iter().find(|c| &c.model == m);
                 let sd = cell
-                    .and_then(|c| crate::bootstrap::sample_sd(&c.seed_accuracies))
+                    .and_then(|c| stepwise_score::bootstrap::sample_sd(&c.seed_accuracies))
                     .map_or(String::new(), |sd| format!(" (sd {:.1})", 100.0 * sd));
                 let _ = write!(s, " {}{sd} |", est(cell.and_then(|c| c.accuracy)));
             }
@@ -746,7 +746,7 @@ mod tests {
             train_questions: 0,
             val_questions: 0,
             test_questions: outcomes.len(),
-            accuracy: Some(EstimateRecord { value: crate::bootstrap::mean(outcomes), low: None, high: None }),
+            accuracy: Some(EstimateRecord { value: stepwise_score::bootstrap::mean(outcomes), low: None, high: None }),
             seed_accuracies: seeds.to_vec(),
             best_epoch: None,
             epochs_run: None,

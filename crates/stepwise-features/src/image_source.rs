@@ -5,6 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use stepwise_core::Corpus;
+use stepwise_core::error::IoResultExt;
+use stepwise_world::WorldImages;
+
 /// A source of decoded step images, addressed by the image path as written in the procedure JSONL.
 pub trait ImageSource: Sync {
     /// Decode the image at `rel_path` to RGB8. Unreadable or corrupt images are an `Err` with the reason.
@@ -51,6 +55,93 @@ impl ImageSource for FsImageSource {
         let path = self.path(rel_path);
         stepwise_core::hash::hash_file(&path).map(|(h, _)| h).map_err(|e| format!("cannot read: {e}"))
     }
+}
+
+/// Where a corpus's images come from: files under its image root or, for a built-in world corpus made without
+/// stored images (`stepwise world generate --no-images`), rendered on demand from the manifest's world
+/// parameters.
+pub fn for_corpus(corpus: &Corpus) -> stepwise_core::Result<Box<dyn ImageSource>> {
+    if let Some(m) = &corpus.manifest
+        && let Some(world) = WorldImages::from_manifest(m)
+    {
+        let world = world?;
+        if !world.params.images_stored {
+            return Ok(Box::new(RenderedWorld::new(world, corpus)?));
+        }
+    }
+    Ok(Box::new(FsImageSource::new(&corpus.image_root)))
+}
+
+/// World images rendered on demand.
+///
+/// Fingerprints must not cost a render each (a re-run with nothing new would redo half the work), so an image's
+/// key is its path plus a key of the renderer: the world parameters and the pixels of a few reference images
+/// (first, middle and last image of the corpus), rendered once per run — a renderer change shows there.
+struct RenderedWorld {
+    world: WorldImages,
+    renderer_key: String,
+}
+
+impl RenderedWorld {
+    fn new(world: WorldImages, corpus: &Corpus) -> stepwise_core::Result<Self> {
+        let paths: Vec<&str> = corpus.procedures.iter().flat_map(|p| p.step_images()).collect();
+        let mut bytes = serde_json::to_vec(&world.params)
+            .map_err(|e| stepwise_core::Error::runtime(format!("world parameters: {e}")))?;
+        if !paths.is_empty() {
+            for rel in [paths[0], paths[paths.len() / 2], paths[paths.len() - 1]] {
+                bytes.extend_from_slice(rel.as_bytes());
+                bytes.extend_from_slice(world.render(rel)?.as_raw());
+            }
+        }
+        Ok(RenderedWorld { world, renderer_key: stepwise_core::hash::hash_bytes(&bytes) })
+    }
+}
+
+impl ImageSource for RenderedWorld {
+    fn load(&self, rel_path: &str) -> Result<image::RgbImage, String> {
+        self.world.render(rel_path).map_err(|e| e.to_string())
+    }
+
+    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
+        Ok(stepwise_core::hash::hash_str(&format!("world-render\n{}\n{rel_path}", self.renderer_key)))
+    }
+}
+
+/// The .jpg, .jpeg and .png files under `root` (any depth), as sorted `/`-separated paths relative to it.
+/// Symlinked folders are followed once: a link back to a folder being walked is not walked again.
+pub fn image_files(root: &Path) -> stepwise_core::Result<Vec<String>> {
+    let mut out = Vec::new();
+    image_files_within(root, root, &mut stepwise_core::paths::WalkAncestors::default(), &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn image_files_within(
+    root: &Path,
+    dir: &Path,
+    ancestors: &mut stepwise_core::paths::WalkAncestors,
+    out: &mut Vec<String>,
+) -> stepwise_core::Result<()> {
+    // A symlink back to a folder being walked would list its images again on every lap (and never end).
+    if ancestors.enter(dir)?.is_some() {
+        return Ok(());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir).at(dir)?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            image_files_within(root, &p, ancestors, out)?;
+        } else if matches!(
+            p.extension().and_then(|x| x.to_str()).map(str::to_lowercase).as_deref(),
+            Some("jpg" | "jpeg" | "png")
+        ) && let Ok(rel) = p.strip_prefix(root)
+        {
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    ancestors.leave();
+    Ok(())
 }
 
 /// The largest side of an image stepwise decodes, in pixels (a 16k photo is already far beyond any step image).
@@ -178,5 +269,16 @@ mod tests {
         }
         assert_eq!(Solid(1).fingerprint("a").unwrap(), Solid(1).fingerprint("b").unwrap());
         assert_ne!(Solid(1).fingerprint("a").unwrap(), Solid(2).fingerprint("a").unwrap());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_in_an_image_folder_lists_each_image_once() {
+        let td = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(td.path().join("fruit")).unwrap();
+        std::fs::write(td.path().join("fruit/apple.jpg"), b"jpeg").unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/all")).unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/again")).unwrap();
+        assert_eq!(image_files(td.path()).unwrap(), ["fruit/apple.jpg"]);
     }
 }

@@ -15,8 +15,10 @@ mod lines;
 
 use plotters::prelude::*;
 use plotters::style::FontStyle;
-use stepwise_core::output::write_string_atomic;
-use stepwise_core::{Error, IoResultExt, Result};
+use std::io::Write;
+
+use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::{Error, Result};
 
 pub use bars::{BarChart, BarSeries, PALETTE, bar_chart_svg, write_bar_chart};
 pub use lines::{Line, LineChart, write_line_chart};
@@ -80,18 +82,21 @@ pub(crate) fn write_svg_and_png(
         draw_svg(root).map_err(|e| Error::runtime(format!("drawing {}: {e}", svg.display())))?;
     }
     write_string_atomic(svg, &text)?;
-    // The bitmap backend picks the format from the extension: draw into a temporary .png next to the target.
-    let name = png.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "plot.png".into());
-    let tmp = png.with_file_name(format!(".{name}.partial-{}.png", std::process::id()));
+    // Drawn into memory and encoded here (plotters' own PNG encoder would bring a second version of `image`).
+    let (w, h) = size;
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
     {
-        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
-        let r = draw_png(root.clone()).and_then(|_| root.present().map_err(|e| e.to_string()));
-        if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::runtime(format!("drawing {}: {e}", png.display())));
-        }
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+        draw_png(root.clone())
+            .and_then(|_| root.present().map_err(|e| e.to_string()))
+            .map_err(|e| Error::runtime(format!("drawing {}: {e}", png.display())))?;
     }
-    std::fs::rename(&tmp, png).at(png)
+    let mut bytes = Vec::new();
+    image::RgbImage::from_raw(w, h, rgb)
+        .ok_or_else(|| Error::runtime(format!("drawing {}: buffer of the wrong size", png.display())))?
+        .write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png)
+        .map_err(|e| Error::runtime(format!("encoding {}: {e}", png.display())))?;
+    write_file_atomic(png, |f| f.write_all(&bytes))
 }
 
 fn check(h: &Histogram<'_>) -> Result<()> {

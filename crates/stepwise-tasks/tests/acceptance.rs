@@ -12,7 +12,7 @@ use stepwise_core::corpus::read_procedures_jsonl;
 use stepwise_core::{Procedure, Task, TaskSet};
 use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_eval::audit::{AuditConfig, TaskAudit, audit, texts_to_encode};
-use stepwise_eval::bootstrap::BootstrapConfig;
+use stepwise_score::bootstrap::BootstrapConfig;
 use stepwise_features::image_source::load_image_file;
 use stepwise_features::registry::{EncoderContext, build_encoder};
 use stepwise_features::store::encode_strings;
@@ -71,7 +71,7 @@ fn quiet_audit() -> AuditConfig {
 }
 
 fn pct(t: &TaskAudit) -> (String, String) {
-    let f = |e: Option<stepwise_eval::bootstrap::Estimate>| match e {
+    let f = |e: Option<stepwise_score::bootstrap::Estimate>| match e {
         Some(e) => format!(
             "{:.1} [{:.1}, {:.1}]",
             100.0 * e.value,

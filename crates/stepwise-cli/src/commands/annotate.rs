@@ -189,8 +189,8 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
         assignment_timeout_minutes: args.assignment_timeout,
         seed: args.seed,
     };
-    let file = stepwise_eval::predictions::instances_file(&args.instances);
-    let mut instances = stepwise_eval::predictions::read_instances(&args.instances)?;
+    let file = stepwise_score::predictions::instances_file(&args.instances);
+    let mut instances = stepwise_score::predictions::read_instances(&args.instances)?;
     if let Some(split) = &args.split {
         instances.retain(|i| &i.split == split);
         if instances.is_empty() {
@@ -230,11 +230,6 @@ fn create(args: CreateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The annotation commands' runtime (two workers: this machine's cores).
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
-}
-
 fn database_url(study: &Path, database: &Option<String>) -> anyhow::Result<String> {
     Ok(match database {
         Some(u) => u.clone(),
@@ -253,7 +248,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let transport = Transport { tls: tls.is_some(), trusted_proxies: args.trusted_proxy.clone() };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let _one_server = stepwise_annotate::db::claim_server(&url)?;
-    runtime()?.block_on(async {
+    stepwise_annotate::server::runtime()?.block_on(async {
         let db = Db::open(&url).await?;
         db.sync_tasks(&study).await?;
         let state = AppState::serving(db, study, transport);
@@ -280,7 +275,7 @@ fn run_export(args: ExportArgs) -> anyhow::Result<()> {
             stepwise_annotate::study::SQLITE_FILE
         )));
     }
-    let (workers, assignments) = runtime()?.block_on(async {
+    let (workers, assignments) = stepwise_annotate::server::runtime()?.block_on(async {
         let db = Db::open(&url).await?;
         db.sync_tasks(&study).await?;
         let w = db.workers().await?;

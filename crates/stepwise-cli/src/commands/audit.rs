@@ -12,7 +12,7 @@ use stepwise_eval::audit::render::PlotLinks;
 use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_eval::audit::shortcuts::{MARGIN, PanelEntry, ShortcutPanel};
 use stepwise_eval::audit::{AuditConfig, AuditReport, audit, render, texts_to_encode};
-use stepwise_eval::bootstrap::{BootstrapConfig, Estimate, Interval};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Interval};
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
@@ -22,7 +22,7 @@ use stepwise_tasks::suite::{SuiteRow, taskset_folders};
 
 use super::generate::{LoadedFeatures, load_pool};
 use super::model_features::concat;
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 use crate::usage_bail;
 
 /// Audit a task set (stepwise's own or a RecipeQA file) for answer shortcuts.
@@ -239,8 +239,8 @@ fn percent(e: Option<Estimate>) -> String {
 
 /// An accuracy in % with its interval when it has one: `82.1 [78.0, 86.0]`.
 fn with_interval(value: f64, ci: Option<Interval>) -> String {
-    let v = stepwise_eval::markdown::percent(value);
-    if ci.is_some() { format!("{v} {}", stepwise_eval::markdown::percent_interval(ci)) } else { v }
+    let v = stepwise_score::markdown::percent(value);
+    if ci.is_some() { format!("{v} {}", stepwise_score::markdown::percent_interval(ci)) } else { v }
 }
 
 /// A shortcut and its accuracy: `nearest to the question 41.0 [35.2, 47.1]`.

@@ -25,7 +25,7 @@ use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, Ru
 
 use crate::usage_bail;
 use features::{LoadedFeatures, load_features};
-use stepwise_eval::sequencing_table::{self as table, Results, Row};
+use stepwise_score::sequencing_table::{self as table, Results, Row};
 
 /// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
 #[derive(clap::Args, Debug)]
@@ -138,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return run_merge(&args);
     }
     let path = args.instances.clone().expect("clap requires INSTANCES unless --merge");
-    let instances = stepwise_eval::predictions::read_instances(&path)?;
+    let instances = stepwise_score::predictions::read_instances(&path)?;
     let config = run_config(&args, ModelKind::Random)?;
     let loaded = load_features(&args.features, &instances)?;
     match (args.model, &args.table) {
@@ -370,7 +370,7 @@ fn run_table(
     write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&results))?;
     write_string_atomic(&out_dir.path().join("results.md"), &table::markdown(&results))?;
     let mut m = Manifest::new("sequencing-results").with_seed(args.seed);
-    let mut inputs = vec![stepwise_eval::predictions::instances_file(path)];
+    let mut inputs = vec![stepwise_score::predictions::instances_file(path)];
     inputs.extend(loaded.meta_files());
     m.add_inputs(&inputs)?;
     m.count("rows", results.rows.len() as u64);
@@ -411,7 +411,7 @@ pub fn demo_stage(
     // The defaults of `stepwise baseline --table` (the output path is given below).
     let defaults = Wrap::try_parse_from(["baseline", "x", "--table", "demo", "-o", "x"])?.args;
     let config = run_config(&defaults, ModelKind::Random)?;
-    let instances = stepwise_eval::predictions::read_instances(&instances_dir)?;
+    let instances = stepwise_score::predictions::read_instances(&instances_dir)?;
     let loaded = load_features(features, &instances)?;
     let results_dir = out.join("sequencing-results");
     let target = TableOutput { dir: results_dir.clone(), force: true, seed, progress: false };

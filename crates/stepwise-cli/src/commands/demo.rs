@@ -670,7 +670,7 @@ fn study(d: &mut Demo) -> anyhow::Result<String> {
         let ci = r.get(format!("{k}_ci"))?.as_array()?;
         Some(format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)))
     };
-    let signed = stepwise_eval::markdown::signed_percent;
+    let signed = stepwise_score::markdown::signed_percent;
     let parts: Vec<String> = rows
         .iter()
         .filter_map(|r| {
@@ -767,7 +767,7 @@ fn seq_study(d: &mut Demo) -> anyhow::Result<String> {
             if let Some(d) = row.get("versus").and_then(|v| v.get(1)) {
                 let ci = d.get("ci")?.as_array()?;
                 let (lo, hi) = (ci.first()?.as_f64()?, ci.get(1)?.as_f64()?);
-                let verdict = stepwise_eval::bootstrap::noise_verdict(lo, hi);
+                let verdict = stepwise_score::bootstrap::noise_verdict(lo, hi);
                 s.push_str(&format!(
                     " (vs pairwise {} [{}, {}], {verdict})",
                     signed(d.get("value")?.as_f64()?),

@@ -7,15 +7,13 @@ use std::path::{Path, PathBuf};
 use stepwise_core::Corpus;
 use stepwise_core::manifest::InputHash;
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
-use stepwise_features::image_source::{FsImageSource, ImageSource};
 use stepwise_features::items::{ItemSpec, string_items};
 use stepwise_features::patches::{DEFAULT_GRID, patch_output};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::FAILURES_FILE;
 use stepwise_features::tokens::{DEFAULT_MAX_TOKENS, token_output};
-use stepwise_world::WorldImages;
 
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 use crate::usage_bail;
 
 /// Embed a corpus into a feature store: step texts for text encoders, step images for image encoders.
@@ -152,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.patches = args.patches.then_some(args.grid);
     opts.max_sentences = args.max_sentences;
     opts.shard = args.shard;
-    let images = image_source(&corpus)?;
+    let images = stepwise_features::image_source::for_corpus(&corpus)?;
     let report = embed_corpus(&corpus, &args.output, Some(images.as_ref()), &extra, &opts).map_err(feature_error)?;
     let out = args.output.display();
     if stepwise_core::progress::is_quiet() {
@@ -208,55 +206,6 @@ fn item_kinds(store: &Path) -> String {
         })
         .collect();
     if parts.len() < 2 { String::new() } else { format!(" ({})", parts.join(", ")) }
-}
-
-/// Where a corpus's images come from: files under its image root or, for a built-in world corpus made without
-/// stored images (`stepwise world generate --no-images`), rendered on demand from the manifest's world
-/// parameters.
-pub fn image_source(corpus: &Corpus) -> anyhow::Result<Box<dyn ImageSource>> {
-    if let Some(m) = &corpus.manifest
-        && let Some(world) = WorldImages::from_manifest(m)
-    {
-        let world = world?;
-        if !world.params.images_stored {
-            return Ok(Box::new(RenderedWorld::new(world, corpus)?));
-        }
-    }
-    Ok(Box::new(FsImageSource::new(&corpus.image_root)))
-}
-
-/// World images rendered on demand.
-///
-/// Fingerprints must not cost a render each (a re-run with nothing new would redo half the work), so an image's
-/// key is its path plus a key of the renderer: the world parameters and the pixels of a few reference images
-/// (first, middle and last image of the corpus), rendered once per run — a renderer change shows there.
-struct RenderedWorld {
-    world: WorldImages,
-    renderer_key: String,
-}
-
-impl RenderedWorld {
-    fn new(world: WorldImages, corpus: &Corpus) -> anyhow::Result<Self> {
-        let paths: Vec<&str> = corpus.procedures.iter().flat_map(|p| p.step_images()).collect();
-        let mut bytes = serde_json::to_vec(&world.params)?;
-        if !paths.is_empty() {
-            for rel in [paths[0], paths[paths.len() / 2], paths[paths.len() - 1]] {
-                bytes.extend_from_slice(rel.as_bytes());
-                bytes.extend_from_slice(world.render(rel)?.as_raw());
-            }
-        }
-        Ok(RenderedWorld { world, renderer_key: stepwise_core::hash::hash_bytes(&bytes) })
-    }
-}
-
-impl ImageSource for RenderedWorld {
-    fn load(&self, rel_path: &str) -> Result<stepwise_features::image::RgbImage, String> {
-        self.world.render(rel_path).map_err(|e| e.to_string())
-    }
-
-    fn fingerprint(&self, rel_path: &str) -> Result<String, String> {
-        Ok(stepwise_core::hash::hash_str(&format!("world-render\n{}\n{rel_path}", self.renderer_key)))
-    }
 }
 
 /// The procedure file of a corpus argument (the file itself, or `procedures.jsonl` in the folder).

@@ -20,11 +20,11 @@ use stepwise_core::json::{to_pretty_sorted, write_canonical};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::taskset::QUESTIONS_JSON;
 use stepwise_core::{Error, Manifest, TaskSet};
-use stepwise_eval::accuracy::{self, ChoiceSetReport, MatchOptions, QuestionResult, ResampleUnit, ScoreOptions};
-use stepwise_eval::bootstrap::BootstrapConfig;
-use stepwise_eval::predictions::{self, ChoiceFormat, ChoiceRecord, instances_file};
-use stepwise_eval::sequence_metrics::{Metric, PooledMetric};
-use stepwise_eval::sequencing_eval::{self, SequencingOptions};
+use stepwise_score::accuracy::{self, ChoiceSetReport, MatchOptions, QuestionResult, ResampleUnit, ScoreOptions};
+use stepwise_score::bootstrap::BootstrapConfig;
+use stepwise_score::predictions::{self, ChoiceFormat, ChoiceRecord, instances_file};
+use stepwise_score::sequence_metrics::{Metric, PooledMetric};
+use stepwise_score::sequencing_eval::{self, SequencingOptions};
 
 use crate::usage_bail;
 
@@ -63,10 +63,10 @@ pub struct Args {
     #[arg(long, value_name = "TASK")]
     pub task: Option<String>,
     /// Bootstrap resamples for the confidence intervals (0: no intervals).
-    #[arg(long, value_name = "N", default_value_t = stepwise_eval::bootstrap::DEFAULT_RESAMPLES)]
+    #[arg(long, value_name = "N", default_value_t = stepwise_score::bootstrap::DEFAULT_RESAMPLES)]
     pub bootstrap: usize,
     /// Confidence level of the intervals.
-    #[arg(long, value_name = "C", default_value_t = stepwise_eval::bootstrap::DEFAULT_CONFIDENCE)]
+    #[arg(long, value_name = "C", default_value_t = stepwise_score::bootstrap::DEFAULT_CONFIDENCE)]
     pub confidence: f64,
     /// Seed of the bootstrap.
     #[arg(long, default_value_t = 0)]
@@ -172,7 +172,7 @@ fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 
 /// R2VQ: exact match and token F1 per family against the `# answer` lines of a SemEval-layout file.
 fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
-    use stepwise_eval::r2vq;
+    use stepwise_score::r2vq;
     if args.agreement.is_some() || args.split.is_some() || args.skip_missing || args.pooled || args.by_length.is_some()
     {
         usage_bail!("--agreement, --split, --skip-missing, --pooled and --by-length do not apply to R2VQ answers");

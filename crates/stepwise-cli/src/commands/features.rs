@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use stepwise_features::merge::merge_stores;
 
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 
 /// Feature stores: join the parts of a sharded embedding run.
 #[derive(clap::Subcommand, Debug)]

@@ -27,7 +27,7 @@ use stepwise_tasks::{ClozeField, GenerateConfig, KnobSetting, Mode, QuestionsPer
 
 use super::generate_r2vq::{R2vqGenArgs, run_r2vq};
 use super::generate_sequencing::{SequencingArgs, run_sequencing};
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 use crate::usage_bail;
 
 /// Generate benchmark questions from a corpus and its features.
@@ -372,9 +372,7 @@ pub fn load_pool(
     let Some(i) = image_store else {
         usage_bail!("--distractor-pool with a folder of images needs an image feature store in --features");
     };
-    let mut files = Vec::new();
-    collect_images(path, path, &mut files)?;
-    files.sort();
+    let files = stepwise_features::image_source::image_files(path)?;
     if files.is_empty() {
         usage_bail!("--distractor-pool {}: no .jpg/.jpeg/.png images found", path.display());
     }
@@ -429,40 +427,6 @@ pub fn load_pool(
         tracing::warn!("{failed} distractor-pool images could not be read and were left out");
     }
     Ok(Vectors::new(dim, ids, data))
-}
-
-pub(crate) fn collect_images(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
-    collect_images_within(root, dir, &mut stepwise_core::paths::WalkAncestors::default(), out)
-}
-
-fn collect_images_within(
-    root: &Path,
-    dir: &Path,
-    ancestors: &mut stepwise_core::paths::WalkAncestors,
-    out: &mut Vec<String>,
-) -> anyhow::Result<()> {
-    // A symlink back to a folder being walked would list its images again on every lap (and never end).
-    if ancestors.enter(dir)?.is_some() {
-        return Ok(());
-    }
-    let mut entries: Vec<_> =
-        std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            collect_images_within(root, &p, ancestors, out)?;
-        } else if matches!(
-            p.extension().and_then(|x| x.to_str()).map(str::to_lowercase).as_deref(),
-            Some("jpg" | "jpeg" | "png")
-        ) {
-            if let Ok(rel) = p.strip_prefix(root) {
-                out.push(rel.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    ancestors.leave();
-    Ok(())
 }
 
 /// What `generate` and `sweep` set up before making questions: the checked configuration, the output folder,
@@ -621,22 +585,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::cli_util::warn_user(w);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(unix)]
-    #[test]
-    fn a_symlink_loop_in_a_distractor_pool_lists_each_image_once() {
-        let td = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(td.path().join("fruit")).unwrap();
-        std::fs::write(td.path().join("fruit/apple.jpg"), b"jpeg").unwrap();
-        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/all")).unwrap();
-        std::os::unix::fs::symlink(td.path(), td.path().join("fruit/again")).unwrap();
-        let mut found = Vec::new();
-        collect_images(td.path(), td.path(), &mut found).unwrap();
-        assert_eq!(found, ["fruit/apple.jpg"]);
-    }
 }

@@ -17,7 +17,7 @@ use stepwise_models::m3c::inputs::strings_needed;
 use stepwise_models::m3c::saved::FeatureIdentity;
 
 use super::generate::{LoadedFeatures, load_pool};
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 use crate::usage_bail;
 
 /// Feature options shared by `train`, `predict` and `study`.

@@ -6,13 +6,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use stepwise_core::Manifest;
-use stepwise_features::FeatureError;
 use stepwise_features::pretrained::catalog::MODELS;
 use stepwise_features::pretrained::efficientnet_lite::{EfficientNetLite, Variant};
 use stepwise_features::pretrained::{glove, torch_legacy};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderKind};
 
-use crate::cli_util::UsageError;
+use crate::cli_util::feature_error;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelsCommand {
@@ -127,17 +126,6 @@ pub fn run(cmd: ModelsCommand) -> anyhow::Result<()> {
         ModelsCommand::Convert(a) => convert(a),
         ModelsCommand::Classify(a) => classify(a),
         ModelsCommand::Encode(a) => encode(a),
-    }
-}
-
-/// A [`FeatureError`] as a CLI error with the right exit code (2 for what the user can fix).
-pub fn feature_error(e: FeatureError) -> anyhow::Error {
-    match e {
-        FeatureError::Core(c) => anyhow::Error::new(c),
-        FeatureError::MissingModel(m) | FeatureError::Mismatch(m) | FeatureError::NoItems(m) => {
-            anyhow::Error::new(UsageError(m))
-        }
-        FeatureError::Encoder(m) => anyhow::anyhow!(m),
     }
 }
 

@@ -10,7 +10,7 @@ use stepwise_features::knn::{Filter, KnnOptions, Metric, knn};
 use stepwise_features::registry::{DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::{FeatureStore, Item};
 
-use super::models::feature_error;
+use crate::cli_util::feature_error;
 use crate::usage_bail;
 
 /// Show the nearest neighbours of feature-store items, texts or images.

@@ -8,7 +8,7 @@ use crate::usage_bail;
 use stepwise_core::output::OutputDir;
 use stepwise_core::r2vq::Layer;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
-use stepwise_eval::r2vq::{question_key, tagging_scores, tagging_table};
+use stepwise_score::r2vq::{question_key, tagging_scores, tagging_table};
 use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagged};

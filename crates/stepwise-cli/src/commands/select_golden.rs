@@ -102,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             usage_bail!("{name} must be between 0 and 1, got {v}");
         }
     }
-    let instances = stepwise_eval::predictions::read_instances(&args.instances)?;
+    let instances = stepwise_score::predictions::read_instances(&args.instances)?;
     // Procedure id → (category, image count of each step).
     let procedures: HashMap<String, (Option<String>, Vec<usize>)> = match &args.corpus {
         Some(c) => Corpus::load(c)?
@@ -217,7 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     jsonl("selection.jsonl", passing.iter().map(|(_, s)| serde_json::to_value(s).expect("serialize")).collect())?;
     let mut m = Manifest::new("sequencing-golden").with_seed(args.seed);
-    let mut inputs = vec![stepwise_eval::predictions::instances_file(&args.instances)];
+    let mut inputs = vec![stepwise_score::predictions::instances_file(&args.instances)];
     if let Some(c) = &args.corpus {
         inputs.push(stepwise_core::Corpus::procedures_file(c));
     }

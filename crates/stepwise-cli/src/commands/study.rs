@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use stepwise_core::manifest::Manifest;
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::{Task, TaskSet};
-use stepwise_eval::bootstrap::BootstrapConfig;
+use stepwise_score::bootstrap::BootstrapConfig;
 use stepwise_eval::study::{self, SETTINGS, StudyConfig, StudyEvent, StudyInputs, StudyReport};
 use stepwise_models::m3c::ScorerKind;
 use stepwise_report::plots::{BarChart, LineChart, write_bar_chart, write_line_chart};
@@ -171,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let drop = r.difference.map_or(String::new(), |d| {
                 format!(
                     "  difference {}{}",
-                    stepwise_eval::markdown::signed_percent(d.value),
+                    stepwise_score::markdown::signed_percent(d.value),
                     r.verdict.as_deref().map_or(String::new(), |v| format!(" ({v})"))
                 )
             });

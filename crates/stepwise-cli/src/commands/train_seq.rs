@@ -193,7 +193,7 @@ pub fn load_data(
     max_tokens: usize,
 ) -> anyhow::Result<SeqData> {
     let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
-    let insts = stepwise_eval::predictions::read_instances(instances)?;
+    let insts = stepwise_score::predictions::read_instances(instances)?;
     let mut features = ModelFeatures::load(features, std::iter::empty())?;
     if let Some(id) = features.patches_identity.clone() {
         features.identities.push(id);

@@ -1,5 +1,5 @@
 //! Answer matching as the SemEval-2022 Task 9 scorer does it (SQuAD v1.1's `normalize_answer`, exact match and
-//! token F1), with "N/A" read as no answer. Scoring (`stepwise_eval::r2vq`) and the learned text method (which
+//! token F1), with "N/A" read as no answer. Scoring (`stepwise_score::r2vq`) and the learned text method (which
 //! picks its training targets by F1) share it.
 
 use std::collections::HashMap;

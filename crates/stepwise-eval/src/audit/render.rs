@@ -1,7 +1,7 @@
 //! The audit as Markdown (the JSON is the report serialised).
 
-use crate::bootstrap::Estimate;
-use crate::markdown::{number, percent, percent_interval};
+use stepwise_score::bootstrap::Estimate;
+use stepwise_score::markdown::{number, percent, percent_interval};
 
 use super::{AuditReport, TaskAudit};
 

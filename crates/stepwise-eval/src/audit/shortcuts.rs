@@ -21,7 +21,7 @@ use stepwise_core::{Choice, Question, Task};
 
 use super::AuditConfig;
 use super::probe::{choice_features_with_ranks, cross_validate_folds, group_folds, ranks};
-use crate::bootstrap::{Estimate, Unit, mean_estimate};
+use stepwise_score::bootstrap::{Estimate, Unit, mean_estimate};
 
 /// How far above chance an entry may lie and the task still count as shortcut-free.
 pub const MARGIN: f64 = 0.05;
@@ -299,7 +299,7 @@ pub fn kendall_distance<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::BootstrapConfig;
+    use stepwise_score::bootstrap::BootstrapConfig;
     use rand::Rng;
 
     fn cfg(resamples: usize) -> AuditConfig {

@@ -1,7 +1,7 @@
 //! The sequencing paper's grid on one dataset (its Tables 2 and 3): which cells to run for the features at hand,
 //! and how one cell is trained and decoded (cross-validation folds: `stepwise_core::split::ProcedureFolds`).
 //!
-//! Scoring is `stepwise_eval::sequencing_table`; caching and output files are the front-end's.
+//! Scoring is `stepwise_score::sequencing_table`; caching and output files are the front-end's.
 
 use stepwise_core::sequencing::OrderPrediction;
 use stepwise_core::{Error, Result};

@@ -1,7 +1,7 @@
 //! `stepwise bench metrics`: the sequencing metrics on many random predictions (default 1,000,000 five-step
 //! predictions, one reference), against a straightforward reference implementation measured in the same run.
 //!
-//! Timed: scoring every prediction against its best reference (the library kernel `stepwise_eval` uses for
+//! Timed: scoring every prediction against its best reference (the library kernel `stepwise_score` uses for
 //! `stepwise eval`, in parallel) and averaging all metrics, macro and pooled. Not timed: generating the random
 //! orders. The reference is a literal, unoptimised single-threaded implementation in the style of the papers'
 //! released Python code (position lookups with `index`, full dynamic-programming tables for L_q and L_r, sets
@@ -14,10 +14,10 @@ use std::time::Instant;
 use rand::Rng;
 use rayon::prelude::*;
 use stepwise_core::rng::rng_for;
-use stepwise_eval::multiref::best_reference_unchecked;
-use stepwise_eval::sequence_metrics::{Metric, OrderScore, PooledMetric, Scratch, Totals};
+use stepwise_score::multiref::best_reference_unchecked;
+use stepwise_score::sequence_metrics::{Metric, OrderScore, PooledMetric, Scratch, Totals};
 
-use crate::usage_bail;
+use stepwise_cli::usage_bail;
 
 /// Time the sequencing metrics on random predictions.
 #[derive(clap::Args, Debug)]
@@ -145,7 +145,7 @@ fn reference_totals(preds: &[usize], refs: &[usize], k: usize, r: usize) -> Tota
             let s = naive_score(p, g);
             let better = match &best {
                 None => true,
-                Some(b) => stepwise_eval::multiref::compare_for_selection(&s, b) == std::cmp::Ordering::Greater,
+                Some(b) => stepwise_score::multiref::compare_for_selection(&s, b) == std::cmp::Ordering::Greater,
             };
             if better {
                 best = Some(s);

@@ -2,9 +2,9 @@
 //! definitions written independently of the library's kernels.
 
 use proptest::prelude::*;
-use stepwise_eval::agreement::{cohen_kappa, order_kappa, pair_encoding};
-use stepwise_eval::multiref::{best_reference, compare_for_selection};
-use stepwise_eval::sequence_metrics::{Metric, OrderScore, Totals, score_order};
+use stepwise_score::agreement::{cohen_kappa, order_kappa, pair_encoding};
+use stepwise_score::multiref::{best_reference, compare_for_selection};
+use stepwise_score::sequence_metrics::{Metric, OrderScore, Totals, score_order};
 
 /// A permutation of `0..n` for `n` in `lo..=hi`.
 fn permutation(lo: usize, hi: usize) -> impl Strategy<Value = Vec<usize>> {

@@ -17,7 +17,7 @@
 //! of an exact range search that knob 2's widening finds there (below 1 with IVF, which widens over the probed
 //! lists only).
 
-use super::bench::process::{peak_rss_mib, reset_peak_rss};
+use crate::process::{peak_rss_mib, reset_peak_rss};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -35,7 +35,7 @@ use stepwise_tasks::suite::{SuiteConfig, SuiteRow, procedure_splits, write_kind_
 use stepwise_tasks::{GenerateConfig, KnobSetting, KnobsMode, Mode, NeighborSearch, TaskGenerator};
 use stepwise_world::{Domain, WorldParams};
 
-use crate::usage_bail;
+use stepwise_cli::usage_bail;
 
 const IMAGE_DIM: usize = 480;
 const TEXT_DIM: usize = 384;

@@ -30,8 +30,8 @@ use stepwise_annotate::simulate::{Behaviour, Confidence, Step, step};
 use stepwise_annotate::study::{Modality, Study, StudyRules};
 use stepwise_core::sequencing::{SequencingInstance, SequencingItem};
 
-use super::annotate::runtime;
-use crate::usage_bail;
+use stepwise_annotate::server::runtime;
+use stepwise_cli::usage_bail;
 
 /// Load and crash test of `stepwise annotate serve` (SQLite; PostgreSQL with --postgres).
 #[derive(clap::Args, Debug)]
@@ -97,7 +97,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.servers > 1 && (!a.no_sqlite || a.postgres.is_none()) {
         usage_bail!("--servers {}: several server processes need PostgreSQL (--postgres URL --no-sqlite)", a.servers);
     }
-    let exe = std::env::current_exe()?;
+    let exe = crate::stepwise_exe()?;
     let mut outcomes = Vec::new();
     // Each row is printed as its run ends too, so a long invocation stopped part-way keeps what it measured.
     let mut finished = |o: Outcome| {
@@ -199,7 +199,7 @@ fn run_postgres(pg: &str, exe: &Path, hits: usize, a: &Args) -> anyhow::Result<O
     let dropped = rt
         .block_on(async { sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await });
     if let Err(e) = dropped {
-        crate::cli_util::warn_user(&format!("bench database {name} was not dropped: {e}"));
+        stepwise_cli::cli_util::warn_user(&format!("bench database {name} was not dropped: {e}"));
     }
     result
 }

@@ -1,6 +1,6 @@
 //! The results table of the sequencing baselines, laid out like the sequencing paper's Table 2: one row per
 //! method × features, the paper's metrics against the authored order (single reference) and against the best
-//! of all valid orders (multi-reference), for one or more datasets. Metrics come from `stepwise_eval` (the
+//! of all valid orders (multi-reference), for one or more datasets. Metrics come from `stepwise_score` (the
 //! same code as `stepwise eval`), through [`score`] only. `stepwise baseline` and `stepwise seq-study` write it;
 //! [`breakdown`] adds the paper's Table 4 (instances with one reference, several, all).
 
@@ -23,7 +23,7 @@ pub struct Value {
     pub ci: Option<[f64; 2]>,
 }
 
-/// Metric name (`stepwise_eval` machine names) → value.
+/// Metric name (`stepwise_score` machine names) → value.
 pub type Scores = BTreeMap<String, Value>;
 
 /// One row of the table.

@@ -29,7 +29,7 @@ use stepwise_features::pretrained::preprocess::synthetic_photo;
 use stepwise_features::registry::DEFAULT_MODELS_DIR;
 use stepwise_features::{Encoder, Item};
 
-use super::models::feature_error;
+use stepwise_cli::cli_util::feature_error;
 
 const TOKENS: usize = 48;
 const MINILM_TARGET_RATIO: f64 = 1.0;
@@ -72,7 +72,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.sentences == 0 || args.images == 0 || args.repeats == 0 || args.max_photos == 0 {
-        crate::usage_bail!("--sentences, --images, --repeats and --max-photos must be at least 1");
+        stepwise_cli::usage_bail!("--sentences, --images, --repeats and --max-photos must be at least 1");
     }
     let photos = match &args.photos {
         Some(dir) => Some(photo_files(dir, args.max_photos)?),
@@ -244,10 +244,9 @@ fn best_rate(repeats: usize, items: usize, mut f: impl FnMut() -> anyhow::Result
 
 /// The first `max` photos under `dir` (relative paths, name order).
 fn photo_files(dir: &Path, max: usize) -> anyhow::Result<Vec<String>> {
-    let mut files = Vec::new();
-    super::generate::collect_images(dir, dir, &mut files)?;
+    let mut files = stepwise_features::image_source::image_files(dir)?;
     if files.is_empty() {
-        crate::usage_bail!("--photos {}: no .jpg, .jpeg or .png files in it", dir.display());
+        stepwise_cli::usage_bail!("--photos {}: no .jpg, .jpeg or .png files in it", dir.display());
     }
     files.truncate(max);
     Ok(files)

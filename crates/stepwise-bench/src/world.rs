@@ -7,7 +7,7 @@
 //! Part 2: a smaller corpus with stored images (render + JPEG + write), in images/s; reference: rendering the
 //! same images without encoding or writing.
 
-use super::bench::process::peak_rss_mib;
+use crate::process::peak_rss_mib;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use stepwise_core::json::write_canonical;
 use stepwise_world::{Domain, WorldParams, render_procedure_images, write_corpus};
 
-use crate::usage_bail;
+use stepwise_cli::usage_bail;
 
 /// Time world generation: 100,000 procedures without images, and a corpus with images.
 #[derive(clap::Args, Debug)]

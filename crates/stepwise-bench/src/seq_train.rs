@@ -16,8 +16,8 @@ use stepwise_models::optim::Adam;
 use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
 use stepwise_models::seq::{Objective, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
-use super::bench::process;
-use super::bench_train::{TARGET_RATIO, compare, time_steps, torch_reference, verdict};
+use crate::process;
+use crate::train::{TARGET_RATIO, compare, time_steps, torch_reference, verdict};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench seq-train --python /tmp/torch-venv/bin/python\n  \
@@ -99,19 +99,19 @@ fn random_sequences(a: &Args, count: usize, key: &str) -> Vec<(Vec<StepInput>, V
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.batch == 0 || a.seq_steps < 2 || a.text_tokens == 0 || a.patches == 0 || a.steps == 0 || a.vocab == 0 {
-        crate::usage_bail!(
+        stepwise_cli::usage_bail!(
             "--batch, --text-tokens, --patches, --steps and --vocab must be at least 1, --seq-steps at least 2"
         );
     }
     // A transformer without width, layers or heads has no parameters to train (the fused layers refuse it late).
-    crate::cli_util::require_at_least_one(&[
+    stepwise_cli::cli_util::require_at_least_one(&[
         ("--dim-text", a.dim_text),
         ("--dim-image", a.dim_image),
         ("--model-dim", a.model_dim),
         ("--layers", a.layers),
         ("--heads", a.heads),
     ])?;
-    crate::cli_util::require_heads_divide(("--model-dim", a.model_dim), ("--heads", a.heads))?;
+    stepwise_cli::cli_util::require_heads_divide(("--model-dim", a.model_dim), ("--heads", a.heads))?;
     let threads = rayon::current_num_threads();
     let mut cfg = SeqConfig::new(FeatureKind::Multimodal, a.dim_text, a.dim_image);
     cfg.dim = a.model_dim;

@@ -22,8 +22,8 @@ use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::fuzz_targets;
-use crate::usage_bail;
+use stepwise_cli::fuzz_targets;
+use stepwise_cli::usage_bail;
 
 /// Threads, kill -9 and hostile inputs: the guarantees of determinism, crash safety and input hardening.
 #[derive(clap::Args, Debug)]
@@ -71,7 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             temp.path().to_path_buf()
         }
     };
-    let exe = std::env::current_exe()?;
+    let exe = crate::stepwise_exe()?;
     let part = |name: &str| a.only.as_deref().is_none_or(|o| o == name);
     let mut failures = Vec::new();
     if part("threads") || part("kills") {
@@ -384,7 +384,7 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
         }
     }
     // The annotation server: `bench annotate`'s crash check on SQLite, CI-sized.
-    let annotate = super::bench_annotate::Args {
+    let annotate = crate::annotate::Args {
         annotators: 20,
         hits: vec![300],
         hit_size: 5,
@@ -396,7 +396,7 @@ fn kills(exe: &Path, work: &Path, a: &Args) -> anyhow::Result<Vec<String>> {
     };
     let td = tempfile::tempdir_in(work)?;
     let url = format!("sqlite://{}?mode=rwc", td.path().join("bench.sqlite").display());
-    let o = super::bench_annotate::run_backend("sqlite", exe, &url, td.path(), 300, &annotate)?;
+    let o = crate::annotate::run_backend("sqlite", exe, &url, td.path(), 300, &annotate)?;
     if o.lost > 0 || o.duplicated > 0 || o.queue_errors > 0 {
         failures.push(format!(
             "annotate serve: {} answers lost, {} duplicated, {} queue errors",

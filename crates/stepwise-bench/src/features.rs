@@ -11,8 +11,8 @@ use stepwise_features::items::corpus_items;
 use stepwise_features::knn::{Metric, Screening};
 use stepwise_world::{Domain, WorldParams, write_corpus};
 
-use super::models::feature_error;
-use crate::usage_bail;
+use stepwise_cli::cli_util::feature_error;
+use stepwise_cli::usage_bail;
 
 /// Exact k-NN vs faiss, HNSW recall, and feature-store throughput.
 #[derive(clap::Args, Debug)]
@@ -214,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if items.len() < args.images {
             eprintln!("note: {} has only {} distinct images", corpus_dir.display(), items.len());
         }
-        let source = super::embed::image_source(&corpus)?;
+        let source = stepwise_features::image_source::for_corpus(&corpus)?;
         let (secs, report) = bench_store(&work.join("store"), &items, source.as_ref()).map_err(feature_error)?;
         let full = items.len() >= 10_000;
         let pass = secs < 30.0;

@@ -1,12 +1,12 @@
 //! Acceptance tests on real data (RecipeQA dev questions in ../shared/data). Run with
-//! `cargo test -p stepwise-eval --test acceptance -- --ignored`; they fail loudly when the data is missing.
+//! `cargo test -p stepwise-score --test acceptance -- --ignored`; they fail loudly when the data is missing.
 
 use std::path::PathBuf;
 
 use stepwise_core::TaskSet;
-use stepwise_eval::accuracy::{Outcome, ScoreOptions, score_set};
-use stepwise_eval::bootstrap::BootstrapConfig;
-use stepwise_eval::predictions::{ChoiceFormat, read_choice_predictions};
+use stepwise_score::accuracy::{Outcome, ScoreOptions, score_set};
+use stepwise_score::bootstrap::BootstrapConfig;
+use stepwise_score::predictions::{ChoiceFormat, read_choice_predictions};
 
 fn shared_data() -> PathBuf {
     let dir = std::env::var_os("STEPWISE_SHARED_DATA")

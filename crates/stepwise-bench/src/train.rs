@@ -20,7 +20,7 @@ use stepwise_models::m3c::model::Batch;
 use stepwise_models::m3c::train::Stepper;
 use stepwise_models::m3c::{HtrnConfig, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind};
 
-use super::bench::process;
+use crate::process;
 
 pub const TARGET_RATIO: f64 = 1.0;
 
@@ -99,19 +99,19 @@ fn random_questions(a: &Args, n: usize, key: &str) -> Vec<QuestionInput> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.batch == 0 || a.candidates < 2 || a.context_steps == 0 || a.query_len == 0 || a.steps == 0 || a.repeats == 0 {
-        crate::usage_bail!(
+        stepwise_cli::usage_bail!(
             "--batch, --context-steps, --query-len, --steps and --repeats must be at least 1, --candidates 2"
         );
     }
     // Layers without width, or attention heads that do not divide it, fail inside the model: refuse them here.
-    crate::cli_util::require_at_least_one(&[
+    stepwise_cli::cli_util::require_at_least_one(&[
         ("--dim-context", a.dim_context),
         ("--dim-query", a.dim_query),
         ("--hidden", a.hidden),
         ("--model-dim", a.model_dim),
         ("--heads", a.heads),
     ])?;
-    crate::cli_util::require_heads_divide(("--model-dim", a.model_dim), ("--heads", a.heads))?;
+    stepwise_cli::cli_util::require_heads_divide(("--model-dim", a.model_dim), ("--heads", a.heads))?;
     let threads = rayon::current_num_threads();
     let spec = InputSpec {
         task: Task::VisualCloze,

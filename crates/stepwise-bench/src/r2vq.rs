@@ -15,7 +15,7 @@ use stepwise_tasks::r2vq::annotate::recipe_of_procedure;
 use stepwise_tasks::r2vq::generate::{R2vqGenConfig, generate_r2vq};
 use stepwise_tasks::r2vq::programs::answer_question;
 
-use crate::usage_bail;
+use stepwise_cli::usage_bail;
 
 /// Time R2VQ reading, answering and question generation.
 #[derive(clap::Args, Debug)]

@@ -6,7 +6,7 @@
 //! render). Not timed: generating the input. The reference is the least any reader must do: parse every line of
 //! the same file with serde_json into a value, single-threaded. Peak memory is the process's VmHWM.
 
-use super::bench::process::{cpu_seconds, peak_rss_mib};
+use crate::process::{cpu_seconds, peak_rss_mib};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,7 +15,7 @@ use stepwise_core::corpus::Corpus;
 use stepwise_ingest::synth::{SynthSpec, write_synthetic_jsonl};
 use stepwise_ingest::{CleanConfig, CleanResources, IngestOptions, Registry, clean_corpus_dir, corpus_stats, ingest};
 
-use crate::usage_bail;
+use stepwise_cli::usage_bail;
 
 /// Time ingest + clean + stats on a generated corpus.
 #[derive(clap::Args, Debug)]
