@@ -20,11 +20,26 @@ fn stepwise_program() -> PathBuf {
 
 fn run(c: &mut Command) -> (i32, String, String) {
     let o = c.output().expect("run the program");
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
-const BENCHMARKS: &[&str] =
-    &["features", "metrics", "encoders", "ingest", "world", "sweep", "train", "seq-train", "r2vq", "annotate", "reliability"];
+const BENCHMARKS: &[&str] = &[
+    "features",
+    "metrics",
+    "encoders",
+    "ingest",
+    "world",
+    "sweep",
+    "train",
+    "seq-train",
+    "r2vq",
+    "annotate",
+    "reliability",
+];
 
 #[test]
 fn every_benchmark_is_listed_and_has_help_with_examples() {
@@ -126,7 +141,9 @@ fn stepwise_bench_without_the_bench_program_says_how_to_build_it() {
     let td = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let alone = td.path().join("stepwise");
     // A hard link: the program's own path (/proc/self/exe) is then in the folder without stepwise-bench.
-    std::fs::hard_link(stepwise_program(), &alone).or_else(|_| std::fs::copy(stepwise_program(), &alone).map(|_| ())).unwrap();
+    std::fs::hard_link(stepwise_program(), &alone)
+        .or_else(|_| std::fs::copy(stepwise_program(), &alone).map(|_| ()))
+        .unwrap();
     let (code, _, err) = run(Command::new(&alone).env_remove("STEPWISE_BENCH").args(["bench", "metrics"]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cargo build --release -p stepwise-bench"), "{err}");

@@ -349,8 +349,8 @@ fn r2vq_question_templates_cover_the_release_and_name_the_right_families() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_answer_the_release_questions_from_annotation() {
-    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     let dir = shared_data().join("r2vq/semeval2022_task9");
     let td = tempfile::tempdir().unwrap();
     let train = dir.join("train_sample_1recipe_srpol.csv");
@@ -411,8 +411,8 @@ fn r2vq_programs_answer_the_release_questions_from_annotation() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_against_800_train_recipes_gold_answers() {
-    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     let dir = shared_data().join("r2vq/semeval2022_task9/hitqmul_derived");
     let td = tempfile::tempdir().unwrap();
     let converted = td.path().join("train800.csv");
@@ -555,8 +555,8 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_generation_counts_and_round_trip_on_the_release() {
-    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     let dir = shared_data().join("r2vq/semeval2022_task9");
     let td = tempfile::tempdir().unwrap();
     let converted = td.path().join("train800.csv");
@@ -603,8 +603,8 @@ fn r2vq_generation_counts_and_round_trip_on_the_release() {
 #[test]
 #[ignore = "needs ../shared/data (run by .ci/run)"]
 fn r2vq_programs_against_the_2021_release() {
-    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
+    use stepwise_score::r2vq::{gold_questions, read_answer_predictions, score};
     let td = tempfile::tempdir().unwrap();
     let converted = td.path().join("r2021.csv");
     let release = shared_data().join("r2vq/recipe2video_site_2021/r2vq.jsonl");

@@ -11,8 +11,10 @@
 //! - the **shortcut panel** ([`shortcuts`]): every distance-rank pick, the distance + rank probe and the
 //!   choice-only probe side by side, with a verdict on whether the task is shortcut-free.
 //!
-//! Accuracies carry 95% percentile-bootstrap intervals ([`stepwise_score::bootstrap`]) resampling *procedures* (questions
-//! of one recipe are correlated). Questions whose items have no vector are left out of the vector-based measures
+//! A whole suite (every setting's task sets, a summary side by side, AFLite on each): [`suite`].
+//!
+//! Accuracies carry 95% percentile-bootstrap intervals ([`stepwise_score::bootstrap`]) resampling *procedures*
+//! (questions of one recipe are correlated). Questions whose items have no vector are left out of the vector-based measures
 //! and counted.
 
 pub mod cues;
@@ -21,6 +23,7 @@ pub mod provenance;
 pub mod render;
 pub mod resolve;
 pub mod shortcuts;
+pub mod suite;
 
 use std::collections::BTreeMap;
 
@@ -34,9 +37,9 @@ use stepwise_models::hasty;
 use stepwise_models::logreg::LogRegConfig;
 use stepwise_tasks::counts::FEW_QUESTIONS;
 
-use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 use provenance::{Provenance, ProvenanceSource, provenance};
 use resolve::{ItemModality, ItemResolver};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 
 /// How the audit runs.
 #[derive(Debug, Clone, Serialize)]

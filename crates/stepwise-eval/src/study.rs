@@ -517,16 +517,18 @@ fn drop_intervals(recipeqa: Option<&Cell>, knobs: &[&Cell], bs: &BootstrapConfig
         .collect();
     let clusters = cluster_ids(rows.iter().map(|r| r.1));
     let settings = knobs.len() + 1;
-    let cis = stepwise_score::bootstrap::percentile_intervals(rows.len(), Unit::Clusters(&clusters), bs, key, 3, |w, out| {
-        let (mut sum, mut n) = (vec![0.0; settings], vec![0u64; settings]);
-        for (&(s, _, x), &w) in rows.iter().zip(w) {
-            sum[s] += f64::from(w) * x;
-            n[s] += u64::from(w);
-        }
-        let means: Vec<f64> = sum.iter().zip(&n).map(|(s, &n)| if n == 0 { f64::NAN } else { s / n as f64 }).collect();
-        let knob_mean = if settings > 1 { stepwise_score::bootstrap::mean(&means[1..]) } else { f64::NAN };
-        out.copy_from_slice(&[means[0], knob_mean, means[0] - knob_mean]);
-    });
+    let cis =
+        stepwise_score::bootstrap::percentile_intervals(rows.len(), Unit::Clusters(&clusters), bs, key, 3, |w, out| {
+            let (mut sum, mut n) = (vec![0.0; settings], vec![0u64; settings]);
+            for (&(s, _, x), &w) in rows.iter().zip(w) {
+                sum[s] += f64::from(w) * x;
+                n[s] += u64::from(w);
+            }
+            let means: Vec<f64> =
+                sum.iter().zip(&n).map(|(s, &n)| if n == 0 { f64::NAN } else { s / n as f64 }).collect();
+            let knob_mean = if settings > 1 { stepwise_score::bootstrap::mean(&means[1..]) } else { f64::NAN };
+            out.copy_from_slice(&[means[0], knob_mean, means[0] - knob_mean]);
+        });
     let pair = |i: usize| cis[i].map(|c| [c.low, c.high]);
     [pair(0), pair(1), pair(2)]
 }
@@ -543,8 +545,9 @@ fn difference_sd<'c>(
     if r.len() < 2 || knobs.is_empty() || knobs.iter().any(|k| k.len() != r.len()) {
         return None;
     }
-    let d: Vec<f64> =
-        (0..r.len()).map(|k| r[k] - stepwise_score::bootstrap::mean(&knobs.iter().map(|v| v[k]).collect::<Vec<_>>())).collect();
+    let d: Vec<f64> = (0..r.len())
+        .map(|k| r[k] - stepwise_score::bootstrap::mean(&knobs.iter().map(|v| v[k]).collect::<Vec<_>>()))
+        .collect();
     stepwise_score::bootstrap::sample_sd(&d)
 }
 

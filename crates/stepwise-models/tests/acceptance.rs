@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use stepwise_core::procedure::ValidOrders;
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
 use stepwise_core::{Corpus, Procedure};
-use stepwise_score::bootstrap::BootstrapConfig;
-use stepwise_score::predictions::OrderRecord;
-use stepwise_score::sequencing_eval::{SequencingOptions, evaluate_orders};
 use stepwise_features::embed::{EmbedOptions, embed_corpus};
 use stepwise_features::{FeatureStore, Vectors};
 use stepwise_models::item_features::{FeatureKind, FeatureSet};
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::sequencer::{ChainStartName, Evaluation, ModelKind, RunConfig, run};
+use stepwise_score::bootstrap::BootstrapConfig;
+use stepwise_score::predictions::OrderRecord;
+use stepwise_score::sequencing_eval::{SequencingOptions, evaluate_orders};
 use stepwise_tasks::sequencing::{self, SeqModality, SequencingConfig, Windows, usable_steps};
 
 fn shared_data() -> PathBuf {

@@ -6,19 +6,16 @@ use std::path::{Path, PathBuf};
 
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
-use stepwise_core::{Task, TaskSet, taskset::QUESTIONS_JSON};
-use stepwise_eval::aflite::{self, AfliteConfig};
+use stepwise_core::{TaskSet, taskset::QUESTIONS_JSON};
+use stepwise_eval::aflite::AfliteConfig;
 use stepwise_eval::audit::render::PlotLinks;
-use stepwise_eval::audit::resolve::FeatureResolver;
-use stepwise_eval::audit::shortcuts::{MARGIN, PanelEntry, ShortcutPanel};
-use stepwise_eval::audit::{AuditConfig, AuditReport, audit, render, texts_to_encode};
-use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Interval};
-use stepwise_features::items::str_id;
+use stepwise_eval::audit::shortcuts::ShortcutPanel;
+use stepwise_eval::audit::suite::{AuditVectors, Filtered, audit_suite, entry_text, run_aflite};
+use stepwise_eval::audit::{AuditConfig, audit, render};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
-use stepwise_features::store::encode_strings;
 use stepwise_features::{Encoder, Vectors};
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
-use stepwise_tasks::suite::{SuiteRow, taskset_folders};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate};
 
 use super::generate::{LoadedFeatures, load_pool};
 use super::model_features::concat;
@@ -126,7 +123,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(o) => Some(OutputDir::create(o, args.force)?),
         None => None,
     };
-    let inputs = AuditInputs::load(&args)?;
+    let loaded = AuditInputs::load(&args)?;
+    let inputs = loaded.vectors();
     let cfg = AuditConfig {
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.seed, ..Default::default() },
         folds: args.folds,
@@ -135,10 +133,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if suite {
         let out = out.expect("checked above");
-        return audit_suite(&args, &inputs, &cfg, &aflite_cfg, out);
+        let aflite = args.aflite.then_some(&aflite_cfg);
+        // The feature stores are hashed once: every task set's manifest lists the same ones.
+        let hashes = loaded.features.input_hashes()?;
+        let md =
+            audit_suite(&args.taskset, inputs, &hashes, &cfg, aflite, args.seed, out.path()).map_err(feature_error)?;
+        let dest = out.commit()?;
+        if !stepwise_core::progress::is_quiet() {
+            eprint!("{md}");
+            eprintln!("\nwrote {}", dest.display());
+        }
+        return Ok(());
     }
     let ts = TaskSet::load(&args.taskset)?;
-    let encoded = inputs.encode_missing(&ts)?;
+    let encoded = inputs.encode_missing(&ts).map_err(feature_error)?;
     let resolver = inputs.resolver(encoded.as_ref());
     let mut report = audit(&ts, &resolver, &cfg);
     inputs.explain_missing(&mut report);
@@ -186,7 +194,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut markdown = render::markdown(&report, &source, &plots);
     let filtered = if args.aflite {
-        let (section, filtered) = run_aflite(&ts, &resolver, &cfg, &aflite_cfg, &report, &out.path().join("aflite"))?;
+        let (section, filtered) = run_aflite(&ts, &resolver, &cfg, &aflite_cfg, &report, &out.path().join("aflite"))
+            .map_err(feature_error)?;
         markdown.push('\n');
         markdown.push_str(&section);
         Some(filtered)
@@ -198,8 +207,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut m = Manifest::new("audit").with_seed(args.seed);
     let file = if args.taskset.is_dir() { args.taskset.join(QUESTIONS_JSON) } else { args.taskset.clone() };
     m.inputs.push(InputHash::of(&file)?);
-    m.inputs.extend(inputs.features.input_hashes()?);
-    m.param("text_encoder", inputs.encoder.as_ref().map(|e| e.info().name.clone()));
+    m.inputs.extend(loaded.features.input_hashes()?);
+    m.param("text_encoder", inputs.encoder.map(|e| e.info().name.clone()));
     if let Some(Filtered { filters, .. }) = &filtered {
         m.param("aflite", &aflite_cfg);
         for f in filters {
@@ -237,17 +246,6 @@ fn percent(e: Option<Estimate>) -> String {
     e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
 }
 
-/// An accuracy in % with its interval when it has one: `82.1 [78.0, 86.0]`.
-fn with_interval(value: f64, ci: Option<Interval>) -> String {
-    let v = stepwise_score::markdown::percent(value);
-    if ci.is_some() { format!("{v} {}", stepwise_score::markdown::percent_interval(ci)) } else { v }
-}
-
-/// A shortcut and its accuracy: `nearest to the question 41.0 [35.2, 47.1]`.
-fn entry_text(e: &PanelEntry) -> String {
-    format!("{} {}", e.name, with_interval(e.accuracy.value, e.accuracy.ci))
-}
-
 /// The shortcut panel's verdict in a few words.
 fn verdict_text(p: &ShortcutPanel) -> String {
     match (p.shortcut_free, &p.worst) {
@@ -258,41 +256,13 @@ fn verdict_text(p: &ShortcutPanel) -> String {
     }
 }
 
-/// What AFLite did to one task set.
-struct Filtered {
-    filters: Vec<aflite::TaskFilter>,
-    kept: TaskSet,
-    after: AuditReport,
-}
-
-/// AFLite on `ts`: the filtered task set and its files in `dir`, the audit after filtering; returns the report's
-/// AFLite section and what was filtered.
-fn run_aflite(
-    ts: &TaskSet,
-    resolver: &FeatureResolver<'_>,
-    cfg: &AuditConfig,
-    aflite_cfg: &AfliteConfig,
-    before: &AuditReport,
-    dir: &Path,
-) -> anyhow::Result<(String, Filtered)> {
-    let (kept, filters) =
-        aflite::filter_taskset(ts, resolver, aflite_cfg).map_err(|e| anyhow::anyhow!("AFLite: {e}"))?;
-    let after = audit(&kept, resolver, cfg);
-    let section = aflite::markdown_section(aflite_cfg, &filters, before, &after);
-    if kept.questions.is_empty() {
-        usage_bail!("AFLite removed every question (raise --aflite-min)");
-    }
-    aflite::write_outputs(dir, &kept, &filters, &after, aflite_cfg)?;
-    Ok((section, Filtered { filters, kept, after }))
-}
-
 /// True when `path` is a suite folder (`stepwise sweep`'s output).
 fn is_suite(path: &Path) -> bool {
     path.join(stepwise_core::manifest::MANIFEST_FILE).is_file() && Manifest::read(path).is_ok_and(|m| m.kind == "suite")
 }
 
-/// The vectors an audit reads: the image store (with the distractor pool), the text store, and an encoder for
-/// texts no store holds.
+/// What an audit reads, loaded: the feature stores, the image vectors (with the distractor pool), which store holds
+/// the texts, and an encoder for texts no store holds.
 struct AuditInputs {
     features: LoadedFeatures,
     images: Option<Vectors>,
@@ -341,278 +311,12 @@ impl AuditInputs {
         Ok(AuditInputs { features, images, text_store, encoder })
     }
 
-    fn texts(&self) -> Option<&Vectors> {
-        self.text_store.map(|i| self.features.get(i))
-    }
-
-    /// Vectors of the texts of `ts` that no store holds, encoded now.
-    fn encode_missing(&self, ts: &TaskSet) -> anyhow::Result<Option<Vectors>> {
-        let Some(enc) = &self.encoder else { return Ok(None) };
-        let texts = self.texts();
-        let todo: Vec<String> =
-            texts_to_encode(ts).into_iter().filter(|t| texts.is_none_or(|v| v.get(&str_id(t)).is_none())).collect();
-        let pb = stepwise_core::progress::spinner(&format!("encoding {} texts", todo.len()));
-        let v = encode_strings(enc.as_ref(), &todo).map_err(feature_error)?;
-        pb.finish_and_clear();
-        Ok(Some(v))
-    }
-
-    fn resolver<'a>(&'a self, encoded: Option<&'a Vectors>) -> FeatureResolver<'a> {
-        FeatureResolver::new(self.images.as_ref(), self.texts(), encoded)
-    }
-
-    /// Say which option is missing when a whole kind of vector is.
-    fn explain_missing(&self, report: &mut AuditReport) {
-        let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze.as_str() && t.with_vectors == 0);
-        if visual && self.images.is_none() {
-            report.warnings.push(
-                "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS \
-                 --encoder descriptor -o feats/descriptor`) for the visual tasks' vector-based measures"
-                    .into(),
-            );
-        }
-        let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze.as_str() && t.with_vectors == 0);
-        if textual && self.texts().is_none() && self.encoder.is_none() {
-            report.warnings.push(
-                "no text feature store or --text-encoder was given: pass one of them for textual cloze's \
-                 vector-based measures"
-                    .into(),
-            );
+    /// The vectors, as the audits read them.
+    fn vectors(&self) -> AuditVectors<'_> {
+        AuditVectors {
+            images: self.images.as_ref(),
+            texts: self.text_store.map(|i| self.features.get(i)),
+            encoder: self.encoder.as_deref(),
         }
     }
-}
-
-/// One row of a suite audit's summary.
-#[derive(serde::Serialize)]
-struct SuiteAuditRow {
-    setting: String,
-    task: String,
-    questions: usize,
-    hasty_student: Option<f64>,
-    /// The Hasty Student's interval over procedures (`None` without resamples).
-    hasty_student_ci: Option<Interval>,
-    distance_probe: Option<f64>,
-    distance_probe_ci: Option<Interval>,
-    /// The shortcut panel's verdict (`None`: no vectors, no intervals or too few procedures to judge).
-    shortcut_free: Option<bool>,
-    /// The panel entry farthest from chance.
-    worst_shortcut: Option<PanelEntry>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    aflite: Option<AfliteRow>,
-}
-
-#[derive(serde::Serialize)]
-struct AfliteRow {
-    kept: usize,
-    hasty_student: Option<f64>,
-    distance_probe: Option<f64>,
-}
-
-/// Audit every task set of a suite (and filter each with AFLite): OUT/<setting>/<task>/{audit.md, audit.json},
-/// OUT/aflite/<setting>/<task>/ (the filtered task sets, laid out as a suite) and a summary table of every setting
-/// next to each other in OUT/audit.md.
-fn audit_suite(
-    args: &Args,
-    inputs: &AuditInputs,
-    cfg: &AuditConfig,
-    aflite_cfg: &AfliteConfig,
-    out: OutputDir,
-) -> anyhow::Result<()> {
-    let rows = stepwise_tasks::suite::read_counts(&args.taskset)?;
-    let mut summary = Vec::new();
-    let mut aflite_counts: Vec<((String, Task), stepwise_tasks::Counts)> = Vec::new();
-    // "suite-audit", not "audit": the report reads the task sets' audits below it.
-    let mut m = Manifest::new("suite-audit").with_seed(args.seed);
-    m.inputs.push(InputHash::of(&args.taskset.join(stepwise_core::manifest::MANIFEST_FILE))?);
-    // The feature stores are hashed once: every task set's manifest lists the same ones.
-    let feature_hashes = inputs.features.input_hashes()?;
-    m.inputs.extend(feature_hashes.iter().cloned());
-    for (setting, task, r) in taskset_folders(&rows) {
-        let counts = &rows[r].counts;
-        let rel = Path::new(&setting).join(task.as_str());
-        if counts.questions == 0 {
-            if args.aflite {
-                // Nothing to filter: the filtered suite keeps the (empty) task set, as the source suite does.
-                let (from, to) = (args.taskset.join(&rel), out.path().join("aflite").join(&rel));
-                std::fs::create_dir_all(&to).map_err(|e| anyhow::anyhow!("{}: {e}", to.display()))?;
-                for f in [QUESTIONS_JSON, stepwise_core::taskset::QUESTIONS_PARQUET] {
-                    if from.join(f).is_file() {
-                        std::fs::copy(from.join(f), to.join(f))
-                            .map_err(|e| anyhow::anyhow!("{}: {e}", from.join(f).display()))?;
-                    }
-                }
-            }
-            continue;
-        }
-        let ts = TaskSet::load(&args.taskset.join(&rel))?;
-        let encoded = inputs.encode_missing(&ts)?;
-        let resolver = inputs.resolver(encoded.as_ref());
-        let mut report = audit(&ts, &resolver, cfg);
-        inputs.explain_missing(&mut report);
-        let dir = out.path().join(&rel);
-        std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-        let mut markdown =
-            render::markdown(&report, &args.taskset.join(&rel).display().to_string(), &PlotLinks::default());
-        let audited = report.tasks.first();
-        let hasty = audited.and_then(|t| t.hasty_student);
-        let probe = audited.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy);
-        let panel = audited.and_then(|t| t.shortcuts.as_ref());
-        let aflite = if args.aflite {
-            // OUT/aflite/ is laid out as a suite, so `stepwise study OUT/aflite` trains the models after filtering.
-            let aflite_dir = out.path().join("aflite").join(&rel);
-            let (section, f) = run_aflite(&ts, &resolver, cfg, aflite_cfg, &report, &aflite_dir)?;
-            markdown.push('\n');
-            markdown.push_str(&section);
-            let removed: u64 = f.filters.iter().map(|f| f.result.removed.len() as u64).sum();
-            m.count(&format!("{setting}/{task}.aflite_removed"), removed);
-            aflite_counts.push(((setting.clone(), task), counts_after(counts, &f.kept, removed)));
-            let after = f.after;
-            let t = after.tasks.first();
-            Some(AfliteRow {
-                kept: after.questions,
-                hasty_student: t.and_then(|t| t.hasty_student).map(|e| e.value),
-                distance_probe: t.and_then(|t| t.distance_probe.as_ref()).map(|p| p.accuracy.value),
-            })
-        } else {
-            None
-        };
-        write_string_atomic(&dir.join("audit.md"), &markdown)?;
-        write_string_atomic(&dir.join("audit.json"), &stepwise_core::json::to_pretty_sorted(&report))?;
-        // Each task set's audit is an audit of its own (what `stepwise report` shows per setting).
-        let mut tm = Manifest::new("audit").with_seed(args.seed);
-        tm.inputs.push(InputHash::of(&args.taskset.join(&rel).join(QUESTIONS_JSON))?);
-        tm.inputs.extend(feature_hashes.iter().cloned());
-        tm.count("questions", report.questions as u64);
-        if args.aflite {
-            tm.param("aflite", aflite_cfg);
-        }
-        tm.write(&dir)?;
-        m.count(&format!("{setting}/{task}.questions"), report.questions as u64);
-        summary.push(SuiteAuditRow {
-            setting: setting.clone(),
-            task: task.as_str().to_string(),
-            questions: report.questions,
-            hasty_student: hasty.map(|e| e.value),
-            hasty_student_ci: hasty.and_then(|e| e.ci),
-            distance_probe: probe.map(|e| e.value),
-            distance_probe_ci: probe.and_then(|e| e.ci),
-            shortcut_free: panel.and_then(|p| p.shortcut_free),
-            worst_shortcut: panel.and_then(|p| p.worst.clone()),
-            aflite,
-        });
-    }
-    if summary.is_empty() {
-        usage_bail!("{}: the suite has no questions to audit", args.taskset.display());
-    }
-    if args.aflite {
-        m.param("aflite", aflite_cfg);
-        // The filtered task sets' own suite manifest: the source suite's parameters, this run's command and the
-        // questions kept (what `stepwise study` and `stepwise export` read).
-        let source = Manifest::read(&args.taskset)?;
-        let mut am = Manifest::new("suite").with_seed(source.seed.unwrap_or(args.seed));
-        // The source suite's inputs (its corpus first: `stepwise export` finds the corpus through it).
-        am.inputs = source.inputs.clone();
-        am.params = source.params;
-        am.param("aflite", aflite_cfg);
-        am.count("questions", summary.iter().filter_map(|r| r.aflite.as_ref()).map(|a| a.kept as u64).sum());
-        for r in &summary {
-            if let Some(a) = &r.aflite {
-                am.count(&format!("{}/{}.questions", r.setting, r.task), a.kept as u64);
-            }
-        }
-        am.write(&out.path().join("aflite"))?;
-        // Its counts table: the source suite's, with AFLite's removals as one more reason questions were left out.
-        let find = |setting: &str, task: Task| aflite_counts.iter().find(|(k, _)| k.0 == setting && k.1 == task);
-        let aflite_rows: Vec<SuiteRow> = rows
-            .iter()
-            .map(|r| {
-                let own = find(r.same_as.as_deref().unwrap_or(&r.setting), r.task);
-                SuiteRow { counts: own.map_or_else(|| r.counts.clone(), |(_, c)| c.clone()), ..r.clone() }
-            })
-            .collect();
-        stepwise_tasks::suite::write_counts(&out.path().join("aflite"), &aflite_rows)?;
-    }
-    let md = suite_summary_markdown(&args.taskset.display().to_string(), &summary, args.aflite.then_some(aflite_cfg));
-    write_string_atomic(&out.path().join("audit.md"), &md)?;
-    // An object, not a bare list of rows: nothing should mistake it for a suite's counts table.
-    let json = serde_json::json!({"suite": args.taskset.display().to_string(), "rows": summary});
-    write_string_atomic(&out.path().join("audit.json"), &stepwise_core::json::to_pretty_sorted(&json))?;
-    m.write(out.path())?;
-    let dest = out.commit()?;
-    if !stepwise_core::progress::is_quiet() {
-        eprint!("{md}");
-        eprintln!("\nwrote {}", dest.display());
-    }
-    Ok(())
-}
-
-/// A task set's counts after AFLite kept `kept` of its questions: questions, splits and procedures used are
-/// those of `kept`, and the removed questions are skipped attempts (`aflite_removed`).
-fn counts_after(before: &stepwise_tasks::Counts, kept: &TaskSet, removed: u64) -> stepwise_tasks::Counts {
-    let mut c = before.clone();
-    c.questions = kept.questions.len() as u64;
-    c.questions_by_split.clear();
-    for q in &kept.questions {
-        *c.questions_by_split.entry(q.split.clone().unwrap_or_else(|| "none".to_string())).or_insert(0) += 1;
-    }
-    c.procedures_used =
-        kept.questions.iter().map(|q| q.recipe_id.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
-    if removed > 0 {
-        *c.questions_skipped.entry("aflite_removed".to_string()).or_insert(0) += removed;
-    }
-    c
-}
-
-/// The suite audit's table: one row per (setting, task), the settings of a task next to each other.
-fn suite_summary_markdown(source: &str, rows: &[SuiteAuditRow], aflite: Option<&AfliteConfig>) -> String {
-    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}", 100.0 * v));
-    let ci = |v: Option<f64>, ci: Option<Interval>| v.map_or("–".to_string(), |v| with_interval(v, ci));
-    let mut md = format!(
-        "# Suite audit\n\n{source}: how much of each task set the Hasty Student and the distance probe answer without \
-         reading (accuracy, %, with 95% bootstrap intervals over procedures){}. **Shortcut-free**: every shortcut of \
-         the shortcut panel (each distance-rank pick, the distance + rank probe and the choice-only probe) has an \
-         interval containing chance and none lies more than {:.0} points above it (–: cannot be judged, for lack \
-         of vectors, intervals or procedures); the worst shortcut is the one farthest from chance. Each task set's \
-         audit.md lists the whole panel.\n\n",
-        if aflite.is_some() { ", and after adversarial filtering (AFLite) on the probe's features" } else { "" },
-        100.0 * MARGIN
-    );
-    if let Some(c) = aflite {
-        md += &format!(
-            "AFLite: m = {} partitions, training share {}, threshold τ = {}, at most {} of the questions removed per \
-             round, never below {} of them. The probe's fall after filtering is partly by construction (AFLite \
-             removes what its linear models answer); the Hasty Student's is the independent measure. Each task set's \
-             audit.md has the details; aflite/<setting>/<task>/ holds the filtered questions and the removed ones \
-             with their scores, laid out as a suite (`stepwise study aflite/` trains the models on what is left).\n\n",
-            c.partitions, c.train_share, c.threshold, c.slice_share, c.min_share
-        );
-    }
-    md += "| task | setting | questions | Hasty Student | distance probe | shortcut-free | worst shortcut |";
-    md += if aflite.is_some() { " AFLite kept | Hasty after | probe after |\n" } else { "\n" };
-    md += "|---|---|---:|---:|---:|---|---|";
-    md += if aflite.is_some() { "---:|---:|---:|\n" } else { "\n" };
-    let mut sorted: Vec<&SuiteAuditRow> = rows.iter().collect();
-    sorted.sort_by(|a, b| a.task.cmp(&b.task));
-    for r in sorted {
-        let free = match r.shortcut_free {
-            Some(true) => "yes",
-            Some(false) => "no",
-            None => "–",
-        };
-        md += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            r.task,
-            r.setting,
-            r.questions,
-            ci(r.hasty_student, r.hasty_student_ci),
-            ci(r.distance_probe, r.distance_probe_ci),
-            free,
-            r.worst_shortcut.as_ref().map_or("–".to_string(), entry_text)
-        );
-        if let Some(a) = &r.aflite {
-            md += &format!(" {} | {} | {} |", a.kept, pct(a.hasty_student), pct(a.distance_probe));
-        }
-        md.push('\n');
-    }
-    md
 }

@@ -8,7 +8,6 @@ use crate::usage_bail;
 use stepwise_core::output::OutputDir;
 use stepwise_core::r2vq::Layer;
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
-use stepwise_score::r2vq::{question_key, tagging_scores, tagging_table};
 use stepwise_ingest::readers::r2vq_2021::read_r2vq_2021;
 use stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu;
 use stepwise_ingest::readers::r2vq_inline::{read_inline_steps, read_inline_tagged};
@@ -17,6 +16,7 @@ use stepwise_models::r2vq_answer::{Asked, Fallback, Method, NO_ANSWER, Route, Ro
 use stepwise_models::r2vq_span::{SpanConfig, SpanModel, route_policy_table, train as train_span};
 use stepwise_models::r2vq_tagger::{TaggerConfig, TaggerModel, tag_document, tag_procedures, train as train_tagger};
 use stepwise_models::r2vq_text::{RecipeText, answer_from_text};
+use stepwise_score::r2vq::{question_key, tagging_scores, tagging_table};
 use stepwise_tasks::r2vq::event_ordering::event_ordering;
 use stepwise_tasks::r2vq::questions::family_of_answered;
 use stepwise_tasks::sequencing::write::{write_instances_jsonl, write_instances_parquet};

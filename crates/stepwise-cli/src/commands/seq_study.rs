@@ -10,13 +10,13 @@ use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
 use stepwise_core::split::ProcedureFolds;
-use stepwise_score::sequence_metrics::Metric;
-use stepwise_score::sequencing_table::{self as table, Results, Row, SeedRow};
 use stepwise_models::item_features::{FeatureKind, FeatureSet};
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::seq::study::{CellSettings, StudyPlan, plan, run_cell};
 use stepwise_models::seq::{DecoderKind, SeqTrainConfig};
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
+use stepwise_score::sequence_metrics::Metric;
+use stepwise_score::sequencing_table::{self as table, Results, Row, SeedRow};
 
 use super::model_features::FeatureArgs;
 use super::train_seq::{SeqData, SeqHyper, TargetsArgs, load_data};

@@ -299,8 +299,8 @@ pub fn kendall_distance<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stepwise_score::bootstrap::BootstrapConfig;
     use rand::Rng;
+    use stepwise_score::bootstrap::BootstrapConfig;
 
     fn cfg(resamples: usize) -> AuditConfig {
         AuditConfig { bootstrap: BootstrapConfig { resamples, ..Default::default() }, ..Default::default() }
