@@ -33,18 +33,13 @@ use std::path::PathBuf;
 /// `$STEPWISE_EXE` (set by `stepwise bench`, which forwards here), else the `stepwise` next to this program
 /// (where cargo builds and installs both).
 pub fn stepwise_exe() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os(STEPWISE_EXE) {
-        return Ok(PathBuf::from(p));
-    }
-    let me = std::env::current_exe()?;
-    let sibling = me.with_file_name(format!("stepwise{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        sibling.is_file(),
-        "this benchmark runs the stepwise program, which is not next to {} (build it with `cargo build --release`, \
-         or name it in ${STEPWISE_EXE})",
-        me.display()
-    );
-    Ok(sibling)
+    stepwise_cli::cli_util::companion_program("stepwise", STEPWISE_EXE).map_err(|looked_at| {
+        anyhow::anyhow!(
+            "this benchmark runs the stepwise program, which is not at {} (build it with `cargo build --release`, \
+             or name it in ${STEPWISE_EXE})",
+            looked_at.display()
+        )
+    })
 }
 
 /// The environment variable naming the `stepwise` program for [`stepwise_exe`].

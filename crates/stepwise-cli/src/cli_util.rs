@@ -187,3 +187,14 @@ mod tests {
         );
     }
 }
+
+/// A companion program of this one (`stepwise` and `stepwise-bench` call each other): the one named in `$env_var`,
+/// else `name` next to this program, where cargo builds and installs both. `Err` holds the path looked at.
+pub fn companion_program(name: &str, env_var: &str) -> Result<std::path::PathBuf, std::path::PathBuf> {
+    if let Some(p) = std::env::var_os(env_var) {
+        return Ok(p.into());
+    }
+    let me = std::env::current_exe().unwrap_or_default();
+    let sibling = me.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if sibling.is_file() { Ok(sibling) } else { Err(sibling) }
+}

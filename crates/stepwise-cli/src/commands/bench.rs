@@ -50,22 +50,17 @@ pub fn run(args: Args, globals: &crate::GlobalArgs) -> anyhow::Result<()> {
     }
 }
 
-/// `$STEPWISE_BENCH`, else `stepwise-bench` next to this program (cargo builds and installs both there).
+/// `$STEPWISE_BENCH`, else `stepwise-bench` next to this program.
 fn bench_program() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os(STEPWISE_BENCH) {
-        return Ok(PathBuf::from(p));
-    }
-    let me = std::env::current_exe()?;
-    let sibling = me.with_file_name(format!("stepwise-bench{}", std::env::consts::EXE_SUFFIX));
-    if !sibling.is_file() {
-        usage_bail!(
-            "stepwise bench runs the stepwise-bench program, which is not next to {}: build it with `cargo build \
+    match crate::cli_util::companion_program("stepwise-bench", STEPWISE_BENCH) {
+        Ok(p) => Ok(p),
+        Err(looked_at) => usage_bail!(
+            "stepwise bench runs the stepwise-bench program, which is not at {}: build it with `cargo build \
              --release -p stepwise-bench` (or `cargo install --path crates/stepwise-bench`), or name it in \
              ${STEPWISE_BENCH}",
-            me.display()
-        );
+            looked_at.display()
+        ),
     }
-    Ok(sibling)
 }
 
 /// The environment variable that tells `stepwise-bench` which `stepwise` program to run (this one).
