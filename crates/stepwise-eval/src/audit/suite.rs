@@ -136,7 +136,7 @@ pub fn audit_suite(
     seed: u64,
     out: &Path,
 ) -> Result<String> {
-    let rows = stepwise_tasks::suite::read_counts(&suite)?;
+    let rows = stepwise_tasks::suite::read_counts(suite)?;
     let mut summary = Vec::new();
     let mut aflite_counts: Vec<((String, Task), stepwise_tasks::Counts)> = Vec::new();
     // "suite-audit", not "audit": the report reads the task sets' audits below it.
@@ -222,7 +222,7 @@ pub fn audit_suite(
         m.param("aflite", aflite_cfg);
         // The filtered task sets' own suite manifest: the source suite's parameters, this run's command and the
         // questions kept (what `stepwise study` and `stepwise export` read).
-        let source = Manifest::read(&suite)?;
+        let source = Manifest::read(suite)?;
         let mut am = Manifest::new("suite").with_seed(source.seed.unwrap_or(seed));
         // The source suite's inputs (its corpus first: `stepwise export` finds the corpus through it).
         am.inputs = source.inputs.clone();
