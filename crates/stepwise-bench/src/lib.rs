@@ -29,6 +29,8 @@ pub mod world;
 
 use std::path::PathBuf;
 
+use stepwise_cli::cli_util::STEPWISE_EXE;
+
 /// The `stepwise` program the end-to-end benchmarks run (`annotate serve`, the demo, the killed commands):
 /// `$STEPWISE_EXE` (set by `stepwise bench`, which forwards here), else the `stepwise` next to this program
 /// (where cargo builds and installs both).
@@ -41,9 +43,6 @@ pub fn stepwise_exe() -> anyhow::Result<PathBuf> {
         )
     })
 }
-
-/// The environment variable naming the `stepwise` program for [`stepwise_exe`].
-pub const STEPWISE_EXE: &str = "STEPWISE_EXE";
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {

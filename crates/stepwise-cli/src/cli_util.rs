@@ -148,6 +148,21 @@ fn mask_url_password(a: &str) -> String {
     }
 }
 
+/// A companion program of this one (`stepwise` and `stepwise-bench` call each other): the one named in `$env_var`,
+/// else `name` next to this program, where cargo builds and installs both. `Err` holds the path looked at.
+pub fn companion_program(name: &str, env_var: &str) -> Result<std::path::PathBuf, std::path::PathBuf> {
+    if let Some(p) = std::env::var_os(env_var) {
+        return Ok(p.into());
+    }
+    let me = std::env::current_exe().unwrap_or_default();
+    let sibling = me.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if sibling.is_file() { Ok(sibling) } else { Err(sibling) }
+}
+
+/// The environment variable that names the `stepwise` program to `stepwise-bench` (`stepwise bench` sets it to
+/// itself; see [`companion_program`]).
+pub const STEPWISE_EXE: &str = "STEPWISE_EXE";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,15 +201,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// A companion program of this one (`stepwise` and `stepwise-bench` call each other): the one named in `$env_var`,
-/// else `name` next to this program, where cargo builds and installs both. `Err` holds the path looked at.
-pub fn companion_program(name: &str, env_var: &str) -> Result<std::path::PathBuf, std::path::PathBuf> {
-    if let Some(p) = std::env::var_os(env_var) {
-        return Ok(p.into());
-    }
-    let me = std::env::current_exe().unwrap_or_default();
-    let sibling = me.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if sibling.is_file() { Ok(sibling) } else { Err(sibling) }
 }

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::cli_util::STEPWISE_EXE;
 use crate::usage_bail;
 
 /// The environment variable naming the `stepwise-bench` program (default: the one next to `stepwise`).
@@ -62,6 +63,3 @@ fn bench_program() -> anyhow::Result<PathBuf> {
         ),
     }
 }
-
-/// The environment variable that tells `stepwise-bench` which `stepwise` program to run (this one).
-const STEPWISE_EXE: &str = "STEPWISE_EXE";
