@@ -3,6 +3,8 @@
 //! - [`procedure`]: procedures, steps and their annotations (the procedure-JSONL interchange format)
 //! - [`corpus`]: a corpus folder on disk (JSONL + Parquet + manifest)
 //! - [`taskset`]: multiple-choice task sets in RecipeQA's JSON layout
+//! - [`family`]: task families (RecipeQA's question types, sequencing, R2VQ) as one typed value
+//! - [`provenance`]: the provenance stepwise's generators record with each question, read in one place
 //! - [`sequencing`]: step-sequencing instances and predictions
 //! - [`r2vq`]: R2VQ recipes with their token-level annotation (SemEval-2022 Task 9 layout) and questions
 //! - [`split`]: train/val/test splits by procedure
@@ -18,6 +20,7 @@
 
 pub mod corpus;
 pub mod error;
+pub mod family;
 pub mod hash;
 pub mod html;
 pub mod json;
@@ -27,6 +30,7 @@ pub mod parquet;
 pub mod paths;
 pub mod procedure;
 pub mod progress;
+pub mod provenance;
 pub mod r2vq;
 pub mod rng;
 pub mod sequencing;
@@ -36,8 +40,10 @@ pub mod taskset;
 
 pub use corpus::Corpus;
 pub use error::{Error, IoResultExt, Location, Result};
+pub use family::{TaskFamily, TaskSelection};
 pub use manifest::Manifest;
 pub use procedure::{Procedure, ProcedureAnnotations, Step, StepAnnotations};
+pub use provenance::QuestionProvenance;
 pub use sequencing::{OrderPrediction, SequencingInstance};
 pub use split::Split;
 pub use taskset::{Choice, Question, Task, TaskSet};

@@ -193,7 +193,7 @@ pub fn aflite(items: &[AfliteItem], key: &str, cfg: &AfliteConfig) -> Result<Afl
 /// AFLite over one task of a task set.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskFilter {
-    pub task: String,
+    pub task: Task,
     pub questions: usize,
     /// Questions with vectors for all their items (the others cannot be scored and are kept).
     pub scored: usize,
@@ -224,7 +224,7 @@ pub fn filter_taskset(
         }
         let result = aflite(&items, task.as_str(), cfg)?;
         drop.extend(result.removed.iter().map(|r| at[r.index]));
-        filters.push(TaskFilter { task: task.as_str().to_string(), questions: idx.len(), scored: items.len(), result });
+        filters.push(TaskFilter { task, questions: idx.len(), scored: items.len(), result });
     }
     let kept = TaskSet {
         questions: ts.questions.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, q)| q.clone()).collect(),
@@ -275,10 +275,10 @@ pub fn markdown_section(
          |---|---:|---:|---:|---:|---|---|\n",
         cfg.partitions, cfg.train_share, cfg.slice_share, cfg.threshold, cfg.min_share, cfg.seed,
     );
-    let find = |r: &AuditReport, task: &str| r.tasks.iter().find(|t| t.task == task).cloned();
+    let find = |r: &AuditReport, task: Task| r.tasks.iter().find(|t| t.task == task).cloned();
     let pct = |e: Option<Estimate>| e.map_or("–".to_string(), |e| format!("{:.1}", 100.0 * e.value));
     for f in filters {
-        let (b, a) = (find(before, &f.task), find(after, &f.task));
+        let (b, a) = (find(before, f.task), find(after, f.task));
         let hasty = |t: &Option<crate::audit::TaskAudit>| pct(t.as_ref().and_then(|t| t.hasty_student));
         let probe = |t: &Option<crate::audit::TaskAudit>| {
             pct(t.as_ref().and_then(|t| t.distance_probe.as_ref().map(|p| p.accuracy)))

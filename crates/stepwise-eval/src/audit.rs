@@ -28,7 +28,6 @@ pub mod suite;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 use stepwise_core::taskset::PLACEHOLDER;
 use stepwise_core::{Choice, Question, Task, TaskSet};
 use stepwise_features::Metric;
@@ -71,7 +70,7 @@ pub struct AuditReport {
 /// The audit of one task.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskAudit {
-    pub task: String,
+    pub task: Task,
     pub questions: usize,
     /// 1 / number of choices (the most common count).
     pub chance: f64,
@@ -349,7 +348,7 @@ fn audit_task(
     };
 
     TaskAudit {
-        task: task.as_str().to_string(),
+        task,
         questions: qs.len(),
         chance: 1.0 / n_choices as f64,
         with_vectors,
@@ -385,16 +384,11 @@ enum QVecs<'r> {
 
 /// Resolve every item of `q`; the error names the first item without a vector.
 fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Result<QVecs<'r>, String> {
-    let meta = q.extra.get("meta");
-    let hints = |key: &str| -> Vec<Option<String>> {
-        meta.and_then(|m| m.get(key))
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
-    };
+    let prov = q.provenance();
     let modality = if task == Task::TextualCloze { ItemModality::Text } else { ItemModality::Image };
-    let get = |hint: Option<&Option<String>>, shown: &str| -> Result<&'r [f32], String> {
-        r.resolve(hint.and_then(|h| h.as_deref()), shown, modality).ok_or_else(|| {
-            let what = hint.and_then(|h| h.clone()).unwrap_or_else(|| shown.to_string());
+    let get = |hint: Option<&str>, shown: &str| -> Result<&'r [f32], String> {
+        r.resolve(hint, shown, modality).ok_or_else(|| {
+            let what = hint.unwrap_or(shown);
             format!("no vector for {what:?} (question {})", q.qid)
         })
     };
@@ -406,30 +400,30 @@ fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Re
     };
     match task {
         Task::TextualCloze | Task::VisualCloze => {
-            let qh = hints("question_items");
-            let ch = hints("choice_items");
             let mut question = Vec::new();
             for (i, s) in q.question.iter().enumerate() {
                 if s != PLACEHOLDER {
-                    question.push(get(qh.get(i), s)?);
+                    question.push(get(prov.question_item(i), s)?);
                 }
             }
-            let choices =
-                q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
+            let choices = q
+                .choice_list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
+                .collect::<Result<_, _>>()?;
             Ok(QVecs::Cloze { question, choices })
         }
         Task::VisualCoherence => {
-            let ch = hints("choice_items");
-            let items =
-                q.choice_list.iter().enumerate().map(|(i, c)| get(ch.get(i), &item(c)?)).collect::<Result<_, _>>()?;
+            let items = q
+                .choice_list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
+                .collect::<Result<_, _>>()?;
             Ok(QVecs::Coherence { items })
         }
         Task::VisualOrdering => {
-            let qh = hints("question_items");
-            let orders: Vec<Vec<usize>> = meta
-                .and_then(|m| m.get("choice_orders"))
-                .and_then(|o| serde_json::from_value(o.clone()).ok())
-                .unwrap_or_default();
             let mut choices = Vec::new();
             for (ci, c) in q.choice_list.iter().enumerate() {
                 let Choice::Sequence(seq) = c else {
@@ -437,8 +431,7 @@ fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Re
                 };
                 let mut vs = Vec::new();
                 for (k, s) in seq.iter().enumerate() {
-                    let hint = orders.get(ci).and_then(|o| o.get(k)).and_then(|&j| qh.get(j));
-                    vs.push(get(hint, s)?);
+                    vs.push(get(prov.ordering_item(ci, k), s)?);
                 }
                 choices.push(vs);
             }
@@ -621,8 +614,7 @@ mod tests {
         assert_eq!(p.answer_rank_counts, vec![120, 0, 0, 0]);
         assert_eq!(p.shortcut_free, Some(false));
         assert_eq!(p.worst.as_ref().map(|w| (w.key.as_str(), w.accuracy.value)), Some(("rank_1", 1.0)));
-        let plots =
-            render::PlotLinks { ranks: vec![(t.task.clone(), "ranks-visual_cloze.svg".into())], ..Default::default() };
+        let plots = render::PlotLinks { ranks: vec![(t.task, "ranks-visual_cloze.svg".into())], ..Default::default() };
         let md = render::markdown(&rep, "test", &plots);
         assert!(
             md.contains("## Shortcut panel") && md.contains("| visual_cloze | nearest to the question | 100.0 ["),

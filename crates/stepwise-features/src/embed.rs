@@ -32,7 +32,6 @@ use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::shard::Shard;
 use stepwise_core::{Corpus, Error, IoResultExt, Manifest};
 
-use crate::FeatureError;
 use crate::encoder::{Encoder, Item, Modality, TokenOutput, Vocabulary};
 use crate::image_source::{FsImageSource, ImageSource};
 use crate::items::{ItemContent, ItemSpec, check_ids, corpus_items};
@@ -45,6 +44,7 @@ use crate::store::{
 };
 use crate::tokens::{TOKEN_DTYPE, TokenMeta};
 use crate::work::{ChunkFailure, ChunkTokens, RUN_FILE, RunConfig, WorkDir};
+use crate::{FeatureError, Vectors};
 
 /// What `keys` hash, recorded in `meta.json`.
 const ITEM_KEYS: &str = "text items: BLAKE3 of the UTF-8 text; image items: the image source's fingerprint \
@@ -156,6 +156,47 @@ pub fn embed_corpus(
     items.extend(extra.iter().cloned());
     let fs = FsImageSource::new(&corpus.image_root);
     embed_items(dir, &items, images.unwrap_or(&fs), opts)
+}
+
+/// Encode the images `files` of `source` with `encoder` in memory, without a store (a one-off set such as an extra
+/// distractor pool given as a folder): batches in parallel, rows in file order, ids `image:{file}`. Unreadable
+/// images are left out; the second value counts them.
+pub fn encode_images(
+    files: &[String],
+    source: &dyn ImageSource,
+    encoder: &dyn Encoder,
+    label: &str,
+) -> Result<(Vectors, usize), FeatureError> {
+    let dim = encoder.info().dim;
+    let pb = stepwise_core::progress::bar(files.len() as u64, label);
+    let batch = encoder.batch_size().max(1);
+    let chunks: Vec<Result<Vec<Option<Vec<f32>>>, FeatureError>> = files
+        .par_chunks(batch)
+        .map(|chunk| {
+            let imgs: Vec<Option<_>> = chunk.iter().map(|f| source.load(f).ok()).collect();
+            let items: Vec<Item<'_>> = imgs.iter().flatten().map(Item::Image).collect();
+            let out = encoder.encode(&items)?;
+            let mut rows = out.chunks(dim).map(|r| r.to_vec());
+            pb.inc(chunk.len() as u64);
+            Ok(imgs.iter().map(|im| im.as_ref().and_then(|_| rows.next())).collect())
+        })
+        .collect();
+    pb.finish_and_clear();
+    let mut ids = Vec::new();
+    let mut data = Vec::new();
+    let mut failed = 0usize;
+    for (chunk, rows) in files.chunks(batch).zip(chunks) {
+        for (f, r) in chunk.iter().zip(rows?) {
+            match r {
+                Some(v) => {
+                    ids.push(format!("image:{f}"));
+                    data.extend(v);
+                }
+                None => failed += 1,
+            }
+        }
+    }
+    Ok((Vectors::new(dim, ids, data), failed))
 }
 
 /// Embed `items` into the store at `dir` (see module docs).

@@ -10,6 +10,7 @@
 //! - [`work`]: the resumable state of an unfinished embedding run
 //! - [`merge`]: joining the shard stores of `stepwise embed --shard I/N` into one store
 //! - [`store`]: the on-disk feature store, read through a memory map
+//! - [`stores`]: the stores a command reads, loaded on demand and found by item kind; the extra distractor pool
 //! - [`tokens`]: per-token vectors of items and their vocabulary ids (`--tokens`), stored beside the pooled vectors
 //! - [`patches`]: grids of patch vectors of image items (`--patches`), stored float16 beside the pooled vectors
 //! - [`rows`]: per-item float16 row sets, the storage shared by token vectors and patch grids
@@ -34,6 +35,7 @@ pub mod pretrained;
 pub mod registry;
 pub mod rows;
 pub mod store;
+pub mod stores;
 pub mod tokens;
 pub mod vectors;
 pub mod work;

@@ -27,6 +27,7 @@ use stepwise_core::output::write_string_atomic;
 use stepwise_core::shard::Shard;
 use stepwise_core::split::{SplitFractions, assign_splits};
 use stepwise_core::{IoResultExt, Procedure, Question, Result, Split, Task, TaskSet};
+use stepwise_features::Vectors;
 
 use crate::catalog::FeatureSources;
 use crate::config::{GenerateConfig, ItemKind, KnobSetting, Mode};
@@ -359,6 +360,91 @@ pub fn taskset_manifest(
     }
     m.counts = g.counts.manifest_entries();
     m
+}
+
+/// What one task set of several question types is made from (`stepwise generate --task a,b,...`).
+pub struct TaskSetInputs<'a> {
+    /// The corpus, named in errors.
+    pub corpus: &'a Path,
+    pub procedures: &'a [Procedure],
+    /// Per task, in the order given, the vectors holding its items.
+    pub tasks: Vec<(Task, &'a Vectors)>,
+    pub splits: &'a BTreeMap<String, Split>,
+    pub split_fractions: SplitFractions,
+    /// Extra distractor images.
+    pub pool: Option<&'a Vectors>,
+    pub allow_missing: bool,
+}
+
+/// A task set of several question types in one setting, ready to write ([`write_taskset`]).
+pub struct GeneratedTaskSet {
+    pub questions: Vec<Question>,
+    pub manifest: Manifest,
+    /// Counts per task (the summary table, [`counts_markdown`]).
+    pub rows: Vec<SuiteRow>,
+    /// [`counts_warnings`] of the rows, also recorded in the manifest.
+    pub warnings: Vec<String>,
+}
+
+/// Generate the questions of every task in `inputs` in `mode`, in the order given; consecutive tasks of one item
+/// kind that read the same vectors share a catalog and its neighbours. `base` is the manifest of the inputs (the
+/// command line, input hashes). A set with no question at all is an error naming the corpus and the counts.
+pub fn generate_taskset(
+    inputs: &TaskSetInputs<'_>,
+    cfg: &GenerateConfig,
+    mode: Mode,
+    base: &Manifest,
+) -> Result<GeneratedTaskSet> {
+    let mut generated = Vec::new();
+    let mut current: Option<(&Vectors, TaskGenerator<'_>)> = None;
+    for &(task, features) in &inputs.tasks {
+        let kind = cfg.item_kind(task);
+        if current.as_ref().is_none_or(|(v, g)| !std::ptr::eq(*v, features) || g.kind != kind) {
+            let sources = FeatureSources { features, extra_pool: inputs.pool, allow_missing: inputs.allow_missing };
+            current =
+                Some((features, TaskGenerator::for_kind(kind, inputs.procedures, &sources, Some(inputs.splits), cfg)?));
+        }
+        let (_, tg) = current.as_mut().expect("set above");
+        generated.push(tg.generate(task, mode)?);
+    }
+    let mut manifest = if let [g] = generated.as_slice() {
+        taskset_manifest(base, cfg, g, Some(inputs.split_fractions))
+    } else {
+        let mut m = base.clone();
+        m.kind = "taskset".into();
+        m.seed = Some(cfg.seed);
+        m.param("tasks", inputs.tasks.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
+        m.param("setting", mode.label());
+        m.param("generate", cfg);
+        m.param("split_fractions", inputs.split_fractions);
+        m.count("questions", generated.iter().map(|g| g.counts.questions).sum());
+        for g in &generated {
+            for (k, v) in g.counts.manifest_entries() {
+                m.count(&format!("{}.{k}", g.task), v);
+            }
+        }
+        m
+    };
+    let rows: Vec<SuiteRow> = generated
+        .iter()
+        .map(|g| SuiteRow { setting: mode.label(), task: g.task, same_as: None, counts: g.counts.clone() })
+        .collect();
+    let questions: Vec<Question> = generated.into_iter().flat_map(|g| g.questions).collect();
+    if questions.is_empty() {
+        return Err(stepwise_core::Error::bad_input(format!(
+            "{}: no question could be made ({})",
+            inputs.corpus.display(),
+            rows.iter()
+                .map(|r| format!("{}: {:?}", r.task, r.counts.manifest_entries()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    let warnings = counts_warnings(&rows);
+    if !warnings.is_empty() {
+        manifest.param("warnings", &warnings);
+    }
+    Ok(GeneratedTaskSet { questions, manifest, rows, warnings })
 }
 
 /// Write a task-set folder: `questions.json` (RecipeQA layout), `questions.parquet` and `manifest.json`.

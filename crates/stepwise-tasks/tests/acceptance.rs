@@ -96,7 +96,8 @@ fn textual_cloze_hasty_student_on_recipeqa_val_dev() {
     let encoded = encode_strings(enc.as_ref(), &texts).expect("MiniLM encodes the titles");
     let resolver = FeatureResolver::new(None, None, Some(&encoded));
     let report = audit(&ts, &resolver, &quiet_audit());
-    let t = report.tasks.iter().find(|t| t.task == "textual_cloze").expect("val-dev has textual cloze");
+    let t =
+        report.tasks.iter().find(|t| t.task == stepwise_core::Task::TextualCloze).expect("val-dev has textual cloze");
     assert_eq!(t.questions, 397);
     assert_eq!(t.with_vectors, 397, "every title has a vector");
     let (hasty, probe) = pct(t);
@@ -106,7 +107,7 @@ fn textual_cloze_hasty_student_on_recipeqa_val_dev() {
     let h = t.hasty_student.expect("computed").value;
     assert!(h > 0.25 && h < 0.9, "Hasty Student {h} outside a sane range");
     // The visual tasks cannot be measured: the images are not distributed.
-    assert!(report.tasks.iter().filter(|t| t.task != "textual_cloze").all(|t| t.with_vectors == 0));
+    assert!(report.tasks.iter().filter(|t| t.task != stepwise_core::Task::TextualCloze).all(|t| t.with_vectors == 0));
 }
 
 /// Generate visual cloze in RecipeQA mode and the 8 knob settings; audit each. Returns one line per setting.

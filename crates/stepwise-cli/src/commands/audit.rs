@@ -17,7 +17,9 @@ use stepwise_features::{Encoder, Vectors};
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
 use stepwise_score::bootstrap::{BootstrapConfig, Estimate};
 
-use super::generate::{LoadedFeatures, load_pool};
+use stepwise_features::stores::{LoadedStores, load_pool};
+
+use super::generate::open_stores;
 use super::model_features::concat;
 use crate::cli_util::feature_error;
 use crate::usage_bail;
@@ -174,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 normalize: true,
             };
             write_histogram(&h, &out.path().join(format!("{name}.svg")), &out.path().join(format!("{name}.png")))?;
-            plots.ranks.push((t.task.clone(), format!("{name}.svg")));
+            plots.ranks.push((t.task, format!("{name}.svg")));
         }
         let Some(d) = &t.distances else { continue };
         let name = format!("distances-{}", t.task);
@@ -190,7 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             normalize: true,
         };
         write_histogram(&h, &out.path().join(format!("{name}.svg")), &out.path().join(format!("{name}.png")))?;
-        plots.distances.push((t.task.clone(), format!("{name}.svg")));
+        plots.distances.push((t.task, format!("{name}.svg")));
     }
     let mut markdown = render::markdown(&report, &source, &plots);
     let filtered = if args.aflite {
@@ -264,7 +266,7 @@ fn is_suite(path: &Path) -> bool {
 /// What an audit reads, loaded: the feature stores, the image vectors (with the distractor pool), which store holds
 /// the texts, and an encoder for texts no store holds.
 struct AuditInputs {
-    features: LoadedFeatures,
+    features: LoadedStores,
     images: Option<Vectors>,
     text_store: Option<usize>,
     encoder: Option<Box<dyn Encoder>>,
@@ -272,7 +274,7 @@ struct AuditInputs {
 
 impl AuditInputs {
     fn load(args: &Args) -> anyhow::Result<Self> {
-        let mut features = LoadedFeatures::open(&args.features)?;
+        let mut features = open_stores(&args.features)?;
         let image_store = features.find("image:");
         let text_store = if args.text_encoder.is_some() {
             None
@@ -280,10 +282,13 @@ impl AuditInputs {
             features.find("title:").or_else(|| features.find("text:")).or_else(|| features.find("str:"))
         };
         for s in [image_store, text_store].into_iter().flatten() {
-            features.load(s)?;
+            features.load(s).map_err(feature_error)?;
         }
         let pool = match &args.distractor_pool {
-            Some(p) => Some(load_pool(p, &features, image_store, &args.models, args.pool_features.as_deref())?),
+            Some(p) => {
+                let main = image_store.map(|i| &features.stores[i].1);
+                Some(load_pool(p, main, &args.models, args.pool_features.as_deref()).map_err(feature_error)?)
+            }
             None => None,
         };
         let images: Option<Vectors> = match (image_store, pool) {

@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 use stepwise_core::json::{read_json, to_pretty_sorted};
 use stepwise_core::output::{OutputDir, write_string_atomic};
-use stepwise_core::{Corpus, Manifest, Procedure};
+use stepwise_core::{Corpus, Manifest, Procedure, Task};
 
 use crate::usage_bail;
 
@@ -320,8 +320,6 @@ fn embed_image(_: &mut Demo) -> anyhow::Result<String> {
     embed_summary(IMAGE_FEATURES)
 }
 
-const TASK_NAMES: [&str; 4] = ["textual_cloze", "visual_cloze", "visual_coherence", "visual_ordering"];
-
 /// Stage `tasks`: the four RecipeQA tasks, made the way RecipeQA made them.
 fn tasks(d: &mut Demo) -> anyhow::Result<String> {
     let seed = d.seed.to_string();
@@ -342,7 +340,7 @@ fn tasks(d: &mut Demo) -> anyhow::Result<String> {
         TASKS,
     ])?;
     let m = Manifest::read(Path::new(TASKS))?;
-    let parts: Vec<String> = TASK_NAMES
+    let parts: Vec<String> = Task::ALL
         .iter()
         .map(|t| format!("{t} {}", m.counts.get(&format!("{t}.questions")).copied().unwrap_or(0)))
         .collect();

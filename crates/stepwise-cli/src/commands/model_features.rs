@@ -16,7 +16,9 @@ use stepwise_models::m3c::FeatureSources;
 use stepwise_models::m3c::inputs::strings_needed;
 use stepwise_models::m3c::saved::FeatureIdentity;
 
-use super::generate::{LoadedFeatures, load_pool};
+use stepwise_features::stores::load_pool;
+
+use super::generate::open_stores;
 use crate::cli_util::feature_error;
 use crate::usage_bail;
 
@@ -79,7 +81,7 @@ impl ModelFeatures {
 
     /// Open the stores of `args` and encode the texts `questions` need that no store holds.
     pub fn load<'q>(args: &FeatureArgs, questions: impl Iterator<Item = &'q Question>) -> anyhow::Result<Self> {
-        let mut loaded = LoadedFeatures::open(&args.features)?;
+        let mut loaded = open_stores(&args.features)?;
         let (mut text_i, mut image_i) = (None, None);
         for (i, (path, store)) in loaded.stores.iter().enumerate() {
             let slot = match store.info().modality {
@@ -96,7 +98,7 @@ impl ModelFeatures {
             *slot = Some(i);
         }
         for i in [text_i, image_i].into_iter().flatten() {
-            loaded.load(i)?;
+            loaded.load(i).map_err(feature_error)?;
         }
         let mut identities = Vec::new();
         for (i, role) in [(text_i, "text"), (image_i, "image")] {
@@ -106,7 +108,10 @@ impl ModelFeatures {
             }
         }
         let pool = match &args.distractor_pool {
-            Some(p) => Some(load_pool(p, &loaded, image_i, &args.models, args.pool_features.as_deref())?),
+            Some(p) => {
+                let main = image_i.map(|i| &loaded.stores[i].1);
+                Some(load_pool(p, main, &args.models, args.pool_features.as_deref()).map_err(feature_error)?)
+            }
             None => None,
         };
         let image = match (image_i.map(|i| loaded.get(i)), pool) {

@@ -3,7 +3,6 @@
 //! (step positions of the question items) with the answer slot given by the `@placeholder` (cloze) or the answer
 //! index (coherence, whose question lists the choices).
 
-use serde_json::Value;
 use stepwise_core::{Question, Task};
 
 /// Where a question's step provenance came from.
@@ -41,14 +40,10 @@ impl Provenance {
 
 pub fn provenance(q: &Question) -> Provenance {
     let procedure = q.recipe_id.clone();
-    if let Some(m) = q.extra.get("meta")
-        && let Some(steps) = m.get("question_steps").and_then(Value::as_array)
-    {
-        let steps: Option<Vec<i64>> = steps.iter().map(Value::as_i64).collect();
-        if let Some(steps) = steps {
-            let answer_step = m.get("answer_step").and_then(Value::as_i64);
-            return Provenance { procedure, steps: Some(steps), answer_step, source: ProvenanceSource::Meta };
-        }
+    let recorded = q.provenance();
+    if let Some(steps) = recorded.question_steps {
+        let answer_step = recorded.answer_step;
+        return Provenance { procedure, steps: Some(steps), answer_step, source: ProvenanceSource::Meta };
     }
     if let Some(steps) = qid_steps(&q.qid) {
         let slot = match q.task_kind() {

@@ -3,6 +3,8 @@
 use stepwise_score::bootstrap::Estimate;
 use stepwise_score::markdown::{number, percent, percent_interval};
 
+use stepwise_core::Task;
+
 use super::{AuditReport, TaskAudit};
 
 fn pct(e: Option<Estimate>) -> String {
@@ -16,13 +18,13 @@ fn pct(e: Option<Estimate>) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct PlotLinks {
     /// Distances of correct and incorrect choices.
-    pub distances: Vec<(String, String)>,
+    pub distances: Vec<(Task, String)>,
     /// The answer's distance-rank histogram (shortcut panel).
-    pub ranks: Vec<(String, String)>,
+    pub ranks: Vec<(Task, String)>,
 }
 
-fn link(plots: &[(String, String)], task: &str) -> Option<String> {
-    plots.iter().find(|(t, _)| t == task).map(|(_, p)| format!("[{p}]({p})"))
+fn link(plots: &[(Task, String)], task: Task) -> Option<String> {
+    plots.iter().find(|(t, _)| *t == task).map(|(_, p)| format!("[{p}]({p})"))
 }
 
 /// Render `r`; `source` names the audited task set, `plots` the plot files per task.
@@ -86,7 +88,7 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &PlotLinks) -> String {
     out.push_str("\n## Distances of correct and incorrect choices\n\n| task | distance | correct (mean) | incorrect (mean) | plot |\n|---|---|---:|---:|---|\n");
     for t in &r.tasks {
         if let Some(d) = &t.distances {
-            let plot = link(&plots.distances, &t.task).unwrap_or_else(|| "–".to_string());
+            let plot = link(&plots.distances, t.task).unwrap_or_else(|| "–".to_string());
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 t.task,
@@ -107,7 +109,7 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &PlotLinks) -> String {
     );
     for t in &r.tasks {
         let prov: Vec<String> = t.overlap.provenance.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        let na = t.task == "visual_ordering";
+        let na = t.task == Task::VisualOrdering;
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             t.task,
@@ -192,7 +194,7 @@ fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
             ),
         };
         let counts: Vec<String> = p.answer_rank_counts.iter().map(u64::to_string).collect();
-        let plot = link(&plots.ranks, &t.task).map_or(String::new(), |l| format!(" ({l})"));
+        let plot = link(&plots.ranks, t.task).map_or(String::new(), |l| format!(" ({l})"));
         out.push_str(&format!(
             "- {verdict}; answer's distance rank 1..{} (smallest d first): {}{plot}",
             p.choices,

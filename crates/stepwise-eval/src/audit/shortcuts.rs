@@ -248,12 +248,7 @@ fn dense_ids(keys: &[&str]) -> Vec<usize> {
 /// choices' orders, from `meta.choice_orders` when it has one order per choice, else from the positions of the
 /// shown items in the `Choice::Sequence`s.
 pub fn ordering_choice_only(q: &Question) -> Vec<f64> {
-    let orders: Option<Vec<Vec<usize>>> = q
-        .extra
-        .get("meta")
-        .and_then(|m| m.get("choice_orders"))
-        .and_then(|o| serde_json::from_value::<Vec<Vec<usize>>>(o.clone()).ok())
-        .filter(|o| o.len() == q.choice_list.len());
+    let orders = q.provenance().choice_orders.filter(|o| o.len() == q.choice_list.len());
     match orders {
         Some(o) => mean_distance_to_others(&o),
         None => {

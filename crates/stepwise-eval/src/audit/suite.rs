@@ -50,7 +50,7 @@ impl AuditVectors<'_> {
 
     /// Say which option is missing when a whole kind of vector is.
     pub fn explain_missing(&self, report: &mut AuditReport) {
-        let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze.as_str() && t.with_vectors == 0);
+        let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze && t.with_vectors == 0);
         if visual && self.images.is_none() {
             report.warnings.push(
                 "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS \
@@ -58,7 +58,7 @@ impl AuditVectors<'_> {
                     .into(),
             );
         }
-        let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze.as_str() && t.with_vectors == 0);
+        let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze && t.with_vectors == 0);
         if textual && self.texts.is_none() && self.encoder.is_none() {
             report.warnings.push(
                 "no text feature store or --text-encoder was given: pass one of them for textual cloze's \

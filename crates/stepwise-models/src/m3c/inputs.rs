@@ -16,7 +16,6 @@
 //! `str:` ids (a body alone is never a store item of its own, so the CLI encodes them on the fly).
 
 use serde::Serialize;
-use serde_json::Value;
 use stepwise_core::taskset::PLACEHOLDER;
 use stepwise_core::{Choice, Question, Task};
 use stepwise_features::Vectors;
@@ -185,12 +184,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
     if task != spec.task {
         return Err(format!("question {}: task {task}, the model is for {}", q.qid, spec.task));
     }
-    let meta = q.extra.get("meta");
-    let hints = |key: &str| -> Vec<Option<String>> {
-        meta.and_then(|m| m.get(key))
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
-    };
+    let prov = q.provenance();
     let missing = |what: &str| format!("question {}: no vector for {what}", q.qid);
 
     // Context.
@@ -239,8 +233,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
             Choice::Sequence(_) => Err(format!("question {}: a sequence choice in a {task} question", q.qid)),
         }
     };
-    let query_row = |hint: Option<&Option<String>>, shown: &str| -> Result<Vec<f32>, String> {
-        let hint = hint.and_then(|h| h.as_deref());
+    let query_row = |hint: Option<&str>, shown: &str| -> Result<Vec<f32>, String> {
         match spec.query {
             QueryKind::Images => {
                 let id = hint.map_or_else(|| image_id(shown), str::to_string);
@@ -263,27 +256,24 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
     let candidates: Vec<ItemMatrix> = match task {
         Task::TextualCloze | Task::VisualCloze => {
             let slot = q.placeholder_index().ok_or_else(|| format!("question {}: no {PLACEHOLDER}", q.qid))?;
-            let qh = hints("question_items");
-            let ch = hints("choice_items");
             let mut shown: Vec<Option<Vec<f32>>> = Vec::with_capacity(q.question.len());
             for (i, s) in q.question.iter().enumerate() {
-                shown.push(if i == slot { None } else { Some(query_row(qh.get(i), s)?) });
+                shown.push(if i == slot { None } else { Some(query_row(prov.question_item(i), s)?) });
             }
             let mut out = Vec::new();
             for (ci, c) in q.choice_list.iter().enumerate() {
-                let cand = query_row(ch.get(ci), &item(c)?)?;
+                let cand = query_row(prov.choice_item(ci), &item(c)?)?;
                 let rows: Vec<Vec<f32>> = shown.iter().map(|r| r.clone().unwrap_or_else(|| cand.clone())).collect();
                 out.push(sequence(rows));
             }
             out
         }
         Task::VisualCoherence => {
-            let ch = hints("choice_items");
             let items: Vec<Vec<f32>> = q
                 .choice_list
                 .iter()
                 .enumerate()
-                .map(|(i, c)| query_row(ch.get(i), &item(c)?))
+                .map(|(i, c)| query_row(prov.choice_item(i), &item(c)?))
                 .collect::<Result<_, _>>()?;
             (0..items.len())
                 .map(|drop| {
@@ -292,11 +282,6 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
                 .collect()
         }
         Task::VisualOrdering => {
-            let qh = hints("question_items");
-            let orders: Vec<Vec<usize>> = meta
-                .and_then(|m| m.get("choice_orders"))
-                .and_then(|o| serde_json::from_value(o.clone()).ok())
-                .unwrap_or_default();
             let mut out = Vec::new();
             for (ci, c) in q.choice_list.iter().enumerate() {
                 let Choice::Sequence(seq) = c else {
@@ -304,8 +289,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
                 };
                 let mut rows = Vec::new();
                 for (k, s) in seq.iter().enumerate() {
-                    let hint = orders.get(ci).and_then(|o| o.get(k)).and_then(|&j| qh.get(j));
-                    rows.push(query_row(hint, s)?);
+                    rows.push(query_row(prov.ordering_item(ci, k), s)?);
                 }
                 out.push(sequence(rows));
             }

@@ -42,15 +42,12 @@ pub fn write_predictions(taskset: &Path, stores: &[&Path], out: &Path) -> anyhow
 
 /// The ids of a question's items and of its choices (one id per choice, a sequence of ids for ordering).
 fn item_ids(q: &Question) -> (Vec<Option<String>>, Vec<Vec<String>>) {
-    let meta_ids = |key: &str| -> Option<Vec<Option<String>>> {
-        let v = q.extra.get("meta")?.get(key)?.as_array()?;
-        Some(v.iter().map(|x| x.as_str().map(str::to_string)).collect())
-    };
+    let prov = q.provenance();
     let image = |s: &str| format!("image:{s}");
-    let question = meta_ids("question_items").unwrap_or_else(|| {
+    let question = prov.question_items.unwrap_or_else(|| {
         q.question.iter().map(|s| (s != stepwise_core::taskset::PLACEHOLDER).then(|| image(s))).collect()
     });
-    let choices = match meta_ids("choice_items") {
+    let choices = match prov.choice_items {
         Some(ids) if ids.iter().all(Option::is_some) && q.choice_list.iter().all(|c| matches!(c, Choice::Item(_))) => {
             ids.into_iter().map(|i| vec![i.expect("checked: all present")]).collect()
         }
