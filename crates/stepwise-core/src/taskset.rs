@@ -48,6 +48,11 @@ impl Task {
         Task::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
+    /// Every task's name, comma-separated (for messages that list the valid ones).
+    pub fn names() -> String {
+        Task::ALL.map(Task::as_str).join(", ")
+    }
+
     /// The `qid` prefix RecipeQA uses for the task (1000, 2000, 3000, 4000).
     pub fn qid_prefix(self) -> u32 {
         match self {

@@ -83,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for t in &args.tasks {
         match Task::parse(t) {
             Some(t) => tasks.push(t),
-            None => usage_bail!("--task {t}: one of textual_cloze, visual_cloze, visual_coherence, visual_ordering"),
+            None => usage_bail!("--task {t}: one of {}", Task::names()),
         }
     }
     let candidates = if tasks.is_empty() { Task::ALL.to_vec() } else { tasks.clone() };

@@ -216,7 +216,7 @@ pub fn pick_task(set: &TaskSet, task: Option<&str>, path: &Path) -> anyhow::Resu
             Some(t) if present.contains(&t) => Ok(t),
             Some(t) => usage_bail!("{}: no {t} questions in this task set", path.display()),
             None => {
-                usage_bail!("--task {t}: not one of textual_cloze, visual_cloze, visual_coherence, visual_ordering")
+                usage_bail!("--task {t}: not one of {}", Task::names())
             }
         },
         None => match present.as_slice() {
