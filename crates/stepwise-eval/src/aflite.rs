@@ -26,8 +26,8 @@ use stepwise_models::logreg::LogRegConfig;
 
 use crate::audit::probe::choice_features;
 use crate::audit::probe::{fit_on_choices, pick};
-use crate::audit::resolve::ItemResolver;
 use crate::audit::{AuditReport, probe_question};
+use stepwise_models::question_vectors::ItemResolver;
 use stepwise_score::bootstrap::Estimate;
 
 /// One question: a feature vector per choice and the answer.

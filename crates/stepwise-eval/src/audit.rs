@@ -21,7 +21,6 @@ pub mod cues;
 pub mod probe;
 pub mod provenance;
 pub mod render;
-pub mod resolve;
 pub mod shortcuts;
 pub mod suite;
 
@@ -29,7 +28,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use stepwise_core::taskset::PLACEHOLDER;
-use stepwise_core::{Choice, Question, Task, TaskSet};
+use stepwise_core::{Question, Task, TaskSet};
 use stepwise_features::Metric;
 use stepwise_features::knn::{distance, dot};
 use stepwise_models::hasty;
@@ -37,7 +36,7 @@ use stepwise_models::logreg::LogRegConfig;
 use stepwise_tasks::counts::FEW_QUESTIONS;
 
 use provenance::{Provenance, ProvenanceSource, provenance};
-use resolve::{ItemModality, ItemResolver};
+use stepwise_models::question_vectors::{ItemResolver, QuestionVectors, question_vectors};
 use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 
 /// How the audit runs.
@@ -153,17 +152,17 @@ struct Measured {
 /// The Hasty Student's pick and the per-choice values of the probes for `q`, or why its items have no vectors.
 fn measure(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<Measured, String> {
     Ok(match &question_vectors(q, task, resolver)? {
-        QVecs::Cloze { question, choices } => Measured {
+        QuestionVectors::Cloze { question, choices } => Measured {
             pick: hasty::cloze(question, choices),
             distances: cloze_distances(question, choices),
             // Each choice against the mean of the other choices: the same computation as coherence's d.
             choice_only: coherence_distances(choices),
         },
-        QVecs::Coherence { items } => {
+        QuestionVectors::Coherence { items } => {
             let d = coherence_distances(items);
             Measured { pick: hasty::coherence(items), choice_only: d.clone(), distances: d }
         }
-        QVecs::Ordering { choices } => Measured {
+        QuestionVectors::Ordering { choices } => Measured {
             pick: hasty::ordering(choices),
             distances: ordering_distances(choices),
             choice_only: shortcuts::ordering_choice_only(q),
@@ -184,7 +183,7 @@ pub fn audit(ts: &TaskSet, resolver: &dyn ItemResolver, cfg: &AuditConfig) -> Au
     let all: Vec<(&Question, &Provenance)> = ts.questions.iter().zip(&prov).collect();
     let mut tasks = Vec::new();
     for task in Task::ALL {
-        let idx: Vec<usize> = (0..ts.questions.len()).filter(|&i| ts.questions[i].task == task.as_str()).collect();
+        let idx: Vec<usize> = (0..ts.questions.len()).filter(|&i| ts.questions[i].task_kind() == Some(task)).collect();
         if idx.is_empty() {
             continue;
         }
@@ -366,80 +365,6 @@ fn audit_task(
     }
 }
 
-/// The Hasty Student's choice for `q` (see [`stepwise_models::hasty`]), or why its items have no vectors.
-pub fn hasty_choice(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<usize, String> {
-    Ok(match question_vectors(q, task, resolver)? {
-        QVecs::Cloze { question, choices } => hasty::cloze(&question, &choices),
-        QVecs::Coherence { items } => hasty::coherence(&items),
-        QVecs::Ordering { choices } => hasty::ordering(&choices),
-    })
-}
-
-/// The vectors of one question's items.
-enum QVecs<'r> {
-    Cloze { question: Vec<&'r [f32]>, choices: Vec<&'r [f32]> },
-    Coherence { items: Vec<&'r [f32]> },
-    Ordering { choices: Vec<Vec<&'r [f32]>> },
-}
-
-/// Resolve every item of `q`; the error names the first item without a vector.
-fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Result<QVecs<'r>, String> {
-    let prov = q.provenance();
-    let modality = if task == Task::TextualCloze { ItemModality::Text } else { ItemModality::Image };
-    let get = |hint: Option<&str>, shown: &str| -> Result<&'r [f32], String> {
-        r.resolve(hint, shown, modality).ok_or_else(|| {
-            let what = hint.unwrap_or(shown);
-            format!("no vector for {what:?} (question {})", q.qid)
-        })
-    };
-    let item = |c: &Choice| -> Result<String, String> {
-        match c {
-            Choice::Item(s) => Ok(s.clone()),
-            Choice::Sequence(_) => Err(format!("question {}: a sequence choice in a {task} question", q.qid)),
-        }
-    };
-    match task {
-        Task::TextualCloze | Task::VisualCloze => {
-            let mut question = Vec::new();
-            for (i, s) in q.question.iter().enumerate() {
-                if s != PLACEHOLDER {
-                    question.push(get(prov.question_item(i), s)?);
-                }
-            }
-            let choices = q
-                .choice_list
-                .iter()
-                .enumerate()
-                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
-                .collect::<Result<_, _>>()?;
-            Ok(QVecs::Cloze { question, choices })
-        }
-        Task::VisualCoherence => {
-            let items = q
-                .choice_list
-                .iter()
-                .enumerate()
-                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
-                .collect::<Result<_, _>>()?;
-            Ok(QVecs::Coherence { items })
-        }
-        Task::VisualOrdering => {
-            let mut choices = Vec::new();
-            for (ci, c) in q.choice_list.iter().enumerate() {
-                let Choice::Sequence(seq) = c else {
-                    return Err(format!("question {}: visual ordering choices must be sequences", q.qid));
-                };
-                let mut vs = Vec::new();
-                for (k, s) in seq.iter().enumerate() {
-                    vs.push(get(prov.ordering_item(ci, k), s)?);
-                }
-                choices.push(vs);
-            }
-            Ok(QVecs::Ordering { choices })
-        }
-    }
-}
-
 fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
     distance(a, b, Metric::Cosine) as f64
 }
@@ -546,8 +471,9 @@ pub fn texts_to_encode(ts: &TaskSet) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resolve::FeatureResolver;
+    use stepwise_core::Choice;
     use stepwise_features::Vectors;
+    use stepwise_models::question_vectors::FeatureResolver;
 
     /// A visual-cloze set where the answer is always the image nearest the question: the Hasty Student and the
     /// probe must find it; the answer positions are balanced.

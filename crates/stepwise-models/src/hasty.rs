@@ -8,7 +8,20 @@
 //!
 //! Ties go to the lowest index, so the baseline is deterministic.
 
+use stepwise_core::{Question, Task};
+
 use crate::item_features::cosine;
+use crate::question_vectors::{ItemResolver, QuestionVectors, question_vectors};
+
+/// The Hasty Student's choice for question `q` of `task`, its item vectors found by `resolver`, or why its
+/// items have no vectors.
+pub fn choose(q: &Question, task: Task, resolver: &dyn ItemResolver) -> Result<usize, String> {
+    Ok(match question_vectors(q, task, resolver)? {
+        QuestionVectors::Cloze { question, choices } => cloze(&question, &choices),
+        QuestionVectors::Coherence { items } => coherence(&items),
+        QuestionVectors::Ordering { choices } => ordering(&choices),
+    })
+}
 
 /// The cloze choice with the highest mean cosine similarity to the question items.
 pub fn cloze(question: &[&[f32]], choices: &[&[f32]]) -> usize {

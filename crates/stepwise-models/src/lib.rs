@@ -19,6 +19,7 @@
 //! Multiple choice (the RecipeQA tasks):
 //! - [`m3c`]: the GM3C framework — Impatient Reader, BiDAF and HTRN over modality encoders, trained with candle
 //! - [`hasty`]: the Hasty Student (RecipeQA §4.2): answers from choice–question similarity alone
+//! - [`question_vectors`]: the vectors of a question's items, found from its provenance, file names or texts
 //! - [`logreg`]: L2 logistic regression by Newton's method (the distance probe's classifier)
 //!
 //! Question answering (R2VQ):
@@ -39,6 +40,7 @@ pub mod ops;
 pub mod optim;
 pub mod order_evidence;
 pub mod pairwise;
+pub mod question_vectors;
 pub mod r2vq_answer;
 pub mod r2vq_span;
 pub mod r2vq_tagger;

@@ -7,12 +7,15 @@
 //! - [`saved`]: a trained model on disk (weights, configuration, feature identities) and the identity check
 //! - [`scorers`]: Impatient Reader, BiDAF, HTRN
 //! - [`train`]: Adam, early stopping on validation accuracy, kill-safe checkpoints, prediction, weights I/O
+//! - [`study`]: the Meta-RecipeQA model study over a suite (train, select, test every model on every setting,
+//!   several seeds, beside the Hasty Student)
 
 pub mod dataset;
 pub mod inputs;
 pub mod model;
 pub mod saved;
 pub mod scorers;
+pub mod study;
 pub mod train;
 
 pub use inputs::{FeatureSources, InputSpec, QuestionInput, question_input};

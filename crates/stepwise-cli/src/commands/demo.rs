@@ -692,12 +692,12 @@ fn study(d: &mut Demo) -> anyhow::Result<String> {
         v.get("cells").and_then(Value::as_array).map_or(0, |cells| {
             cells
                 .iter()
-                .filter(|c| c["setting"] == setting && c["model"] == stepwise_eval::study::HASTY)
+                .filter(|c| c["setting"] == setting && c["model"] == stepwise_models::m3c::study::HASTY)
                 .filter_map(|c| c["test_questions"].as_u64())
                 .sum()
         })
     };
-    let knob_questions: Vec<u64> = stepwise_eval::study::SETTINGS[1..].iter().map(|s| n(s)).collect();
+    let knob_questions: Vec<u64> = stepwise_models::m3c::study::SETTINGS[1..].iter().map(|s| n(s)).collect();
     Ok(format!(
         "visual cloze test accuracy, RecipeQA mode ({} questions) → mean of the 8 knob settings ({}–{} questions \
          each), difference [95% CI over procedures], models mean of {DEMO_SEEDS} seeds (a small HTRN, at most 40 \

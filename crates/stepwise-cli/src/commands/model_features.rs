@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use stepwise_core::Question;
 use stepwise_core::manifest::InputHash;
-use stepwise_eval::audit::resolve::FeatureResolver;
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
 use stepwise_features::store::encode_strings;
@@ -15,6 +14,7 @@ use stepwise_features::{Encoder, FeatureStore, Modality, PatchGrids, TokenVector
 use stepwise_models::m3c::FeatureSources;
 use stepwise_models::m3c::inputs::strings_needed;
 use stepwise_models::m3c::saved::FeatureIdentity;
+use stepwise_models::question_vectors::FeatureResolver;
 
 use stepwise_features::stores::load_pool;
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use stepwise_core::manifest::Manifest;
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::{Task, TaskSet};
-use stepwise_eval::study::{self, SETTINGS, StudyConfig, StudyEvent, StudyInputs, StudyReport};
 use stepwise_models::m3c::ScorerKind;
+use stepwise_models::m3c::study::{self, SETTINGS, StudyConfig, StudyEvent, StudyInputs, StudyReport};
 use stepwise_report::plots::{BarChart, LineChart, write_bar_chart, write_line_chart};
 use stepwise_score::bootstrap::BootstrapConfig;
 

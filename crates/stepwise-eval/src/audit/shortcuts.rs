@@ -401,10 +401,11 @@ mod tests {
     /// question (d depends only on an iid draw): only the choice-only probe finds the answer.
     #[test]
     fn the_choice_only_probe_sees_an_answer_unlike_the_negatives() {
-        use crate::audit::{audit, resolve::FeatureResolver};
+        use crate::audit::audit;
         use stepwise_core::TaskSet;
         use stepwise_core::taskset::PLACEHOLDER;
         use stepwise_features::Vectors;
+        use stepwise_models::question_vectors::FeatureResolver;
 
         let mut rng = stepwise_core::rng::rng_for(3, "choice-only-test");
         let (mut ids, mut data, mut questions) = (Vec::new(), Vec::new(), Vec::new());

@@ -15,10 +15,10 @@ use stepwise_score::bootstrap::Interval;
 use stepwise_tasks::suite::{SuiteRow, taskset_folders};
 
 use super::render::PlotLinks;
-use super::resolve::FeatureResolver;
 use super::shortcuts::{MARGIN, PanelEntry};
 use super::{AuditConfig, AuditReport, audit, render, texts_to_encode};
 use crate::aflite::{self, AfliteConfig};
+use stepwise_models::question_vectors::FeatureResolver;
 
 type Result<T> = std::result::Result<T, FeatureError>;
 

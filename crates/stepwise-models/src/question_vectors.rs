@@ -1,9 +1,12 @@
-//! Finding the vector of each item a question shows: from the question's provenance (stepwise task sets name
-//! each item's feature id), by image file name, or by the text itself (`str:` ids of a feature store, or strings
-//! encoded for the audit).
+//! The vectors of a multiple-choice question's items, as the Hasty Student, the audit's probes and the model
+//! study read them: each item found from the question's provenance (stepwise task sets name each item's feature
+//! id), by image file name, or by the text itself (`str:` ids of a feature store, or strings encoded for the
+//! audit).
 
 use std::collections::HashMap;
 
+use stepwise_core::taskset::PLACEHOLDER;
+use stepwise_core::{Choice, Question, Task};
 use stepwise_features::Vectors;
 use stepwise_features::items::str_id;
 
@@ -72,6 +75,71 @@ impl ItemResolver for FeatureResolver<'_> {
                 let id = str_id(shown);
                 self.texts.and_then(|v| v.get(&id)).or_else(|| self.encoded.and_then(|v| v.get(&id)))
             }
+        }
+    }
+}
+
+/// The vectors of one question's items.
+pub enum QuestionVectors<'r> {
+    Cloze { question: Vec<&'r [f32]>, choices: Vec<&'r [f32]> },
+    Coherence { items: Vec<&'r [f32]> },
+    Ordering { choices: Vec<Vec<&'r [f32]>> },
+}
+
+/// Resolve every item of `q`; the error names the first item without a vector.
+pub fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Result<QuestionVectors<'r>, String> {
+    let prov = q.provenance();
+    let modality = if task == Task::TextualCloze { ItemModality::Text } else { ItemModality::Image };
+    let get = |hint: Option<&str>, shown: &str| -> Result<&'r [f32], String> {
+        r.resolve(hint, shown, modality).ok_or_else(|| {
+            let what = hint.unwrap_or(shown);
+            format!("no vector for {what:?} (question {})", q.qid)
+        })
+    };
+    let item = |c: &Choice| -> Result<String, String> {
+        match c {
+            Choice::Item(s) => Ok(s.clone()),
+            Choice::Sequence(_) => Err(format!("question {}: a sequence choice in a {task} question", q.qid)),
+        }
+    };
+    match task {
+        Task::TextualCloze | Task::VisualCloze => {
+            let mut question = Vec::new();
+            for (i, s) in q.question.iter().enumerate() {
+                if s != PLACEHOLDER {
+                    question.push(get(prov.question_item(i), s)?);
+                }
+            }
+            let choices = q
+                .choice_list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
+                .collect::<Result<_, _>>()?;
+            Ok(QuestionVectors::Cloze { question, choices })
+        }
+        Task::VisualCoherence => {
+            let items = q
+                .choice_list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| get(prov.choice_item(i), &item(c)?))
+                .collect::<Result<_, _>>()?;
+            Ok(QuestionVectors::Coherence { items })
+        }
+        Task::VisualOrdering => {
+            let mut choices = Vec::new();
+            for (ci, c) in q.choice_list.iter().enumerate() {
+                let Choice::Sequence(seq) = c else {
+                    return Err(format!("question {}: visual ordering choices must be sequences", q.qid));
+                };
+                let mut vs = Vec::new();
+                for (k, s) in seq.iter().enumerate() {
+                    vs.push(get(prov.ordering_item(ci, k), s)?);
+                }
+                choices.push(vs);
+            }
+            Ok(QuestionVectors::Ordering { choices })
         }
     }
 }

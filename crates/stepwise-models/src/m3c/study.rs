@@ -12,18 +12,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::m3c::dataset::{Skipped, TaskInputs, task_inputs};
+use crate::m3c::train::{self, TrainConfig};
+use crate::m3c::{
+    FeatureSources, HtrnConfig, InputScaling, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind,
+};
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::write_string_atomic;
 use stepwise_core::split::ProcedureFolds;
 use stepwise_core::{Task, TaskSet};
-use stepwise_models::m3c::dataset::{Skipped, TaskInputs, task_inputs};
-use stepwise_models::m3c::train::{self, TrainConfig};
-use stepwise_models::m3c::{
-    FeatureSources, HtrnConfig, InputScaling, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind,
-};
 
-use crate::audit::hasty_choice;
-use crate::audit::resolve::ItemResolver;
+use crate::hasty;
+use crate::question_vectors::ItemResolver;
 use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
 
 /// The settings of a suite, in table order.
@@ -55,7 +55,7 @@ pub struct StudyConfig {
     /// How input rows are rescaled, fitted on each training fold ([`InputScaling`]).
     #[serde(default)]
     pub inputs: InputScaling,
-    /// Dropout rate while training ([`stepwise_models::m3c::ModelConfig::dropout`]).
+    /// Dropout rate while training ([`crate::m3c::ModelConfig::dropout`]).
     #[serde(default)]
     pub dropout: f64,
     pub train: TrainConfig,
@@ -411,7 +411,7 @@ fn hasty_cell(
     let count = |split: &str| set.of_task(task.as_str()).filter(|q| q.split.as_deref() == Some(split)).count();
     // With cross-validation every question is tested; else the test split.
     for q in set.of_task(task.as_str()).filter(|q| all_questions || q.split.as_deref() == Some("test")) {
-        match hasty_choice(q, task, resolver) {
+        match hasty::choose(q, task, resolver) {
             Ok(c) => {
                 correct.push(f64::from(c == q.answer));
                 recipes.push(q.recipe_id.as_str());
@@ -726,7 +726,7 @@ pub fn markdown(r: &StudyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stepwise_models::item_features::ItemMatrix;
+    use crate::item_features::ItemMatrix;
 
     fn q(i: usize, recipe: usize) -> QuestionInput {
         let m = ItemMatrix { dim: 1, data: vec![i as f32] };
