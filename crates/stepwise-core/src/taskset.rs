@@ -394,6 +394,35 @@ impl TaskSet {
     }
 }
 
+/// Task-set folders under a folder such as a suite (any depth; links back up are not followed), as (relative path with `/`, questions file), sorted.
+pub fn tasksets_under(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let resolved = std::fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+            if !path.is_dir() || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            // A link back to this folder or one above it is a loop: the walk would never end.
+            if std::fs::canonicalize(&path).is_ok_and(|p| resolved.starts_with(p)) {
+                continue;
+            }
+            if path.join(QUESTIONS_JSON).is_file() {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                out.push((rel, path.join(QUESTIONS_JSON)));
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,5 +465,20 @@ mod tests {
         let mut v = sample();
         v["data"][1]["qid"] = serde_json::json!("1000-1-0-1-2-3");
         assert!(matches!(TaskSet::from_json(&v, Path::new("q.json")), Err(Error::Duplicate { .. })));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_loop_in_a_suite_ends_the_walk_and_a_linked_task_set_still_counts() {
+        let td = tempfile::tempdir().unwrap();
+        let a = td.path().join("recipeqa/visual_cloze");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::write(a.join(QUESTIONS_JSON), "{}").unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up")).unwrap();
+        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up2")).unwrap();
+        std::fs::create_dir_all(td.path().join("knobs")).unwrap();
+        std::os::unix::fs::symlink(&a, td.path().join("knobs/visual_cloze")).unwrap();
+        let sets: Vec<String> = tasksets_under(td.path()).unwrap().into_iter().map(|(rel, _)| rel).collect();
+        assert_eq!(sets, ["knobs/visual_cloze", "recipeqa/visual_cloze"]);
     }
 }

@@ -5,6 +5,7 @@
 //! - [`bootstrap`]: percentile bootstrap confidence intervals (seeded, thread-count independent), reusable
 //! - [`predictions`]: reading prediction, annotation and sequencing-instance files with precise errors
 //! - [`accuracy`]: multiple-choice accuracy per task (missing = wrong, invalid, extra, refusal of foreign files)
+//! - [`choice_eval`]: predictions (a file, a folder per set, or one file routed by qid) scored against task sets
 //! - [`sequence_metrics`]: position accuracy, PMR, distance, L_q, L_r, Kendall's τ, and pooled variants
 //! - [`multiref`]: picking the best of several valid reference orders
 //! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
@@ -16,6 +17,7 @@
 pub mod accuracy;
 pub mod agreement;
 pub mod bootstrap;
+pub mod choice_eval;
 pub mod markdown;
 pub mod multiref;
 pub mod predictions;

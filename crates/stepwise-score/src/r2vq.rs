@@ -241,6 +241,35 @@ pub fn score(
 }
 
 /// The results as a Markdown table (EM and F1 in percent with their intervals).
+/// The report of R2VQ answers to `doc`'s questions: what was scored and how, then [`markdown_table`].
+pub fn markdown(scores: &R2vqScores, doc: &R2vqDocument, config: &BootstrapConfig) -> String {
+    let mut markdown = format!(
+        "R2VQ answers: {} questions of {} recipe{}; EM and token F1 in % (SQuAD normalisation){}\n\n",
+        scores.questions.len(),
+        doc.recipes.len(),
+        if doc.recipes.len() == 1 { "" } else { "s" },
+        if config.resamples > 0 {
+            format!(", {:.0}% intervals over {} recipe resamples", 100.0 * config.confidence, config.resamples)
+        } else {
+            String::new()
+        }
+    );
+    markdown.push_str(&markdown_table(scores));
+    markdown
+}
+
+impl R2vqScores {
+    /// The results file (`kind` r2vq).
+    pub fn results_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "r2vq",
+            "task": "r2vq",
+            "families": self.families,
+            "overall": self.overall,
+        })
+    }
+}
+
 pub fn markdown_table(scores: &R2vqScores) -> String {
     let pct = |e: &Estimate| match e.ci {
         Some(ci) => format!("{:.1} [{:.1}, {:.1}]", 100.0 * e.value, 100.0 * ci.low, 100.0 * ci.high),

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use serde::Serialize;
+use serde_json::json;
 use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Error, Result};
 
@@ -142,6 +143,49 @@ pub struct SequencingReport {
     pub groups: Vec<GroupReport>,
     #[serde(skip)]
     pub instances: Vec<InstanceResult>,
+}
+
+impl SequencingReport {
+    /// The results file (`kind` sequencing): counts, groups, the metrics' definitions and the reference rule.
+    /// `models` names who made the predictions.
+    pub fn results_json(&self, config: &BootstrapConfig, models: &[String]) -> serde_json::Value {
+        let definitions: serde_json::Map<String, serde_json::Value> = Metric::ALL
+            .iter()
+            .map(|m| (m.name().to_string(), json!(m.formula())))
+            .chain(PooledMetric::ALL.iter().map(|m| (m.name().to_string(), json!(m.formula()))))
+            .collect();
+        json!({
+            "kind": "sequencing",
+            "models": models,
+            "bootstrap": config,
+            "bootstrap_unit": if self.resample_procedures { "procedure" } else { "instance" },
+            "split": self.split,
+            "counts": self.counts,
+            "groups": self.groups,
+            "definitions": definitions,
+            "multi_reference_rule": "per sequence, the one reference maximising (position accuracy, PMR, L_r, L_q, \
+                                     tau) lexicographically (ties: released code's swap counts, then distance); \
+                                     every metric against it",
+        })
+    }
+
+    /// One JSON line per scored instance: its id, procedure, split, modality, length, references, the reference
+    /// chosen and every metric.
+    pub fn per_instance_lines(&self) -> Vec<serde_json::Value> {
+        self.instances
+            .iter()
+            .map(|r| {
+                let mut line = json!({
+                    "id": r.id, "procedure": r.procedure, "split": r.split, "modality": r.modality, "n": r.score.n,
+                    "references": r.references, "reference": r.reference,
+                });
+                for m in Metric::ALL {
+                    line[m.name()] = json!(m.value(&r.score));
+                }
+                line
+            })
+            .collect()
+    }
 }
 
 /// Match predictions to instances and score every matched instance against its best reference.
@@ -400,6 +444,21 @@ pub struct AgreementReport {
     /// Mean over instances of the alternative-order κ.
     pub alternative_kappa: Estimate,
     pub per_instance: Vec<InstanceAgreement>,
+}
+
+impl AgreementReport {
+    /// The results file (`kind` agreement).
+    pub fn results_json(&self, config: &BootstrapConfig) -> serde_json::Value {
+        json!({
+            "kind": "agreement",
+            "bootstrap": config,
+            "instances": self.instances,
+            "order_instances": self.order_instances,
+            "order_kappa": self.order_kappa,
+            "alternative_instances": self.alternative_instances,
+            "alternative_kappa": self.alternative_kappa,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

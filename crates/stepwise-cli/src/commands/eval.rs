@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use stepwise_core::Manifest;
 use stepwise_core::json::{to_pretty_sorted, write_canonical};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
-use stepwise_core::taskset::QUESTIONS_JSON;
-use stepwise_core::{Error, Manifest, TaskSet};
-use stepwise_score::accuracy::{self, ChoiceSetReport, MatchOptions, QuestionResult, ResampleUnit, ScoreOptions};
+use stepwise_core::taskset::{QUESTIONS_JSON, tasksets_under};
+use stepwise_score::accuracy::{self, MatchOptions, ResampleUnit, ScoreOptions};
 use stepwise_score::bootstrap::BootstrapConfig;
-use stepwise_score::predictions::{self, ChoiceFormat, ChoiceRecord, instances_file};
-use stepwise_score::sequence_metrics::{Metric, PooledMetric};
+use stepwise_score::choice_eval::{self, ChoiceEvalOptions, ChoiceSet};
+use stepwise_score::predictions::{self, ChoiceFormat, instances_file};
 use stepwise_score::sequencing_eval::{self, SequencingOptions};
 
 use crate::usage_bail;
@@ -188,24 +188,8 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
     }
     let predictions = r2vq::read_answer_predictions(pred_path)?;
     let scores = r2vq::score(&gold, &predictions, pred_path, config)?;
-    let mut markdown = format!(
-        "R2VQ answers: {} questions of {} recipe{}; EM and token F1 in % (SQuAD normalisation){}\n\n",
-        gold.len(),
-        doc.recipes.len(),
-        if doc.recipes.len() == 1 { "" } else { "s" },
-        if config.resamples > 0 {
-            format!(", {:.0}% intervals over {} recipe resamples", 100.0 * config.confidence, config.resamples)
-        } else {
-            String::new()
-        }
-    );
-    markdown.push_str(&r2vq::markdown_table(&scores));
-    let results = json!({
-        "kind": "r2vq",
-        "task": "r2vq",
-        "families": scores.families,
-        "overall": scores.overall,
-    });
+    let markdown = r2vq::markdown(&scores, &doc, config);
+    let results = scores.results_json();
     let per_item = scores.questions.iter().map(|q| serde_json::to_value(q).unwrap_or(Value::Null)).collect();
     Ok(Outcome {
         markdown,
@@ -218,16 +202,8 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
 
 /// What was evaluated, found from the command-line targets.
 enum Targets {
-    Choice(Vec<SetTarget>),
+    Choice(Vec<ChoiceSet>),
     Sequencing(PathBuf),
-}
-
-/// One multiple-choice task set.
-struct SetTarget {
-    /// Name in the report: its path, or its folder relative to a suite.
-    name: String,
-    /// The questions file.
-    file: PathBuf,
 }
 
 fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
@@ -241,14 +217,14 @@ fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
             if p.extension().is_some_and(|e| e == "jsonl") {
                 sequencing.push(p.clone());
             } else {
-                sets.push(SetTarget { name: p.display().to_string(), file: p.clone() });
+                sets.push(ChoiceSet { name: p.display().to_string(), file: p.clone() });
             }
         } else if p.join(QUESTIONS_JSON).is_file() {
-            sets.push(SetTarget { name: p.display().to_string(), file: p.join(QUESTIONS_JSON) });
+            sets.push(ChoiceSet { name: p.display().to_string(), file: p.join(QUESTIONS_JSON) });
         } else if instances_file(p).is_file() {
             sequencing.push(p.clone());
         } else {
-            let found = suite_sets(p)?;
+            let found = tasksets_under(p)?;
             if found.is_empty() {
                 usage_bail!(
                     "{}: not a task set (no {QUESTIONS_JSON}), a sequencing folder (no instances.jsonl) or a suite \
@@ -259,7 +235,7 @@ fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
             let single = paths.len() == 1;
             for (rel, file) in found {
                 let name = if single { rel } else { format!("{}/{rel}", p.display()) };
-                sets.push(SetTarget { name, file });
+                sets.push(ChoiceSet { name, file });
             }
         }
     }
@@ -269,35 +245,6 @@ fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
         (true, _) => usage_bail!("give one sequencing instances file or folder at a time"),
         (false, _) => usage_bail!("give either task sets or sequencing instances, not both"),
     }
-}
-
-/// Task-set folders under a suite folder (any depth), as (relative path with `/`, questions file), sorted.
-fn suite_sets(root: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let resolved = std::fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
-        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        for entry in entries {
-            let path = entry.map_err(|e| Error::io(&dir, e))?.path();
-            if !path.is_dir() || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
-                continue;
-            }
-            // A link back to this folder or one above it is a loop: the walk would never end.
-            if std::fs::canonicalize(&path).is_ok_and(|p| resolved.starts_with(p)) {
-                continue;
-            }
-            if path.join(QUESTIONS_JSON).is_file() {
-                let rel = path.strip_prefix(root).unwrap_or(&path);
-                let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-                out.push((rel, path.join(QUESTIONS_JSON)));
-            } else {
-                stack.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// What a mode produced, ready to print and write.
@@ -310,160 +257,37 @@ struct Outcome {
     counts: Vec<(&'static str, u64)>,
 }
 
-fn eval_choice(args: &Args, sets: &[SetTarget], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
     if args.skip_missing || args.pooled || args.by_length.is_some() {
         usage_bail!("--skip-missing, --pooled and --by-length apply to sequencing instances, not task sets");
     }
     let Some(pred_path) = &args.predictions else { usage_bail!("--agreement applies to sequencing instances") };
-    let mut loaded: Vec<(&SetTarget, TaskSet)> =
-        sets.iter().map(|s| Ok((s, TaskSet::load(&s.file)?))).collect::<stepwise_core::Result<_>>()?;
-
-    let format = match args.format {
-        FormatArg::Auto => ChoiceFormat::Auto,
-        FormatArg::Jsonl => ChoiceFormat::Jsonl,
-        FormatArg::Official => ChoiceFormat::Official,
-    };
-    let options = ScoreOptions {
-        matching: MatchOptions { task: args.task.clone(), min_overlap: args.min_overlap },
-        unit: match args.bootstrap_unit {
-            None | Some(UnitArg::Question) => ResampleUnit::Question,
-            Some(UnitArg::Recipe) => ResampleUnit::Recipe,
-            Some(_) => usage_bail!("task sets resample by --bootstrap-unit question or recipe"),
+    let opts = ChoiceEvalOptions {
+        format: match args.format {
+            FormatArg::Auto => ChoiceFormat::Auto,
+            FormatArg::Jsonl => ChoiceFormat::Jsonl,
+            FormatArg::Official => ChoiceFormat::Official,
         },
-        bootstrap: *config,
+        score: ScoreOptions {
+            matching: MatchOptions { task: args.task.clone(), min_overlap: args.min_overlap },
+            unit: match args.bootstrap_unit {
+                None | Some(UnitArg::Question) => ResampleUnit::Question,
+                Some(UnitArg::Recipe) => ResampleUnit::Recipe,
+                Some(_) => usage_bail!("task sets resample by --bootstrap-unit question or recipe"),
+            },
+            bootstrap: *config,
+        },
+        split: args.split.clone(),
+        per_question: args.output.is_some(),
     };
-    let mut inputs: Vec<PathBuf> = sets.iter().map(|s| s.file.clone()).collect();
-
-    // Predictions per set: one file for one set; a folder of per-set files; or one JSONL file split by qid.
-    let mut per_set: Vec<(Vec<ChoiceRecord>, String)> = Vec::new();
-    let mut unmatched = 0usize;
-    if loaded.len() == 1 {
-        if pred_path.is_dir() {
-            usage_bail!("{}: for one task set, give a predictions file", pred_path.display());
-        }
-        let records =
-            predictions::read_choice_predictions(pred_path, format, Some(&loaded[0].1), args.task.as_deref())?;
-        per_set.push((records, pred_path.display().to_string()));
-        inputs.push(pred_path.clone());
-    } else if pred_path.is_dir() {
-        for (set, ts) in &loaded {
-            let file = per_set_file(pred_path, set)?;
-            let records = predictions::read_choice_predictions(&file, format, Some(ts), args.task.as_deref())?;
-            per_set.push((records, file.display().to_string()));
-            inputs.push(file);
-        }
-    } else {
-        let format = if format == ChoiceFormat::Official {
-            usage_bail!("official per-task lists belong to one task set; give a folder with one file per set");
-        } else {
-            ChoiceFormat::Jsonl
-        };
-        let records = predictions::read_choice_predictions(pred_path, format, None, None)?;
-        let total = records.len();
-        let named: Vec<(&str, &TaskSet)> = loaded.iter().map(|(s, ts)| (s.name.as_str(), ts)).collect();
-        let (routed, rest) = accuracy::route_by_qid(&named, records)?;
-        let examples: Vec<String> = rest.iter().take(5).map(|r| r.qid.clone()).collect();
-        accuracy::check_overlap(
-            total,
-            total - rest.len(),
-            &examples,
-            &pred_path.display().to_string(),
-            "the task sets",
-            args.min_overlap,
-        )?;
-        unmatched = rest.len();
-        for records in routed {
-            per_set.push((records, pred_path.display().to_string()));
-        }
-        inputs.push(pred_path.clone());
-    }
-
-    // --split: score only the questions of that split (e.g. the test split a model was selected on val for);
-    // predictions of the set's other questions are set aside, not counted as foreign.
-    if let Some(split) = &args.split {
-        for ((s, ts), (records, _)) in loaded.iter_mut().zip(per_set.iter_mut()) {
-            ts.questions.retain(|q| q.split.as_deref() == Some(split.as_str()));
-            if ts.questions.is_empty() {
-                usage_bail!("{}: no question of split `{split}`", s.file.display());
-            }
-            let keep: std::collections::HashSet<&str> = ts.questions.iter().map(|q| q.qid.as_str()).collect();
-            records.retain(|r| keep.contains(r.qid.as_str()));
-        }
-    }
-    let mut reports: Vec<ChoiceSetReport> = Vec::new();
-    let mut per_question = Vec::new();
-    for ((set, ts), (records, source)) in loaded.iter().zip(&per_set) {
-        // A routed set may have received no records: every question is missing, no overlap check needed.
-        let (report, results) = if records.is_empty() {
-            let opts = ScoreOptions {
-                matching: MatchOptions { min_overlap: 0.0, ..options.matching.clone() },
-                ..options.clone()
-            };
-            accuracy::score_set(&set.name, ts, records, source, &opts)?
-        } else {
-            accuracy::score_set(&set.name, ts, records, source, &options)?
-        };
-        if args.output.is_some() {
-            per_question.extend(results.iter().map(|r| question_line(&set.name, r)));
-        }
-        let mut report = report;
-        let file = Path::new(source);
-        if file.is_file() {
-            report.models = predictions::models_in(file)?;
-        }
-        reports.push(report);
-    }
-    let mut markdown = accuracy::markdown(&reports, config);
-    for r in reports.iter().filter(|r| !r.models.is_empty()) {
-        markdown.push_str(&format!("- {}: predictions made by {}\n", r.name, r.models.join(", ")));
-    }
-    if unmatched > 0 {
-        markdown.push_str(&format!("- {unmatched} predictions match no question of any task set (ignored)\n"));
-    }
-    let questions: usize = reports.iter().map(|r| r.counts.questions).sum();
-    let results = json!({
-        "kind": "multiple_choice",
-        "bootstrap": config,
-        "bootstrap_unit": options.unit,
-        "sets": reports,
-        "unmatched_predictions": unmatched,
-    });
+    let evaluation = choice_eval::evaluate(sets, pred_path, &opts)?;
+    let counts = vec![("sets", evaluation.reports.len() as u64), ("questions", evaluation.questions() as u64)];
     Ok(Outcome {
-        markdown,
-        results,
-        per_item: ("per_question.jsonl", per_question),
-        inputs,
-        counts: vec![("sets", reports.len() as u64), ("questions", questions as u64)],
-    })
-}
-
-/// The predictions file of `set` inside a predictions folder.
-fn per_set_file(dir: &Path, set: &SetTarget) -> anyhow::Result<PathBuf> {
-    let candidates = [
-        dir.join(&set.name).join("predictions.jsonl"),
-        dir.join(format!("{}.jsonl", set.name)),
-        dir.join(&set.name).join("predictions.json"),
-        dir.join(format!("{}.json", set.name)),
-    ];
-    match candidates.iter().find(|c| c.is_file()) {
-        Some(c) => Ok(c.clone()),
-        None => {
-            let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
-            Err(Error::bad_input(format!("no predictions for task set {}: tried {}", set.name, tried.join(", ")))
-                .into())
-        }
-    }
-}
-
-fn question_line(set: &str, r: &QuestionResult) -> Value {
-    json!({
-        "set": set,
-        "qid": r.qid,
-        "task": r.task,
-        "recipe_id": r.recipe_id,
-        "answer": r.answer,
-        "predicted": r.predicted,
-        "outcome": r.outcome,
+        markdown: evaluation.markdown(config),
+        results: evaluation.results_json(&opts),
+        per_item: ("per_question.jsonl", evaluation.per_question),
+        inputs: evaluation.inputs,
+        counts,
     })
 }
 
@@ -501,39 +325,8 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
     if !models.is_empty() {
         markdown.push_str(&format!("\nPredictions made by {}.\n", models.join(", ")));
     }
-    let per_instance: Vec<Value> = report
-        .instances
-        .iter()
-        .filter(|_| args.output.is_some())
-        .map(|r| {
-            let mut line = json!({
-                "id": r.id, "procedure": r.procedure, "split": r.split, "modality": r.modality, "n": r.score.n,
-                "references": r.references, "reference": r.reference,
-            });
-            for m in Metric::ALL {
-                line[m.name()] = json!(m.value(&r.score));
-            }
-            line
-        })
-        .collect();
-    let definitions: serde_json::Map<String, Value> = Metric::ALL
-        .iter()
-        .map(|m| (m.name().to_string(), json!(m.formula())))
-        .chain(PooledMetric::ALL.iter().map(|m| (m.name().to_string(), json!(m.formula()))))
-        .collect();
-    let results = json!({
-        "kind": "sequencing",
-        "models": models,
-        "bootstrap": config,
-        "bootstrap_unit": if resample_procedures { "procedure" } else { "instance" },
-        "split": args.split,
-        "counts": report.counts,
-        "groups": report.groups,
-        "definitions": definitions,
-        "multi_reference_rule": "per sequence, the one reference maximising (position accuracy, PMR, L_r, L_q, tau) \
-                                 lexicographically (ties: released code's swap counts, then distance); every metric \
-                                 against it",
-    });
+    let per_instance = if args.output.is_some() { report.per_instance_lines() } else { Vec::new() };
+    let results = report.results_json(config, &models);
     Ok(Outcome {
         markdown,
         results,
@@ -549,15 +342,7 @@ fn eval_agreement(path: &Path, ann_path: &Path, config: &BootstrapConfig) -> any
     let report = sequencing_eval::evaluate_agreement(&instances, &annotations, ann_path, config)?;
     let markdown = sequencing_eval::agreement_markdown(&report, config);
     let per_instance: Vec<Value> = report.per_instance.iter().map(|p| json!(p)).collect();
-    let results = json!({
-        "kind": "agreement",
-        "bootstrap": config,
-        "instances": report.instances,
-        "order_instances": report.order_instances,
-        "order_kappa": report.order_kappa,
-        "alternative_instances": report.alternative_instances,
-        "alternative_kappa": report.alternative_kappa,
-    });
+    let results = report.results_json(config);
     Ok(Outcome {
         markdown,
         results,
@@ -615,24 +400,4 @@ fn write_outputs(args: &Args, config: &BootstrapConfig, out: Outcome) -> anyhow:
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(unix)]
-    #[test]
-    fn a_symlink_loop_in_a_suite_ends_the_walk_and_a_linked_task_set_still_counts() {
-        let td = tempfile::tempdir().unwrap();
-        let a = td.path().join("recipeqa/visual_cloze");
-        std::fs::create_dir_all(&a).unwrap();
-        std::fs::write(a.join(QUESTIONS_JSON), "{}").unwrap();
-        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up")).unwrap();
-        std::os::unix::fs::symlink(td.path(), td.path().join("recipeqa/up2")).unwrap();
-        std::fs::create_dir_all(td.path().join("knobs")).unwrap();
-        std::os::unix::fs::symlink(&a, td.path().join("knobs/visual_cloze")).unwrap();
-        let sets: Vec<String> = suite_sets(td.path()).unwrap().into_iter().map(|(rel, _)| rel).collect();
-        assert_eq!(sets, ["knobs/visual_cloze", "recipeqa/visual_cloze"]);
-    }
 }
