@@ -5,6 +5,7 @@
 //! - [`truncate`]: step-text truncation (sentences, tokens)
 //! - [`alt_orders`]: human-annotated alternative orders (JSONL)
 //! - [`write`]: the instances folder (`instances.jsonl`, `instances.parquet`, `manifest.json`)
+//! - [`golden`]: a golden test subset for human evaluation, chosen by explicit rules
 //! - [`blind`]: the model's view (`inputs.jsonl`): items in the same shuffled order with opaque keys, no step
 //!   indices and no references
 //!
@@ -30,6 +31,7 @@
 
 pub mod alt_orders;
 pub mod blind;
+pub mod golden;
 pub mod orders;
 pub mod truncate;
 pub mod write;

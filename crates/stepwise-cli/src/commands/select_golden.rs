@@ -17,18 +17,16 @@
 //! Output folder: `instances.jsonl` (the subset, same format as the input), `selection.jsonl` (per selected
 //! instance: category, images, supports), `manifest.json` (counts rejected per rule, parameters).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 
-use rand::Rng;
 use stepwise_core::json::write_canonical;
 use stepwise_core::output::{OutputDir, write_file_atomic};
-use stepwise_core::rng::rng_for;
 use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Corpus, Manifest};
 use stepwise_models::item_features::{FeatureKind, item_matrix};
 use stepwise_models::order_evidence::path_support;
+use stepwise_tasks::sequencing::golden::{self, GoldenRules};
 
 use super::baseline::features::load_features;
 use crate::usage_bail;
@@ -80,19 +78,6 @@ pub struct Args {
 }
 
 /// What the selection measured for one kept instance.
-#[derive(serde::Serialize)]
-struct Selected<'a> {
-    id: &'a str,
-    procedure: &'a str,
-    category: Option<&'a str>,
-    /// Images of the instance's steps.
-    images: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    image_support: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text_support: Option<f64>,
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.categories.is_empty() && args.corpus.is_none() {
         usage_bail!("--categories needs --corpus (categories are read from the procedures)");
@@ -103,14 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let instances = stepwise_score::predictions::read_instances(&args.instances)?;
-    // Procedure id → (category, image count of each step).
-    let procedures: HashMap<String, (Option<String>, Vec<usize>)> = match &args.corpus {
-        Some(c) => Corpus::load(c)?
-            .procedures
-            .into_iter()
-            .map(|p| (p.id, (p.category, p.steps.iter().map(|s| s.images.len()).collect())))
-            .collect(),
-        None => HashMap::new(),
+    let procedures = match &args.corpus {
+        Some(c) => golden::procedure_info(Corpus::load(c)?.procedures),
+        None => golden::ProcedureInfo::new(),
     };
     if let Some(c) = &args.corpus
         && let Some(i) = instances.iter().find(|i| !procedures.contains_key(&i.procedure))
@@ -133,71 +113,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let wanted: BTreeSet<&str> = args.categories.iter().map(|c| c.trim()).filter(|c| !c.is_empty()).collect();
-
-    let mut rejected: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut passing: Vec<(usize, Selected)> = Vec::new();
-    for (k, inst) in instances.iter().enumerate() {
-        if args.split != "all" && inst.split != args.split {
-            *rejected.entry("split").or_default() += 1;
-            continue;
-        }
-        let proc_info = procedures.get(&inst.procedure);
-        let category = proc_info.and_then(|(c, _)| c.as_deref());
-        if !wanted.is_empty() && !category.is_some_and(|c| wanted.contains(c)) {
-            *rejected.entry("category").or_default() += 1;
-            continue;
-        }
-        let images: usize = inst
-            .items
-            .iter()
-            .map(|i| proc_info.and_then(|(_, counts)| counts.get(i.step).copied()).unwrap_or(i.images.len()))
-            .sum();
-        if args.min_images.is_some_and(|m| images < m) {
-            *rejected.entry("min_images").or_default() += 1;
-            continue;
-        }
-        let (mut image_support, mut text_support) = (None, None);
-        if let Some(l) = &loaded {
-            let support = |kind: FeatureKind| -> anyhow::Result<f64> {
-                let set = l.set().restrict(kind).expect("checked above");
-                let x = item_matrix(inst, &set)?;
-                Ok(path_support(&x, &inst.references[0], args.seed, &inst.id))
-            };
-            let (is, ts) = (support(FeatureKind::Image)?, support(FeatureKind::Text)?);
-            image_support = Some(is);
-            text_support = Some(ts);
-            if is < args.min_image_support || ts > args.max_text_support {
-                *rejected.entry("complementary").or_default() += 1;
-                continue;
-            }
-        }
-        passing.push((
-            k,
-            Selected { id: &inst.id, procedure: &inst.procedure, category, images, image_support, text_support },
-        ));
+    let rules = GoldenRules {
+        split: args.split.clone(),
+        categories: args.categories.iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect(),
+        min_images: args.min_images,
+        complementary: args.complementary.then_some((args.min_image_support, args.max_text_support)),
+        count: args.count,
+        seed: args.seed,
+    };
+    // Path support of the authored order in each modality (training-free order evidence).
+    let supports = |inst: &SequencingInstance| -> stepwise_core::Result<(f64, f64)> {
+        let l = loaded.as_ref().expect("complementary rules load the features");
+        let support = |kind: FeatureKind| -> stepwise_core::Result<f64> {
+            let set = l.set().restrict(kind).expect("checked above");
+            let x = item_matrix(inst, &set)?;
+            Ok(path_support(&x, &inst.references[0], args.seed, &inst.id))
+        };
+        Ok((support(FeatureKind::Image)?, support(FeatureKind::Text)?))
+    };
+    let selection = golden::select(&instances, &procedures, &rules, loaded.as_ref().map(|_| &supports as _))?;
+    let (passing, passed, rejected) = (selection.selected, selection.passed, selection.rejected);
+    if let Some(n) = args.count
+        && n > passed
+        && !stepwise_core::progress::is_quiet()
+    {
+        eprintln!("warning: only {passed} instances pass the rules (asked for {n})");
     }
-    let passed = passing.len();
-    if let Some(n) = args.count {
-        if n < passing.len() {
-            // Partial Fisher–Yates with one seeded stream, then back to file order.
-            let mut rng = rng_for(args.seed, "select-golden");
-            for j in 0..n {
-                let r = rng.random_range(j..passing.len());
-                passing.swap(j, r);
-            }
-            passing.truncate(n);
-            passing.sort_by_key(|(k, _)| *k);
-        } else if n > passing.len() && !stepwise_core::progress::is_quiet() {
-            eprintln!("warning: only {} instances pass the rules (asked for {n})", passing.len());
-        }
-    }
-    if passing.is_empty() {
-        anyhow::bail!(stepwise_core::Error::bad_input(format!(
-            "no instance passes the rules (rejected: {})",
-            rejected.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
-        )));
-    }
+    let wanted = &rules.categories;
 
     let out = OutputDir::create(&args.output, args.force)?;
     let chosen: Vec<&SequencingInstance> = passing.iter().map(|(k, _)| &instances[*k]).collect();
