@@ -17,6 +17,7 @@
 //! - [`optim`]: Adam and kill-safe checkpoints (weights, optimiser moments, best weights, run state)
 //!
 //! Multiple choice (the RecipeQA tasks):
+//! - [`model_features`]: the stores a model reads, the distractor pool, texts encoded on the fly, their identities
 //! - [`m3c`]: the GM3C framework — Impatient Reader, BiDAF and HTRN over modality encoders, trained with candle
 //! - [`hasty`]: the Hasty Student (RecipeQA §4.2): answers from choice–question similarity alone
 //! - [`question_vectors`]: the vectors of a question's items, found from its provenance, file names or texts
@@ -35,6 +36,7 @@ pub mod image_chain;
 pub mod item_features;
 pub mod logreg;
 pub mod m3c;
+pub mod model_features;
 pub mod nn;
 pub mod ops;
 pub mod optim;

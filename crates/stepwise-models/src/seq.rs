@@ -1,5 +1,6 @@
 //! The sequencing paper's model family over precomputed features, trained on CPU with candle.
 //!
+//! - [`data`]: the instances of a file with their features and model inputs (what training and prediction read)
 //! - [`inputs`]: instances → per-step text rows (tokens, with ids) and image rows (patch grids)
 //! - [`model`]: the multimodal step encoder, the pairwise and pointer (BERSON) order heads, the pretraining heads
 //! - [`pretrain`]: how MLM, ISP, PISP and SMRM change a batch (pure, seeded)
@@ -8,6 +9,7 @@
 //! - [`study`]: the paper's grid (Tables 2 and 3): cells and running one
 
 mod assemble;
+pub mod data;
 pub mod inputs;
 pub mod model;
 pub mod pretrain;

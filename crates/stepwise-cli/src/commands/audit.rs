@@ -20,9 +20,9 @@ use stepwise_score::bootstrap::{BootstrapConfig, Estimate};
 use stepwise_features::stores::{LoadedStores, load_pool};
 
 use super::generate::open_stores;
-use super::model_features::concat;
 use crate::cli_util::feature_error;
 use crate::usage_bail;
+use stepwise_models::model_features::concat;
 
 /// Audit a task set (stepwise's own or a RecipeQA file) for answer shortcuts.
 #[derive(clap::Args, Debug)]
@@ -292,7 +292,7 @@ impl AuditInputs {
             None => None,
         };
         let images: Option<Vectors> = match (image_store, pool) {
-            (Some(i), Some(p)) => Some(concat(features.get(i), &p)?),
+            (Some(i), Some(p)) => Some(concat(features.get(i), &p).map_err(feature_error)?),
             (None, Some(p)) => Some(p),
             (Some(i), None) => Some(features.get(i).clone()),
             (None, None) => None,

@@ -9,7 +9,7 @@ use stepwise_core::output::write_file_atomic;
 use stepwise_models::m3c::dataset::task_inputs;
 use stepwise_models::m3c::{saved, train};
 
-use super::model_features::{FeatureArgs, ModelFeatures};
+use super::model_features::FeatureArgs;
 use super::train::pick_task;
 use crate::cli_util::UsageError;
 use crate::usage_bail;
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = loaded.config.model.input;
     let set = TaskSet::load(&args.taskset)?;
     let task = pick_task(&set, Some(spec.task.as_str()), &args.taskset)?;
-    let features = ModelFeatures::load(&args.features, set.of_task(task.as_str()))?;
+    let features = args.features.load(set.of_task(task.as_str()))?;
     if let Err(e) = saved::check_features(&loaded.features, &features.identities) {
         return Err(anyhow::Error::new(UsageError(format!("{e} (model {})", args.model.display()))));
     }

@@ -19,7 +19,9 @@ use stepwise_score::sequence_metrics::Metric;
 use stepwise_score::sequencing_table::{self as table, Results, Row, SeedRow};
 
 use super::model_features::FeatureArgs;
-use super::train_seq::{SeqData, SeqHyper, TargetsArgs, load_data};
+use stepwise_models::seq::data::SeqData;
+
+use super::train_seq::{SeqHyper, TargetsArgs, load_data};
 use crate::usage_bail;
 
 /// Train and test the sequencing model grid (sequencing paper Tables 2, 3 and 4) on one dataset.
@@ -191,7 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     );
                 }
                 let settings = CellSettings {
-                    model: data.config(&args.hyper, DecoderKind::Berson),
+                    model: args.hyper.config(data, DecoderKind::Berson),
                     train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.targets) },
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,

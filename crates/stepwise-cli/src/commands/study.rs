@@ -12,7 +12,7 @@ use stepwise_models::m3c::study::{self, SETTINGS, StudyConfig, StudyEvent, Study
 use stepwise_report::plots::{BarChart, LineChart, write_bar_chart, write_line_chart};
 use stepwise_score::bootstrap::BootstrapConfig;
 
-use super::model_features::{FeatureArgs, ModelFeatures};
+use super::model_features::FeatureArgs;
 use super::train::ModelHyper;
 use crate::usage_bail;
 
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.suite.display()
         );
     }
-    let features = ModelFeatures::load(&args.features, sets.iter().flat_map(|s| s.questions.iter()))?;
+    let features = args.features.load(sets.iter().flat_map(|s| s.questions.iter()))?;
     drop(sets);
     let sources = features.sources();
     if tasks.is_empty() {

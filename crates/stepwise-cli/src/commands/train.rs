@@ -13,7 +13,7 @@ use stepwise_models::m3c::train::{self, Checkpointing, TrainConfig, TrainReport}
 use stepwise_models::m3c::{HtrnConfig, InputScaling, InputSpec, Loss, M3cModel, ModelConfig, ScorerKind};
 use stepwise_report::plots::{LineChart, write_line_chart};
 
-use super::model_features::{FeatureArgs, ModelFeatures};
+use super::model_features::FeatureArgs;
 use crate::usage_bail;
 
 /// Train a multiple-choice model (Impatient Reader, BiDAF or HTRN) on one task of a task set.
@@ -236,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let set = TaskSet::load(&args.taskset)?;
     let task = pick_task(&set, args.task.as_deref(), &args.taskset)?;
     let questions = || set.of_task(task.as_str());
-    let features = ModelFeatures::load(&args.features, questions())?;
+    let features = args.features.load(questions())?;
     let sources = features.sources();
     let spec = InputSpec::for_task(task, &sources, true);
     let dims = match spec.dims(&sources) {

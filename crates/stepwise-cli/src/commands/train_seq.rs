@@ -7,18 +7,17 @@ use std::path::{Path, PathBuf};
 
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::OutputDir;
-use stepwise_core::sequencing::{INSTANCES_JSONL, SequencingInstance};
 use stepwise_models::item_features::FeatureKind;
 use stepwise_models::m3c::saved::FeatureIdentity;
 use stepwise_models::optim::Checkpointing;
 use stepwise_models::seq::saved::{self, SavedSeqConfig};
 use stepwise_models::seq::train::{OrderTargets, SeqTrainReport};
-use stepwise_models::seq::{
-    DecoderKind, Objective, PretrainConfig, SeqConfig, SeqInput, SeqModel, SeqSources, SeqTrainConfig, seq_input,
-};
+use stepwise_models::seq::{DecoderKind, Objective, PretrainConfig, SeqConfig, SeqInput, SeqModel, SeqTrainConfig};
 use stepwise_report::plots::{LineChart, write_line_chart};
 
-use super::model_features::{FeatureArgs, ModelFeatures};
+use stepwise_models::seq::data::SeqData;
+
+use super::model_features::FeatureArgs;
 use super::train::checkpoint_path;
 use crate::usage_bail;
 
@@ -109,6 +108,11 @@ impl From<TargetsArg> for OrderTargets {
 }
 
 impl SeqHyper {
+    /// The model configuration for `data` with these widths.
+    pub fn config(&self, data: &SeqData, decoder: DecoderKind) -> SeqConfig {
+        data.config(self.dim, self.layers, self.heads, self.max_tokens, decoder)
+    }
+
     pub fn check(&self) -> anyhow::Result<()> {
         crate::cli_util::require_at_least_one(&[
             ("--dim", self.dim),
@@ -138,53 +142,6 @@ impl SeqHyper {
     }
 }
 
-/// Instances, their inputs and the features they came from.
-pub struct SeqData {
-    pub instances: Vec<SequencingInstance>,
-    pub inputs: Vec<SeqInput>,
-    pub kind: FeatureKind,
-    pub features: ModelFeatures,
-    pub skipped: Vec<String>,
-    pub file: PathBuf,
-}
-
-impl SeqData {
-    pub fn sources(&self) -> SeqSources<'_> {
-        SeqSources {
-            text: self.features.text.as_ref(),
-            tokens: self.features.tokens.as_ref().map(|t| t as &dyn stepwise_models::m3c::inputs::TokenRows),
-            image: self.features.image.as_ref(),
-            patches: self.features.patches.as_ref().map(|p| p as &dyn stepwise_models::seq::PatchRows),
-        }
-    }
-
-    pub fn split(&self, name: &str) -> Vec<SeqInput> {
-        self.inputs.iter().filter(|s| s.split == name).cloned().collect()
-    }
-
-    /// The model configuration for these inputs.
-    pub fn config(&self, h: &SeqHyper, decoder: DecoderKind) -> SeqConfig {
-        let s = self.sources();
-        let mut c = SeqConfig::new(self.kind, s.text_dim(), s.image_dim());
-        c.dim = h.dim;
-        c.layers = h.layers;
-        c.heads = h.heads;
-        c.ff = 4 * h.dim;
-        c.max_tokens = h.max_tokens;
-        c.max_patches = self
-            .inputs
-            .iter()
-            .flat_map(|i| i.steps.iter().map(|st| st.image.as_ref().map_or(0, |m| m.len())))
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        c.max_steps = self.inputs.iter().map(|i| i.steps.len()).max().unwrap_or(2).max(16);
-        c.vocab = if self.kind != FeatureKind::Image { s.vocab_size().unwrap_or(0) } else { 0 };
-        c.decoder = decoder;
-        c
-    }
-}
-
 /// Read the instances and features; items without vectors leave their instance out (counted, with examples).
 pub fn load_data(
     instances: &Path,
@@ -192,41 +149,7 @@ pub fn load_data(
     modality: Option<FeatureKind>,
     max_tokens: usize,
 ) -> anyhow::Result<SeqData> {
-    let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
-    let insts = stepwise_score::predictions::read_instances(instances)?;
-    let mut features = ModelFeatures::load(features, std::iter::empty())?;
-    if let Some(id) = features.patches_identity.clone() {
-        features.identities.push(id);
-    }
-    let mut data =
-        SeqData { instances: insts, inputs: Vec::new(), kind: FeatureKind::Text, features, skipped: Vec::new(), file };
-    let available = match data.sources().kind() {
-        Some(k) => k,
-        None => usage_bail!("give a text and/or an image feature store with --features"),
-    };
-    let kind = match modality {
-        None => available,
-        Some(k) if k == available || available == FeatureKind::Multimodal => k,
-        Some(k) => usage_bail!("--modality {}: the features given are {} only", k.as_str(), available.as_str()),
-    };
-    data.kind = kind;
-    let mut inputs = Vec::new();
-    let mut skipped = Vec::new();
-    {
-        let sources = data.sources();
-        for inst in &data.instances {
-            match seq_input(inst, &sources, kind, max_tokens) {
-                Ok(i) => inputs.push(i),
-                Err(e) => skipped.push(e),
-            }
-        }
-    }
-    data.inputs = inputs;
-    data.skipped = skipped;
-    if !data.skipped.is_empty() {
-        tracing::warn!("{} instances left out, e.g. {}", data.skipped.len(), data.skipped[0]);
-    }
-    Ok(data)
+    Ok(SeqData::load(instances, features.load(std::iter::empty())?, modality, max_tokens)?)
 }
 
 fn objectives(list: &str) -> anyhow::Result<Vec<Objective>> {
@@ -295,7 +218,7 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
     }
-    let config = data.config(&args.hyper, DecoderKind::Berson);
+    let config = args.hyper.config(&data, DecoderKind::Berson);
     let pcfg = PretrainConfig {
         objectives,
         swap_probability: args.swap_probability,
@@ -380,7 +303,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
         DecoderArg::Berson => DecoderKind::Berson,
         DecoderArg::Pairwise => DecoderKind::Pairwise,
     };
-    let mut config = data.config(&args.hyper, decoder);
+    let mut config = args.hyper.config(&data, decoder);
     let pretrained = match &args.encoder {
         Some(dir) => {
             let p = saved::load(dir)?;

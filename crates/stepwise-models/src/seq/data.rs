@@ -1,0 +1,123 @@
+//! The data a sequencer trains and predicts on: the instances of a file, the features they are read with and
+//! each instance's model input, with the instances left out for lack of vectors.
+
+use std::path::{Path, PathBuf};
+
+use stepwise_core::sequencing::{INSTANCES_JSONL, SequencingInstance};
+use stepwise_core::{Error, Result};
+
+use crate::item_features::FeatureKind;
+use crate::model_features::ModelFeatures;
+use crate::seq::{DecoderKind, SeqConfig, SeqInput, SeqSources, seq_input};
+
+/// Instances, their inputs and the features they came from.
+pub struct SeqData {
+    pub instances: Vec<SequencingInstance>,
+    pub inputs: Vec<SeqInput>,
+    pub kind: FeatureKind,
+    pub features: ModelFeatures,
+    pub skipped: Vec<String>,
+    pub file: PathBuf,
+}
+
+impl SeqData {
+    pub fn sources(&self) -> SeqSources<'_> {
+        SeqSources {
+            text: self.features.text.as_ref(),
+            tokens: self.features.tokens.as_ref().map(|t| t as &dyn crate::m3c::inputs::TokenRows),
+            image: self.features.image.as_ref(),
+            patches: self.features.patches.as_ref().map(|p| p as &dyn crate::seq::PatchRows),
+        }
+    }
+
+    pub fn split(&self, name: &str) -> Vec<SeqInput> {
+        self.inputs.iter().filter(|s| s.split == name).cloned().collect()
+    }
+
+    /// The model configuration for these inputs: widths from the features, sequence limits from the data.
+    pub fn config(
+        &self,
+        dim: usize,
+        layers: usize,
+        heads: usize,
+        max_tokens: usize,
+        decoder: DecoderKind,
+    ) -> SeqConfig {
+        let s = self.sources();
+        let mut c = SeqConfig::new(self.kind, s.text_dim(), s.image_dim());
+        c.dim = dim;
+        c.layers = layers;
+        c.heads = heads;
+        c.ff = 4 * dim;
+        c.max_tokens = max_tokens;
+        c.max_patches = self
+            .inputs
+            .iter()
+            .flat_map(|i| i.steps.iter().map(|st| st.image.as_ref().map_or(0, |m| m.len())))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        c.max_steps = self.inputs.iter().map(|i| i.steps.len()).max().unwrap_or(2).max(16);
+        c.vocab = if self.kind != FeatureKind::Image { s.vocab_size().unwrap_or(0) } else { 0 };
+        c.decoder = decoder;
+        c
+    }
+}
+
+impl SeqData {
+    /// Read the instances at `instances` (a file or its folder) and make their inputs from `features` in `modality`
+    /// (default: what the features give); items without vectors leave their instance out (counted, with examples).
+    pub fn load(
+        instances: &Path,
+        mut features: ModelFeatures,
+        modality: Option<FeatureKind>,
+        max_tokens: usize,
+    ) -> Result<SeqData> {
+        let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
+        let insts = stepwise_score::predictions::read_instances(instances)?;
+        if let Some(id) = features.patches_identity.clone() {
+            features.identities.push(id);
+        }
+        let mut data = SeqData {
+            instances: insts,
+            inputs: Vec::new(),
+            kind: FeatureKind::Text,
+            features,
+            skipped: Vec::new(),
+            file,
+        };
+        let available = match data.sources().kind() {
+            Some(k) => k,
+            None => return Err(Error::usage("give a text and/or an image feature store with --features")),
+        };
+        let kind = match modality {
+            None => available,
+            Some(k) if k == available || available == FeatureKind::Multimodal => k,
+            Some(k) => {
+                return Err(Error::usage(format!(
+                    "--modality {}: the features given are {} only",
+                    k.as_str(),
+                    available.as_str()
+                )));
+            }
+        };
+        data.kind = kind;
+        let mut inputs = Vec::new();
+        let mut skipped = Vec::new();
+        {
+            let sources = data.sources();
+            for inst in &data.instances {
+                match seq_input(inst, &sources, kind, max_tokens) {
+                    Ok(i) => inputs.push(i),
+                    Err(e) => skipped.push(e),
+                }
+            }
+        }
+        data.inputs = inputs;
+        data.skipped = skipped;
+        if !data.skipped.is_empty() {
+            tracing::warn!("{} instances left out, e.g. {}", data.skipped.len(), data.skipped[0]);
+        }
+        Ok(data)
+    }
+}
