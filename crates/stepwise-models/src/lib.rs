@@ -2,6 +2,7 @@
 //!
 //! Step sequencing:
 //! - [`item_features`]: the feature vector of each item of a sequencing instance (text, image, multimodal)
+//! - [`sequencing_features`]: one text and/or image store, restricted to the items of the instances
 //! - [`random_order`]: the random baseline
 //! - [`text_position`]: the text-position heuristic (position cue words)
 //! - [`image_chain`]: the image-chain heuristic (nearest-neighbour chaining)
@@ -50,5 +51,6 @@ pub mod r2vq_text;
 pub mod random_order;
 pub mod seq;
 pub mod sequencer;
+pub mod sequencing_features;
 pub mod text_position;
 pub mod topo_decode;

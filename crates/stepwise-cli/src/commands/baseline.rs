@@ -7,8 +7,6 @@
 //!   `results.json`, `results.md`, `manifest.json`;
 //! - `stepwise baseline --merge DIR1 DIR2 ... -o DIR` joins the results of several datasets into one table.
 
-pub mod features;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,7 +22,7 @@ use stepwise_models::pairwise::net::Classifier;
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig, RunOutput};
 
 use crate::usage_bail;
-use features::{LoadedFeatures, load_features};
+use stepwise_models::sequencing_features::{SequencingFeatures, load_features};
 use stepwise_score::sequencing_table::{self as table, Results, Row};
 
 /// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
@@ -242,7 +240,7 @@ fn training_note(method: &str, features: &str, out: &RunOutput) -> Option<String
 fn run_one(
     args: &Args,
     instances: &[SequencingInstance],
-    loaded: &LoadedFeatures,
+    loaded: &SequencingFeatures,
     config: RunConfig,
 ) -> anyhow::Result<()> {
     if args.output.exists() && !args.force {
@@ -285,7 +283,7 @@ fn run_one(
 }
 
 /// Every (method, feature view) the loaded stores and the instances allow.
-fn table_runs(instances: &[SequencingInstance], loaded: &LoadedFeatures) -> Vec<(ModelKind, Option<FeatureKind>)> {
+fn table_runs(instances: &[SequencingInstance], loaded: &SequencingFeatures) -> Vec<(ModelKind, Option<FeatureKind>)> {
     let has_text = instances.iter().any(|i| i.items.iter().any(|it| it.text.is_some() || it.title.is_some()));
     let kinds: Vec<FeatureKind> =
         FeatureKind::ALL.into_iter().filter(|k| loaded.set().restrict(*k).is_some()).collect();
@@ -315,7 +313,7 @@ fn run_table(
     path: &std::path::Path,
     name: &str,
     instances: &[SequencingInstance],
-    loaded: &LoadedFeatures,
+    loaded: &SequencingFeatures,
     base: RunConfig,
 ) -> anyhow::Result<Results> {
     let out_dir = OutputDir::create(&args.dir, args.force)?;
@@ -383,62 +381,6 @@ fn run_table(
     Ok(results)
 }
 
-/// The sequencing stage of `stepwise demo`: multimodal instances of `corpus` (exact multi-references when the
-/// corpus is the built-in world) into `<out>/sequencing`, then every baseline with the given feature stores
-/// (one text and/or one image store), evaluated, into `<out>/sequencing-results` (`results.md` is the table).
-/// Returns a one-line summary; fails loudly like any command.
-#[allow(dead_code)] // called by `stepwise demo` once its owner adds the stage; tested below
-pub fn demo_stage(
-    corpus: &std::path::Path,
-    features: &[PathBuf],
-    out: &std::path::Path,
-    seed: u64,
-) -> anyhow::Result<String> {
-    use clap::Parser;
-    let instances_dir = out.join("sequencing");
-    let mut seq = super::generate_sequencing::SequencingArgs::with_defaults(&["--modality", "multimodal"])?;
-    seq.corpus = corpus.to_path_buf();
-    seq.output = instances_dir.clone();
-    seq.seed = seed;
-    seq.force = true;
-    let (_, stats) = super::generate_sequencing::make_sequencing(&seq)?;
-
-    #[derive(clap::Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        args: Args,
-    }
-    // The defaults of `stepwise baseline --table` (the output path is given below).
-    let defaults = Wrap::try_parse_from(["baseline", "x", "--table", "demo", "-o", "x"])?.args;
-    let config = run_config(&defaults, ModelKind::Random)?;
-    let instances = stepwise_score::predictions::read_instances(&instances_dir)?;
-    let loaded = load_features(features, &instances)?;
-    let results_dir = out.join("sequencing-results");
-    let target = TableOutput { dir: results_dir.clone(), force: true, seed, progress: false };
-    let results = run_table(&target, &instances_dir, "demo", &instances, &loaded, config)?;
-    let pmr = |method: &str, f: &str| {
-        results
-            .rows
-            .iter()
-            .find(|r| r.method == method && r.features == f)
-            .and_then(|r| r.multi.get("pmr"))
-            .map(|v| v.value)
-    };
-    let best = ["multimodal", "text", "image"].into_iter().find_map(|f| pmr("pairwise", f).map(|v| (f, v)));
-    Ok(format!(
-        "{} sequencing instances ({} with several valid orders); {} baseline runs in {}/results.md{}",
-        stats.instances_per_split.values().sum::<usize>(),
-        stats.multi_reference,
-        results.rows.len(),
-        results_dir.display(),
-        match (best, pmr("random", "-")) {
-            (Some((f, v)), Some(r)) =>
-                format!("; multi-reference PMR: pairwise ({f}) {:.1}%, random {:.1}%", v * 100.0, r * 100.0),
-            _ => String::new(),
-        }
-    ))
-}
-
 fn run_merge(args: &Args) -> anyhow::Result<()> {
     let mut all = Results { rows: Vec::new(), notes: Vec::new() };
     for dir in &args.merge {
@@ -461,31 +403,4 @@ fn run_merge(args: &Args) -> anyhow::Result<()> {
     out_dir.commit()?;
     print!("{}", table::markdown(&all));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn demo_stage_runs_on_a_small_world() {
-        let td = tempfile::tempdir().unwrap();
-        let corpus = td.path().join("world");
-        let params = stepwise_world::WorldParams::new(3, stepwise_world::Domain::Cooking, 40);
-        stepwise_world::write_corpus(&params, &corpus, false, &|_| {}).unwrap();
-        let loaded = stepwise_core::Corpus::load(&corpus).unwrap();
-        let opts = |e: &str| stepwise_features::embed::EmbedOptions::new(e);
-        let (text, image) = (td.path().join("text"), td.path().join("image"));
-        stepwise_features::embed::embed_corpus(&loaded, &text, None, &[], &opts("tfidf")).unwrap();
-        stepwise_features::embed::embed_corpus(&loaded, &image, None, &[], &opts("descriptor")).unwrap();
-        let out = td.path().join("demo");
-        let summary = demo_stage(&corpus, &[text, image], &out, 1).unwrap();
-        assert!(summary.contains("multi-reference PMR: pairwise (multimodal)"), "{summary}");
-        let results: Results =
-            serde_json::from_str(&std::fs::read_to_string(out.join("sequencing-results/results.json")).unwrap())
-                .unwrap();
-        // random, text-position, image-chain and pairwise with text, image and multimodal features.
-        assert_eq!(results.rows.len(), 8);
-        assert!(results.rows.iter().all(|r| r.multi_reference > 0), "the world has alternative orders");
-    }
 }

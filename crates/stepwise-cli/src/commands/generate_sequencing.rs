@@ -73,8 +73,8 @@ pub struct SequencingArgs {
 
 impl SequencingArgs {
     /// The options with their defaults, plus `extra` command-line options (e.g. `["--modality", "image"]`), for
-    /// callers other than `generate` (the demo). The `#[arg(skip)]` fields are left for the caller to set.
-    #[allow(dead_code)] // used by `baseline::demo_stage`, which `stepwise demo` will call
+    /// tests. The `#[arg(skip)]` fields are left for the caller to set.
+    #[cfg(test)]
     pub fn with_defaults(extra: &[&str]) -> anyhow::Result<SequencingArgs> {
         use clap::Parser;
         #[derive(clap::Parser)]

@@ -26,9 +26,9 @@ use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Corpus, Manifest};
 use stepwise_models::item_features::{FeatureKind, item_matrix};
 use stepwise_models::order_evidence::path_support;
+use stepwise_models::sequencing_features::load_features;
 use stepwise_tasks::sequencing::golden::{self, GoldenRules};
 
-use super::baseline::features::load_features;
 use crate::usage_bail;
 
 /// Select a golden test subset of sequencing instances by rules, for human evaluation.

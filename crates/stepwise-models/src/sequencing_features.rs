@@ -1,26 +1,26 @@
-//! Loading the feature stores a sequencing command reads: one text store and/or one image store (told apart by
-//! the encoder modality recorded in each store), restricted to the items the instances use.
+//! The feature stores a sequencing command reads (`baseline`, `select-golden`): one text store and/or one image
+//! store (told apart by the encoder modality recorded in each store), restricted to the items the instances use.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use stepwise_core::sequencing::SequencingInstance;
+use stepwise_core::{Error, Result};
 use stepwise_features::items::{image_id, text_id};
 use stepwise_features::{FeatureStore, Modality, Vectors};
-use stepwise_models::item_features::FeatureSet;
 
-use crate::usage_bail;
+use crate::item_features::FeatureSet;
 
 /// The loaded stores and where they came from.
 #[derive(Default)]
-pub struct LoadedFeatures {
+pub struct SequencingFeatures {
     pub text: Option<Vectors>,
     pub image: Option<Vectors>,
     /// `(modality, store folder, encoder name)` for reports and manifests.
     pub sources: Vec<(String, PathBuf, String)>,
 }
 
-impl LoadedFeatures {
+impl SequencingFeatures {
     pub fn set(&self) -> FeatureSet<'_> {
         FeatureSet { text: self.text.as_ref(), image: self.image.as_ref() }
     }
@@ -33,18 +33,18 @@ impl LoadedFeatures {
 
 /// Open each store and copy the rows the instances need (`text:{procedure}#{step}` for a text store, `image:{path}`
 /// for an image store). At most one store per modality.
-pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> anyhow::Result<LoadedFeatures> {
-    let mut out = LoadedFeatures::default();
+pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> Result<SequencingFeatures> {
+    let mut out = SequencingFeatures::default();
     for path in paths {
         let store = open(path)?;
         let info = store.info().clone();
         match info.modality {
             Modality::Text => {
                 if out.text.is_some() {
-                    usage_bail!(
+                    return Err(Error::usage(format!(
                         "two text feature stores given ({}); pass one text and/or one image store",
                         path.display()
-                    );
+                    )));
                 }
                 let ids: BTreeSet<String> = instances
                     .iter()
@@ -54,10 +54,10 @@ pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> any
             }
             Modality::Image => {
                 if out.image.is_some() {
-                    usage_bail!(
+                    return Err(Error::usage(format!(
                         "two image feature stores given ({}); pass one text and/or one image store",
                         path.display()
-                    );
+                    )));
                 }
                 let ids: BTreeSet<String> = instances
                     .iter()
@@ -75,9 +75,9 @@ pub fn load_features(paths: &[PathBuf], instances: &[SequencingInstance]) -> any
     Ok(out)
 }
 
-fn open(path: &Path) -> anyhow::Result<FeatureStore> {
+fn open(path: &Path) -> Result<FeatureStore> {
     FeatureStore::open(path).map_err(|e| match e {
-        stepwise_features::FeatureError::Core(c) => anyhow::Error::new(c),
-        other => anyhow::Error::new(stepwise_core::Error::bad_input(other.to_string())),
+        stepwise_features::FeatureError::Core(c) => c,
+        other => Error::bad_input(other.to_string()),
     })
 }
