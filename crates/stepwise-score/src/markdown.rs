@@ -1,6 +1,6 @@
 //! Number formatting shared by the Markdown reports.
 
-use crate::bootstrap::Interval;
+use crate::bootstrap::{Estimate, Interval};
 
 /// A share as a percentage with one decimal (`–` for NaN).
 pub fn percent(x: f64) -> String {
@@ -13,6 +13,11 @@ pub fn percent_interval(ci: Option<Interval>) -> String {
         Some(i) => format!("[{:.1}, {:.1}]", 100.0 * i.low, 100.0 * i.high),
         None => "–".into(),
     }
+}
+
+/// A share with its interval, `82.1 [78.0, 86.0]` (`82.1 –` without one).
+pub fn percent_estimate(e: &Estimate) -> String {
+    format!("{} {}", percent(e.value), percent_interval(e.ci))
 }
 
 /// A difference of shares as a signed percentage with one decimal (`+1.2`, `−3.4`).
@@ -42,6 +47,8 @@ mod tests {
         assert_eq!(percent(0.6667), "66.7");
         assert_eq!(percent(f64::NAN), "–");
         assert_eq!(percent_interval(Some(Interval { low: 0.5, high: 0.75 })), "[50.0, 75.0]");
+        let e = Estimate { value: 0.625, ci: Some(Interval { low: 0.5, high: 0.75 }) };
+        assert_eq!(percent_estimate(&e), "62.5 [50.0, 75.0]");
         assert_eq!(number(1.23456, 2), "1.23");
         assert_eq!(number_interval(None, 2), "–");
     }

@@ -20,7 +20,7 @@ use stepwise_core::{Error, Result};
 use crate::accuracy::check_overlap;
 use crate::agreement::{instance_alternative_kappa, instance_order_kappa};
 use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates, ratio_estimates};
-use crate::markdown::{number, number_interval, percent, percent_interval};
+use crate::markdown::{number, number_interval, percent_estimate};
 use crate::multiref::best_reference_unchecked;
 use crate::predictions::{AnnotationRecord, OrderRecord};
 use crate::sequence_metrics::{Metric, OrderScore, PooledMetric, Scratch, check_permutation};
@@ -376,7 +376,7 @@ pub fn markdown(report: &SequencingReport, config: &BootstrapConfig, pooled: boo
         for m in Metric::ALL {
             let e = g.metrics[m.name()];
             let cell = if m.is_share() {
-                format!("{} {}", percent(e.value), percent_interval(e.ci))
+                percent_estimate(&e)
             } else {
                 format!("{} {}", number(e.value, 3), number_interval(e.ci, 3))
             };
@@ -396,7 +396,7 @@ pub fn markdown(report: &SequencingReport, config: &BootstrapConfig, pooled: boo
             out.push_str(&format!("| {} |", g.group));
             for m in PooledMetric::ALL {
                 let e = g.pooled[m.name()];
-                out.push_str(&format!(" {} {} |", percent(e.value), percent_interval(e.ci)));
+                out.push_str(&format!(" {} |", percent_estimate(&e)));
             }
             out.push('\n');
         }

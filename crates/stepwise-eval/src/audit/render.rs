@@ -1,7 +1,7 @@
 //! The audit as Markdown (the JSON is the report serialised).
 
 use stepwise_score::bootstrap::Estimate;
-use stepwise_score::markdown::{number, percent, percent_interval};
+use stepwise_score::markdown::{number, percent, percent_estimate};
 
 use stepwise_core::Task;
 
@@ -9,7 +9,7 @@ use super::{AuditReport, TaskAudit};
 
 fn pct(e: Option<Estimate>) -> String {
     match e {
-        Some(e) => format!("{} {}", percent(e.value), percent_interval(e.ci)),
+        Some(e) => percent_estimate(&e),
         None => "–".into(),
     }
 }
