@@ -174,7 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         m.count(&format!("rejected_{rule}"), *n);
     }
     m.param("split", &args.split);
-    m.param("categories", &wanted);
+    m.param("categories", wanted);
     m.param("min_images", args.min_images);
     m.param("complementary", args.complementary);
     if args.complementary {
