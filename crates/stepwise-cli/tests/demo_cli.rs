@@ -15,9 +15,10 @@ fn stepwise(cwd: &Path, args: &[&str]) -> Output {
 
 /// The demo's closing summary (its stage lines and what to open), pinned: the folder and the run time redacted,
 /// and in the lines of stages that train models (baselines, their evaluation, the two studies) every number
-/// replaced by `#` and every verdict on noise redacted (as the report's size, which embeds their plots). Trained weights are the same on every run of one machine (checked below, byte for byte), but
-/// candle's matrix products take other summation orders on other instruction sets, so those numbers are pinned
-/// by shape only; every other stage's numbers come from the data pipeline and are pinned exactly.
+/// replaced by `#` and every verdict on noise redacted (as the report's size, which embeds their plots).
+/// Trained weights are the same on every run of one machine (checked below, byte for byte), but candle's matrix
+/// products may take other summation orders on other instruction sets, so those numbers are pinned by shape
+/// only; every other stage's numbers come from the data pipeline and are pinned exactly.
 fn stage_lines(stdout: &str, dir: &Path) -> String {
     const TRAINED: [&str; 4] = ["baselines", "eval-baselines", "study", "seq-study"];
     let summary = stdout.lines().skip_while(|l| !l.starts_with("stepwise demo: "));

@@ -1,12 +1,13 @@
 //! What users read, pinned by snapshot: the summary every command of a small fixed run prints (world → clean →
 //! stats → embed → generate → audit → eval → sequencing → sweep → export → R2VQ → report), `audit.md`, the eval
-//! tables, the suite's counts and `report.md`,
-//! with the run's folder and timings redacted. A change to any of them shows up as a snapshot diff to review
-//! (`cargo insta review`), not as a substring assert that happens to still match.
+//! tables, the suite's counts and `report.md`, with the run's folder and timings redacted. A change to any of
+//! them shows up as a snapshot diff to review (`cargo insta review`), not as a substring assert that happens to
+//! still match.
 //!
-//! The run trains no model (predictions are fixed rules written here), so every number comes from the data
-//! pipeline, whose kernels give the same bits on every instruction set: the snapshots hold on any x86-64 or
-//! other CPU, not just the one they were taken on.
+//! No GM3C model or sequencer is trained (predictions are fixed rules written here): the numbers come from the
+//! data pipeline (word2vec and the descriptor, generation, the audit's probes), seeded and thread-count invariant,
+//! whose kernels give the same bits on every instruction set, so the snapshots do not depend on the CPU they were
+//! taken on. Logging is left at its default (STEPWISE_LOG removed) so that stderr holds only what users read.
 
 mod common;
 
@@ -29,7 +30,12 @@ impl Run {
 
     /// Run `stepwise args` in the run folder; it must succeed. Returns stdout and stderr, redacted.
     fn stepwise(&self, args: &[&str]) -> (String, String) {
-        let (code, out, err) = run(bin().current_dir(&self.root).env_remove("STEPWISE_MODELS").args(args));
+        let (code, out, err) = run(bin()
+            .current_dir(&self.root)
+            .env_remove("STEPWISE_MODELS")
+            .env_remove("STEPWISE_LOG")
+            .env_remove("NO_COLOR")
+            .args(args));
         assert_eq!(code, 0, "stepwise {args:?}:\n{out}\n{err}");
         (self.redact(&out), self.redact(&err))
     }

@@ -1,7 +1,8 @@
 //! Task families: what a generated task set holds. RecipeQA's four question types (made the RecipeQA way or with
-//! Meta-RecipeQA's knobs), step sequencing with every valid order, and R2VQ's competence questions are one typed
-//! value that `generate`, the audit, export, the models and the CLI dispatch on by `match`: adding a question type
-//! is a [`Task`] variant, and the compiler names every place that must handle it.
+//! Meta-RecipeQA's knobs), step sequencing with every valid order, and R2VQ's competence questions as one typed
+//! value: `generate` parses `--task` into a [`TaskSelection`] and dispatches on it by `match`, and the writers
+//! take their manifest kind from [`TaskFamily::manifest_kind`]. Within the RecipeQA family every crate matches on
+//! [`Task`], so adding a question type is a `Task` variant and the compiler names every place that must handle it.
 
 use crate::taskset::Task;
 
@@ -59,7 +60,7 @@ impl TaskFamily {
 
 impl std::fmt::Display for TaskFamily {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -66,7 +66,7 @@ impl Task {
 
 impl std::fmt::Display for Task {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -394,7 +394,8 @@ impl TaskSet {
     }
 }
 
-/// Task-set folders under a folder such as a suite (any depth; links back up are not followed), as (relative path with `/`, questions file), sorted.
+/// Task-set folders under a folder such as a suite (any depth; links back up are not followed), as (relative
+/// path with `/`, questions file), sorted.
 pub fn tasksets_under(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];

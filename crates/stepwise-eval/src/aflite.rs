@@ -210,7 +210,7 @@ pub fn filter_taskset(
     let mut drop = std::collections::BTreeSet::new();
     let mut filters = Vec::new();
     for task in Task::ALL {
-        let idx: Vec<usize> = (0..ts.questions.len()).filter(|&i| ts.questions[i].task == task.as_str()).collect();
+        let idx: Vec<usize> = (0..ts.questions.len()).filter(|&i| ts.questions[i].task_kind() == Some(task)).collect();
         if idx.is_empty() {
             continue;
         }

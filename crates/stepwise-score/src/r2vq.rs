@@ -240,7 +240,6 @@ pub fn score(
     Ok(R2vqScores { families, overall: group(None, &all), questions })
 }
 
-/// The results as a Markdown table (EM and F1 in percent with their intervals).
 /// The report of R2VQ answers to `doc`'s questions: what was scored and how, then [`markdown_table`].
 pub fn markdown(scores: &R2vqScores, doc: &R2vqDocument, config: &BootstrapConfig) -> String {
     let mut markdown = format!(
@@ -270,6 +269,7 @@ impl R2vqScores {
     }
 }
 
+/// The results as a Markdown table (EM and F1 in percent with their intervals).
 pub fn markdown_table(scores: &R2vqScores) -> String {
     let pct = |e: &Estimate| match e.ci {
         Some(ci) => format!("{:.1} [{:.1}, {:.1}]", 100.0 * e.value, 100.0 * ci.low, 100.0 * ci.high),

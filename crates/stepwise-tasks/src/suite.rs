@@ -26,7 +26,7 @@ use stepwise_core::manifest::Manifest;
 use stepwise_core::output::write_string_atomic;
 use stepwise_core::shard::Shard;
 use stepwise_core::split::{SplitFractions, assign_splits};
-use stepwise_core::{IoResultExt, Procedure, Question, Result, Split, Task, TaskSet};
+use stepwise_core::{IoResultExt, Procedure, Question, Result, Split, Task, TaskFamily, TaskSet};
 use stepwise_features::Vectors;
 
 use crate::catalog::FeatureSources;
@@ -339,7 +339,7 @@ pub fn taskset_manifest(
     split_fractions: Option<SplitFractions>,
 ) -> Manifest {
     let mut m = base.clone();
-    m.kind = "taskset".to_string();
+    m.kind = TaskFamily::RecipeQa(g.task).manifest_kind().to_string();
     m.seed = Some(cfg.seed);
     m.param("task", g.task.as_str());
     m.param("setting", g.mode.label());
@@ -395,6 +395,9 @@ pub fn generate_taskset(
     mode: Mode,
     base: &Manifest,
 ) -> Result<GeneratedTaskSet> {
+    let Some(&(first, _)) = inputs.tasks.first() else {
+        return Err(stepwise_core::Error::usage("no task to generate"));
+    };
     let mut generated = Vec::new();
     let mut current: Option<(&Vectors, TaskGenerator<'_>)> = None;
     for &(task, features) in &inputs.tasks {
@@ -411,7 +414,7 @@ pub fn generate_taskset(
         taskset_manifest(base, cfg, g, Some(inputs.split_fractions))
     } else {
         let mut m = base.clone();
-        m.kind = "taskset".into();
+        m.kind = TaskFamily::RecipeQa(first).manifest_kind().into();
         m.seed = Some(cfg.seed);
         m.param("tasks", inputs.tasks.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
         m.param("setting", mode.label());

@@ -13,16 +13,15 @@ use stepwise_eval::audit::shortcuts::ShortcutPanel;
 use stepwise_eval::audit::suite::{AuditVectors, Filtered, audit_suite, entry_text, run_aflite};
 use stepwise_eval::audit::{AuditConfig, audit, render};
 use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
+use stepwise_features::stores::{LoadedStores, load_pool};
 use stepwise_features::{Encoder, Vectors};
+use stepwise_models::model_features::concat;
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
 use stepwise_score::bootstrap::{BootstrapConfig, Estimate};
-
-use stepwise_features::stores::{LoadedStores, load_pool};
 
 use super::generate::open_stores;
 use crate::cli_util::feature_error;
 use crate::usage_bail;
-use stepwise_models::model_features::concat;
 
 /// Audit a task set (stepwise's own or a RecipeQA file) for answer shortcuts.
 #[derive(clap::Args, Debug)]
@@ -137,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let out = out.expect("checked above");
         let aflite = args.aflite.then_some(&aflite_cfg);
         // The feature stores are hashed once: every task set's manifest lists the same ones.
-        let hashes = loaded.features.input_hashes()?;
+        let hashes = loaded.features.input_hashes().map_err(feature_error)?;
         let md =
             audit_suite(&args.taskset, inputs, &hashes, &cfg, aflite, args.seed, out.path()).map_err(feature_error)?;
         let dest = out.commit()?;
@@ -209,7 +208,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut m = Manifest::new("audit").with_seed(args.seed);
     let file = if args.taskset.is_dir() { args.taskset.join(QUESTIONS_JSON) } else { args.taskset.clone() };
     m.inputs.push(InputHash::of(&file)?);
-    m.inputs.extend(loaded.features.input_hashes()?);
+    m.inputs.extend(loaded.features.input_hashes().map_err(feature_error)?);
     m.param("text_encoder", inputs.encoder.map(|e| e.info().name.clone()));
     if let Some(Filtered { filters, .. }) = &filtered {
         m.param("aflite", &aflite_cfg);

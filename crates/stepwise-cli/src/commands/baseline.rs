@@ -142,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match (args.model, &args.table) {
         (Some(m), _) => run_one(&args, &instances, &loaded, RunConfig { model: m.into(), ..config }),
         (None, Some(name)) => {
-            let out = TableOutput { dir: args.output.clone(), force: args.force, seed: args.seed, progress: true };
+            let out = TableOutput { dir: args.output.clone(), force: args.force, seed: args.seed };
             let results = run_table(&out, &path, name, &instances, &loaded, config)?;
             print!("{}", table::markdown(&results));
             if !stepwise_core::progress::is_quiet() {
@@ -304,8 +304,6 @@ struct TableOutput {
     dir: PathBuf,
     force: bool,
     seed: u64,
-    /// One line per finished method on stderr (unless --quiet).
-    progress: bool,
 }
 
 fn run_table(
@@ -346,7 +344,7 @@ fn run_table(
         if let Some(note) = training_note(model.as_str(), features, &out) {
             notes.push(format!("{name}: {note}"));
         }
-        if args.progress && !stepwise_core::progress::is_quiet() {
+        if !stepwise_core::progress::is_quiet() {
             eprintln!(
                 "{name}: {} ({features}): PMR {:.1}%, τ {:.3} over {n} sequences",
                 model.as_str(),

@@ -85,7 +85,7 @@ pub fn run_r2vq(
             write_string_atomic(&out.path().join(format!("{split}.csv")), &part.to_conllu_string())?;
         }
     }
-    let mut m = Manifest::new("r2vq-questions").with_seed(seed);
+    let mut m = Manifest::new(stepwise_core::TaskFamily::R2vq.manifest_kind()).with_seed(seed);
     m.add_inputs(&[Corpus::procedures_file(input)])?;
     m.param("split", split);
     m.param("distractor_rate", a.distractor_rate);

@@ -115,7 +115,7 @@ pub fn run_sequencing(args: &SequencingArgs) -> anyhow::Result<()> {
 }
 
 /// [`run_sequencing`] without printing: the folder written and what generation did.
-pub fn make_sequencing(args: &SequencingArgs) -> anyhow::Result<(PathBuf, GenerationStats)> {
+fn make_sequencing(args: &SequencingArgs) -> anyhow::Result<(PathBuf, GenerationStats)> {
     let config = config_from_args(args)?;
     let corpus = Corpus::load(&args.corpus)?;
     let alt = match &args.alt_orders {

@@ -77,7 +77,7 @@ pub struct Args {
     pub force: bool,
 }
 
-/// What the selection measured for one kept instance.
+/// Select by the rules and write the subset, what was measured of it and the manifest.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.categories.is_empty() && args.corpus.is_none() {
         usage_bail!("--categories needs --corpus (categories are read from the procedures)");
@@ -132,13 +132,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok((support(FeatureKind::Image)?, support(FeatureKind::Text)?))
     };
     let selection = golden::select(&instances, &procedures, &rules, loaded.as_ref().map(|_| &supports as _))?;
-    let (passing, passed, rejected) = (selection.selected, selection.passed, selection.rejected);
     if let Some(n) = args.count
-        && n > passed
+        && n > selection.passed
         && !stepwise_core::progress::is_quiet()
     {
-        eprintln!("warning: only {passed} instances pass the rules (asked for {n})");
+        eprintln!("warning: only {} instances pass the rules (asked for {n})", selection.passed);
     }
+    let selection = selection.require_some()?;
+    let (passing, passed, rejected) = (selection.selected, selection.passed, selection.rejected);
     let wanted = &rules.categories;
 
     let out = OutputDir::create(&args.output, args.force)?;

@@ -149,7 +149,9 @@ pub fn load_data(
     modality: Option<FeatureKind>,
     max_tokens: usize,
 ) -> anyhow::Result<SeqData> {
-    Ok(SeqData::load(instances, features.load(std::iter::empty())?, modality, max_tokens)?)
+    let file = stepwise_score::predictions::instances_file(instances);
+    let insts = stepwise_score::predictions::read_instances(instances)?;
+    Ok(SeqData::new(file, insts, features.load(std::iter::empty())?, modality, max_tokens)?)
 }
 
 fn objectives(list: &str) -> anyhow::Result<Vec<Objective>> {

@@ -1,9 +1,9 @@
 //! The data a sequencer trains and predicts on: the instances of a file, the features they are read with and
 //! each instance's model input, with the instances left out for lack of vectors.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use stepwise_core::sequencing::{INSTANCES_JSONL, SequencingInstance};
+use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Error, Result};
 
 use crate::item_features::FeatureKind;
@@ -65,16 +65,15 @@ impl SeqData {
 }
 
 impl SeqData {
-    /// Read the instances at `instances` (a file or its folder) and make their inputs from `features` in `modality`
-    /// (default: what the features give); items without vectors leave their instance out (counted, with examples).
-    pub fn load(
-        instances: &Path,
+    /// The instances read from `file` with their inputs made from `features` in `modality` (default: what the
+    /// features give); items without vectors leave their instance out (counted, with examples).
+    pub fn new(
+        file: PathBuf,
+        insts: Vec<SequencingInstance>,
         mut features: ModelFeatures,
         modality: Option<FeatureKind>,
         max_tokens: usize,
     ) -> Result<SeqData> {
-        let file = if instances.is_dir() { instances.join(INSTANCES_JSONL) } else { instances.to_path_buf() };
-        let insts = stepwise_score::predictions::read_instances(instances)?;
         if let Some(id) = features.patches_identity.clone() {
             features.identities.push(id);
         }

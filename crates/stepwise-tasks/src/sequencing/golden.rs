@@ -66,8 +66,8 @@ pub struct GoldenSelection<'a> {
 pub type Supports<'f> = &'f dyn Fn(&SequencingInstance) -> Result<(f64, f64)>;
 
 /// Apply `rules` to `instances`; `procedures` gives categories and image counts (image counts fall back to the
-/// items' own images), `supports` the path supports when `rules.complementary` is set. No instance passing is an
-/// error naming the rejections.
+/// items' own images), `supports` the path supports when `rules.complementary` is set. The selection may be
+/// empty ([`GoldenSelection::require_some`]).
 pub fn select<'a>(
     instances: &'a [SequencingInstance],
     procedures: &'a ProcedureInfo,
@@ -125,13 +125,20 @@ pub fn select<'a>(
         passing.truncate(n);
         passing.sort_by_key(|(k, _)| *k);
     }
-    if passing.is_empty() {
-        return Err(Error::bad_input(format!(
-            "no instance passes the rules (rejected: {})",
-            rejected.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
-        )));
-    }
     Ok(GoldenSelection { selected: passing, passed, rejected })
+}
+
+impl GoldenSelection<'_> {
+    /// The selection, or an error naming the rejections when no instance passed.
+    pub fn require_some(self) -> Result<Self> {
+        if self.selected.is_empty() {
+            return Err(Error::bad_input(format!(
+                "no instance passes the rules (rejected: {})",
+                self.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(self)
+    }
 }
 
 #[cfg(test)]
@@ -209,7 +216,8 @@ mod tests {
         let s = select(&instances, &procedures, &r, Some(&supports)).unwrap();
         assert_eq!(s.selected.len(), 1);
         assert_eq!((s.selected[0].1.image_support, s.selected[0].1.text_support), (Some(0.9), Some(0.4)));
-        let none = select(&instances, &procedures, &GoldenRules { split: "val".into(), ..rules() }, None);
-        assert_eq!(none.unwrap_err().to_string(), "no instance passes the rules (rejected: split 2)");
+        let none = select(&instances, &procedures, &GoldenRules { split: "val".into(), ..rules() }, None).unwrap();
+        assert_eq!((none.selected.len(), none.passed), (0, 0));
+        assert_eq!(none.require_some().unwrap_err().to_string(), "no instance passes the rules (rejected: split 2)");
     }
 }

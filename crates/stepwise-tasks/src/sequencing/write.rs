@@ -9,7 +9,7 @@ use stepwise_core::json::{to_canonical_string, write_canonical};
 use stepwise_core::output::{OutputDir, write_file_atomic};
 use stepwise_core::parquet::{Column, write_table};
 use stepwise_core::sequencing::{INSTANCES_JSONL, INSTANCES_PARQUET, SequencingInstance};
-use stepwise_core::{Manifest, Result};
+use stepwise_core::{Manifest, Result, TaskFamily};
 
 use super::{Generated, SequencingConfig, Windows};
 
@@ -59,7 +59,7 @@ pub fn write_instances_dir(
     if cfg.blind_inputs {
         super::blind::write_inputs_jsonl(&out.path().join(super::blind::INPUTS_JSONL), &generated.instances, cfg.seed)?;
     }
-    let mut m = Manifest::new("sequencing").with_seed(cfg.seed);
+    let mut m = Manifest::new(TaskFamily::Sequencing.manifest_kind()).with_seed(cfg.seed);
     let files: Vec<PathBuf> = inputs.iter().map(|p| stepwise_core::Corpus::procedures_file(p)).collect();
     m.add_inputs(&files)?;
     let st = &generated.stats;

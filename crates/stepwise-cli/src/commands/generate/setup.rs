@@ -16,6 +16,7 @@ use stepwise_tasks::{ClozeField, GenerateConfig, QuestionsPerProcedure};
 
 use crate::cli_util::feature_error;
 use crate::usage_bail;
+
 /// Options shared by `generate` and `sweep`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenOptions {

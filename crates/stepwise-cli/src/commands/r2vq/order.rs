@@ -54,7 +54,7 @@ pub(super) fn run_order(a: OrderArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir).map_err(|e| stepwise_core::Error::io(&dir, e))?;
         write_instances_jsonl(&dir.join(INSTANCES_JSONL), instances)?;
         write_instances_parquet(&dir.join(INSTANCES_PARQUET), instances)?;
-        let mut m = Manifest::new("sequencing").with_seed(a.seed);
+        let mut m = Manifest::new(stepwise_core::TaskFamily::Sequencing.manifest_kind()).with_seed(a.seed);
         m.add_inputs(std::slice::from_ref(&a.input))?;
         m.count("instances", instances.len() as u64);
         for (split, n) in per_split(instances) {
