@@ -223,7 +223,7 @@ pub fn embed_items(
     };
     let entry = find(&opts.encoder).ok_or_else(|| unknown_encoder(&opts.encoder))?;
     if let Some(it) = items.iter().find(|it| it.content.modality() != entry.modality) {
-        return Err(usage(format!(
+        return Err(FeatureError::usage(format!(
             "encoder `{}` reads {:?} inputs; item {:?} is {:?}",
             entry.name,
             entry.modality,
@@ -239,7 +239,7 @@ pub fn embed_items(
         // Empty, or holding only the `.work/` of a run killed before it wrote its run file: nothing to lose.
         let empty = std::fs::read_dir(dir).map(|d| d.flatten().all(|e| e.file_name() == WORK_DIR)).unwrap_or(false);
         if !empty {
-            return Err(usage(format!(
+            return Err(FeatureError::usage(format!(
                 "{}: exists and is not a feature store; choose another folder, or pass --force to replace it",
                 dir.display()
             )));
@@ -486,9 +486,11 @@ fn row_kind(encoder: &str, opts: &EmbedOptions) -> Result<Option<(RowKind, &'sta
     Ok(match (opts.tokens, opts.patches) {
         (None, None) => None,
         (Some(_), Some(_)) => {
-            return Err(usage("--tokens (text encoders) and --patches (image encoders) cannot be combined".into()));
+            return Err(FeatureError::usage(
+                "--tokens (text encoders) and --patches (image encoders) cannot be combined",
+            ));
         }
-        (Some(0), None) => return Err(usage("--max-tokens must be at least 1".to_string())),
+        (Some(0), None) => return Err(FeatureError::usage("--max-tokens must be at least 1")),
         (Some(cap), None) => Some((RowKind::Tokens(cap), crate::tokens::token_output(encoder)?)),
         (None, Some(grid)) => Some((RowKind::Patches(grid), patch_output(encoder, grid)?)),
     })
@@ -1081,11 +1083,7 @@ fn check_config(
 
 fn unknown_encoder(name: &str) -> FeatureError {
     let names: Vec<&str> = crate::registry::list().iter().map(|e| e.name).collect();
-    usage(format!("unknown encoder `{name}` (available: {})", names.join(", ")))
-}
-
-pub(crate) fn usage(msg: String) -> FeatureError {
-    FeatureError::Core(Error::usage(msg))
+    FeatureError::usage(format!("unknown encoder `{name}` (available: {})", names.join(", ")))
 }
 
 /// The modality an encoder reads, for callers choosing items.

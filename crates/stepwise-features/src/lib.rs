@@ -71,6 +71,11 @@ pub enum FeatureError {
 }
 
 impl FeatureError {
+    /// A usage error (exit code 2): an option or input the user can fix.
+    pub fn usage(message: impl Into<String>) -> Self {
+        FeatureError::Core(stepwise_core::Error::usage(message))
+    }
+
     /// CLI exit code: 2 for missing models, mismatches and empty results (the user can fix them), else as the core
     /// error.
     pub fn exit_code(&self) -> i32 {

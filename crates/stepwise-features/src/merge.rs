@@ -15,7 +15,7 @@ use stepwise_core::output::read_tree;
 use stepwise_core::shard::check_complete;
 
 use crate::FeatureError;
-use crate::embed::{RowKind, RowOutput, RowSource, usage, write_store};
+use crate::embed::{RowKind, RowOutput, RowSource, write_store};
 use crate::rows::{ItemRows, RowSlice, bad};
 use crate::store::{FeatureStore, MODEL_DIR, StoreMeta, read_failures};
 
@@ -32,7 +32,7 @@ pub struct MergeReport {
 /// Merge the shard stores `parts` (any order) into a new store at `out` (replaced only with `force`).
 pub fn merge_stores(parts: &[PathBuf], out: &Path, force: bool) -> Result<MergeReport, FeatureError> {
     if out.exists() && !force && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        return Err(usage(format!(
+        return Err(FeatureError::usage(format!(
             "{}: output exists; choose another path or pass --force to replace it",
             out.display()
         )));

@@ -22,7 +22,6 @@ use std::ops::{Deref, Range};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use stepwise_core::Error;
 
 use crate::rows::{ItemRows, RowSlice, open_rows_file, write_rows_file};
 use crate::store::FeatureStore;
@@ -67,13 +66,13 @@ pub const PATCH_ORDER: &str =
 pub fn patch_output(encoder: &str, grid: usize) -> Result<&'static str, FeatureError> {
     let Some(spec) = registry::find(encoder).and_then(|e| e.patches) else {
         let with: Vec<&str> = registry::list().iter().filter(|e| e.patches.is_some()).map(|e| e.name).collect();
-        return Err(usage(format!(
+        return Err(FeatureError::usage(format!(
             "encoder `{encoder}` has no patch output; --patches works with: {}",
             with.join(", ")
         )));
     };
     if grid == 0 || grid > spec.max_grid {
-        return Err(usage(format!(
+        return Err(FeatureError::usage(format!(
             "--grid {grid}: must be from 1 to {} for `{encoder}` (its native grid is {}x{})",
             spec.max_grid, spec.max_grid, spec.max_grid
         )));
@@ -177,10 +176,6 @@ pub(crate) fn write_patch_file(
 ) -> Result<(), FeatureError> {
     debug_assert!(items.iter().all(|v| v.len() == grid * grid * dim), "every item has grid² patches");
     write_rows_file(&dir.join(PATCHES_FILE), &[items.len(), grid * grid, dim], items)
-}
-
-fn usage(msg: String) -> FeatureError {
-    FeatureError::Core(Error::usage(msg))
 }
 
 #[cfg(test)]

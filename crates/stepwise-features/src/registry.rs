@@ -66,7 +66,9 @@ impl EncoderContext {
         for key in self.options.keys() {
             if !allowed.contains(&key.as_str()) {
                 let accepted = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
-                return Err(usage(format!("encoder `{encoder}` has no option `{key}` (accepted: {accepted})")));
+                return Err(FeatureError::usage(format!(
+                    "encoder `{encoder}` has no option `{key}` (accepted: {accepted})"
+                )));
             }
         }
         Ok(())
@@ -77,7 +79,10 @@ impl EncoderContext {
         match self.options.get(key) {
             None => Ok(default),
             Some(v) => v.parse::<T>().map_err(|_| {
-                usage(format!("encoder `{encoder}`: option `{key}={v}` is not a valid {}", std::any::type_name::<T>()))
+                FeatureError::usage(format!(
+                    "encoder `{encoder}`: option `{key}={v}` is not a valid {}",
+                    std::any::type_name::<T>()
+                ))
             }),
         }
     }
@@ -230,13 +235,9 @@ pub fn find(name: &str) -> Option<&'static EncoderEntry> {
 pub fn build_encoder(name: &str, ctx: &EncoderContext) -> Result<Box<dyn Encoder>, FeatureError> {
     let entry = find(name).ok_or_else(|| {
         let names: Vec<&str> = ENCODERS.iter().map(|e| e.name).collect();
-        usage(format!("unknown encoder `{name}` (available: {})", names.join(", ")))
+        FeatureError::usage(format!("unknown encoder `{name}` (available: {})", names.join(", ")))
     })?;
     (entry.build)(ctx)
-}
-
-fn usage(msg: String) -> FeatureError {
-    FeatureError::Core(stepwise_core::Error::usage(msg))
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use stepwise_core::Error;
 use stepwise_core::manifest::InputHash;
 
 use crate::embed::{EmbedOptions, embed_items, encode_images};
@@ -14,10 +13,6 @@ use crate::items::{ItemContent, ItemSpec, image_id};
 use crate::registry::EncoderContext;
 use crate::store::{FAILURES_FILE, IDS_FILE, META_FILE};
 use crate::{FeatureError, FeatureStore, Modality, Vectors};
-
-fn usage(message: String) -> FeatureError {
-    FeatureError::Core(Error::usage(message))
-}
 
 /// Opened feature stores, loaded into memory on demand.
 #[derive(Default)]
@@ -31,7 +26,7 @@ impl LoadedStores {
     /// so questions and audits made from it would silently miss the rest.
     pub fn add(&mut self, path: &Path, store: FeatureStore) -> Result<(), FeatureError> {
         if let Some(part) = &store.meta().shard {
-            return Err(usage(format!(
+            return Err(FeatureError::usage(format!(
                 "{}: shard {} of a sharded embedding, not a whole store; join the parts with `stepwise features \
                  merge` first",
                 path.display(),
@@ -51,7 +46,7 @@ impl LoadedStores {
     /// says what to embed, or that the store of the right kind holds nothing.
     pub fn holding(&self, prefix: &str, needed_by: &str) -> Result<usize, FeatureError> {
         if self.stores.is_empty() {
-            return Err(usage(format!(
+            return Err(FeatureError::usage(format!(
                 "--features is required for {needed_by}: embed the corpus with `stepwise embed` first"
             )));
         }
@@ -63,7 +58,7 @@ impl LoadedStores {
         // A store of the right kind that holds nothing: say so instead of asking for what the user already did.
         if let Some((path, store)) = self.stores.iter().find(|(_, s)| s.info().modality == modality && s.is_empty()) {
             let failures = store.failures().map(|f| f.len()).unwrap_or(0);
-            return Err(usage(format!(
+            return Err(FeatureError::usage(format!(
                 "{}: the `{}` store holds no vectors ({failures} inputs failed to encode; see {}), so {needed_by} has \
                  no {} to work with",
                 path.display(),
@@ -72,7 +67,7 @@ impl LoadedStores {
                 if modality == Modality::Image { "images" } else { "texts" }
             )));
         }
-        Err(usage(format!(
+        Err(FeatureError::usage(format!(
             "none of the --features stores has `{prefix}` items, which {needed_by} needs; embed the corpus with {kind} \
              encoder"
         )))
@@ -117,7 +112,7 @@ pub fn load_pool(
         if let Some(main) = image_store.map(FeatureStore::info)
             && s.info() != main
         {
-            return Err(usage(format!(
+            return Err(FeatureError::usage(format!(
                 "{}: the distractor pool was embedded with `{}` ({}-d) but the features with `{}` ({}-d); embed both \
                  with the same encoder",
                 path.display(),
@@ -130,16 +125,22 @@ pub fn load_pool(
         return s.load();
     }
     if !path.is_dir() {
-        return Err(usage(format!("--distractor-pool {}: not a feature store or a folder of images", path.display())));
+        return Err(FeatureError::usage(format!(
+            "--distractor-pool {}: not a feature store or a folder of images",
+            path.display()
+        )));
     }
     let Some(main) = image_store else {
-        return Err(usage(
+        return Err(FeatureError::usage(
             "--distractor-pool with a folder of images needs an image feature store in --features".to_string(),
         ));
     };
     let files = image_files(path)?;
     if files.is_empty() {
-        return Err(usage(format!("--distractor-pool {}: no .jpg/.jpeg/.png images found", path.display())));
+        return Err(FeatureError::usage(format!(
+            "--distractor-pool {}: no .jpg/.jpeg/.png images found",
+            path.display()
+        )));
     }
     let source = FsImageSource::new(path);
     let ctx = EncoderContext {

@@ -27,7 +27,6 @@ use std::path::Path;
 
 use half::f16;
 use serde::{Deserialize, Serialize};
-use stepwise_core::Error;
 
 use crate::encoder::Vocabulary;
 use crate::rows::{ItemRows, RowSlice, bad, open_rows_file, write_rows_file};
@@ -72,10 +71,10 @@ pub fn token_output(encoder: &str) -> Result<&'static str, FeatureError> {
         return Ok(t);
     }
     let with: Vec<&str> = registry::list().iter().filter(|e| e.tokens.is_some()).map(|e| e.name).collect();
-    Err(FeatureError::Core(Error::usage(format!(
+    Err(FeatureError::usage(format!(
         "encoder `{encoder}` has no per-token output; --tokens works with: {}",
         with.join(", ")
-    ))))
+    )))
 }
 
 /// Per-token vectors of items (rows `offsets[i]..offsets[i+1]` of the token matrix belong to item i) and, when the

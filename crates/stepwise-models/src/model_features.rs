@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
+use stepwise_core::Question;
 use stepwise_core::manifest::InputHash;
-use stepwise_core::{Error, Question};
 use stepwise_features::items::str_id;
 use stepwise_features::registry::{self, EncoderContext};
 use stepwise_features::store::encode_strings;
@@ -17,10 +17,6 @@ use crate::m3c::FeatureSources;
 use crate::m3c::inputs::strings_needed;
 use crate::m3c::saved::FeatureIdentity;
 use crate::question_vectors::FeatureResolver;
-
-fn usage(message: String) -> FeatureError {
-    FeatureError::Core(Error::usage(message))
-}
 
 /// What else the features are made of, beside the opened stores.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +80,7 @@ impl ModelFeatures {
                 Modality::Image => &mut image_i,
             };
             if slot.is_some() {
-                return Err(usage(format!(
+                return Err(FeatureError::usage(format!(
                     "two {} feature stores given ({}); pass one text and/or one image store",
                     if store.info().modality == Modality::Text { "text" } else { "image" },
                     path.display()
@@ -109,7 +105,7 @@ impl ModelFeatures {
         let image = match (image_i.map(|i| loaded.get(i)), pool) {
             (Some(a), Some(p)) => Some(concat(a, &p)?),
             (Some(a), None) => Some(a.clone()),
-            (None, Some(_)) => return Err(usage("--distractor-pool needs an image store in --features".into())),
+            (None, Some(_)) => return Err(FeatureError::usage("--distractor-pool needs an image store in --features")),
             (None, None) => None,
         };
         let text = text_i.map(|i| loaded.get(i).clone());
@@ -149,7 +145,7 @@ impl ModelFeatures {
                 let ctx = EncoderContext { models_dir: args.models.to_path_buf(), ..Default::default() };
                 let enc = registry::build_encoder(name, &ctx)?;
                 if enc.info().modality != Modality::Text {
-                    return Err(usage(format!("--text-encoder {name}: not a text encoder")));
+                    return Err(FeatureError::usage(format!("--text-encoder {name}: not a text encoder")));
                 }
                 let info = enc.info().clone();
                 let id = FeatureIdentity {
@@ -213,7 +209,7 @@ pub fn identity(role: &str, store: &FeatureStore) -> FeatureIdentity {
 /// Rows of `a` then rows of `b` (same dimension).
 pub fn concat(a: &Vectors, b: &Vectors) -> Result<Vectors, FeatureError> {
     if a.dim != b.dim {
-        return Err(usage(format!(
+        return Err(FeatureError::usage(format!(
             "the distractor pool's vectors ({}-d) do not match the image features ({}-d)",
             b.dim, a.dim
         )));

@@ -100,7 +100,7 @@ impl W2vModel {
     /// Train on `texts` (each text is one sentence).
     pub fn train(texts: &[String], mut config: W2vConfig) -> Result<Self, FeatureError> {
         if config.dim == 0 || config.window == 0 {
-            return Err(usage("w2v: dim and window must be at least 1"));
+            return Err(FeatureError::usage("w2v: dim and window must be at least 1"));
         }
         let tokenized: Vec<Vec<String>> = texts.par_iter().map(|t| tokenize(t)).collect();
         let mut freq: HashMap<&str, u64> = HashMap::new();
@@ -511,10 +511,6 @@ fn save(m: &W2vModel, dir: &Path) -> Result<(), FeatureError> {
     let text = serde_json::to_string(&saved).expect("w2v config serializes");
     stepwise_core::output::write_string_atomic(&dir.join(CONFIG_FILE), &text)?;
     Ok(())
-}
-
-fn usage(msg: &str) -> FeatureError {
-    FeatureError::Core(stepwise_core::Error::usage(msg.to_string()))
 }
 
 #[cfg(test)]

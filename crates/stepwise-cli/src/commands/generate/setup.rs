@@ -8,7 +8,7 @@ use anyhow::Context;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::OutputDir;
 use stepwise_core::split::SplitFractions;
-use stepwise_core::{Corpus, Task, TaskSelection};
+use stepwise_core::{Corpus, Task, TaskFamily, TaskSelection};
 use stepwise_features::registry::DEFAULT_MODELS_DIR;
 use stepwise_features::stores::{LoadedStores, load_pool};
 use stepwise_features::{FeatureStore, Metric, Vectors};
@@ -163,12 +163,15 @@ pub fn parse_split(s: &str) -> anyhow::Result<SplitFractions> {
 pub fn parse_tasks(raw: &[String]) -> anyhow::Result<Vec<Task>> {
     match TaskSelection::parse(raw) {
         Ok(TaskSelection::RecipeQa(tasks)) => Ok(tasks),
-        Ok(other @ (TaskSelection::Sequencing | TaskSelection::R2vq)) => {
-            let family = if other == TaskSelection::Sequencing { "sequencing" } else { "r2vq" };
-            usage_bail!("--task {family} is made by `stepwise generate --task {family}`, not here")
-        }
+        Ok(TaskSelection::Sequencing) => not_here(TaskFamily::Sequencing),
+        Ok(TaskSelection::R2vq) => not_here(TaskFamily::R2vq),
         Err(e) => usage_bail!("{e}"),
     }
+}
+
+/// The usage error for a family that only `stepwise generate` makes.
+fn not_here(family: TaskFamily) -> anyhow::Result<Vec<Task>> {
+    usage_bail!("--task {family} is made by `stepwise generate --task {family}`, not here")
 }
 
 /// Open the `--features` stores (loaded later, on demand).
