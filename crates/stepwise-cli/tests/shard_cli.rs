@@ -217,3 +217,20 @@ fn a_merged_suite_keeps_task_sets_only_an_alias_setting_asked_for() {
     ok(&["-q", "sweep", "--merge", "p0", "p1", "-o", "merged"], d);
     assert_same_tree(&d.join("single"), &d.join("merged"));
 }
+
+#[test]
+fn sweep_refuses_the_families_only_generate_makes_and_writes_nothing() {
+    let td = tempfile::tempdir().unwrap();
+    let d = td.path();
+    world(d);
+    for family in ["sequencing", "r2vq"] {
+        let err = fails(&["sweep", "world", "--task", family, "-o", "suite"], d);
+        assert!(
+            err.contains(&format!("--task {family} is made by `stepwise generate --task {family}`, not here")),
+            "{err}"
+        );
+        assert!(!d.join("suite").exists(), "sweep --task {family} left an output folder");
+    }
+    let err = fails(&["sweep", "world", "--task", "cloze", "-o", "suite"], d);
+    assert!(err.contains("unknown task \"cloze\" (textual_cloze, visual_cloze, visual_coherence, visual_ordering, all, sequencing, r2vq)"), "{err}");
+}
