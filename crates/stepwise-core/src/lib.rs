@@ -46,4 +46,4 @@ pub use procedure::{Procedure, ProcedureAnnotations, Step, StepAnnotations};
 pub use provenance::QuestionProvenance;
 pub use sequencing::{OrderPrediction, SequencingInstance};
 pub use split::Split;
-pub use taskset::{Choice, Question, Task, TaskSet};
+pub use taskset::{Choice, ItemModality, Question, Task, TaskSet, TaskShape};

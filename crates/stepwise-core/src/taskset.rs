@@ -53,6 +53,24 @@ impl Task {
         Task::ALL.map(Task::as_str).join(", ")
     }
 
+    /// What the task's questions and choices are made of: titles (textual cloze) or step images.
+    pub fn item_modality(self) -> ItemModality {
+        match self {
+            Task::TextualCloze => ItemModality::Text,
+            Task::VisualCloze | Task::VisualCoherence | Task::VisualOrdering => ItemModality::Image,
+        }
+    }
+
+    /// What a question asks for: one missing item among candidates (cloze), the one item that does not belong
+    /// among those shown (coherence), or the order of the shown items (ordering).
+    pub fn shape(self) -> TaskShape {
+        match self {
+            Task::TextualCloze | Task::VisualCloze => TaskShape::Cloze,
+            Task::VisualCoherence => TaskShape::OddOneOut,
+            Task::VisualOrdering => TaskShape::Ordering,
+        }
+    }
+
     /// The `qid` prefix RecipeQA uses for the task (1000, 2000, 3000, 4000).
     pub fn qid_prefix(self) -> u32 {
         match self {
@@ -62,6 +80,24 @@ impl Task {
             Task::VisualOrdering => 4000,
         }
     }
+}
+
+/// Whether an item is an image or a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ItemModality {
+    Image,
+    Text,
+}
+
+/// The structure of a RecipeQA question type ([`Task::shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskShape {
+    /// A missing item chosen among candidates (textual and visual cloze).
+    Cloze,
+    /// The shown item that does not belong (visual coherence): its negative is an item put among the shown ones.
+    OddOneOut,
+    /// The correct order of the shown items (visual ordering): its negatives are wrong orders.
+    Ordering,
 }
 
 impl std::fmt::Display for Task {

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use stepwise_core::taskset::PLACEHOLDER;
-use stepwise_core::{Question, Task, TaskSet};
+use stepwise_core::{Question, Task, TaskSet, TaskShape};
 use stepwise_features::Metric;
 use stepwise_features::knn::{distance, dot};
 use stepwise_models::hasty;
@@ -257,7 +257,7 @@ fn audit_task(
         };
         hasty_correct.push(f64::from(pick == q.answer));
         vec_clusters.push(proc_ids[qi]);
-        let ext = if task == Task::VisualCoherence { argmax(&d) } else { argmin(&d) };
+        let ext = if task.shape() == TaskShape::OddOneOut { argmax(&d) } else { argmin(&d) };
         extreme += usize::from(ext == q.answer);
         for (c, &x) in d.iter().enumerate() {
             if c == q.answer { correct_d.push(x) } else { incorrect_d.push(x) }

@@ -9,6 +9,7 @@
 //! - [`pairwise`]: the pairwise order classifier (candle) — trained on pairs, decoded by topological sort
 //! - [`topo_decode`]: topological-sort decoding of pairwise probabilities, breaking cycles
 //! - [`sequencer`]: running a baseline over an instances file (split or cross-validation)
+//! - [`sequencer_table`]: the paper-style baselines table — every baseline on every feature view, scored
 //! - [`seq`]: the sequencing paper's models — multimodal step encoder, BERSON-style decoder, pretraining
 //! - [`order_evidence`]: training-free order evidence of a modality's features (golden-set selection)
 //!
@@ -51,6 +52,7 @@ pub mod r2vq_text;
 pub mod random_order;
 pub mod seq;
 pub mod sequencer;
+pub mod sequencer_table;
 pub mod sequencing_features;
 pub mod text_position;
 pub mod topo_decode;

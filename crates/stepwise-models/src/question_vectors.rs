@@ -10,12 +10,7 @@ use stepwise_core::{Choice, Question, Task};
 use stepwise_features::Vectors;
 use stepwise_features::items::str_id;
 
-/// Whether an item is an image or a text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ItemModality {
-    Image,
-    Text,
-}
+pub use stepwise_core::ItemModality;
 
 /// Looks up item vectors; `None` when the item has no vector.
 pub trait ItemResolver: Sync {
@@ -89,7 +84,7 @@ pub enum QuestionVectors<'r> {
 /// Resolve every item of `q`; the error names the first item without a vector.
 pub fn question_vectors<'r>(q: &Question, task: Task, r: &'r dyn ItemResolver) -> Result<QuestionVectors<'r>, String> {
     let prov = q.provenance();
-    let modality = if task == Task::TextualCloze { ItemModality::Text } else { ItemModality::Image };
+    let modality = task.item_modality();
     let get = |hint: Option<&str>, shown: &str| -> Result<&'r [f32], String> {
         r.resolve(hint, shown, modality).ok_or_else(|| {
             let what = hint.unwrap_or(shown);

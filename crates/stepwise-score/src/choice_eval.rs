@@ -1,17 +1,19 @@
 //! Scoring multiple-choice predictions against one or more task sets, wherever the predictions are: one file for
 //! one set, a folder with a file per set, or one JSONL file whose qids are routed to the sets they belong to
 //! (predictions matching no set are counted; the file is refused when too few match). With a split, only that
-//! split's questions are scored and the predictions for the others set aside.
+//! split's questions are scored and the predictions for the others set aside. Also what `eval`'s targets are:
+//! task sets or sequencing instances ([`resolve_targets`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
+use stepwise_core::taskset::{QUESTIONS_JSON, tasksets_under};
 use stepwise_core::{Error, Result, TaskSet};
 
 use crate::accuracy::{self, ChoiceSetReport, MatchOptions, QuestionResult, ScoreOptions};
 use crate::bootstrap::BootstrapConfig;
-use crate::predictions::{self, ChoiceFormat, ChoiceRecord};
+use crate::predictions::{self, ChoiceFormat, ChoiceRecord, instances_file};
 
 /// One task set to score.
 #[derive(Debug, Clone)]
@@ -20,6 +22,58 @@ pub struct ChoiceSet {
     pub name: String,
     /// The questions file.
     pub file: PathBuf,
+}
+
+/// What `stepwise eval` was asked to score, found from its targets: task sets (files, folders, suites), or one
+/// sequencing instances file or folder.
+#[derive(Debug)]
+pub enum EvalTargets {
+    Choice(Vec<ChoiceSet>),
+    Sequencing(PathBuf),
+}
+
+/// Classify `paths`: a `.jsonl` file or a folder with `instances.jsonl` is sequencing instances; another file, a
+/// folder with `questions.json`, or a suite (task sets under it) is multiple choice. Mixing the two, several
+/// sequencing targets, or a path that is none of these is a usage error naming it.
+pub fn resolve_targets(paths: &[PathBuf]) -> Result<EvalTargets> {
+    let mut sets = Vec::new();
+    let mut sequencing = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            return Err(Error::usage(format!("{}: no such file or folder", p.display())));
+        }
+        if p.is_file() {
+            if p.extension().is_some_and(|e| e == "jsonl") {
+                sequencing.push(p.clone());
+            } else {
+                sets.push(ChoiceSet { name: p.display().to_string(), file: p.clone() });
+            }
+        } else if p.join(QUESTIONS_JSON).is_file() {
+            sets.push(ChoiceSet { name: p.display().to_string(), file: p.join(QUESTIONS_JSON) });
+        } else if instances_file(p).is_file() {
+            sequencing.push(p.clone());
+        } else {
+            let found = tasksets_under(p)?;
+            if found.is_empty() {
+                return Err(Error::usage(format!(
+                    "{}: not a task set (no {QUESTIONS_JSON}), a sequencing folder (no instances.jsonl) or a suite \
+                     (no subfolder with {QUESTIONS_JSON})",
+                    p.display()
+                )));
+            }
+            let single = paths.len() == 1;
+            for (rel, file) in found {
+                let name = if single { rel } else { format!("{}/{rel}", p.display()) };
+                sets.push(ChoiceSet { name, file });
+            }
+        }
+    }
+    match (sets.is_empty(), sequencing.len()) {
+        (false, 0) => Ok(EvalTargets::Choice(sets)),
+        (true, 1) => Ok(EvalTargets::Sequencing(sequencing.remove(0))),
+        (true, _) => Err(Error::usage("give one sequencing instances file or folder at a time")),
+        (false, _) => Err(Error::usage("give either task sets or sequencing instances, not both")),
+    }
 }
 
 /// How to score.

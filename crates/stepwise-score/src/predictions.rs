@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stepwise_core::json::{Obj, for_each_jsonl, kind, parse_json, parse_jsonl, read_text};
-use stepwise_core::sequencing::{INSTANCES_JSONL, SequencingInstance};
+use stepwise_core::sequencing::{INSTANCES_JSONL, OrderPrediction, SequencingInstance};
 use stepwise_core::{Error, Location, Result, TaskSet};
 
 use crate::sequence_metrics::check_permutation;
@@ -226,6 +226,23 @@ impl OrderRecord {
             })
             .collect()
     }
+}
+
+/// Write order predictions atomically, one `{"id", "order"}` line each (keys sorted, compact), with
+/// `"model": model` on every line when given (so that files from several models can be concatenated and scored
+/// by model).
+pub fn write_order_predictions(path: &Path, predictions: &[OrderPrediction], model: Option<&str>) -> Result<()> {
+    stepwise_core::output::write_file_atomic(path, |w| {
+        for p in predictions {
+            let mut line = serde_json::json!({"id": p.id, "order": p.order});
+            if let Some(m) = model {
+                line["model"] = Value::from(m);
+            }
+            stepwise_core::json::write_canonical(w, &line)?;
+            std::io::Write::write_all(w, b"\n")?;
+        }
+        Ok(())
+    })
 }
 
 /// Read order predictions (`{"id", "order"}` per line), streaming (large files are not held in memory as

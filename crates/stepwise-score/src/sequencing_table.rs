@@ -256,6 +256,46 @@ pub struct SeedRow {
     pub versus: Option<(String, Value)>,
 }
 
+/// A method's line in both the results table and the seeds table, from its predictions under every seed:
+/// values are means over the seeds ([`score_seeds`]); `versus` is the reference the seeds line compares with
+/// (its name and its predictions under the same seeds), paired over sequences in multi-reference PMR.
+#[allow(clippy::too_many_arguments)]
+pub fn seeded_rows(
+    dataset: &str,
+    method: &str,
+    features: &str,
+    instances: &[SequencingInstance],
+    runs: &[Vec<OrderPrediction>],
+    seeds: &[u64],
+    versus: Option<(String, &[Vec<OrderPrediction>])>,
+    split: Option<&str>,
+    seed: u64,
+) -> stepwise_core::Result<(Row, SeedRow)> {
+    let (n, multi_reference, single, multi, spread) = score_seeds(instances, runs, seeds, split, seed)?;
+    let versus = match versus {
+        Some((name, base)) => Some((name, paired_difference(instances, runs, base, Metric::Pmr, split, seed)?)),
+        None => None,
+    };
+    let seeds_row = SeedRow {
+        method: method.into(),
+        features: features.into(),
+        sequences: n,
+        pmr: multi[Metric::Pmr.name()],
+        spread,
+        versus,
+    };
+    let row = Row {
+        dataset: dataset.into(),
+        method: method.into(),
+        features: features.into(),
+        sequences: n,
+        multi_reference,
+        single,
+        multi,
+    };
+    Ok((row, seeds_row))
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}", v * 100.0)
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use stepwise_core::Task;
+use stepwise_core::{Task, TaskShape};
 use stepwise_features::Metric;
 
 /// A Meta-RecipeQA control-knob setting (k1, k2, k3) ∈ {0,1}³ (Meta-RecipeQA §3.2, appendix B).
@@ -87,7 +87,7 @@ impl Mode {
     /// ordering task set per (k1, k2).
     pub fn data_mode(self, task: Task) -> Mode {
         match self {
-            Mode::Knobs(k) if task == Task::VisualOrdering => Mode::Knobs(KnobSetting { k3: 0, ..k }),
+            Mode::Knobs(k) if task.shape() == TaskShape::Ordering => Mode::Knobs(KnobSetting { k3: 0, ..k }),
             m => m,
         }
     }
@@ -99,7 +99,7 @@ impl Mode {
         match self {
             Mode::RecipeQa => vec![Mode::RecipeQa],
             Mode::Knobs(k) => {
-                let k3s: &[u8] = if task == Task::VisualOrdering { &[0] } else { &[0, 1] };
+                let k3s: &[u8] = if task.shape() == TaskShape::Ordering { &[0] } else { &[0, 1] };
                 let mut out = Vec::with_capacity(4);
                 for k2 in 0..2u8 {
                     for &k3 in k3s {
@@ -387,7 +387,7 @@ impl GenerateConfig {
     /// [`GenerateConfig::validate`] plus what one task needs (ordering: enough distinct orderings).
     pub fn validate_for(&self, task: Task) -> Result<(), String> {
         self.validate()?;
-        if task == Task::VisualOrdering {
+        if task.shape() == TaskShape::Ordering {
             let perms: usize = (1..=self.n_items).product();
             if perms < self.n_choices {
                 return Err(format!(

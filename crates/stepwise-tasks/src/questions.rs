@@ -9,7 +9,7 @@ use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
-use stepwise_core::{Choice, Procedure, Question, Task};
+use stepwise_core::{Choice, Procedure, Question, Task, TaskShape};
 
 use crate::calibrated::{self, RankSet, Unit, rank_range};
 use crate::catalog::{Catalog, ProcEntry};
@@ -198,12 +198,12 @@ impl<'a> Maker<'a> {
 
     /// Negatives per question: one odd image for coherence, `n_choices − 1` otherwise.
     fn negatives(&self) -> usize {
-        if self.task == Task::VisualCoherence { 1 } else { self.cfg.n_choices - 1 }
+        if self.task.shape() == TaskShape::OddOneOut { 1 } else { self.cfg.n_choices - 1 }
     }
 
     /// The positions a distance rank can take: the shown images for coherence, the choices otherwise.
     pub fn rank_positions(&self) -> usize {
-        if self.task == Task::VisualCoherence { self.cfg.n_items } else { self.cfg.n_choices }
+        if self.task.shape() == TaskShape::OddOneOut { self.cfg.n_items } else { self.cfg.n_choices }
     }
 
     /// Calibrated knobs: the choice-only rank the question's draw aims the answer at (the same in every paired
@@ -227,7 +227,7 @@ impl<'a> Maker<'a> {
         shared: &mut Shared<'a>,
     ) -> Result<RankSet, SkipReason> {
         let Mode::Knobs(k) = self.mode else { return Ok(rank_range(0, self.rank_positions() - 1)) };
-        if self.task == Task::VisualOrdering {
+        if self.task.shape() == TaskShape::Ordering {
             return Ok(self.order_sides(view, pq).reachable(self.negatives()));
         }
         let Shared { base, memo, .. } = shared;
@@ -268,7 +268,7 @@ impl<'a> Maker<'a> {
         memo: &mut calibrated::Memo,
     ) -> Sides {
         let unit = Unit::new(self.cat);
-        if self.task == Task::VisualCoherence {
+        if self.task.shape() == TaskShape::OddOneOut {
             let mut by_rank: Vec<Vec<(Cand, f32, Vec<f32>)>> = vec![Vec::new(); self.rank_positions()];
             for &c in region {
                 let (odd, values) = memo.coherence(&unit, &base.items, c.item);
@@ -834,7 +834,7 @@ impl<'a> Maker<'a> {
             .iter()
             .map(|(item, _, is_answer)| {
                 let it = &cat.items[*item as usize];
-                if *is_answer && self.task != Task::VisualCoherence {
+                if *is_answer && self.task.shape() != TaskShape::OddOneOut {
                     json!({"procedure": view.procedure.id, "step": answer_step})
                 } else if it.is_pool() {
                     json!({"pool": true})
@@ -1205,7 +1205,7 @@ mod tests {
             for (task, k2) in [Task::VisualCloze, Task::VisualCoherence].into_iter().flat_map(|t| [(t, 0), (t, 1)]) {
                 let mode = Mode::Knobs(KnobSetting { k1: 0, k2, k3: 1 });
                 let maker = Maker { task, mode, cfg: &cfg, cat: &cat, table: &table };
-                let n = if task == Task::VisualCoherence { 1 } else { cfg.n_choices - 1 };
+                let n = if task.shape() == TaskShape::OddOneOut { 1 } else { cfg.n_choices - 1 };
                 for p in 0..procs {
                     let view = ProcView { index: p, procedure: &procedure, entry: &cat.procs[p], split: None };
                     for slot in 0..3 {

@@ -8,21 +8,22 @@
 //! - `stepwise baseline --merge DIR1 DIR2 ... -o DIR` joins the results of several datasets into one table.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stepwise_core::json::write_canonical;
-use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
-use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
+use stepwise_core::output::{OutputDir, write_string_atomic};
+use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Manifest, json::to_pretty_sorted};
-use stepwise_models::item_features::FeatureKind;
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::pairwise::net::Classifier;
-use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig, RunOutput};
+use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
+use stepwise_models::sequencer_table::{
+    eval_split, model_label, protocol_note, run_one as run_table_row, table_runs, training_note,
+};
 
 use crate::usage_bail;
 use stepwise_models::sequencing_features::{SequencingFeatures, load_features};
+use stepwise_score::predictions::write_order_predictions;
 use stepwise_score::sequencing_table::{self as table, Results, Row};
 
 /// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
@@ -191,52 +192,6 @@ pub fn run_config(args: &Args, model: ModelKind) -> anyhow::Result<RunConfig> {
     })
 }
 
-fn eval_split(config: &RunConfig) -> Option<&str> {
-    match &config.evaluation {
-        Evaluation::Split(s) => Some(s.as_str()),
-        Evaluation::CrossValidation(_) => None,
-    }
-}
-
-fn write_predictions(path: &std::path::Path, predictions: &[OrderPrediction], model: &str) -> anyhow::Result<()> {
-    write_file_atomic(path, |w| {
-        for p in predictions {
-            let mut line = serde_json::to_value(p).expect("predictions serialize");
-            line["model"] = serde_json::Value::from(model);
-            write_canonical(w, &line)?;
-            w.write_all(b"\n")?;
-        }
-        Ok(())
-    })?;
-    Ok(())
-}
-
-/// A baseline's name with the features it read, as prediction files name it: `pairwise (multimodal)`, `random`.
-fn model_label(model: &str, features: &str) -> String {
-    if features == "-" { model.to_string() } else { format!("{model} ({features})") }
-}
-
-fn training_note(method: &str, features: &str, out: &RunOutput) -> Option<String> {
-    if out.training.is_empty() {
-        return None;
-    }
-    let parts: Vec<String> = out
-        .training
-        .iter()
-        .map(|t| {
-            format!(
-                "{} train / {} val pairs, best epoch {}/{}, val pair accuracy {}",
-                t.train_pairs,
-                t.val_pairs,
-                t.best_epoch,
-                t.epochs_run,
-                t.val_pair_accuracy.map_or("n/a".into(), |a| format!("{:.1}%", a * 100.0))
-            )
-        })
-        .collect();
-    Some(format!("{method} ({features}): {}", parts.join("; ")))
-}
-
 fn run_one(
     args: &Args,
     instances: &[SequencingInstance],
@@ -251,7 +206,7 @@ fn run_one(
     }
     let out = sequencer::run(instances, &loaded.set(), &config)?;
     let kind = if config.model.needs_features() { loaded.set().kind().map_or("-", |k| k.as_str()) } else { "-" };
-    write_predictions(&args.output, &out.predictions, &model_label(config.model.as_str(), kind))?;
+    write_order_predictions(&args.output, &out.predictions, Some(&model_label(config.model.as_str(), kind)))?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
             "{} predictions ({}, features {kind}) → {}",
@@ -282,23 +237,6 @@ fn run_one(
     Ok(())
 }
 
-/// Every (method, feature view) the loaded stores and the instances allow.
-fn table_runs(instances: &[SequencingInstance], loaded: &SequencingFeatures) -> Vec<(ModelKind, Option<FeatureKind>)> {
-    let has_text = instances.iter().any(|i| i.items.iter().any(|it| it.text.is_some() || it.title.is_some()));
-    let kinds: Vec<FeatureKind> =
-        FeatureKind::ALL.into_iter().filter(|k| loaded.set().restrict(*k).is_some()).collect();
-    let mut runs = vec![(ModelKind::Random, None)];
-    if has_text {
-        runs.push((ModelKind::TextPosition, None));
-    }
-    for model in [ModelKind::ImageChain, ModelKind::Pairwise] {
-        for &k in &kinds {
-            runs.push((model, Some(k)));
-        }
-    }
-    runs
-}
-
 /// Where and how a table run writes.
 struct TableOutput {
     dir: PathBuf,
@@ -317,50 +255,27 @@ fn run_table(
     let out_dir = OutputDir::create(&args.dir, args.force)?;
     std::fs::create_dir_all(out_dir.path().join("predictions"))?;
     let mut rows = Vec::new();
-    let mut notes = vec![match &base.evaluation {
-        Evaluation::Split(s) => format!(
-            "{name}: predictions on the `{s}` split; the pairwise model trains on `train`, selects its epoch on `val`"
-        ),
-        Evaluation::CrossValidation(k) => format!(
-            "{name}: {k}-fold cross-validation by procedure (every instance predicted by a model that never saw its procedure)"
-        ),
-    }];
-    for (model, kind) in table_runs(instances, loaded) {
-        let set = match kind {
-            Some(k) => loaded.set().restrict(k).expect("runs only for available views"),
-            None => Default::default(),
-        };
-        let features = kind.map_or("-", |k| k.as_str());
-        let config = RunConfig { model, ..base.clone() };
-        let out =
-            sequencer::run(instances, &set, &config).with_context(|| format!("{} ({features})", model.as_str()))?;
-        let file = match kind {
-            Some(k) => format!("{}-{}.jsonl", model.as_str(), k.as_str()),
-            None => format!("{}.jsonl", model.as_str()),
-        };
-        let label = model_label(model.as_str(), features);
-        write_predictions(&out_dir.path().join("predictions").join(file), &out.predictions, &label)?;
-        let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), args.seed)?;
-        if let Some(note) = training_note(model.as_str(), features, &out) {
-            notes.push(format!("{name}: {note}"));
-        }
+    let mut notes = vec![protocol_note(name, &base.evaluation)];
+    for run in table_runs(instances, loaded) {
+        let done = run_table_row(name, run, instances, loaded, &base, args.seed)
+            .with_context(|| format!("{} ({})", run.model.as_str(), run.features()))?;
+        write_order_predictions(
+            &out_dir.path().join("predictions").join(run.file_name()),
+            &done.predictions,
+            Some(&run.label()),
+        )?;
+        notes.extend(done.note);
         if !stepwise_core::progress::is_quiet() {
             eprintln!(
-                "{name}: {} ({features}): PMR {:.1}%, τ {:.3} over {n} sequences",
-                model.as_str(),
-                single["pmr"].value * 100.0,
-                single["kendall_tau"].value
+                "{name}: {} ({}): PMR {:.1}%, τ {:.3} over {} sequences",
+                run.model.as_str(),
+                run.features(),
+                done.row.single["pmr"].value * 100.0,
+                done.row.single["kendall_tau"].value,
+                done.row.sequences
             );
         }
-        rows.push(Row {
-            dataset: name.to_string(),
-            method: model.as_str().into(),
-            features: features.into(),
-            sequences: n,
-            multi_reference: multi_ref,
-            single,
-            multi,
-        });
+        rows.push(done.row);
     }
     let results = Results { rows, notes };
     write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&results))?;

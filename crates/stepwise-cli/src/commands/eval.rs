@@ -19,10 +19,9 @@ use serde_json::{Value, json};
 use stepwise_core::Manifest;
 use stepwise_core::json::{to_pretty_sorted, write_canonical};
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
-use stepwise_core::taskset::{QUESTIONS_JSON, tasksets_under};
 use stepwise_score::accuracy::{self, MatchOptions, ResampleUnit, ScoreOptions};
 use stepwise_score::bootstrap::BootstrapConfig;
-use stepwise_score::choice_eval::{self, ChoiceEvalOptions, ChoiceSet};
+use stepwise_score::choice_eval::{self, ChoiceEvalOptions, ChoiceSet, EvalTargets};
 use stepwise_score::predictions::{self, ChoiceFormat, instances_file};
 use stepwise_score::sequencing_eval::{self, SequencingOptions};
 
@@ -128,9 +127,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let out = if let Some(gold) = r2vq_target(&args)? {
         eval_r2vq(&args, &gold, &config)?
     } else {
-        match resolve_targets(&args.targets)? {
-            Targets::Choice(sets) => eval_choice(&args, &sets, &config)?,
-            Targets::Sequencing(path) => match &args.agreement {
+        match choice_eval::resolve_targets(&args.targets)? {
+            EvalTargets::Choice(sets) => eval_choice(&args, &sets, &config)?,
+            EvalTargets::Sequencing(path) => match &args.agreement {
                 Some(ann) => {
                     if args.split.is_some()
                         || args.skip_missing
@@ -198,53 +197,6 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
         inputs: vec![gold_path.to_path_buf(), pred_path.clone()],
         counts: vec![("questions", gold.len() as u64), ("missing", scores.overall.missing as u64)],
     })
-}
-
-/// What was evaluated, found from the command-line targets.
-enum Targets {
-    Choice(Vec<ChoiceSet>),
-    Sequencing(PathBuf),
-}
-
-fn resolve_targets(paths: &[PathBuf]) -> anyhow::Result<Targets> {
-    let mut sets = Vec::new();
-    let mut sequencing = Vec::new();
-    for p in paths {
-        if !p.exists() {
-            usage_bail!("{}: no such file or folder", p.display());
-        }
-        if p.is_file() {
-            if p.extension().is_some_and(|e| e == "jsonl") {
-                sequencing.push(p.clone());
-            } else {
-                sets.push(ChoiceSet { name: p.display().to_string(), file: p.clone() });
-            }
-        } else if p.join(QUESTIONS_JSON).is_file() {
-            sets.push(ChoiceSet { name: p.display().to_string(), file: p.join(QUESTIONS_JSON) });
-        } else if instances_file(p).is_file() {
-            sequencing.push(p.clone());
-        } else {
-            let found = tasksets_under(p)?;
-            if found.is_empty() {
-                usage_bail!(
-                    "{}: not a task set (no {QUESTIONS_JSON}), a sequencing folder (no instances.jsonl) or a suite \
-                     (no subfolder with {QUESTIONS_JSON})",
-                    p.display()
-                );
-            }
-            let single = paths.len() == 1;
-            for (rel, file) in found {
-                let name = if single { rel } else { format!("{}/{rel}", p.display()) };
-                sets.push(ChoiceSet { name, file });
-            }
-        }
-    }
-    match (sets.is_empty(), sequencing.len()) {
-        (false, 0) => Ok(Targets::Choice(sets)),
-        (true, 1) => Ok(Targets::Sequencing(sequencing.remove(0))),
-        (true, _) => usage_bail!("give one sequencing instances file or folder at a time"),
-        (false, _) => usage_bail!("give either task sets or sequencing instances, not both"),
-    }
 }
 
 /// What a mode produced, ready to print and write.

@@ -3,20 +3,19 @@
 //! ablation on the multimodal model (Table 3), and the multi-reference breakdown (Table 4) — every cell trained,
 //! decoded and scored with the same metrics as `stepwise eval` and the baselines' table.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use stepwise_core::json::to_pretty_sorted;
 use stepwise_core::manifest::{InputHash, Manifest};
-use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
+use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
 use stepwise_core::split::ProcedureFolds;
-use stepwise_models::item_features::{FeatureKind, FeatureSet};
-use stepwise_models::pairwise::PairwiseConfig;
-use stepwise_models::seq::study::{CellSettings, StudyPlan, plan, run_cell};
+use stepwise_models::item_features::FeatureKind;
+use stepwise_models::seq::study::{CellSettings, StudyPlan, pairwise_reference, plan, protocol_note, run_cell_on};
 use stepwise_models::seq::{DecoderKind, SeqTrainConfig};
-use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
-use stepwise_score::sequence_metrics::Metric;
-use stepwise_score::sequencing_table::{self as table, Results, Row, SeedRow};
+use stepwise_score::predictions::write_order_predictions;
+use stepwise_score::sequencing_table::{self as table, Results, SeedRow};
 
 use super::model_features::FeatureArgs;
 use stepwise_models::seq::data::SeqData;
@@ -125,47 +124,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let seeds: Vec<u64> = (0..args.seeds).map(|k| seed.wrapping_add(k)).collect();
     // The pairwise baseline on each modality's pooled vectors, with the same seeds: the reference every cell is
     // compared with.
-    let mut reference: std::collections::BTreeMap<FeatureKind, Vec<Vec<OrderPrediction>>> = Default::default();
-    for kind in cells.iter().map(|c| c.modality).collect::<std::collections::BTreeSet<_>>() {
-        let Some(set) =
-            (FeatureSet { text: all.features.text.as_ref(), image: all.features.image.as_ref() }).restrict(kind)
-        else {
-            continue;
-        };
-        let mut runs = Vec::new();
-        for &s in &seeds {
-            let config = RunConfig {
-                model: ModelKind::Pairwise,
-                evaluation: match args.cv {
-                    Some(k) => Evaluation::CrossValidation(k),
-                    None => Evaluation::Split(args.split.clone()),
-                },
-                chain_start: ChainStartName::Outlier,
-                pairwise: PairwiseConfig { seed: s, ..PairwiseConfig::default() },
-                seed,
-            };
-            // Split mode predicts the instances of --split only, cross-validation every instance.
-            runs.push(sequencer::run(&all.instances, &set, &config)?.predictions);
-        }
-        let (n, multi, single_s, multi_s, spread) = table::score_seeds(&scored, &runs, &seeds, Some(&split), seed)?;
-        rows.push(Row {
-            dataset: args.name.clone(),
-            method: "pairwise".into(),
-            features: kind.as_str().into(),
-            sequences: n,
-            multi_reference: multi,
-            single: single_s,
-            multi: multi_s.clone(),
-        });
-        seed_rows.push(SeedRow {
-            method: "pairwise".into(),
-            features: kind.as_str().into(),
-            sequences: n,
-            pmr: multi_s[Metric::Pmr.name()],
-            spread,
-            versus: None,
-        });
-        reference.insert(kind, runs);
+    let kinds: BTreeSet<FeatureKind> = cells.iter().map(|c| c.modality).collect();
+    let reference = pairwise_reference(&all, &kinds, &seeds, &args.split, args.cv, seed)?;
+    for (kind, runs) in &reference {
+        let (row, seeds_row) =
+            table::seeded_rows(&args.name, "pairwise", kind.as_str(), &scored, runs, &seeds, None, Some(&split), seed)?;
+        rows.push(row);
+        seed_rows.push(seeds_row);
     }
     for (i, cell) in cells.iter().enumerate() {
         let mut runs = Vec::new();
@@ -198,58 +163,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,
                 };
-                let p = match &folds {
-                    None => {
-                        let train = data.split("train");
-                        if train.is_empty() {
-                            usage_bail!("{}: no usable instance in split `train`", data.file.display());
-                        }
-                        run_cell(cell, &settings, &train, &data.split("val"), &data.split(&args.split))?
-                    }
-                    Some(folds) => {
-                        let mut p = Vec::new();
-                        for f in 0..folds.k() {
-                            let pick = |ix: &[usize]| ix.iter().map(|&j| data.inputs[j].clone()).collect::<Vec<_>>();
-                            let [train, val, test] = folds.indices(&data.inputs, f, |s| s.procedure.as_str());
-                            if !test.is_empty() {
-                                p.extend(run_cell(cell, &settings, &pick(&train), &pick(&val), &pick(&test))?);
-                            }
-                        }
-                        p
-                    }
-                };
-                write_predictions(&cache, &p)?;
+                let p = run_cell_on(cell, &settings, data, &args.split, folds.as_ref())?;
+                write_order_predictions(&cache, &p, None)?;
                 p
             };
             let name = if seeds.len() == 1 { cell.key() } else { format!("{}__seed{run_seed}", cell.key()) };
-            write_predictions(&out.path().join("predictions").join(format!("{name}.jsonl")), &preds)?;
+            write_order_predictions(&out.path().join("predictions").join(format!("{name}.jsonl")), &preds, None)?;
             runs.push(preds);
         }
-        let (n, multi, single_s, multi_s, spread) = table::score_seeds(&scored, &runs, &seeds, Some(&split), seed)?;
-        let versus = match reference.get(&cell.modality) {
-            Some(base) => Some((
-                format!("pairwise ({})", cell.modality.as_str()),
-                table::paired_difference(&scored, &runs, base, Metric::Pmr, Some(&split), seed)?,
-            )),
-            None => None,
-        };
-        seed_rows.push(SeedRow {
-            method: cell.method(),
-            features: cell.modality.as_str().into(),
-            sequences: n,
-            pmr: multi_s[Metric::Pmr.name()],
-            spread,
-            versus,
-        });
-        rows.push(Row {
-            dataset: args.name.clone(),
-            method: cell.method(),
-            features: cell.modality.as_str().into(),
-            sequences: n,
-            multi_reference: multi,
-            single: single_s,
-            multi: multi_s,
-        });
+        let versus =
+            reference.get(&cell.modality).map(|base| (format!("pairwise ({})", cell.modality.as_str()), &base[..]));
+        let method = cell.method();
+        let features = cell.modality.as_str();
+        let (row, seeds_row) =
+            table::seeded_rows(&args.name, &method, features, &scored, &runs, &seeds, versus, Some(&split), seed)?;
+        seed_rows.push(seeds_row);
+        rows.push(row);
         // Table 4 reads the first seed's predictions.
         breakdown.extend(table::breakdown(
             &scored,
@@ -260,15 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cell.modality.as_str(),
         )?);
     }
-    let protocol = match &folds {
-        None => format!("trained on `train` (epoch by validation loss on `val`), scored on `{}`", args.split),
-        Some(f) => format!(
-            "{}-fold cross-validation by procedure over all {} instances (each fold: test on one fold, epoch by \
-             validation loss on the next, train on the rest; every instance predicted once)",
-            f.k(),
-            all.instances.len()
-        ),
-    };
+    let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
     notes.push(format!(
         "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
@@ -314,17 +235,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn work_dir(output: &Path) -> PathBuf {
     let name = output.file_name().map_or_else(|| "seq-study".into(), |n| n.to_string_lossy().into_owned());
     output.with_file_name(format!(".{name}.seq-study-work"))
-}
-
-fn write_predictions(path: &Path, preds: &[OrderPrediction]) -> anyhow::Result<()> {
-    write_file_atomic(path, |w| {
-        for p in preds {
-            serde_json::to_writer(&mut *w, p).map_err(std::io::Error::other)?;
-            std::io::Write::write_all(w, b"\n")?;
-        }
-        Ok(())
-    })?;
-    Ok(())
 }
 
 fn read_predictions(path: &Path) -> anyhow::Result<Vec<OrderPrediction>> {

@@ -3,6 +3,8 @@
 //! (multimodal step encoder, BERSON-style decoder) pretrained with sequence-aware objectives and fine-tuned on
 //! orders; `stepwise predict MODEL_DIR SEQ` writes the orders `stepwise eval` scores.
 
+mod args;
+
 use std::path::{Path, PathBuf};
 
 use stepwise_core::manifest::{InputHash, Manifest};
@@ -10,165 +12,17 @@ use stepwise_core::output::OutputDir;
 use stepwise_models::item_features::FeatureKind;
 use stepwise_models::m3c::saved::FeatureIdentity;
 use stepwise_models::optim::Checkpointing;
+use stepwise_models::seq::data::SeqData;
 use stepwise_models::seq::saved::{self, SavedSeqConfig};
-use stepwise_models::seq::train::{OrderTargets, SeqTrainReport};
-use stepwise_models::seq::{DecoderKind, Objective, PretrainConfig, SeqConfig, SeqInput, SeqModel, SeqTrainConfig};
+use stepwise_models::seq::train::SeqTrainReport;
+use stepwise_models::seq::{DecoderKind, Objective, PretrainConfig, SeqModel};
 use stepwise_report::plots::{LineChart, write_line_chart};
 
-use stepwise_models::seq::data::SeqData;
-
+use self::args::objectives;
+pub use self::args::{DecoderArg, SeqHyper, TargetsArg, TargetsArgs, load_data};
 use super::model_features::FeatureArgs;
 use super::train::checkpoint_path;
 use crate::usage_bail;
-
-/// The modality arguments.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModalityArg {
-    Text,
-    Image,
-    Multimodal,
-}
-
-impl From<ModalityArg> for FeatureKind {
-    fn from(m: ModalityArg) -> Self {
-        match m {
-            ModalityArg::Text => FeatureKind::Text,
-            ModalityArg::Image => FeatureKind::Image,
-            ModalityArg::Multimodal => FeatureKind::Multimodal,
-        }
-    }
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecoderArg {
-    /// Pointer network + pairwise head (BERSON), beam search.
-    Berson,
-    /// Pairwise head + topological sort.
-    Pairwise,
-}
-
-/// Encoder size and training options (shared by pretrain, train-seq and seq-study).
-#[derive(clap::Args, Debug, Clone)]
-pub struct SeqHyper {
-    /// Streams the encoder reads (default: every modality the features give).
-    #[arg(long, value_enum)]
-    pub modality: Option<ModalityArg>,
-    /// Transformer width.
-    #[arg(long, default_value_t = 128)]
-    pub dim: usize,
-    /// Transformer layers.
-    #[arg(long, default_value_t = 2)]
-    pub layers: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 4)]
-    pub heads: usize,
-    /// At most this many text tokens per step (the paper: 60).
-    #[arg(long, default_value_t = 60)]
-    pub max_tokens: usize,
-    /// Adam learning rate.
-    #[arg(long, default_value_t = 5e-4)]
-    pub lr: f64,
-    /// Sequences per mini-batch.
-    #[arg(long, default_value_t = 16)]
-    pub batch_size: usize,
-    /// Epochs (pretraining: all run; fine-tuning: at most).
-    #[arg(long, default_value_t = 40)]
-    pub epochs: usize,
-    /// Fine-tuning: stop after this many epochs without a lower validation loss.
-    #[arg(long, default_value_t = 8)]
-    pub patience: usize,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-/// Which orders fine-tuning learns from (train-seq and seq-study; pretraining reads the authored order).
-#[derive(clap::Args, Debug, Clone)]
-pub struct TargetsArgs {
-    /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
-    /// sequencing paper's training; free steps then carry the authored order as their label).
-    #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
-    pub targets: TargetsArg,
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetsArg {
-    /// Every valid order: soft pairwise labels and any valid next step for the pointer.
-    AllReferences,
-    /// The authored order only.
-    Authored,
-}
-
-impl From<TargetsArg> for OrderTargets {
-    fn from(t: TargetsArg) -> Self {
-        match t {
-            TargetsArg::AllReferences => OrderTargets::AllReferences,
-            TargetsArg::Authored => OrderTargets::Authored,
-        }
-    }
-}
-
-impl SeqHyper {
-    /// The model configuration for `data` with these widths.
-    pub fn config(&self, data: &SeqData, decoder: DecoderKind) -> SeqConfig {
-        data.config(self.dim, self.layers, self.heads, self.max_tokens, decoder)
-    }
-
-    pub fn check(&self) -> anyhow::Result<()> {
-        crate::cli_util::require_at_least_one(&[
-            ("--dim", self.dim),
-            ("--layers", self.layers),
-            ("--heads", self.heads),
-            ("--max-tokens", self.max_tokens),
-            ("--batch-size", self.batch_size),
-            ("--epochs", self.epochs),
-        ])?;
-        crate::cli_util::require_heads_divide(("--dim", self.dim), ("--heads", self.heads))?;
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            usage_bail!("--lr must be positive");
-        }
-        Ok(())
-    }
-
-    /// The training options; fine-tuning reads `targets` (pretraining ignores them).
-    pub fn train_config(&self, targets: &TargetsArgs) -> SeqTrainConfig {
-        SeqTrainConfig {
-            learning_rate: self.lr,
-            batch_size: self.batch_size,
-            max_epochs: self.epochs,
-            patience: self.patience,
-            seed: self.seed,
-            targets: targets.targets.into(),
-        }
-    }
-}
-
-/// Read the instances and features; items without vectors leave their instance out (counted, with examples).
-pub fn load_data(
-    instances: &Path,
-    features: &FeatureArgs,
-    modality: Option<FeatureKind>,
-    max_tokens: usize,
-) -> anyhow::Result<SeqData> {
-    let file = stepwise_score::predictions::instances_file(instances);
-    let insts = stepwise_score::predictions::read_instances(instances)?;
-    Ok(SeqData::new(file, insts, features.load(std::iter::empty())?, modality, max_tokens)?)
-}
-
-fn objectives(list: &str) -> anyhow::Result<Vec<Objective>> {
-    let mut out = Vec::new();
-    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match Objective::parse(name) {
-            Some(o) if !out.contains(&o) => out.push(o),
-            Some(_) => {}
-            None => usage_bail!("--objectives: unknown objective `{name}` (mlm, isp, pisp, smrm)"),
-        }
-    }
-    if out.is_empty() {
-        usage_bail!("--objectives: name at least one of mlm, isp, pisp, smrm");
-    }
-    out.sort();
-    Ok(out)
-}
 
 /// Pretrain the sequencing encoder with sequence-aware objectives on the ordered train sequences.
 #[derive(clap::Args, Debug)]
@@ -301,45 +155,13 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
     }
-    let decoder = match args.decoder {
-        DecoderArg::Berson => DecoderKind::Berson,
-        DecoderArg::Pairwise => DecoderKind::Pairwise,
-    };
+    let decoder = args.decoder.into();
     let mut config = args.hyper.config(&data, decoder);
     let pretrained = match &args.encoder {
         Some(dir) => {
             let p = saved::load(dir)?;
-            if p.config.pretrain.is_none() {
-                usage_bail!("{}: not a pretrained encoder (make one with `stepwise pretrain`)", dir.display());
-            }
             check_identities(&p.features, &data.features.identities, dir)?;
-            let pc = &p.config.sequencing;
-            if (pc.modality, pc.text_dim, pc.image_dim, pc.dim, pc.layers, pc.heads)
-                != (config.modality, config.text_dim, config.image_dim, config.dim, config.layers, config.heads)
-            {
-                usage_bail!(
-                    "{}: the encoder was pretrained as {} {}×{} with {} heads ({}-d text, {}-d image); this run asks \
-                     for {} {}×{} with {} heads ({}-d text, {}-d image)",
-                    dir.display(),
-                    pc.modality.as_str(),
-                    pc.layers,
-                    pc.dim,
-                    pc.heads,
-                    pc.text_dim,
-                    pc.image_dim,
-                    config.modality.as_str(),
-                    config.layers,
-                    config.dim,
-                    config.heads,
-                    config.text_dim,
-                    config.image_dim
-                );
-            }
-            // Position and step tables keep the pretrained shapes.
-            config.max_patches = pc.max_patches;
-            config.max_tokens = pc.max_tokens;
-            config.max_steps = pc.max_steps;
-            config.vocab = pc.vocab;
+            p.adopt_as_encoder(&mut config, dir)?;
             Some(p)
         }
         None => None,
@@ -425,20 +247,7 @@ fn finish(
     m.write(out.path())?;
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
-        eprintln!(
-            "{what} ({label}): {} parameters, {} train / {} val sequences, {} epochs (best {}{}){}",
-            report.parameters,
-            report.train_sequences,
-            report.val_sequences,
-            report.epochs_run,
-            report.best_epoch,
-            report.best_val_loss.map_or(String::new(), |v| format!(", val loss {v:.4}")),
-            if report.resumed_from_epoch > 0 {
-                format!("; resumed after epoch {}", report.resumed_from_epoch)
-            } else {
-                String::new()
-            }
-        );
+        eprintln!("{what} ({label}): {}", report.summary());
         eprintln!("wrote {}", dest.display());
     }
     Ok(())
@@ -454,45 +263,19 @@ pub fn predict(
     output: &Path,
 ) -> anyhow::Result<()> {
     let loaded = saved::load(model_dir)?;
-    if loaded.config.pretrain.is_some() {
-        usage_bail!(
-            "{}: a pretrained encoder has no order decoder; fine-tune it with `stepwise train-seq --encoder`",
-            model_dir.display()
-        );
-    }
     let cfg = &loaded.config.sequencing;
     let data = load_data(instances, features, Some(cfg.modality), cfg.max_tokens)?;
     check_identities(&loaded.features, &data.features.identities, model_dir)?;
-    let wanted: Vec<SeqInput> = data.inputs.iter().filter(|s| split.is_none_or(|sp| sp == s.split)).cloned().collect();
-    let pb = stepwise_core::progress::spinner(&format!("ordering {} sequences", wanted.len()));
-    let orders = stepwise_models::seq::predict_orders(&loaded.model, &wanted, loaded.config.train.batch_size, beam)?;
+    let wanted = data.inputs.iter().filter(|s| split.is_none_or(|sp| sp == s.split)).count();
+    let pb = stepwise_core::progress::spinner(&format!("ordering {wanted} sequences"));
+    let ordered = loaded.predict(&data, split, beam, model_dir)?;
     pb.finish_and_clear();
-    let mut by_id: std::collections::HashMap<&str, &Vec<usize>> =
-        wanted.iter().zip(&orders).map(|(s, o)| (s.id.as_str(), o)).collect();
-    let mut missing = 0usize;
-    let mut written = 0usize;
-    let model_name = format!(
-        "sequencer ({}){}",
-        cfg.modality.as_str(),
-        if loaded.config.encoder_from.is_some() { " + pretraining" } else { "" }
-    );
-    stepwise_core::output::write_file_atomic(output, |w| {
-        for inst in data.instances.iter().filter(|i| split.is_none_or(|sp| sp == i.split)) {
-            // An instance without vectors gets no line (eval counts it as missing).
-            let Some(o) = by_id.remove(inst.id.as_str()) else {
-                missing += 1;
-                continue;
-            };
-            let line = serde_json::json!({"id": inst.id, "order": o, "model": model_name});
-            written += 1;
-            serde_json::to_writer(&mut *w, &line).map_err(std::io::Error::other)?;
-            std::io::Write::write_all(w, b"\n")?;
-        }
-        Ok(())
-    })?;
+    stepwise_score::predictions::write_order_predictions(output, &ordered.predictions, Some(&loaded.name()))?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
-            "{written} orders ({missing} instances without vectors left out){}",
+            "{} orders ({} instances without vectors left out){}",
+            ordered.predictions.len(),
+            ordered.missing,
             data.skipped.first().map_or(String::new(), |e| format!("; e.g. {e}"))
         );
         eprintln!("wrote {}", output.display());

@@ -3,7 +3,7 @@
 use stepwise_score::bootstrap::Estimate;
 use stepwise_score::markdown::{number, percent, percent_estimate};
 
-use stepwise_core::Task;
+use stepwise_core::{Task, TaskShape};
 
 use super::{AuditReport, TaskAudit};
 
@@ -109,7 +109,7 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &PlotLinks) -> String {
     );
     for t in &r.tasks {
         let prov: Vec<String> = t.overlap.provenance.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        let na = t.task == Task::VisualOrdering;
+        let na = t.task.shape() == TaskShape::Ordering;
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             t.task,

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::write_string_atomic;
-use stepwise_core::{Error, IoResultExt, Task, TaskSet, taskset::QUESTIONS_JSON};
+use stepwise_core::{Error, IoResultExt, ItemModality, Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_features::items::str_id;
 use stepwise_features::store::encode_strings;
 use stepwise_features::{Encoder, FeatureError, Vectors};
@@ -50,7 +50,7 @@ impl AuditVectors<'_> {
 
     /// Say which option is missing when a whole kind of vector is.
     pub fn explain_missing(&self, report: &mut AuditReport) {
-        let visual = report.tasks.iter().any(|t| t.task != Task::TextualCloze && t.with_vectors == 0);
+        let visual = report.tasks.iter().any(|t| t.task.item_modality() == ItemModality::Image && t.with_vectors == 0);
         if visual && self.images.is_none() {
             report.warnings.push(
                 "no image feature store was given: pass --features with one (e.g. from `stepwise embed CORPUS \
@@ -58,7 +58,7 @@ impl AuditVectors<'_> {
                     .into(),
             );
         }
-        let textual = report.tasks.iter().any(|t| t.task == Task::TextualCloze && t.with_vectors == 0);
+        let textual = report.tasks.iter().any(|t| t.task.item_modality() == ItemModality::Text && t.with_vectors == 0);
         if textual && self.texts.is_none() && self.encoder.is_none() {
             report.warnings.push(
                 "no text feature store or --text-encoder was given: pass one of them for textual cloze's \

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 use stepwise_core::taskset::PLACEHOLDER;
-use stepwise_core::{Choice, Question, Task};
+use stepwise_core::{Choice, ItemModality, Question, Task};
 use stepwise_features::Vectors;
 use stepwise_features::items::{image_id, str_id, text_id};
 
@@ -193,9 +193,9 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
         let rows = match spec.context {
             ContextKind::Text => {
                 let id = match step.id.as_u64() {
-                    Some(i) if spec.task != Task::TextualCloze => text_id(&q.recipe_id, i as usize),
+                    Some(i) if spec.task.item_modality() != ItemModality::Text => text_id(&q.recipe_id, i as usize),
                     // Textual cloze must not read the step titles (they are the answers): bodies only.
-                    _ if spec.task == Task::TextualCloze => str_id(step.body.as_deref().unwrap_or("")),
+                    _ if spec.task.item_modality() == ItemModality::Text => str_id(step.body.as_deref().unwrap_or("")),
                     _ => str_id(&shown_text(step.title.as_deref(), step.body.as_deref())),
                 };
                 let mut m =

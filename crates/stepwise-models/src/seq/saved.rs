@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use stepwise_core::json::{read_json, to_pretty_sorted};
 use stepwise_core::output::{write_file_atomic, write_string_atomic};
+use stepwise_core::sequencing::OrderPrediction;
 use stepwise_core::{Error, Result};
 
 use super::model::{SeqConfig, SeqModel};
@@ -77,4 +78,89 @@ pub fn load(dir: &Path) -> Result<LoadedSeq> {
     }
     load_weights(&model.params, &dir.join(WEIGHTS_FILE))?;
     Ok(LoadedSeq { model, config, features })
+}
+
+impl LoadedSeq {
+    /// How prediction files name this model: `sequencer (multimodal)`, with ` + pretraining` when it was
+    /// fine-tuned from a pretrained encoder.
+    pub fn name(&self) -> String {
+        let pretrained = if self.config.encoder_from.is_some() { " + pretraining" } else { "" };
+        format!("sequencer ({}){pretrained}", self.config.sequencing.modality.as_str())
+    }
+
+    /// The orders this model predicts for the instances of `data` in `split` (all when `None`), in instance
+    /// order; an instance without vectors gets none and is counted in `missing`. A pretrained encoder (no order
+    /// decoder) is a usage error naming `dir`.
+    pub fn predict(
+        &self,
+        data: &super::data::SeqData,
+        split: Option<&str>,
+        beam: usize,
+        dir: &Path,
+    ) -> Result<SeqPredictions> {
+        if self.config.pretrain.is_some() {
+            return Err(Error::usage(format!(
+                "{}: a pretrained encoder has no order decoder; fine-tune it with `stepwise train-seq --encoder`",
+                dir.display()
+            )));
+        }
+        let in_split = |s: &str| split.is_none_or(|sp| sp == s);
+        let wanted: Vec<super::SeqInput> = data.inputs.iter().filter(|s| in_split(&s.split)).cloned().collect();
+        let orders = super::predict_orders(&self.model, &wanted, self.config.train.batch_size, beam)?;
+        let mut by_id: std::collections::HashMap<&str, Vec<usize>> =
+            wanted.iter().map(|s| s.id.as_str()).zip(orders).collect();
+        let mut out = SeqPredictions::default();
+        for inst in data.instances.iter().filter(|i| in_split(&i.split)) {
+            match by_id.remove(inst.id.as_str()) {
+                Some(order) => out.predictions.push(OrderPrediction { id: inst.id.clone(), order }),
+                None => out.missing += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Start `config` (a fine-tuning run's) from this pretrained encoder: its modality, widths and sizes must be
+    /// `config`'s, and its position, step and vocabulary tables are kept. Usage errors name `dir`.
+    pub fn adopt_as_encoder(&self, config: &mut SeqConfig, dir: &Path) -> Result<()> {
+        if self.config.pretrain.is_none() {
+            return Err(Error::usage(format!(
+                "{}: not a pretrained encoder (make one with `stepwise pretrain`)",
+                dir.display()
+            )));
+        }
+        let pc = &self.config.sequencing;
+        if (pc.modality, pc.text_dim, pc.image_dim, pc.dim, pc.layers, pc.heads)
+            != (config.modality, config.text_dim, config.image_dim, config.dim, config.layers, config.heads)
+        {
+            return Err(Error::usage(format!(
+                "{}: the encoder was pretrained as {} {}×{} with {} heads ({}-d text, {}-d image); this run asks for \
+                 {} {}×{} with {} heads ({}-d text, {}-d image)",
+                dir.display(),
+                pc.modality.as_str(),
+                pc.layers,
+                pc.dim,
+                pc.heads,
+                pc.text_dim,
+                pc.image_dim,
+                config.modality.as_str(),
+                config.layers,
+                config.dim,
+                config.heads,
+                config.text_dim,
+                config.image_dim
+            )));
+        }
+        config.max_patches = pc.max_patches;
+        config.max_tokens = pc.max_tokens;
+        config.max_steps = pc.max_steps;
+        config.vocab = pc.vocab;
+        Ok(())
+    }
+}
+
+/// What [`LoadedSeq::predict`] ordered: one prediction per instance with vectors, and how many had none.
+#[derive(Debug, Default)]
+pub struct SeqPredictions {
+    pub predictions: Vec<OrderPrediction>,
+    pub missing: usize,
 }

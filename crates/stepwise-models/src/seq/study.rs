@@ -1,16 +1,23 @@
 //! The sequencing paper's grid on one dataset (its Tables 2 and 3): which cells to run for the features at hand,
 //! and how one cell is trained and decoded (cross-validation folds: `stepwise_core::split::ProcedureFolds`).
 //!
-//! Scoring is `stepwise_score::sequencing_table`; caching and output files are the front-end's.
+//! Also the pairwise baseline every cell is compared with. Scoring is `stepwise_score::sequencing_table`; caching
+//! and output files are the front-end's.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use stepwise_core::sequencing::OrderPrediction;
+use stepwise_core::split::ProcedureFolds;
 use stepwise_core::{Error, Result};
 
+use super::data::SeqData;
 use super::inputs::SeqInput;
 use super::model::{SeqConfig, SeqModel};
 use super::pretrain::{Objective, PretrainConfig};
 use super::train::{SeqTrainConfig, predict_orders, pretrain, train_orders};
-use crate::item_features::FeatureKind;
+use crate::item_features::{FeatureKind, FeatureSet};
+use crate::pairwise::PairwiseConfig;
+use crate::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
 
 /// One cell of the grid: a modality, trained from scratch (`objectives` None) or fine-tuned from an encoder
 /// pretrained with `objectives`.
@@ -150,6 +157,80 @@ pub fn run_cell(
     train_orders(&model, train, val, tcfg, None, &mut { quiet })?;
     let orders = predict_orders(&model, test, tcfg.batch_size, settings.beam)?;
     Ok(test.iter().zip(orders).map(|(s, order)| OrderPrediction { id: s.id.clone(), order }).collect())
+}
+
+/// Run `cell` on `data`: trained on `train` (epoch by validation loss on `val`) and decoded on `split`; or,
+/// with `folds`, once per fold (test on one fold, validate on the next, train on the rest), every instance
+/// predicted once.
+pub fn run_cell_on(
+    cell: &StudyCell,
+    settings: &CellSettings,
+    data: &SeqData,
+    split: &str,
+    folds: Option<&ProcedureFolds>,
+) -> Result<Vec<OrderPrediction>> {
+    let Some(folds) = folds else {
+        let train = data.split("train");
+        if train.is_empty() {
+            return Err(Error::usage(format!("{}: no usable instance in split `train`", data.file.display())));
+        }
+        return run_cell(cell, settings, &train, &data.split("val"), &data.split(split));
+    };
+    let mut out = Vec::new();
+    for f in 0..folds.k() {
+        let pick = |ix: &[usize]| ix.iter().map(|&j| data.inputs[j].clone()).collect::<Vec<_>>();
+        let [train, val, test] = folds.indices(&data.inputs, f, |s| s.procedure.as_str());
+        if !test.is_empty() {
+            out.extend(run_cell(cell, settings, &pick(&train), &pick(&val), &pick(&test))?);
+        }
+    }
+    Ok(out)
+}
+
+/// The pairwise baseline on each of `kinds`' pooled vectors (when `data` has that view) under every seed of
+/// `seeds`: the reference every cell of that modality is compared with. Split mode predicts `split`,
+/// cross-validation (`cv` folds) every instance.
+pub fn pairwise_reference(
+    data: &SeqData,
+    kinds: &BTreeSet<FeatureKind>,
+    seeds: &[u64],
+    split: &str,
+    cv: Option<usize>,
+    seed: u64,
+) -> Result<BTreeMap<FeatureKind, Vec<Vec<OrderPrediction>>>> {
+    let pooled = FeatureSet { text: data.features.text.as_ref(), image: data.features.image.as_ref() };
+    let mut out = BTreeMap::new();
+    for &kind in kinds {
+        let Some(set) = pooled.restrict(kind) else { continue };
+        let mut runs = Vec::new();
+        for &s in seeds {
+            let config = RunConfig {
+                model: ModelKind::Pairwise,
+                evaluation: match cv {
+                    Some(k) => Evaluation::CrossValidation(k),
+                    None => Evaluation::Split(split.to_string()),
+                },
+                chain_start: ChainStartName::Outlier,
+                pairwise: PairwiseConfig { seed: s, ..PairwiseConfig::default() },
+                seed,
+            };
+            runs.push(sequencer::run(&data.instances, &set, &config)?.predictions);
+        }
+        out.insert(kind, runs);
+    }
+    Ok(out)
+}
+
+/// How the grid was trained and scored, for the results' notes.
+pub fn protocol_note(split: &str, folds: Option<&ProcedureFolds>, instances: usize) -> String {
+    match folds {
+        None => format!("trained on `train` (epoch by validation loss on `val`), scored on `{split}`"),
+        Some(f) => format!(
+            "{}-fold cross-validation by procedure over all {instances} instances (each fold: test on one fold, epoch \
+             by validation loss on the next, train on the rest; every instance predicted once)",
+            f.k(),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -91,6 +91,26 @@ pub struct SeqTrainReport {
     pub stopped_early: bool,
 }
 
+impl SeqTrainReport {
+    /// One line for the terminal: size, data, epochs, the kept epoch's validation loss and any resumption.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} parameters, {} train / {} val sequences, {} epochs (best {}{}){}",
+            self.parameters,
+            self.train_sequences,
+            self.val_sequences,
+            self.epochs_run,
+            self.best_epoch,
+            self.best_val_loss.map_or(String::new(), |v| format!(", val loss {v:.4}")),
+            if self.resumed_from_epoch > 0 {
+                format!("; resumed after epoch {}", self.resumed_from_epoch)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
 /// Progress callback: (epoch, batch, batches per epoch, running loss).
 pub type SeqProgress<'a> = &'a mut dyn FnMut(usize, usize, usize, f64);
 

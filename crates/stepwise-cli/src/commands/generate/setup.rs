@@ -8,7 +8,7 @@ use anyhow::Context;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::OutputDir;
 use stepwise_core::split::SplitFractions;
-use stepwise_core::{Corpus, Task, TaskFamily, TaskSelection};
+use stepwise_core::{Corpus, ItemModality, Task, TaskFamily, TaskSelection};
 use stepwise_features::registry::DEFAULT_MODELS_DIR;
 use stepwise_features::stores::{LoadedStores, load_pool};
 use stepwise_features::{FeatureStore, Metric, Vectors};
@@ -224,7 +224,8 @@ impl Prepared {
         let mut features = open_stores(&options.features)?;
         let store_of: Vec<usize> =
             tasks.iter().map(|&t| store_for(&features, t, &cfg)).collect::<anyhow::Result<_>>()?;
-        let image_store = tasks.iter().zip(&store_of).find(|(t, _)| **t != Task::TextualCloze).map(|(_, &s)| s);
+        let image_store =
+            tasks.iter().zip(&store_of).find(|(t, _)| t.item_modality() == ItemModality::Image).map(|(_, &s)| s);
         let pool = match (&options.distractor_pool, image_store) {
             (Some(p), Some(i)) => {
                 let main = Some(&features.stores[i].1);

@@ -1,0 +1,170 @@
+//! The options `pretrain`, `train-seq` and `seq-study` share: modality, decoder, encoder size and training, the
+//! orders fine-tuning learns from; and reading instances with their features.
+
+use std::path::Path;
+
+use stepwise_models::item_features::FeatureKind;
+use stepwise_models::seq::data::SeqData;
+use stepwise_models::seq::train::OrderTargets;
+use stepwise_models::seq::{DecoderKind, Objective, SeqConfig, SeqTrainConfig};
+
+use crate::commands::model_features::FeatureArgs;
+use crate::usage_bail;
+
+/// The modality arguments.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModalityArg {
+    Text,
+    Image,
+    Multimodal,
+}
+
+impl From<ModalityArg> for FeatureKind {
+    fn from(m: ModalityArg) -> Self {
+        match m {
+            ModalityArg::Text => FeatureKind::Text,
+            ModalityArg::Image => FeatureKind::Image,
+            ModalityArg::Multimodal => FeatureKind::Multimodal,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecoderArg {
+    /// Pointer network + pairwise head (BERSON), beam search.
+    Berson,
+    /// Pairwise head + topological sort.
+    Pairwise,
+}
+
+impl From<DecoderArg> for DecoderKind {
+    fn from(d: DecoderArg) -> Self {
+        match d {
+            DecoderArg::Berson => DecoderKind::Berson,
+            DecoderArg::Pairwise => DecoderKind::Pairwise,
+        }
+    }
+}
+
+/// Encoder size and training options (shared by pretrain, train-seq and seq-study).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SeqHyper {
+    /// Streams the encoder reads (default: every modality the features give).
+    #[arg(long, value_enum)]
+    pub modality: Option<ModalityArg>,
+    /// Transformer width.
+    #[arg(long, default_value_t = 128)]
+    pub dim: usize,
+    /// Transformer layers.
+    #[arg(long, default_value_t = 2)]
+    pub layers: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// At most this many text tokens per step (the paper: 60).
+    #[arg(long, default_value_t = 60)]
+    pub max_tokens: usize,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 5e-4)]
+    pub lr: f64,
+    /// Sequences per mini-batch.
+    #[arg(long, default_value_t = 16)]
+    pub batch_size: usize,
+    /// Epochs (pretraining: all run; fine-tuning: at most).
+    #[arg(long, default_value_t = 40)]
+    pub epochs: usize,
+    /// Fine-tuning: stop after this many epochs without a lower validation loss.
+    #[arg(long, default_value_t = 8)]
+    pub patience: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Which orders fine-tuning learns from (train-seq and seq-study; pretraining reads the authored order).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TargetsArgs {
+    /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
+    /// sequencing paper's training; free steps then carry the authored order as their label).
+    #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
+    pub targets: TargetsArg,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetsArg {
+    /// Every valid order: soft pairwise labels and any valid next step for the pointer.
+    AllReferences,
+    /// The authored order only.
+    Authored,
+}
+
+impl From<TargetsArg> for OrderTargets {
+    fn from(t: TargetsArg) -> Self {
+        match t {
+            TargetsArg::AllReferences => OrderTargets::AllReferences,
+            TargetsArg::Authored => OrderTargets::Authored,
+        }
+    }
+}
+
+impl SeqHyper {
+    /// The model configuration for `data` with these widths.
+    pub fn config(&self, data: &SeqData, decoder: DecoderKind) -> SeqConfig {
+        data.config(self.dim, self.layers, self.heads, self.max_tokens, decoder)
+    }
+
+    pub fn check(&self) -> anyhow::Result<()> {
+        crate::cli_util::require_at_least_one(&[
+            ("--dim", self.dim),
+            ("--layers", self.layers),
+            ("--heads", self.heads),
+            ("--max-tokens", self.max_tokens),
+            ("--batch-size", self.batch_size),
+            ("--epochs", self.epochs),
+        ])?;
+        crate::cli_util::require_heads_divide(("--dim", self.dim), ("--heads", self.heads))?;
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            usage_bail!("--lr must be positive");
+        }
+        Ok(())
+    }
+
+    /// The training options; fine-tuning reads `targets` (pretraining ignores them).
+    pub fn train_config(&self, targets: &TargetsArgs) -> SeqTrainConfig {
+        SeqTrainConfig {
+            learning_rate: self.lr,
+            batch_size: self.batch_size,
+            max_epochs: self.epochs,
+            patience: self.patience,
+            seed: self.seed,
+            targets: targets.targets.into(),
+        }
+    }
+}
+
+/// Read the instances and features; items without vectors leave their instance out (counted, with examples).
+pub fn load_data(
+    instances: &Path,
+    features: &FeatureArgs,
+    modality: Option<FeatureKind>,
+    max_tokens: usize,
+) -> anyhow::Result<SeqData> {
+    let file = stepwise_score::predictions::instances_file(instances);
+    let insts = stepwise_score::predictions::read_instances(instances)?;
+    Ok(SeqData::new(file, insts, features.load(std::iter::empty())?, modality, max_tokens)?)
+}
+
+pub fn objectives(list: &str) -> anyhow::Result<Vec<Objective>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match Objective::parse(name) {
+            Some(o) if !out.contains(&o) => out.push(o),
+            Some(_) => {}
+            None => usage_bail!("--objectives: unknown objective `{name}` (mlm, isp, pisp, smrm)"),
+        }
+    }
+    if out.is_empty() {
+        usage_bail!("--objectives: name at least one of mlm, isp, pisp, smrm");
+    }
+    out.sort();
+    Ok(out)
+}
