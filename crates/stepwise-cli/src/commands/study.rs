@@ -52,6 +52,11 @@ pub struct Args {
     /// values are means over seeds with intervals over procedures, and study.md gives the spread over seeds.
     #[arg(long, value_name = "K", default_value_t = 3)]
     pub seeds: usize,
+    /// Train on at most N questions of each training split or fold: one point of a learning curve. Whole
+    /// procedures in a seeded order, so a smaller N's training questions are part of a larger N's; the test
+    /// questions stay the same.
+    #[arg(long, value_name = "N")]
+    pub max_train_questions: Option<usize>,
     /// Bootstrap resamples for the 95% intervals.
     #[arg(long, default_value_t = 1000)]
     pub resamples: usize,
@@ -67,8 +72,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.cv.is_some_and(|k| k < 3) {
         usage_bail!("--cv needs at least 3 folds (test, val and train)");
     }
-    if args.seeds == 0 {
-        usage_bail!("--seeds must be at least 1");
+    if args.seeds == 0 || args.max_train_questions == Some(0) {
+        usage_bail!("--seeds and --max-train-questions must be at least 1");
     }
     let mut models = Vec::new();
     for m in &args.scorers {
@@ -131,6 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
         cv: args.cv,
         seeds: args.seeds,
+        max_train_questions: args.max_train_questions,
     };
     let inputs = StudyInputs {
         suite: &args.suite,

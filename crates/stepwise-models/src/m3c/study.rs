@@ -68,6 +68,10 @@ pub struct StudyConfig {
     /// those of `train.seed`.
     #[serde(default = "one_seed")]
     pub seeds: usize,
+    /// Train every model on at most this many questions of each training split or fold (a learning curve's
+    /// point): whole procedures in a seeded order, each size's questions a prefix of the next size's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_train_questions: Option<usize>,
 }
 
 fn one_seed() -> usize {
@@ -269,6 +273,9 @@ pub fn run_study(
                 seed_accuracies: Vec::new(),
             };
             let folds = plan_folds(&inputs, cfg);
+            if cfg.max_train_questions.is_some() {
+                cell.train_questions = folds.iter().map(|f| f.train.len()).max().unwrap_or(0);
+            }
             if let Ok((dc, dq)) = dims
                 && folds.iter().all(|f| !f.train.is_empty())
                 && folds.iter().any(|f| !f.test.is_empty())
@@ -355,10 +362,14 @@ struct Fold<'a> {
 /// The split (one fold: `train`/`val`/`test`), or with `cv = K` K folds by procedure ([`ProcedureFolds`]: fold k is
 /// tested, fold k+1 selects the epoch, the rest trains).
 fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
+    let limit = |train: Vec<QuestionInput>| match cfg.max_train_questions {
+        Some(n) => first_questions(train, n, cfg.train.seed),
+        None => train,
+    };
     let Some(k) = cfg.cv.filter(|&k| k >= 3) else {
         let test = inputs.split("test");
         return vec![Fold {
-            train: inputs.split("train").to_vec(),
+            train: limit(inputs.split("train").to_vec()),
             val: inputs.split("val").to_vec(),
             test: test.to_vec(),
             test_refs: test.iter().collect(),
@@ -372,9 +383,28 @@ fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
             let [train, val, test] = folds.indices(&all, f, |q| q.recipe_id.as_str());
             let pick = |ix: &[usize]| ix.iter().map(|&i| all[i]).collect::<Vec<_>>();
             let owned = |ix: &[usize]| pick(ix).into_iter().cloned().collect::<Vec<_>>();
-            Fold { train: owned(&train), val: owned(&val), test: owned(&test), test_refs: pick(&test) }
+            Fold { train: limit(owned(&train)), val: owned(&val), test: owned(&test), test_refs: pick(&test) }
         })
         .collect()
+}
+
+/// The first `n` of `questions` with their procedures in a seeded order (procedures whole until the last, which
+/// may be cut): the same order for every `n`, so a smaller training set is part of every larger one.
+pub fn first_questions(mut questions: Vec<QuestionInput>, n: usize, seed: u64) -> Vec<QuestionInput> {
+    if questions.len() <= n {
+        return questions;
+    }
+    let rank = |recipe: &str| {
+        let mut h = blake3::Hasher::new();
+        h.update(&seed.to_le_bytes());
+        h.update(b"study/max-train-questions/");
+        h.update(recipe.as_bytes());
+        *h.finalize().as_bytes()
+    };
+    // Stable: a procedure's questions keep their order.
+    questions.sort_by_cached_key(|q| (rank(&q.recipe_id), q.recipe_id.clone()));
+    questions.truncate(n);
+    questions
 }
 
 fn cell_key(set_hash: &str, features: &str, cfg: &StudyConfig, model: ScorerKind, task: Task, setting: &str) -> String {
@@ -578,6 +608,9 @@ fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
 
 /// How the inputs were scaled and the dropout rate, departures from the papers named.
 fn inputs_and_dropout(cfg: &StudyConfig) -> String {
+    let limit = cfg.max_train_questions.map_or(String::new(), |n| {
+        format!(", training sets cut to at most {n} questions (whole procedures in a seeded order)")
+    });
     let inputs = match cfg.inputs {
         InputScaling::Raw => "inputs raw (the papers')".to_string(),
         InputScaling::Centered => "inputs centred on the training rows (a departure from the papers)".to_string(),
@@ -590,7 +623,7 @@ fn inputs_and_dropout(cfg: &StudyConfig) -> String {
     } else {
         "no dropout".to_string()
     };
-    format!("{inputs}, {dropout}")
+    format!("{inputs}, {dropout}{limit}")
 }
 
 /// The study as Markdown: per task the per-setting table with intervals, the Fig. 4 summary and the knob effects.
@@ -775,6 +808,7 @@ mod tests {
             bootstrap: BootstrapConfig { resamples: 400, seed: 3, ..Default::default() },
             cv: None,
             seeds,
+            max_train_questions: None,
         }
     }
 
@@ -841,6 +875,7 @@ mod tests {
             bootstrap: BootstrapConfig::default(),
             cv: Some(5),
             seeds: 1,
+            max_train_questions: None,
         };
         let folds = plan_folds(&inputs, &cfg);
         assert_eq!(folds.len(), 5);
@@ -857,8 +892,28 @@ mod tests {
             assert_eq!(f.train.len() + f.val.len() + f.test.len(), 40);
         }
         // Without --cv: the suite's split.
-        let one = plan_folds(&inputs, &StudyConfig { cv: None, ..cfg });
+        let one = plan_folds(&inputs, &StudyConfig { cv: None, ..cfg.clone() });
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].test.len(), inputs.split("test").len());
+
+        // A learning curve's point: each fold trains on at most n questions, whole procedures first, and a smaller
+        // n's training questions are a prefix of a larger n's; validation and test questions are untouched.
+        let cut = |n: usize| plan_folds(&inputs, &StudyConfig { max_train_questions: Some(n), ..cfg.clone() });
+        let qids = |v: &[QuestionInput]| v.iter().map(|q| q.qid.clone()).collect::<Vec<_>>();
+        let (small, large) = (cut(5), cut(12));
+        for ((s, l), full) in small.iter().zip(&large).zip(&folds) {
+            assert_eq!(s.train.len(), 5.min(full.train.len()));
+            assert_eq!(l.train.len(), 12.min(full.train.len()));
+            assert_eq!(qids(&s.train), qids(&l.train)[..s.train.len()], "nested");
+            assert_eq!((qids(&s.val), qids(&s.test)), (qids(&full.val), qids(&full.test)));
+            // Procedures come whole: every procedure but the last one taken has all its training questions.
+            let procs: Vec<&str> = s.train.iter().map(|q| q.recipe_id.as_str()).collect();
+            let last = procs.last().copied();
+            for p in procs.iter().filter(|p| Some(**p) != last) {
+                let all = full.train.iter().filter(|q| q.recipe_id == *p).count();
+                assert_eq!(procs.iter().filter(|x| *x == p).count(), all, "procedure {p} cut");
+            }
+        }
+        assert_eq!(qids(&cut(1000)[0].train), qids(&folds[0].train), "a limit above the size keeps everything");
     }
 }
