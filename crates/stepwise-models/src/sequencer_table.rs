@@ -88,7 +88,7 @@ pub struct RunResult {
 }
 
 /// Run one (method, feature view) of `dataset`'s table with `base`'s protocol and options, and score it.
-pub fn run_one(
+pub fn run_table_row(
     dataset: &str,
     run: TableRun,
     instances: &[SequencingInstance],

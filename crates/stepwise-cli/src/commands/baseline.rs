@@ -18,7 +18,7 @@ use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::pairwise::net::Classifier;
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
 use stepwise_models::sequencer_table::{
-    eval_split, model_label, protocol_note, run_one as run_table_row, table_runs, training_note,
+    eval_split, model_label, protocol_note, run_table_row, table_runs, training_note,
 };
 
 use crate::usage_bail;

@@ -180,14 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed_rows.push(seeds_row);
         rows.push(row);
         // Table 4 reads the first seed's predictions.
-        breakdown.extend(table::breakdown(
-            &scored,
-            &runs[0],
-            Some(&split),
-            seed,
-            &cell.method(),
-            cell.modality.as_str(),
-        )?);
+        breakdown.extend(table::breakdown(&scored, &runs[0], Some(&split), seed, &method, features)?);
     }
     let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
     notes.push(format!(

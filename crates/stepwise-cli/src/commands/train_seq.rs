@@ -160,6 +160,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     let pretrained = match &args.encoder {
         Some(dir) => {
             let p = saved::load(dir)?;
+            p.require_encoder(dir)?;
             check_identities(&p.features, &data.features.identities, dir)?;
             p.adopt_as_encoder(&mut config, dir)?;
             Some(p)
@@ -263,6 +264,7 @@ pub fn predict(
     output: &Path,
 ) -> anyhow::Result<()> {
     let loaded = saved::load(model_dir)?;
+    loaded.require_decoder(model_dir)?;
     let cfg = &loaded.config.sequencing;
     let data = load_data(instances, features, Some(cfg.modality), cfg.max_tokens)?;
     check_identities(&loaded.features, &data.features.identities, model_dir)?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use stepwise_core::{Question, Task};
+use stepwise_core::{ItemModality, Question, Task};
 
 use super::provenance::Provenance;
 
@@ -87,7 +87,7 @@ pub fn position_balance(questions: &[&Question]) -> Option<PositionBalance> {
 /// Whether the longest and the shortest choice (in characters; ties: lowest index) is the answer, for tasks
 /// whose choices are texts.
 pub fn length_cues(q: &Question) -> Option<(bool, bool)> {
-    if q.task_kind() != Some(Task::TextualCloze) {
+    if q.task_kind().map(Task::item_modality) != Some(ItemModality::Text) {
         return None;
     }
     let lens: Vec<usize> = q.choice_list.iter().map(|c| c.items().iter().map(|s| s.chars().count()).sum()).collect();

@@ -3,7 +3,7 @@
 //! (step positions of the question items) with the answer slot given by the `@placeholder` (cloze) or the answer
 //! index (coherence, whose question lists the choices).
 
-use stepwise_core::{Question, Task};
+use stepwise_core::{Question, Task, TaskShape};
 
 /// Where a question's step provenance came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -31,8 +31,8 @@ impl Provenance {
         let Some(steps) = &self.steps else {
             return Vec::new();
         };
-        match (task, self.answer_step) {
-            (Some(Task::VisualCoherence), Some(a)) => steps.iter().copied().filter(|&s| s != a).collect(),
+        match (task.map(Task::shape), self.answer_step) {
+            (Some(TaskShape::OddOneOut), Some(a)) => steps.iter().copied().filter(|&s| s != a).collect(),
             _ => steps.clone(),
         }
     }
@@ -46,10 +46,10 @@ pub fn provenance(q: &Question) -> Provenance {
         return Provenance { procedure, steps: Some(steps), answer_step, source: ProvenanceSource::Meta };
     }
     if let Some(steps) = qid_steps(&q.qid) {
-        let slot = match q.task_kind() {
-            Some(Task::TextualCloze | Task::VisualCloze) => q.placeholder_index(),
-            Some(Task::VisualCoherence) => Some(q.answer),
-            _ => None,
+        let slot = match q.task_kind().map(Task::shape) {
+            Some(TaskShape::Cloze) => q.placeholder_index(),
+            Some(TaskShape::OddOneOut) => Some(q.answer),
+            Some(TaskShape::Ordering) | None => None,
         };
         let answer_step = slot.and_then(|s| steps.get(s).copied());
         return Provenance { procedure, steps: Some(steps), answer_step, source: ProvenanceSource::Qid };

@@ -139,7 +139,7 @@ impl InputSpec {
         let (context, query) = match task {
             Task::TextualCloze if sources.image.is_some() => (ContextKind::Images, QueryKind::Titles),
             Task::TextualCloze => (ContextKind::Text, QueryKind::Titles),
-            _ => (ContextKind::Text, QueryKind::Images),
+            Task::VisualCloze | Task::VisualCoherence | Task::VisualOrdering => (ContextKind::Text, QueryKind::Images),
         };
         let tokens = tokens && context == ContextKind::Text && sources.tokens.is_some();
         InputSpec { task, context, query, tokens, max_context_steps: 25, max_rows_per_step: 32 }
@@ -310,7 +310,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
 pub fn strings_needed<'q>(questions: impl Iterator<Item = &'q Question>) -> Vec<String> {
     let mut out = std::collections::BTreeSet::new();
     for q in questions {
-        let textual = q.task_kind() == Some(Task::TextualCloze);
+        let textual = q.task_kind().map(Task::item_modality) == Some(ItemModality::Text);
         for step in &q.context {
             if textual {
                 out.insert(step.body.clone().unwrap_or_default());

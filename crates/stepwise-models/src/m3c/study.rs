@@ -99,6 +99,7 @@ pub struct Cell {
     pub task: Task,
     pub setting: String,
     pub model: String,
+    /// The suite's train split; with `max_train_questions`, what the largest training fold kept.
     pub train_questions: usize,
     pub val_questions: usize,
     pub test_questions: usize,
@@ -388,9 +389,10 @@ fn plan_folds<'a>(inputs: &'a TaskInputs, cfg: &StudyConfig) -> Vec<Fold<'a>> {
         .collect()
 }
 
-/// The first `n` of `questions` with their procedures in a seeded order (procedures whole until the last, which
-/// may be cut): the same order for every `n`, so a smaller training set is part of every larger one.
-pub fn first_questions(mut questions: Vec<QuestionInput>, n: usize, seed: u64) -> Vec<QuestionInput> {
+/// At most `n` of `questions`: procedures taken whole in an order seeded by `seed` (the last one taken may be
+/// cut), the kept questions in their given order. The procedure order is the same for every `n`, so a smaller
+/// training set is part of every larger one, and an `n` at or above the count keeps all of them as they were.
+pub fn first_questions(questions: Vec<QuestionInput>, n: usize, seed: u64) -> Vec<QuestionInput> {
     if questions.len() <= n {
         return questions;
     }
@@ -401,10 +403,14 @@ pub fn first_questions(mut questions: Vec<QuestionInput>, n: usize, seed: u64) -
         h.update(recipe.as_bytes());
         *h.finalize().as_bytes()
     };
-    // Stable: a procedure's questions keep their order.
-    questions.sort_by_cached_key(|q| (rank(&q.recipe_id), q.recipe_id.clone()));
-    questions.truncate(n);
-    questions
+    let mut order: Vec<([u8; 32], &str, usize)> =
+        questions.iter().enumerate().map(|(i, q)| (rank(&q.recipe_id), q.recipe_id.as_str(), i)).collect();
+    order.sort_unstable();
+    let mut keep = vec![false; questions.len()];
+    for &(_, _, i) in &order[..n] {
+        keep[i] = true;
+    }
+    questions.into_iter().zip(keep).filter_map(|(q, k)| k.then_some(q)).collect()
 }
 
 fn cell_key(set_hash: &str, features: &str, cfg: &StudyConfig, model: ScorerKind, task: Task, setting: &str) -> String {
@@ -896,24 +902,39 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].test.len(), inputs.split("test").len());
 
-        // A learning curve's point: each fold trains on at most n questions, whole procedures first, and a smaller
-        // n's training questions are a prefix of a larger n's; validation and test questions are untouched.
+        // A learning curve's point: each fold trains on at most n questions, whole procedures but one, and a
+        // smaller n's training questions are among a larger n's (up to the whole fold, kept as it was);
+        // validation and test questions are untouched.
         let cut = |n: usize| plan_folds(&inputs, &StudyConfig { max_train_questions: Some(n), ..cfg.clone() });
         let qids = |v: &[QuestionInput]| v.iter().map(|q| q.qid.clone()).collect::<Vec<_>>();
-        let (small, large) = (cut(5), cut(12));
-        for ((s, l), full) in small.iter().zip(&large).zip(&folds) {
-            assert_eq!(s.train.len(), 5.min(full.train.len()));
-            assert_eq!(l.train.len(), 12.min(full.train.len()));
-            assert_eq!(qids(&s.train), qids(&l.train)[..s.train.len()], "nested");
-            assert_eq!((qids(&s.val), qids(&s.test)), (qids(&full.val), qids(&full.test)));
-            // Procedures come whole: every procedure but the last one taken has all its training questions.
-            let procs: Vec<&str> = s.train.iter().map(|q| q.recipe_id.as_str()).collect();
-            let last = procs.last().copied();
-            for p in procs.iter().filter(|p| Some(**p) != last) {
-                let all = full.train.iter().filter(|q| q.recipe_id == *p).count();
-                assert_eq!(procs.iter().filter(|x| *x == p).count(), all, "procedure {p} cut");
+        let whole = folds.iter().map(|f| f.train.len()).max().unwrap();
+        for (n, m) in [(5, 12), (12, whole), (whole - 1, whole)] {
+            let (small, large) = (cut(n), cut(m));
+            for ((s, l), full) in small.iter().zip(&large).zip(&folds) {
+                assert_eq!(s.train.len(), n.min(full.train.len()));
+                assert_eq!(l.train.len(), m.min(full.train.len()));
+                let kept = qids(&l.train);
+                assert!(qids(&s.train).iter().all(|q| kept.contains(q)), "nested: {n} within {m}");
+                // Kept in the fold's own order.
+                let positions: Vec<usize> =
+                    s.train.iter().map(|q| full.train.iter().position(|x| x.qid == q.qid).unwrap()).collect();
+                assert!(positions.is_sorted());
+                assert_eq!((qids(&s.val), qids(&s.test)), (qids(&full.val), qids(&full.test)));
+                // Procedures come whole but at most one.
+                let cut_procs = s
+                    .train
+                    .iter()
+                    .map(|q| q.recipe_id.as_str())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|p| {
+                        let kept = s.train.iter().filter(|q| q.recipe_id == *p).count();
+                        kept < full.train.iter().filter(|q| q.recipe_id == *p).count()
+                    })
+                    .count();
+                assert!(cut_procs <= 1, "{cut_procs} procedures cut at {n}");
             }
         }
-        assert_eq!(qids(&cut(1000)[0].train), qids(&folds[0].train), "a limit above the size keeps everything");
+        assert_eq!(qids(&cut(whole)[0].train), qids(&folds[0].train), "a limit at the size keeps everything");
     }
 }

@@ -88,9 +88,31 @@ impl LoadedSeq {
         format!("sequencer ({}){pretrained}", self.config.sequencing.modality.as_str())
     }
 
+    /// A usage error naming `dir` unless this is a fine-tuned model (a pretrained encoder has no order decoder).
+    pub fn require_decoder(&self, dir: &Path) -> Result<()> {
+        if self.config.pretrain.is_some() {
+            return Err(Error::usage(format!(
+                "{}: a pretrained encoder has no order decoder; fine-tune it with `stepwise train-seq --encoder`",
+                dir.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A usage error naming `dir` unless this is a pretrained encoder.
+    pub fn require_encoder(&self, dir: &Path) -> Result<()> {
+        if self.config.pretrain.is_none() {
+            return Err(Error::usage(format!(
+                "{}: not a pretrained encoder (make one with `stepwise pretrain`)",
+                dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// The orders this model predicts for the instances of `data` in `split` (all when `None`), in instance
-    /// order; an instance without vectors gets none and is counted in `missing`. A pretrained encoder (no order
-    /// decoder) is a usage error naming `dir`.
+    /// order; an instance without vectors gets none and is counted in `missing`. A pretrained encoder is a usage
+    /// error naming `dir` ([`Self::require_decoder`]).
     pub fn predict(
         &self,
         data: &super::data::SeqData,
@@ -98,12 +120,7 @@ impl LoadedSeq {
         beam: usize,
         dir: &Path,
     ) -> Result<SeqPredictions> {
-        if self.config.pretrain.is_some() {
-            return Err(Error::usage(format!(
-                "{}: a pretrained encoder has no order decoder; fine-tune it with `stepwise train-seq --encoder`",
-                dir.display()
-            )));
-        }
+        self.require_decoder(dir)?;
         let in_split = |s: &str| split.is_none_or(|sp| sp == s);
         let wanted: Vec<super::SeqInput> = data.inputs.iter().filter(|s| in_split(&s.split)).cloned().collect();
         let orders = super::predict_orders(&self.model, &wanted, self.config.train.batch_size, beam)?;
@@ -122,12 +139,7 @@ impl LoadedSeq {
     /// Start `config` (a fine-tuning run's) from this pretrained encoder: its modality, widths and sizes must be
     /// `config`'s, and its position, step and vocabulary tables are kept. Usage errors name `dir`.
     pub fn adopt_as_encoder(&self, config: &mut SeqConfig, dir: &Path) -> Result<()> {
-        if self.config.pretrain.is_none() {
-            return Err(Error::usage(format!(
-                "{}: not a pretrained encoder (make one with `stepwise pretrain`)",
-                dir.display()
-            )));
-        }
+        self.require_encoder(dir)?;
         let pc = &self.config.sequencing;
         if (pc.modality, pc.text_dim, pc.image_dim, pc.dim, pc.layers, pc.heads)
             != (config.modality, config.text_dim, config.image_dim, config.dim, config.layers, config.heads)
