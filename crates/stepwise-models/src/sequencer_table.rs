@@ -38,7 +38,7 @@ impl TableRun {
 }
 
 /// A baseline's name with the features it read, as prediction files name it: `pairwise (multimodal)`, `random`.
-pub fn model_label(model: &str, features: &str) -> String {
+fn model_label(model: &str, features: &str) -> String {
     if features == "-" { model.to_string() } else { format!("{model} ({features})") }
 }
 
@@ -61,7 +61,7 @@ pub fn table_runs(instances: &[SequencingInstance], loaded: &SequencingFeatures)
 }
 
 /// The split the predictions are scored on: the evaluated split, or every instance under cross-validation.
-pub fn eval_split(config: &RunConfig) -> Option<&str> {
+fn eval_split(config: &RunConfig) -> Option<&str> {
     match &config.evaluation {
         Evaluation::Split(s) => Some(s.as_str()),
         Evaluation::CrossValidation(_) => None,
@@ -102,18 +102,30 @@ pub fn run_table_row(
     };
     let config = RunConfig { model: run.model, ..base.clone() };
     let out = sequencer::run(instances, &set, &config)?;
-    let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), seed)?;
+    let row = score_row(dataset, run, instances, &out.predictions, &config, seed)?;
     let note = training_note(run.model.as_str(), run.features(), &out).map(|n| format!("{dataset}: {n}"));
-    let row = Row {
+    Ok(RunResult { predictions: out.predictions, row, note })
+}
+
+/// `run`'s predictions scored into a row of `dataset`'s table, on the split `config` predicts.
+pub fn score_row(
+    dataset: &str,
+    run: TableRun,
+    instances: &[SequencingInstance],
+    predictions: &[OrderPrediction],
+    config: &RunConfig,
+    seed: u64,
+) -> Result<Row> {
+    let (n, multi_reference, single, multi) = table::score(instances, predictions, eval_split(config), seed)?;
+    Ok(Row {
         dataset: dataset.to_string(),
         method: run.model.as_str().into(),
         features: run.features().into(),
         sequences: n,
-        multi_reference: multi_ref,
+        multi_reference,
         single,
         multi,
-    };
-    Ok(RunResult { predictions: out.predictions, row, note })
+    })
 }
 
 /// The pairwise model's training per fold, one line (`None` for methods that do not train).

@@ -17,14 +17,12 @@ use stepwise_core::{Manifest, json::to_pretty_sorted};
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::pairwise::net::Classifier;
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
-use stepwise_models::sequencer_table::{
-    eval_split, model_label, protocol_note, run_table_row, table_runs, training_note,
-};
+use stepwise_models::sequencer_table::{TableRun, protocol_note, run_table_row, score_row, table_runs, training_note};
 
 use crate::usage_bail;
 use stepwise_models::sequencing_features::{SequencingFeatures, load_features};
 use stepwise_score::predictions::write_order_predictions;
-use stepwise_score::sequencing_table::{self as table, Results, Row};
+use stepwise_score::sequencing_table::{self as table, Results};
 
 /// Run sequencing baselines (random, text-position, image-chain, pairwise + topological sort).
 #[derive(clap::Args, Debug)]
@@ -205,8 +203,9 @@ fn run_one(
         tracing::warn!("the {} model reads no features; --features ignored", config.model.as_str());
     }
     let out = sequencer::run(instances, &loaded.set(), &config)?;
-    let kind = if config.model.needs_features() { loaded.set().kind().map_or("-", |k| k.as_str()) } else { "-" };
-    write_order_predictions(&args.output, &out.predictions, Some(&model_label(config.model.as_str(), kind)))?;
+    let run = TableRun { model: config.model, kind: loaded.set().kind().filter(|_| config.model.needs_features()) };
+    let kind = run.features();
+    write_order_predictions(&args.output, &out.predictions, Some(&run.label()))?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
             "{} predictions ({}, features {kind}) → {}",
@@ -219,19 +218,9 @@ fn run_one(
         }
     }
     if args.evaluate {
-        let (n, multi_ref, single, multi) = table::score(instances, &out.predictions, eval_split(&config), args.seed)?;
-        let results = Results {
-            rows: vec![Row {
-                dataset: args.instances.as_ref().map_or(String::new(), |p| p.display().to_string()),
-                method: config.model.as_str().into(),
-                features: kind.into(),
-                sequences: n,
-                multi_reference: multi_ref,
-                single,
-                multi,
-            }],
-            notes: vec![],
-        };
+        let dataset = args.instances.as_ref().map_or(String::new(), |p| p.display().to_string());
+        let row = score_row(&dataset, run, instances, &out.predictions, &config, args.seed)?;
+        let results = Results { rows: vec![row], notes: vec![] };
         print!("{}", table::markdown(&results));
     }
     Ok(())
