@@ -9,6 +9,7 @@ use stepwise_core::taskset::PLACEHOLDER;
 use stepwise_core::{Choice, Question, Task};
 use stepwise_features::Vectors;
 use stepwise_features::items::str_id;
+use stepwise_features::store::FeatureStore;
 
 pub use stepwise_core::ItemModality;
 
@@ -70,6 +71,24 @@ impl ItemResolver for FeatureResolver<'_> {
                 let id = str_id(shown);
                 self.texts.and_then(|v| v.get(&id)).or_else(|| self.encoded.and_then(|v| v.get(&id)))
             }
+        }
+    }
+}
+
+/// Resolution through opened (memory-mapped) feature stores, the first store holding an id winning: the
+/// provenance's feature id when the question records one (not retried under another id when no store holds it),
+/// else the item's own id (`image:<path>`, or the `str:` id of a text).
+pub struct StoreResolver<'a> {
+    pub stores: &'a [FeatureStore],
+}
+
+impl ItemResolver for StoreResolver<'_> {
+    fn resolve(&self, hint: Option<&str>, shown: &str, modality: ItemModality) -> Option<&[f32]> {
+        let get = |id: &str| self.stores.iter().find_map(|s| s.get(id));
+        match (hint, modality) {
+            (Some(h), _) => get(h),
+            (None, ItemModality::Image) => get(&format!("image:{shown}")),
+            (None, ItemModality::Text) => get(&str_id(shown)),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - [`multiref`]: picking the best of several valid reference orders
 //! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
 //! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
+//! - [`eval_outcome`]: what an evaluation produced (tables, results JSON, per-item lines) and its results folder
 //! - [`sequencing_table`]: the sequencing results table (paper Table 2 layout) and its Table 4 breakdown
 //! - [`markdown`]: number formatting of the reports
 //! - [`r2vq`]: R2VQ answers scored by exact match and token F1 per question family
@@ -18,6 +19,7 @@ pub mod accuracy;
 pub mod agreement;
 pub mod bootstrap;
 pub mod choice_eval;
+pub mod eval_outcome;
 pub mod markdown;
 pub mod multiref;
 pub mod predictions;

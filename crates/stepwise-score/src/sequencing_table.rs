@@ -5,7 +5,7 @@
 //! [`breakdown`] adds the paper's Table 4 (instances with one reference, several, all).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::bootstrap::BootstrapConfig;
 use crate::markdown::signed_percent as signed_pct;
@@ -47,6 +47,30 @@ pub struct Results {
     /// Free-form notes (training summaries, evaluation protocol).
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+impl Results {
+    /// The rows and notes of several results folders' `results.json`, in the order given.
+    pub fn merge(dirs: &[PathBuf]) -> stepwise_core::Result<Results> {
+        let mut all = Results { rows: Vec::new(), notes: Vec::new() };
+        for dir in dirs {
+            let file = dir.join("results.json");
+            let v = stepwise_core::json::read_json(&file)?;
+            let r: Results = serde_json::from_value(v).map_err(|e| {
+                stepwise_core::Error::field(&file, stepwise_core::Location::File, "(results)", e.to_string())
+            })?;
+            all.rows.extend(r.rows);
+            all.notes.extend(r.notes);
+        }
+        Ok(all)
+    }
+
+    /// `results.json` and `results.md` into `dir` (a results folder being written), atomically.
+    pub fn write_files(&self, dir: &Path) -> stepwise_core::Result<()> {
+        use stepwise_core::output::write_string_atomic;
+        write_string_atomic(&dir.join("results.json"), &stepwise_core::json::to_pretty_sorted(self))?;
+        write_string_atomic(&dir.join("results.md"), &markdown(self))
+    }
 }
 
 /// Single- and multi-reference scores of `predictions` (ids of `instances`; `split` None = all instances).
@@ -467,6 +491,36 @@ mod tests {
         });
         assert!(md.contains("| d | m | - | 2 | 66.7 | 50.0 |"), "{md}");
         assert!(md.contains("| 100.0 | 100.0 | 1.000 | 0.000 | 3.000 | 3.000 |"), "{md}");
+    }
+
+    #[test]
+    fn results_folders_merge_in_order_and_write_back() {
+        let td = tempfile::tempdir().unwrap();
+        let row = |method: &str| Row {
+            dataset: "d".into(),
+            method: method.into(),
+            features: "-".into(),
+            sequences: 1,
+            multi_reference: 0,
+            single: BTreeMap::new(),
+            multi: BTreeMap::new(),
+        };
+        let (a, b) = (td.path().join("a"), td.path().join("b"));
+        for (dir, method) in [(&a, "first"), (&b, "second")] {
+            std::fs::create_dir_all(dir).unwrap();
+            Results { rows: vec![row(method)], notes: vec![format!("note {method}")] }.write_files(dir).unwrap();
+        }
+        let merged = Results::merge(&[b.clone(), a.clone()]).unwrap();
+        assert_eq!(merged.rows.iter().map(|r| r.method.as_str()).collect::<Vec<_>>(), ["second", "first"]);
+        assert_eq!(merged.notes, ["note second", "note first"]);
+        assert_eq!(
+            std::fs::read_to_string(a.join("results.md")).unwrap(),
+            markdown(&Results::merge(std::slice::from_ref(&a)).unwrap())
+        );
+        // A results file of another shape is refused, naming the file.
+        std::fs::write(b.join("results.json"), "{\"rows\": 3}").unwrap();
+        let e = Results::merge(&[a, b.clone()]).unwrap_err().to_string();
+        assert!(e.contains(&b.join("results.json").display().to_string()), "{e}");
     }
 
     #[test]

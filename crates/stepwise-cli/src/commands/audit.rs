@@ -9,15 +9,11 @@ use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::{TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_eval::aflite::AfliteConfig;
 use stepwise_eval::audit::render::PlotLinks;
-use stepwise_eval::audit::shortcuts::ShortcutPanel;
-use stepwise_eval::audit::suite::{AuditVectors, Filtered, audit_suite, entry_text, run_aflite};
+use stepwise_eval::audit::suite::{AuditInputs, AuditSources, Filtered, audit_suite, run_aflite};
 use stepwise_eval::audit::{AuditConfig, audit, render};
-use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderContext};
-use stepwise_features::stores::{LoadedStores, load_pool};
-use stepwise_features::{Encoder, Vectors};
-use stepwise_models::model_features::concat;
+use stepwise_features::registry::DEFAULT_MODELS_DIR;
 use stepwise_report::plots::{CORRECT, Histogram, INCORRECT, Series, write_histogram};
-use stepwise_score::bootstrap::{BootstrapConfig, Estimate};
+use stepwise_score::bootstrap::BootstrapConfig;
 
 use super::generate::open_stores;
 use crate::cli_util::feature_error;
@@ -124,7 +120,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(o) => Some(OutputDir::create(o, args.force)?),
         None => None,
     };
-    let loaded = AuditInputs::load(&args)?;
+    let sources = AuditSources {
+        text_encoder: args.text_encoder.as_deref(),
+        distractor_pool: args.distractor_pool.as_deref(),
+        pool_features: args.pool_features.as_deref(),
+        models: &args.models,
+        seed: args.seed,
+    };
+    let loaded = AuditInputs::load(open_stores(&args.features)?, &sources).map_err(feature_error)?;
     let inputs = loaded.vectors();
     let cfg = AuditConfig {
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.seed, ..Default::default() },
@@ -225,15 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let dest = out.commit()?;
     if !stepwise_core::progress::is_quiet() {
         for t in &report.tasks {
-            eprintln!(
-                "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}{}",
-                t.task,
-                t.questions,
-                t.with_vectors,
-                percent(t.hasty_student),
-                percent(t.distance_probe.as_ref().map(|p| p.accuracy)),
-                t.shortcuts.as_ref().map_or(String::new(), |p| format!(", {}", verdict_text(p)))
-            );
+            eprintln!("{}", render::summary_line(t));
         }
         for f in filtered.iter().flat_map(|f| &f.filters) {
             eprintln!("AFLite: {} {} questions removed (see aflite/removed.jsonl)", f.result.removed.len(), f.task);
@@ -243,84 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percent(e: Option<Estimate>) -> String {
-    e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value))
-}
-
-/// The shortcut panel's verdict in a few words.
-fn verdict_text(p: &ShortcutPanel) -> String {
-    match (p.shortcut_free, &p.worst) {
-        (Some(true), _) => "shortcut-free".into(),
-        (Some(false), Some(w)) => format!("not shortcut-free (worst: {})", entry_text(w)),
-        (Some(false), None) => "not shortcut-free".into(),
-        (None, _) => "shortcut-freedom undetermined".into(),
-    }
-}
-
 /// True when `path` is a suite folder (`stepwise sweep`'s output).
 fn is_suite(path: &Path) -> bool {
     path.join(stepwise_core::manifest::MANIFEST_FILE).is_file() && Manifest::read(path).is_ok_and(|m| m.kind == "suite")
-}
-
-/// What an audit reads, loaded: the feature stores, the image vectors (with the distractor pool), which store holds
-/// the texts, and an encoder for texts no store holds.
-struct AuditInputs {
-    features: LoadedStores,
-    images: Option<Vectors>,
-    text_store: Option<usize>,
-    encoder: Option<Box<dyn Encoder>>,
-}
-
-impl AuditInputs {
-    fn load(args: &Args) -> anyhow::Result<Self> {
-        let mut features = open_stores(&args.features)?;
-        let image_store = features.find("image:");
-        let text_store = if args.text_encoder.is_some() {
-            None
-        } else {
-            features.find("title:").or_else(|| features.find("text:")).or_else(|| features.find("str:"))
-        };
-        for s in [image_store, text_store].into_iter().flatten() {
-            features.load(s).map_err(feature_error)?;
-        }
-        let pool = match &args.distractor_pool {
-            Some(p) => {
-                let main = image_store.map(|i| &features.stores[i].1);
-                Some(load_pool(p, main, &args.models, args.pool_features.as_deref()).map_err(feature_error)?)
-            }
-            None => None,
-        };
-        let images: Option<Vectors> = match (image_store, pool) {
-            (Some(i), Some(p)) => Some(concat(features.get(i), &p).map_err(feature_error)?),
-            (None, Some(p)) => Some(p),
-            (Some(i), None) => Some(features.get(i).clone()),
-            (None, None) => None,
-        };
-        // Texts without a vector are encoded per task set (external RecipeQA files: titles are not in any store).
-        let encoder: Option<Box<dyn Encoder>> = match (&args.text_encoder, text_store) {
-            (Some(name), _) => {
-                let ctx = EncoderContext { models_dir: args.models.clone(), seed: args.seed, ..Default::default() };
-                let enc = registry::build_encoder(name, &ctx).map_err(feature_error)?;
-                if enc.info().modality != stepwise_features::Modality::Text {
-                    usage_bail!("--text-encoder {name}: not a text encoder");
-                }
-                Some(enc)
-            }
-            (None, Some(i)) => {
-                let ctx = EncoderContext { models_dir: args.models.clone(), ..Default::default() };
-                Some(features.stores[i].1.encoder(&ctx).map_err(feature_error)?)
-            }
-            (None, None) => None,
-        };
-        Ok(AuditInputs { features, images, text_store, encoder })
-    }
-
-    /// The vectors, as the audits read them.
-    fn vectors(&self) -> AuditVectors<'_> {
-        AuditVectors {
-            images: self.images.as_ref(),
-            texts: self.text_store.map(|i| self.features.get(i)),
-            encoder: self.encoder.as_deref(),
-        }
-    }
 }

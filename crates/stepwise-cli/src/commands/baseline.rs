@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use stepwise_core::output::{OutputDir, write_string_atomic};
+use stepwise_core::Manifest;
+use stepwise_core::output::OutputDir;
 use stepwise_core::sequencing::SequencingInstance;
-use stepwise_core::{Manifest, json::to_pretty_sorted};
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::pairwise::net::Classifier;
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
@@ -267,8 +267,7 @@ fn run_table(
         rows.push(done.row);
     }
     let results = Results { rows, notes };
-    write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&results))?;
-    write_string_atomic(&out_dir.path().join("results.md"), &table::markdown(&results))?;
+    results.write_files(out_dir.path())?;
     let mut m = Manifest::new("sequencing-results").with_seed(args.seed);
     let mut inputs = vec![stepwise_score::predictions::instances_file(path)];
     inputs.extend(loaded.meta_files());
@@ -284,19 +283,9 @@ fn run_table(
 }
 
 fn run_merge(args: &Args) -> anyhow::Result<()> {
-    let mut all = Results { rows: Vec::new(), notes: Vec::new() };
-    for dir in &args.merge {
-        let file = dir.join("results.json");
-        let v = stepwise_core::json::read_json(&file)?;
-        let r: Results = serde_json::from_value(v).map_err(|e| {
-            stepwise_core::Error::field(&file, stepwise_core::Location::File, "(results)", e.to_string())
-        })?;
-        all.rows.extend(r.rows);
-        all.notes.extend(r.notes);
-    }
+    let all = Results::merge(&args.merge)?;
     let out_dir = OutputDir::create(&args.output, args.force)?;
-    write_string_atomic(&out_dir.path().join("results.json"), &to_pretty_sorted(&all))?;
-    write_string_atomic(&out_dir.path().join("results.md"), &table::markdown(&all))?;
+    all.write_files(out_dir.path())?;
     let mut m = Manifest::new("sequencing-results");
     let inputs: Vec<PathBuf> = args.merge.iter().map(|d| d.join("results.json")).collect();
     m.add_inputs(&inputs)?;

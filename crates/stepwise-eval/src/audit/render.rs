@@ -1,10 +1,12 @@
-//! The audit as Markdown (the JSON is the report serialised).
+//! The audit as Markdown (the JSON is the report serialised), and one line per task for the terminal.
 
 use stepwise_score::bootstrap::Estimate;
 use stepwise_score::markdown::{number, percent, percent_estimate};
 
 use stepwise_core::{Task, TaskShape};
 
+use super::shortcuts::ShortcutPanel;
+use super::suite::entry_text;
 use super::{AuditReport, TaskAudit};
 
 fn pct(e: Option<Estimate>) -> String {
@@ -205,4 +207,25 @@ fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
         }
         out.push('\n');
     }
+}
+
+/// One task's audit in a line (the audit's summary on the terminal): questions, Hasty Student, distance probe and
+/// the shortcut panel's verdict.
+pub fn summary_line(t: &TaskAudit) -> String {
+    let value = |e: Option<Estimate>| e.map_or("–".to_string(), |e| format!("{:.1}%", 100.0 * e.value));
+    let verdict = |p: &ShortcutPanel| match (p.shortcut_free, &p.worst) {
+        (Some(true), _) => "shortcut-free".to_string(),
+        (Some(false), Some(w)) => format!("not shortcut-free (worst: {})", entry_text(w)),
+        (Some(false), None) => "not shortcut-free".into(),
+        (None, _) => "shortcut-freedom undetermined".into(),
+    };
+    format!(
+        "{:<17} {:>5} questions ({} with vectors): Hasty Student {}, distance probe {}{}",
+        t.task,
+        t.questions,
+        t.with_vectors,
+        value(t.hasty_student),
+        value(t.distance_probe.as_ref().map(|p| p.accuracy)),
+        t.shortcuts.as_ref().map_or(String::new(), |p| format!(", {}", verdict(p)))
+    )
 }

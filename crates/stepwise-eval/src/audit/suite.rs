@@ -1,6 +1,6 @@
 //! Auditing a suite (`stepwise audit SUITE -o OUT`): every task set's audit, AFLite on each with the filtered
 //! task sets laid out as a suite, and one table of every setting side by side. Also the pieces the one-task-set
-//! audit shares with it: the vectors an audit reads and AFLite's run.
+//! audit shares with it: the vectors an audit reads (and their loading) and AFLite's run.
 
 use std::path::Path;
 
@@ -9,8 +9,10 @@ use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::write_string_atomic;
 use stepwise_core::{Error, IoResultExt, ItemModality, Task, TaskSet, taskset::QUESTIONS_JSON};
 use stepwise_features::items::str_id;
+use stepwise_features::registry::{self, EncoderContext};
 use stepwise_features::store::encode_strings;
-use stepwise_features::{Encoder, FeatureError, Vectors};
+use stepwise_features::stores::{LoadedStores, load_pool};
+use stepwise_features::{Encoder, FeatureError, Modality, Vectors};
 use stepwise_score::bootstrap::Interval;
 use stepwise_tasks::suite::{SuiteRow, taskset_folders};
 
@@ -18,9 +20,87 @@ use super::render::PlotLinks;
 use super::shortcuts::{MARGIN, PanelEntry};
 use super::{AuditConfig, AuditReport, audit, render, texts_to_encode};
 use crate::aflite::{self, AfliteConfig};
+use stepwise_models::model_features::concat;
 use stepwise_models::question_vectors::FeatureResolver;
 
 type Result<T> = std::result::Result<T, FeatureError>;
+
+/// What an audit reads, loaded: the feature stores, the image vectors (with a distractor pool's), which store holds
+/// the texts, and an encoder for texts no store holds.
+pub struct AuditInputs {
+    pub features: LoadedStores,
+    images: Option<Vectors>,
+    text_store: Option<usize>,
+    encoder: Option<Box<dyn Encoder>>,
+}
+
+/// Where an audit's vectors come from besides the feature stores.
+pub struct AuditSources<'a> {
+    /// Encode texts with this encoder instead of the text store's.
+    pub text_encoder: Option<&'a str>,
+    /// Extra distractor images: a folder of images or a feature store.
+    pub distractor_pool: Option<&'a Path>,
+    /// The store a folder pool's vectors are embedded into (resumable), else they are embedded in memory.
+    pub pool_features: Option<&'a Path>,
+    /// The pretrained models folder (for the encoders).
+    pub models: &'a Path,
+    /// Seed of a fitted `text_encoder`.
+    pub seed: u64,
+}
+
+impl AuditInputs {
+    /// Load the image and text stores of `features` and the distractor pool, and build the text encoder.
+    pub fn load(mut features: LoadedStores, src: &AuditSources<'_>) -> Result<Self> {
+        let image_store = features.find("image:");
+        let text_store = if src.text_encoder.is_some() {
+            None
+        } else {
+            features.find("title:").or_else(|| features.find("text:")).or_else(|| features.find("str:"))
+        };
+        for s in [image_store, text_store].into_iter().flatten() {
+            features.load(s)?;
+        }
+        let pool = match src.distractor_pool {
+            Some(p) => {
+                let main = image_store.map(|i| &features.stores[i].1);
+                Some(load_pool(p, main, src.models, src.pool_features)?)
+            }
+            None => None,
+        };
+        let images: Option<Vectors> = match (image_store, pool) {
+            (Some(i), Some(p)) => Some(concat(features.get(i), &p)?),
+            (None, Some(p)) => Some(p),
+            (Some(i), None) => Some(features.get(i).clone()),
+            (None, None) => None,
+        };
+        // Texts without a vector are encoded per task set (external RecipeQA files: titles are not in any store).
+        let encoder: Option<Box<dyn Encoder>> = match (src.text_encoder, text_store) {
+            (Some(name), _) => {
+                let ctx = EncoderContext { models_dir: src.models.to_path_buf(), seed: src.seed, ..Default::default() };
+                let enc = registry::build_encoder(name, &ctx)?;
+                if enc.info().modality != Modality::Text {
+                    return Err(FeatureError::usage(format!("--text-encoder {name}: not a text encoder")));
+                }
+                Some(enc)
+            }
+            (None, Some(i)) => {
+                let ctx = EncoderContext { models_dir: src.models.to_path_buf(), ..Default::default() };
+                Some(features.stores[i].1.encoder(&ctx)?)
+            }
+            (None, None) => None,
+        };
+        Ok(AuditInputs { features, images, text_store, encoder })
+    }
+
+    /// The vectors, as the audits read them.
+    pub fn vectors(&self) -> AuditVectors<'_> {
+        AuditVectors {
+            images: self.images.as_ref(),
+            texts: self.text_store.map(|i| self.features.get(i)),
+            encoder: self.encoder.as_deref(),
+        }
+    }
+}
 
 /// The vectors an audit reads: the image vectors (with a distractor pool's), the text store's, and an encoder for
 /// texts no store holds.
@@ -333,6 +413,6 @@ fn with_interval(value: f64, ci: Option<Interval>) -> String {
 }
 
 /// A shortcut and its accuracy: `nearest to the question 41.0 [35.2, 47.1]`.
-pub fn entry_text(e: &PanelEntry) -> String {
+pub(crate) fn entry_text(e: &PanelEntry) -> String {
     format!("{} {}", e.name, with_interval(e.accuracy.value, e.accuracy.ci))
 }

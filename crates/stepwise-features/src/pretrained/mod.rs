@@ -4,8 +4,9 @@
 //! - [`catalog`]: the model folders, the PyPI packages they come from, and the install hint
 //! - [`minilm`]: all-MiniLM-L6-v2 sentence encoder (BERT on own kernels, mean pooling, L2)
 //! - [`bert`]: the BERT encoder forward it runs (packed GEMM, no padding)
-//! - [`efficientnet_lite`]: EfficientNet-Lite0/Lite2 ImageNet CNN (pooled 1280-d feature or logits)
-//! - [`glove`]: GloVe 6B 50d averaged word vectors, and the reference vocabulary
+//! - [`efficientnet_lite`]: EfficientNet-Lite0/Lite2 ImageNet CNN (pooled 1280-d feature or logits), its install
+//!   from the downloaded `.pth`, and top-k classes
+//! - [`glove`]: GloVe 6B 50d averaged word vectors, the reference vocabulary, and the install from its package
 //! - [`clip`]: CLIP ViT-B/32 image and text towers from a user-provided Hugging Face folder
 //! - [`preprocess`]: square centre crop + resize of images, channel normalisation
 //! - [`torch_legacy`]: PyTorch checkpoint reader (legacy and zip formats) and safetensors writer
