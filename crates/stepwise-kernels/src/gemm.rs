@@ -2,9 +2,9 @@
 //! `NR` columns per `KC` slice of the inner dimension, A into panels of `MR` rows, a register-blocked `MR × NR`
 //! micro-kernel).
 //!
-//! Why our own: on this 2-core AVX-512 machine candle's CPU matmul (through the `gemm` crate) ran the trainers'
-//! 8800×256 by 256×1024 product at 41 GFLOP/s (32 on one thread), PyTorch's MKL at 95 (67); this kernel at 145
-//! (79 on one thread in cache). The training step of `stepwise bench seq-train` spends most of its time here.
+//! Why our own: candle's CPU matmul (through the `gemm` crate) ran the trainers' products at well under half of
+//! MKL's speed, and this kernel beats both (docs/performance.md). The training step of `stepwise bench seq-train`
+//! spends most of its time here.
 //!
 //! Determinism: every output element is `fma(a_p, b_p, acc)` over `p` in increasing order within each `KC` slice,
 //! slices added to `C` in order; a product with a long inner dimension and a small output splits it into parts of
@@ -341,7 +341,7 @@ impl Epilogue<'_> {
 
 /// `C = clamp(A·B + bias, lo, hi)` with a pre-packed `A` (see [`BiasClamp`]): the bias and clamp are applied to each
 /// block of `C` right after its last product slice, while it is in cache, instead of in passes over the whole
-/// output (a bias fill and a ReLU6 pass over every feature map took 12% of EfficientNet-Lite0's time).
+/// output (separate bias and ReLU6 passes over every feature map were a tenth of EfficientNet-Lite0's time).
 pub fn gemm_packed_bias_clamp(
     a: &PackedA,
     b: MatRef,
@@ -494,10 +494,10 @@ const SUM_CHUNK: usize = 16 * 1024;
 
 /// Into how many parts a product splits its inner dimension (`slices` slices of `KC`), from its shape alone.
 ///
-/// Why: the weight gradients `Xᵀ·dY` of a training step (inner dimension the 8,800 rows of a batch, outputs
-/// 256 × 256 to 1024 × 256) ran at 205 GFLOP/s on 2 threads where the forward products reach 300: split over
-/// the outputs only, each of their 35 inner slices was a parallel pass of six uneven tasks with a join at its
-/// end. Split over the inner dimension, each thread runs whole parts on its own.
+/// Why: the weight gradients `Xᵀ·dY` of a training step (inner dimension the thousands of rows of a batch, small
+/// outputs) ran well below the forward products' speed when split over the outputs only: each of their inner
+/// slices was a parallel pass of a few uneven tasks with a join at its end. Split over the inner dimension, each
+/// thread runs whole parts on its own.
 fn split_parts(m: usize, n: usize, slices: usize) -> usize {
     // At least four slices per part, at most 8 parts, and only for outputs small enough that a partial output
     // per part (at most 4 MB) costs little next to the product.
@@ -906,8 +906,7 @@ unsafe fn kernel_portable(kc: usize, ap: *const f32, bp: *const f32, c: *mut f32
 mod x86 {
     use std::arch::x86_64::*;
 
-    // The accumulators are named locals, not an array: with an array LLVM spilled half of them to the stack
-    // (measured 20–35 GFLOP/s on one core in cache).
+    // The accumulators are named locals, not an array: with an array LLVM spilled half of them to the stack.
 
     /// One row of the tile: `c0 += a·b0`, `c1 += a·b1` with `a` broadcast from `ap[$i]`.
     macro_rules! row {

@@ -5,7 +5,7 @@
 //! polynomial in `r`, scaled by `2^n` through the exponent bits), written once per instruction set with the same
 //! fused multiply-adds in the same order, so every kernel gives the same bits. Inputs below −87.3 give exactly 0
 //! (masked attention keys must weigh nothing); accuracy within 2 ulp of the true value elsewhere (tested). GELU
-//! likewise: libm's scalar `erff` took 2–3% of the step; [`erf`] is branch-free and written for AVX-512 with the
+//! likewise: libm's scalar `erff` showed in the training step's profile; [`erf`] is branch-free and written for AVX-512 with the
 //! scalar code's operations, so both give the same bits (tested).
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;

@@ -444,9 +444,9 @@ impl RangeIndex {
     /// pair with a proven lower bound on its distance (no pair in range is dropped), and the pairs left get the
     /// catalog's own distance, the one `within` measures: each ball is `within`'s for its item, item for item and
     /// bit for bit. Products per list (tiles of 256 asking items) instead of one memory-bound pass over the lists'
-    /// rows per ball (the 20,000-procedure sweep measured 185,801 balls with 512-procedure chunks, each over its
-    /// 8 probed lists of ~480 items). Requests with a NaN bound or reach, for items outside the catalog, or whose
-    /// ball is kept already, are left to `within_cached`.
+    /// rows per ball (a large sweep asks for a ball per item, each over its 8 probed lists of a few hundred items).
+    /// Requests with a NaN bound or reach, for items outside the catalog, or whose ball is kept already, are left
+    /// to `within_cached`.
     pub fn fill_balls(&self, cat: &Catalog, mut requests: Vec<BallRequest>) {
         // A NaN reach (a bound of NaN or −∞) finds nothing and would never be reused: `ball` does not keep it
         // either.
