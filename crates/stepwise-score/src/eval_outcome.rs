@@ -31,16 +31,11 @@ pub struct EvalOutcome {
 
 impl EvalOutcome {
     /// Multiple-choice predictions (`pred_path`: a file, or a folder with one file per set) against task sets.
-    pub fn choice(
-        sets: &[ChoiceSet],
-        pred_path: &Path,
-        opts: &ChoiceEvalOptions,
-        config: &BootstrapConfig,
-    ) -> Result<Self> {
+    pub fn choice(sets: &[ChoiceSet], pred_path: &Path, opts: &ChoiceEvalOptions) -> Result<Self> {
         let evaluation = choice_eval::evaluate(sets, pred_path, opts)?;
         let counts = vec![("sets", evaluation.reports.len() as u64), ("questions", evaluation.questions() as u64)];
         Ok(EvalOutcome {
-            markdown: evaluation.markdown(config),
+            markdown: evaluation.markdown(&opts.score.bootstrap),
             results: evaluation.results_json(opts),
             per_item: ("per_question.jsonl", evaluation.per_question),
             inputs: evaluation.inputs,

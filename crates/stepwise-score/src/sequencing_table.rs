@@ -65,11 +65,11 @@ impl Results {
         Ok(all)
     }
 
-    /// `results.json` and `results.md` into `dir` (a results folder being written), atomically.
-    pub fn write_files(&self, dir: &Path) -> stepwise_core::Result<()> {
+    /// `<stem>.json` and `<stem>.md` into `dir` (a results folder being written), atomically.
+    pub fn write_files(&self, dir: &Path, stem: &str) -> stepwise_core::Result<()> {
         use stepwise_core::output::write_string_atomic;
-        write_string_atomic(&dir.join("results.json"), &stepwise_core::json::to_pretty_sorted(self))?;
-        write_string_atomic(&dir.join("results.md"), &markdown(self))
+        write_string_atomic(&dir.join(format!("{stem}.json")), &stepwise_core::json::to_pretty_sorted(self))?;
+        write_string_atomic(&dir.join(format!("{stem}.md")), &markdown(self))
     }
 }
 
@@ -508,7 +508,9 @@ mod tests {
         let (a, b) = (td.path().join("a"), td.path().join("b"));
         for (dir, method) in [(&a, "first"), (&b, "second")] {
             std::fs::create_dir_all(dir).unwrap();
-            Results { rows: vec![row(method)], notes: vec![format!("note {method}")] }.write_files(dir).unwrap();
+            Results { rows: vec![row(method)], notes: vec![format!("note {method}")] }
+                .write_files(dir, "results")
+                .unwrap();
         }
         let merged = Results::merge(&[b.clone(), a.clone()]).unwrap();
         assert_eq!(merged.rows.iter().map(|r| r.method.as_str()).collect::<Vec<_>>(), ["second", "first"]);

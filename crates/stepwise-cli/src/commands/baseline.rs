@@ -267,7 +267,7 @@ fn run_table(
         rows.push(done.row);
     }
     let results = Results { rows, notes };
-    results.write_files(out_dir.path())?;
+    results.write_files(out_dir.path(), "results")?;
     let mut m = Manifest::new("sequencing-results").with_seed(args.seed);
     let mut inputs = vec![stepwise_score::predictions::instances_file(path)];
     inputs.extend(loaded.meta_files());
@@ -285,7 +285,7 @@ fn run_table(
 fn run_merge(args: &Args) -> anyhow::Result<()> {
     let all = Results::merge(&args.merge)?;
     let out_dir = OutputDir::create(&args.output, args.force)?;
-    all.write_files(out_dir.path())?;
+    all.write_files(out_dir.path(), "results")?;
     let mut m = Manifest::new("sequencing-results");
     let inputs: Vec<PathBuf> = args.merge.iter().map(|d| d.join("results.json")).collect();
     m.add_inputs(&inputs)?;

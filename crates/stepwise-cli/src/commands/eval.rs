@@ -213,7 +213,7 @@ fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> any
         split: args.split.clone(),
         per_question: args.output.is_some(),
     };
-    Ok(EvalOutcome::choice(sets, pred_path, &opts, config)?)
+    Ok(EvalOutcome::choice(sets, pred_path, &opts)?)
 }
 
 fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow::Result<EvalOutcome> {

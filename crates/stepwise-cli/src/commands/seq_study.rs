@@ -192,17 +192,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));
     }
     let results = Results { rows, notes };
-    results.write_files(out.path())?;
+    results.write_files(out.path(), "results")?;
     let bd = Results {
         rows: breakdown,
         notes: vec![
             "Dataset column: the subset of instances with one reference (Single), several (Multi.), or all.".into(),
         ],
     };
-    write_string_atomic(&out.path().join("breakdown.json"), &to_pretty_sorted(&bd))?;
+    bd.write_files(out.path(), "breakdown")?;
     write_string_atomic(&out.path().join("seeds.json"), &to_pretty_sorted(&seed_rows))?;
     write_string_atomic(&out.path().join("seeds.md"), &table::seeds_markdown(&seed_rows))?;
-    write_string_atomic(&out.path().join("breakdown.md"), &table::markdown(&bd))?;
     let mut m = Manifest::new("sequencing-results").with_seed(seed);
     m.inputs.push(InputHash::of(&all.file)?);
     m.inputs.extend(all.features.input_hashes.iter().cloned());

@@ -23,9 +23,9 @@ pub fn write_predictions(taskset: &Path, stores: &[&Path], out: &Path) -> anyhow
     let resolver = StoreResolver { stores: &stores };
     let mut lines = Vec::with_capacity(ts.questions.len());
     for q in &ts.questions {
-        let in_question = || format!("{}: question {}", taskset.display(), q.qid);
-        let task =
-            q.task_kind().with_context(|| format!("{}: task `{}` is not one of RecipeQA's", in_question(), q.task))?;
+        let task = q.task_kind().with_context(|| {
+            format!("{}: question {}: task `{}` is not one of RecipeQA's", taskset.display(), q.qid, q.task)
+        })?;
         // The error names the item and the question.
         let answer = hasty::choose(q, task, &resolver)
             .map_err(anyhow::Error::msg)
