@@ -10,9 +10,12 @@
 //! - per event, its hidden habitat or none, ranked among the previous event's habitat, the latest place named
 //!   (a participant after in/into/on/onto/to, with its next word), the latest participants and the habitats
 //!   seen at least [`MIN_VALUE_COUNT`] times in training;
-//! - per event, whether it has an elided object (Drop), whose value is the previous event's participants.
+//! - per event, whether it has an elided object (Drop), whose value is the previous event's participants;
+//! - per event, its result (RES) or none, ranked among the result names seen at least [`MIN_VALUE_COUNT`] times in
+//!   training ("mixture", "dough", "batter", ...) and the participants first named after the event, in its step
+//!   or the next two ("cut ... add the chopped vegetables").
 //!
-//! Results (RES), shadows and coreference are not predicted (the inline reader rebuilds same-name coreference).
+//! Shadows and coreference are not predicted (the inline reader rebuilds same-name coreference).
 //! Deterministic: one thread, the recipe order shuffled by a seeded generator.
 
 use std::collections::BTreeMap;
@@ -27,7 +30,7 @@ use crate::hashed::{Perceptron, dense, read_model, score, slot, sparse, word_has
 
 /// A hidden tool value is a class when training shows it this often.
 pub const MIN_VALUE_COUNT: usize = 3;
-const FORMAT: &str = "stepwise-r2vq-tagger-v1";
+const FORMAT: &str = "stepwise-r2vq-tagger-v2";
 
 /// Token labels.
 const LABELS: [&str; 8] = ["O", "EV", "TB", "TI", "P<", "P>", "TB+P<", "TB+P>"];
@@ -68,6 +71,8 @@ pub struct TaggerModel {
     pub tools: Vec<String>,
     /// The habitats training knew (candidates besides the recipe's own places).
     pub habitats: Vec<String>,
+    /// The result names training knew (candidates besides the participants named after an event).
+    pub results: Vec<String>,
     weights: Vec<(u32, f32)>,
     #[serde(skip)]
     dense: Vec<f32>,
@@ -305,9 +310,71 @@ fn best_tool(w: &[f32], e: &EventContext, n_tools: usize, buf: &mut Vec<u32>) ->
     best.0
 }
 
+/// A result's candidate names: the result names training knew, and the participants first named after the event
+/// (source 10 + steps ahead); with where each came from.
+fn result_candidates(e: &EventContext, known: &[String]) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = e.named_after.iter().map(|(n, ahead)| (n.clone(), 10 + ahead)).collect();
+    for r in known {
+        if !out.iter().any(|(n, _)| n == r) {
+            out.push((r.clone(), 1));
+        }
+    }
+    out
+}
+
+/// Features of a result candidate: its name and source with the event.
+fn result_features(e: &EventView, (name, source): &(String, u64), bag: &[u64], out: &mut Vec<u32>) {
+    out.clear();
+    let r = DECIDE_RESULT;
+    let first = name.split(' ').next().unwrap_or("");
+    let last = word_hash(name.rsplit(' ').next().unwrap_or(""));
+    let whole = word_hash(name);
+    let participle = u64::from(first.ends_with("ed"));
+    for f in [
+        [r, 1, *source, 0],
+        [r, 2, *source, e.word],
+        [r, 3, last, 0],
+        [r, 4, last, e.word],
+        [r, 5, whole, 0],
+        [r, 6, whole, e.word],
+        [r, 7, *source, participle],
+        [r, 8, *source, e.participants.min(4) as u64],
+        [r, 9, word_hash(first), *source],
+    ] {
+        out.push(slot(&f));
+    }
+    let which = if *source == 1 { whole } else { *source };
+    for &b in bag {
+        out.push(slot(&[r, 10, which, b]));
+    }
+}
+
+/// The best-named result candidate, given that the event has a result ([`has_result`]).
+fn best_result(w: &[f32], e: &EventContext, candidates: &[(String, u64)], buf: &mut Vec<u32>) -> Option<usize> {
+    let mut best = (None, f32::NEG_INFINITY);
+    for (k, c) in candidates.iter().enumerate() {
+        result_features(&e.view, c, e.bag, buf);
+        let s = score(w, buf);
+        if s > best.1 {
+            best = (Some(k), s);
+        }
+    }
+    best.0
+}
+
 const DECIDE_TOOL: u64 = 1000;
 const DECIDE_HABITAT: u64 = 1001;
 const DECIDE_DROP: u64 = 1002;
+const DECIDE_RESULT: u64 = 1003;
+const DECIDE_HAS_RESULT: u64 = 1004;
+
+/// Whether the event has a result (a binary decision on the event's features, as for Drop).
+fn has_result(w: &[f32], e: &EventContext, buf: &mut Vec<u32>) -> bool {
+    event_features(&e.view, DECIDE_HAS_RESULT, 1, e.bag, buf);
+    score(w, buf) > 0.0
+}
+/// How many steps after an event a participant may be named and still be taken for its result.
+const RESULT_STEPS_AHEAD: usize = 2;
 
 /// A recipe's steps read for the event decisions, given its token labels.
 struct RecipeRead {
@@ -326,6 +393,9 @@ struct EventContext<'a> {
     /// Participant names before the event in the recipe, the latest first (distinct, at most four).
     mentions: Vec<String>,
     prev_participants: Vec<String>,
+    /// Participant names not named before the event, first named after it in its step or the next
+    /// [`RESULT_STEPS_AHEAD`]: each with how many steps ahead (distinct, at most four, the nearest first).
+    named_after: Vec<(String, u64)>,
 }
 
 fn is_participant(l: usize) -> bool {
@@ -360,6 +430,29 @@ fn mention_name(words: &Words, labels: &[usize], i: usize) -> String {
 
 impl RecipeRead {
     fn events(&self) -> Vec<EventContext<'_>> {
+        // Every participant mention in text order: (step, token, name).
+        let all: Vec<(usize, usize, String)> = self
+            .words
+            .iter()
+            .zip(&self.labels)
+            .enumerate()
+            .flat_map(|(s, (words, labels))| {
+                (0..labels.len())
+                    .filter(|&i| is_participant(labels[i]))
+                    .map(move |i| (s, i, mention_name(words, labels, i)))
+            })
+            .collect();
+        let named_after = |at: (usize, usize)| -> Vec<(String, u64)> {
+            let before: std::collections::BTreeSet<&str> =
+                all.iter().filter(|m| (m.0, m.1) < at).map(|m| m.2.as_str()).collect();
+            let mut out: Vec<(String, u64)> = Vec::new();
+            for (s, _, name) in all.iter().filter(|m| (m.0, m.1) > at && m.0 <= at.0 + RESULT_STEPS_AHEAD) {
+                if !before.contains(name.as_str()) && !out.iter().any(|(n, _)| n == name) && out.len() < 4 {
+                    out.push((name.clone(), (s - at.0) as u64));
+                }
+            }
+            out
+        };
         let mut out = Vec::new();
         let mut place: Option<String> = None;
         let mut prev_participants: Vec<String> = Vec::new();
@@ -402,6 +495,7 @@ impl RecipeRead {
                     place: place.clone(),
                     mentions: mentions.clone(),
                     prev_participants: prev_participants.clone(),
+                    named_after: named_after((s, i)),
                 });
                 // A place named after the event in its step (its participant) is where later events happen.
                 for k in i + 1..labels.len() {
@@ -430,6 +524,10 @@ pub struct TaggerTrainReport {
     pub tokens: usize,
     pub events: usize,
     pub tools: usize,
+    /// Gold results (RES) of the training events, and how many of them a candidate names (the rest cannot be
+    /// learned: their name is neither a known result name nor a participant named soon after).
+    pub results: usize,
+    pub results_in_view: usize,
     /// Token label accuracy (%) on the training recipes.
     pub train_label_accuracy: f64,
 }
@@ -459,6 +557,14 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
     }
     let habitats: Vec<String> =
         habitat_counts.into_iter().filter(|(_, n)| *n >= MIN_VALUE_COUNT).map(|(v, _)| v).collect();
+    let mut result_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in recipes.iter().flat_map(|(_, steps)| steps.iter().flatten()) {
+        if let Some(v) = hidden_value(t, HiddenRole::Result) {
+            *result_counts.entry(v).or_default() += 1;
+        }
+    }
+    let results: Vec<String> =
+        result_counts.into_iter().filter(|(_, n)| *n >= MIN_VALUE_COUNT).map(|(v, _)| v).collect();
     let reads: Vec<(RecipeRead, Vec<Vec<InlineToken>>)> = recipes
         .iter()
         .map(|(_, steps)| {
@@ -473,7 +579,8 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
     let mut order: Vec<usize> = (0..reads.len()).collect();
     let mut rng = stepwise_core::rng::rng_for(cfg.seed, "r2vq-tagger/order");
     let (mut gold_f, mut guess_f) = (Vec::new(), Vec::new());
-    for _ in 0..cfg.epochs {
+    let (mut gold_results, mut results_in_view) = (0, 0);
+    for epoch in 0..cfg.epochs {
         order.shuffle(&mut rng);
         for &r in &order {
             let (read, steps) = &reads[r];
@@ -534,6 +641,30 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                 if (score(&p.w, &gold_f) > 0.0) != gold {
                     p.update(&gold_f, if gold { 1.0 } else { -1.0 });
                 }
+                let gold_result = hidden_value(t, HiddenRole::Result);
+                event_features(&e.view, DECIDE_HAS_RESULT, 1, e.bag, &mut gold_f);
+                if (score(&p.w, &gold_f) > 0.0) != gold_result.is_some() {
+                    p.update(&gold_f, if gold_result.is_some() { 1.0 } else { -1.0 });
+                }
+                let candidates = result_candidates(e, &results);
+                let target = gold_result.map(|g| candidates.iter().position(|(n, _)| *n == g));
+                if epoch == 0 && target.is_some() {
+                    gold_results += 1;
+                    results_in_view += usize::from(target != Some(None));
+                }
+                // Its name is learned where a candidate names it (as for habitats, a result no candidate names is
+                // not in view).
+                if let Some(Some(target)) = target {
+                    let guess = best_result(&p.w, e, &candidates, &mut guess_f);
+                    if guess != Some(target) {
+                        result_features(&e.view, &candidates[target], e.bag, &mut gold_f);
+                        p.update(&gold_f, 1.0);
+                        if let Some(k) = guess {
+                            result_features(&e.view, &candidates[k], e.bag, &mut guess_f);
+                            p.update(&guess_f, -1.0);
+                        }
+                    }
+                }
                 p.tick();
             }
         }
@@ -547,6 +678,7 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
         fitted_on: recipes.iter().map(|(id, _)| id.clone()).collect(),
         tools,
         habitats,
+        results,
         weights,
         dense,
     };
@@ -564,6 +696,8 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
         tokens,
         events: reads.iter().flat_map(|(r, _)| r.labels.iter().flatten()).filter(|&&l| l == EV).count(),
         tools: model.tools.len(),
+        results: gold_results,
+        results_in_view,
         train_label_accuracy: 100.0 * right as f64 / tokens.max(1) as f64,
     };
     (model, report)
@@ -665,6 +799,13 @@ impl TaggerModel {
                 let values = e.prev_participants.iter().map(|p| EntityRef::named(p, None)).collect();
                 hidden.push(HiddenArg { role: HiddenRole::Drop, values });
             }
+            let candidates = result_candidates(e, &self.results);
+            if has_result(&self.dense, e, &mut buf)
+                && let Some(k) = best_result(&self.dense, e, &candidates, &mut buf)
+            {
+                let value = EntityRef::named(&candidates[k].0, None);
+                hidden.push(HiddenArg { role: HiddenRole::Result, values: vec![value] });
+            }
             out[e.at.0][e.at.1].hidden = hidden;
         }
         out
@@ -710,6 +851,9 @@ mod tests {
             } else if let Some(v) = w.strip_prefix("TOOL:") {
                 let last = out.last_mut().unwrap();
                 last.hidden.push(HiddenArg { role: HiddenRole::Tool, values: vec![EntityRef::named(v, None)] });
+            } else if let Some(v) = w.strip_prefix("RES:") {
+                let last = out.last_mut().unwrap();
+                last.hidden.push(HiddenArg { role: HiddenRole::Result, values: vec![EntityRef::named(v, None)] });
             } else {
                 out.push(InlineToken { form: w.into(), ..Default::default() });
             }
@@ -731,6 +875,34 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn learns_results_named_later_and_results_by_their_usual_name() {
+        let foods = ["onion", "carrot", "leek", "potato", "pepper", "celery"];
+        let data: Vec<(String, Vec<Vec<InlineToken>>)> = (0..30)
+            .map(|k| {
+                let (a, b) = (foods[k % 6], foods[(k + 2) % 6]);
+                (
+                    format!("r-{k}"),
+                    vec![
+                        step(&format!("EV:chop RES:chopped_{a} the P:{a}@chop finely .")),
+                        step(&format!("EV:stir RES:mixture the P:{b}@stir and the P:salt@stir .")),
+                        step(&format!("EV:add the P:chopped@add {a} to the pot .")),
+                    ],
+                )
+            })
+            .collect();
+        let (model, _) = train(&data[..20], &TaggerConfig::default());
+        assert!(model.results.contains(&"mixture".to_string()), "a name seen in training is a class");
+        for (id, steps) in &data[20..] {
+            let words: Vec<Vec<String>> = steps.iter().map(|s| s.iter().map(|t| t.form.clone()).collect()).collect();
+            let tagged = model.tag(&words);
+            let result = |s: &[InlineToken], i: usize| hidden_value(&s[i], HiddenRole::Result);
+            assert_eq!(result(&tagged[0], 0), result(&steps[0], 0), "{id}: named by the later participant");
+            assert_eq!(result(&tagged[1], 0).as_deref(), Some("mixture"), "{id}: the usual name");
+            assert_eq!(result(&tagged[2], 0), None, "{id}: no result");
+        }
     }
 
     #[test]

@@ -46,14 +46,16 @@ pub(super) fn run_train_tagger(a: TrainTaggerArgs) -> anyhow::Result<()> {
     model.write(&a.output)?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
-            "{} recipes ({} excluded), {} steps, {} tokens, {} events, {} hidden tools known; token labels right on \
-             the training recipes: {:.1}%; model written to {}",
+            "{} recipes ({} excluded), {} steps, {} tokens, {} events, {} hidden tools known, results named by a \
+             candidate {} of {}; token labels right on the training recipes: {:.1}%; model written to {}",
             report.recipes,
             before - recipes.len(),
             report.steps,
             report.tokens,
             report.events,
             report.tools,
+            report.results_in_view,
+            report.results,
             report.train_label_accuracy,
             a.output.display()
         );
