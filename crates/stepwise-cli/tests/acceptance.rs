@@ -498,8 +498,8 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
     let f1 = |label: &str| labels.iter().find(|l| l.label == label).map_or(0.0, |l| l.f1);
     assert!(f1("mention EVENT") >= 0.9, "events F1 {}", f1("mention EVENT"));
     assert!(f1("PART link") >= 0.75, "participant links F1 {}", f1("PART link"));
-    // Results are named (weakly: 6% F1 when measured), so the object-lifespan programs run on a predicted layer.
-    assert!(f1("hidden Result") > 0.02, "results F1 {}", f1("hidden Result"));
+    // Results are named (weakly: 8% F1 when measured), so the object-lifespan programs run on a predicted layer.
+    assert!(f1("hidden Result") > 0.04, "results F1 {}", f1("hidden Result"));
     let out = td.path().join("tagged.jsonl");
     stepwise(&[
         "r2vq",
@@ -523,7 +523,11 @@ fn r2vq_programs_against_800_train_recipes_gold_answers() {
         stepwise_score::r2vq::markdown_table(&predicted)
     );
     assert!(predicted.overall.em.value > 0.3, "EM on the predicted layer {}", predicted.overall.em.value);
-    assert!(family_em(&predicted, 3) > 0.0, "object lifespan on the predicted layer: EM {}", family_em(&predicted, 3));
+    assert!(
+        family_em(&predicted, 3) >= 0.01,
+        "object lifespan on the predicted layer: EM {}",
+        family_em(&predicted, 3)
+    );
     assert!(predicted.overall.em.value < span.overall.em.value, "the gold layer answers better than a predicted one");
 
     // Any recipe: RecipeQA's dev recipes (text only) tagged, questions generated from the predicted layer.

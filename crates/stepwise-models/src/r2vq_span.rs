@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use stepwise_core::Result;
 use stepwise_core::r2vq::answer_match::{best_over, exact_match, is_no_answer, token_f1};
 use stepwise_core::r2vq::{R2vqDocument, word_tokens};
+use stepwise_tasks::r2vq::programs::tool_answer;
 use stepwise_tasks::r2vq::questions::{Template, parse_question};
 
 use crate::hashed::{Perceptron, dense, read_model, score, slot, sparse, word_hash, write_model};
@@ -207,8 +208,9 @@ struct ReadSentence {
 struct Read {
     template: Template,
     clause: String,
-    /// The rules' answer ([`answer_from_text`]), which the candidates' features compare with.
-    rules: Option<String>,
+    /// Whether the rules ([`answer_from_text`]) found an answer, and per candidate whether it is theirs.
+    rules_answered: bool,
+    is_rules_answer: Vec<bool>,
     sentences: Vec<ReadSentence>,
     candidates: Vec<Candidate>,
 }
@@ -294,8 +296,22 @@ impl Read {
                 }
             }
         }
+        let mut read = Read {
+            template: parsed.template,
+            clause,
+            sentences,
+            candidates,
+            rules_answered: false,
+            is_rules_answer: Vec::new(),
+        };
         let rules = answer_from_text(text, question).map(|a| a.to_lowercase());
-        Some(Read { template: parsed.template, clause, sentences, candidates, rules })
+        read.rules_answered = rules.is_some();
+        read.is_rules_answer = read
+            .candidates
+            .iter()
+            .map(|c| rules.as_ref().is_some_and(|r| read.answer(c).is_some_and(|a| a.to_lowercase() == *r)))
+            .collect();
+        Some(read)
     }
 
     fn answer(&self, c: &Candidate) -> Option<String> {
@@ -308,13 +324,14 @@ impl Read {
                 let words: Vec<&str> = self.clause.split_whitespace().collect();
                 format!("{} {span}", words[..words.len().saturating_sub(c.cut)].join(" "))
             }
-            Kind::ByUsing => format!("by using a {span}"),
+            Kind::ByUsing => tool_answer(&span),
             _ => span,
         })
     }
 
     /// The hashed features of a candidate.
-    fn features(&self, c: &Candidate, out: &mut Vec<u32>) {
+    fn features(&self, k: usize, out: &mut Vec<u32>) {
+        let c = &self.candidates[k];
         out.clear();
         let base = [self.template as u64 + 100, c.kind as u64 + 200];
         let mut f = |name: u64, rest: &[u64]| {
@@ -330,7 +347,7 @@ impl Read {
             f(1, &[share_bucket(best.map_or(0.0, |s| s.overlap))]);
             f(2, &[u64::from(best.is_some_and(|s| s.verb_at.is_some()))]);
             f(3, &[self.sentences.len() as u64]);
-            f(4, &[u64::from(self.rules.is_none())]);
+            f(4, &[u64::from(!self.rules_answered)]);
             return;
         }
         let s = &self.sentences[c.sentence];
@@ -362,7 +379,7 @@ impl Read {
         f(23, &[last, next]);
         f(24, &[prev, first]);
         f(25, &[u64::from(s.words[i..j].iter().any(|w| w.eq_ignore_ascii_case("and")))]);
-        f(29, &[self.rules.as_ref().map_or(2, |r| u64::from(self.answer(c).is_some_and(|a| a.to_lowercase() == *r)))]);
+        f(29, &[if self.rules_answered { u64::from(self.is_rules_answer[k]) } else { 2 }]);
         if c.kind == Kind::ClauseSpan {
             let words: Vec<&str> = self.clause.split_whitespace().collect();
             let dropped =
@@ -385,8 +402,8 @@ fn names_a_tool(span: &[String]) -> bool {
 /// The best-scoring candidate (the first on a tie).
 fn best(read: &Read, w: &[f32], buf: &mut Vec<u32>) -> usize {
     let mut top = (0, f32::NEG_INFINITY);
-    for (k, c) in read.candidates.iter().enumerate() {
-        read.features(c, buf);
+    for k in 0..read.candidates.len() {
+        read.features(k, buf);
         let s = score(w, buf);
         if s > top.1 {
             top = (k, s);
@@ -415,12 +432,12 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
             let (mut target, mut oracle) = (None, (0.0, 0.0));
             for (k, c) in read.candidates.iter().enumerate() {
                 let a = read.answer(c);
-                let f1 = best_over(token_f1, a.as_deref(), &gold);
                 // "by using a" + a word the tool is not earns F1 2/3 from the boilerplate alone: a tool is a target
                 // only when it is the tool.
                 if c.kind == Kind::ByUsing && best_over(exact_match, a.as_deref(), &gold) < 1.0 {
                     continue;
                 }
+                let f1 = best_over(token_f1, a.as_deref(), &gold);
                 if f1 > oracle.1 {
                     target = Some(k);
                     oracle = (best_over(exact_match, a.as_deref(), &gold), f1);
@@ -453,8 +470,8 @@ pub fn train(doc: &R2vqDocument, cfg: &SpanConfig) -> (SpanModel, SpanTrainRepor
             let guess = best(&e.read, &p.w, &mut buf);
             let guessed = e.read.answer(&e.read.candidates[guess]);
             if guess != target && best_over(token_f1, guessed.as_deref(), &e.gold) < e.oracle.1 {
-                e.read.features(&e.read.candidates[target], &mut gold_f);
-                e.read.features(&e.read.candidates[guess], &mut buf);
+                e.read.features(target, &mut gold_f);
+                e.read.features(guess, &mut buf);
                 p.update(&gold_f, 1.0);
                 p.update(&buf, -1.0);
             }
@@ -596,24 +613,29 @@ mod tests {
 
     #[test]
     fn a_tool_the_text_never_names_is_not_learned_as_by_using_a_filler() {
-        // "How do you stir ...?" answered with a hidden tool the text never names: no candidate is the tool, so
-        // the question teaches nothing (before, "by using a the" was its target at F1 0.8).
+        // "How do you stir ...?" answered with the tool: where the text names it ("with a whisk") the question
+        // teaches "by using a whisk"; where it does not, no candidate is the tool and the question is left out
+        // (before, "by using a the" was its target at F1 0.8).
         let tools = ["spoon", "whisk", "spatula", "ladle"];
-        let recipes: Vec<R2vqRecipe> = (0..12)
+        let recipes: Vec<R2vqRecipe> = (0..24)
             .map(|k| {
-                recipe(
-                    &format!("h-{k}"),
-                    &["stir the sauce gently until smooth ."],
-                    &[("How do you stir the sauce?", &format!("by using a {}", tools[k % tools.len()]))],
-                )
+                let tool = tools[k % tools.len()];
+                let step = if k % 2 == 0 {
+                    format!("stir the sauce with a {tool} until smooth .")
+                } else {
+                    "stir the sauce gently until smooth .".to_string()
+                };
+                recipe(&format!("h-{k}"), &[&step], &[("How do you stir the sauce?", &format!("by using a {tool}"))])
             })
             .collect();
-        let doc = R2vqDocument { recipes, final_newline: true };
+        let (fit, held) = recipes.split_at(20);
+        let doc = R2vqDocument { recipes: fit.to_vec(), final_newline: true };
         let (model, report) = train(&doc, &SpanConfig::default());
-        assert_eq!((report.questions, report.unreachable), (12, 12), "{report:?}");
-        let text = RecipeText::of(&doc.recipes[0]);
-        let answer = model.answer(&text, "How do you stir the sauce?");
-        assert!(!answer.as_deref().is_some_and(|a| a.starts_with("by using a")), "{answer:?}");
+        assert_eq!((report.questions, report.unreachable), (20, 10), "the unnamed tools are out of reach: {report:?}");
+        for (k, r) in held.iter().enumerate().filter(|(k, _)| k % 2 == 0) {
+            let answer = model.answer(&RecipeText::of(r), "How do you stir the sauce?");
+            assert_eq!(answer, Some(format!("by using a {}", tools[(20 + k) % tools.len()])), "named in the text");
+        }
         assert!(names_a_tool(&["wooden".into(), "spoon".into()]));
         assert!(!names_a_tool(&["the".into(), "spoon".into()]) && !names_a_tool(&[",".into()]));
     }

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use stepwise_core::r2vq::R2vqRecipe;
+use stepwise_tasks::r2vq::programs::tool_answer;
 use stepwise_tasks::r2vq::questions::{ParsedQuestion, Template, parse_question};
 
 /// What the baseline reads of a recipe: its step sentences and the 1-based step of each.
@@ -150,7 +151,7 @@ pub fn answer_from_text(text: &RecipeText, question: &str) -> Option<String> {
         }
         Template::HowDoYou => {
             let s = &sentences[find(arg(0))?];
-            phrase_after(s, &["with", "using"], false).map(|p| format!("by using a {}", bare(&p)))
+            phrase_after(s, &["with", "using"], false).map(|p| tool_answer(&bare(&p)))
         }
         Template::HowDidYouGet | Template::WhatsIn => {
             // The sentence before the first one naming the result holds what made it.

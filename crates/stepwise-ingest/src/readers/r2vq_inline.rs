@@ -261,6 +261,15 @@ pub fn parse_inline_step(text: &str) -> std::result::Result<Vec<InlineToken>, St
     Ok(raw)
 }
 
+/// How many plain words after a participant's tagged word its mention takes at most.
+pub const MENTION_EXTENSION: usize = 3;
+
+/// Whether an untagged word after a participant's tagged word extends its mention ("chopped (participant) green
+/// onions"): a word of letters, not a stop word, not an -ly adverb. The tagger names its mentions by the same rule.
+pub fn extends_mention(form: &str) -> bool {
+    form.chars().all(char::is_alphabetic) && !STOP.contains(&form) && !(form.ends_with("ly") && form.len() > 4)
+}
+
 /// Words that end a participant mention's extension.
 const STOP: &[&str] = &[
     "and", "or", "in", "into", "on", "onto", "with", "to", "of", "for", "from", "until", "at", "by", "the", "a", "an",
@@ -302,14 +311,12 @@ fn build_sentence(recipe: &str, step: usize, raw: Vec<InlineToken>, lexicon: &Pr
         }
         let mut last = i;
         while last + 1 < n
-            && last < i + 3
+            && last < i + MENTION_EXTENSION
             && raw[last + 1].participant.is_none()
             && raw[last + 1].entity.is_none()
             && !is_event(&raw[last + 1])
             && raw[last + 1].hidden.is_empty()
-            && raw[last + 1].form.chars().all(char::is_alphabetic)
-            && !STOP.contains(&raw[last + 1].form.as_str())
-            && !(raw[last + 1].form.ends_with("ly") && raw[last + 1].form.len() > 4)
+            && extends_mention(&raw[last + 1].form)
         {
             last += 1;
         }

@@ -21,6 +21,16 @@ use super::questions::{Template, parse_question};
 /// The family of unanswerable distractors.
 pub const UNANSWERABLE: u32 = 18;
 
+/// The answer to "How do you ...?" when a tool is the answer.
+const BY_HAND: &str = "by hand";
+
+/// How the release answers "How do you ...?" with a tool: "by using a knife" (family 2). The hands are a manner,
+/// "by hand" (family 6): the train QA has 72 answers "by hand" and none "by using a hand(s)" in the 640 fitting
+/// recipes.
+pub fn tool_answer(tool: &str) -> String {
+    if matches!(tool, "hand" | "hands" | "your hands") { BY_HAND.to_string() } else { format!("by using a {tool}") }
+}
+
 /// A question's program: what it reads from the annotation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -34,7 +44,7 @@ pub enum Program {
     CountProps { prop: String },
     /// Family 1: the objects of the event, the elided (Drop) ones included.
     ElidedObjects { clause: String },
-    /// Family 2: the event's hidden tool ("by using a ...").
+    /// Family 2: the event's hidden tool ("by using a ...", [`tool_answer`]; "by hand" is family 6).
     HiddenTool { clause: String },
     /// Family 2: the event's hidden habitat.
     HiddenHabitat { clause: String },
@@ -105,6 +115,7 @@ pub fn answer_question(recipe: &R2vqRecipe, graph: &AnnotationGraph, question: &
         let mut evidence = Vec::new();
         ctx.ambiguous.set(false);
         if let Some(answer) = ctx.run(&program, &mut evidence) {
+            let family = if answer == BY_HAND { 6 } else { family };
             return Ok(Answered {
                 template: parsed.template,
                 family,
@@ -248,14 +259,7 @@ impl Context<'_> {
                 let e = self.match_clause(clause)?;
                 self.cite_events(&BTreeSet::from([e]), evidence);
                 let value = g.events[e].hidden.iter().find(|h| h.role == HiddenRole::Tool)?.values.first()?;
-                let tool = entity_name(value);
-                // The release never says "by using a hands": the hands are a manner, asked as "by hand" (family 6
-                // in the train QA: 72 answers "by hand" and none "by using a hand(s)" in the 640 fitting recipes).
-                Some(if matches!(tool.as_str(), "hand" | "hands") {
-                    "by hand".to_string()
-                } else {
-                    format!("by using a {tool}")
-                })
+                Some(tool_answer(&entity_name(value)))
             }
             Program::HiddenHabitat { clause } => {
                 // The hidden habitats (all of them: "bowl and pan"), else a written one (the 2021 release asks
@@ -1054,9 +1058,12 @@ mod tests {
         ];
         let r = fixtures::recipe_from("hands", &[("Knead the dough", knead), ("Beat the egg", beat)]);
         let g = AnnotationGraph::of(&r);
-        let ask = |q: &str| answer_question(&r, &g, q).unwrap().answer;
-        assert_eq!(ask("How do you knead the dough?").as_deref(), Some("by hand"));
-        assert_eq!(ask("How do you beat the egg?").as_deref(), Some("by using a whisk"));
+        let ask = |q: &str| {
+            let a = answer_question(&r, &g, q).unwrap();
+            (a.family, a.answer)
+        };
+        assert_eq!(ask("How do you knead the dough?"), (6, Some("by hand".into())), "a manner, family 6");
+        assert_eq!(ask("How do you beat the egg?"), (2, Some("by using a whisk".into())));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use stepwise_score::r2vq::{tagging_scores, tagging_table};
 use crate::usage_bail;
 
 /// Train the tagger (`stepwise_models::r2vq_tagger`): events, TOOL mentions, participants and hidden tools,
-/// habitats and elided objects, from the inline-tagged layout.
+/// habitats, elided objects and results, from the inline-tagged layout.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  \
     stepwise r2vq train-tagger inline_tagged/entity_train3.json --exclude split/held-out.csv -o tagger.json\n  \
