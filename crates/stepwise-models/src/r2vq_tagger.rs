@@ -421,12 +421,10 @@ fn event_of(labels: &[usize], i: usize) -> Option<usize> {
 /// the mentions' own.
 fn mention_name(words: &Words, labels: &[usize], i: usize) -> String {
     let mut name = words.forms[i].clone();
-    for k in i + 1..(i + 1 + r2vq_inline::MENTION_EXTENSION).min(labels.len()) {
-        if labels[k] != O || !r2vq_inline::extends_mention(&words.forms[k]) {
-            break;
-        }
+    let after = words.forms.iter().zip(labels).skip(i + 1).take(r2vq_inline::MENTION_EXTENSION);
+    for (form, _) in after.take_while(|(form, label)| **label == O && r2vq_inline::extends_mention(form)) {
         name.push(' ');
-        name.push_str(&words.forms[k]);
+        name.push_str(form);
     }
     name
 }
