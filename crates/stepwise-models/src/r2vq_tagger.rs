@@ -25,7 +25,6 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use stepwise_core::Result;
 use stepwise_core::r2vq::{EntityKind, EntityRef, EntityTag, HiddenArg, HiddenRole, InlineToken, R2vqDocument};
-
 use stepwise_ingest::readers::r2vq_inline;
 
 use crate::hashed::{Perceptron, dense, read_model, score, slot, sparse, word_hash, write_model};
@@ -376,6 +375,7 @@ fn has_result(w: &[f32], e: &EventContext, buf: &mut Vec<u32>) -> bool {
     event_features(&e.view, DECIDE_HAS_RESULT, 1, e.bag, buf);
     score(w, buf) > 0.0
 }
+
 /// How many steps after an event a participant may be named and still be taken for its result.
 const RESULT_STEPS_AHEAD: usize = 2;
 
@@ -644,14 +644,14 @@ pub fn train(recipes: &[(String, Vec<Vec<InlineToken>>)], cfg: &TaggerConfig) ->
                 if (score(&p.w, &gold_f) > 0.0) != gold_result.is_some() {
                     p.update(&gold_f, if gold_result.is_some() { 1.0 } else { -1.0 });
                 }
-                let candidates = result_candidates(e, &results);
+                // Its name is learned where a candidate names it (as for habitats, a result no candidate names is
+                // not in view).
+                let candidates = gold_result.as_ref().map(|_| result_candidates(e, &results)).unwrap_or_default();
                 let target = gold_result.map(|g| candidates.iter().position(|(n, _)| *n == g));
                 if epoch == 0 && target.is_some() {
                     gold_results += 1;
                     results_in_view += usize::from(target != Some(None));
                 }
-                // Its name is learned where a candidate names it (as for habitats, a result no candidate names is
-                // not in view).
                 if let Some(Some(target)) = target {
                     let guess = best_result(&p.w, e, &candidates, &mut guess_f);
                     if guess != Some(target) {
@@ -797,12 +797,12 @@ impl TaggerModel {
                 let values = e.prev_participants.iter().map(|p| EntityRef::named(p, None)).collect();
                 hidden.push(HiddenArg { role: HiddenRole::Drop, values });
             }
-            let candidates = result_candidates(e, &self.results);
-            if has_result(&self.dense, e, &mut buf)
-                && let Some(k) = best_result(&self.dense, e, &candidates, &mut buf)
-            {
-                let value = EntityRef::named(&candidates[k].0, None);
-                hidden.push(HiddenArg { role: HiddenRole::Result, values: vec![value] });
+            if has_result(&self.dense, e, &mut buf) {
+                let candidates = result_candidates(e, &self.results);
+                if let Some(k) = best_result(&self.dense, e, &candidates, &mut buf) {
+                    let value = EntityRef::named(&candidates[k].0, None);
+                    hidden.push(HiddenArg { role: HiddenRole::Result, values: vec![value] });
+                }
             }
             out[e.at.0][e.at.1].hidden = hidden;
         }

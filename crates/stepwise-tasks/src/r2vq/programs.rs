@@ -21,7 +21,7 @@ use super::questions::{Template, parse_question};
 /// The family of unanswerable distractors.
 pub const UNANSWERABLE: u32 = 18;
 
-/// The answer to "How do you ...?" when a tool is the answer.
+/// The answer to "How do you ...?" when the tool is the hands.
 const BY_HAND: &str = "by hand";
 
 /// How the release answers "How do you ...?" with a tool: "by using a knife" (family 2). The hands are a manner,
