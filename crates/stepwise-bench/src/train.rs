@@ -92,6 +92,8 @@ fn random_questions(a: &Args, n: usize, key: &str) -> Vec<QuestionInput> {
                     data: (0..a.query_len * a.dim_query).map(|_| normal()).collect(),
                 })
                 .collect(),
+            // HTRN, the benchmarked scorer, reads no candidate item rows.
+            candidate_items: None,
             answer: i % a.candidates,
         })
         .collect()

@@ -19,7 +19,9 @@ pub mod study;
 pub mod train;
 
 pub use inputs::{FeatureSources, InputSpec, QuestionInput, question_input};
-pub use model::{FittedScaling, HtrnConfig, InputScaling, Loss, M3cModel, ModelConfig, RowScale, ScorerKind};
+pub use model::{
+    CandidateEmbedding, FittedScaling, HtrnConfig, InputScaling, Loss, M3cModel, ModelConfig, RowScale, ScorerKind,
+};
 pub use train::{TrainConfig, TrainReport};
 
 #[cfg(test)]
@@ -52,7 +54,7 @@ mod tests {
                     })
                     .collect();
                 let answer = i % 4;
-                let candidates = (0..4)
+                let candidates: Vec<ItemMatrix> = (0..4)
                     .map(|c| {
                         let center: Vec<f32> =
                             if c == answer { topic[..DQ].to_vec() } else { (0..DQ).map(|_| g(1.0)).collect() };
@@ -60,7 +62,17 @@ mod tests {
                         ItemMatrix { dim: DQ, data }
                     })
                     .collect();
-                QuestionInput { qid: format!("q{i}"), recipe_id: format!("p{}", i / 2), context, candidates, answer }
+                // Each candidate's own item: its sequence's last row (where a cloze choice would sit).
+                let own = candidates.iter().flat_map(|c| c.row(2).to_vec()).collect();
+                let candidate_items = Some(ItemMatrix { dim: DQ, data: own });
+                QuestionInput {
+                    qid: format!("q{i}"),
+                    recipe_id: format!("p{}", i / 2),
+                    context,
+                    candidates,
+                    candidate_items,
+                    answer,
+                }
             })
             .collect()
     }
@@ -102,6 +114,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The Impatient Reader on the candidates' own items (RecipeQA §4.2): every parameter still learns, the
+    /// candidate map reads item rows, and a question without them is refused by name.
+    #[test]
+    fn the_impatient_reader_on_candidate_items_learns_every_parameter_and_needs_the_items() {
+        let mut qs = synthetic(6, 1);
+        let mut c = config(ScorerKind::Impatient, true);
+        c.candidate_embedding = CandidateEmbedding::Item;
+        assert!(c.reads_candidate_items());
+        let m = M3cModel::new(c.clone(), 3).unwrap();
+        let items: Vec<&QuestionInput> = qs.iter().collect();
+        let batch = model::Batch::new(&items, &m.config).unwrap();
+        assert_eq!(batch.candidate_items.as_ref().unwrap().dims(), &[6 * 4, DQ]);
+        let (loss, _) = m.loss(&batch).unwrap();
+        let grads = loss.backward().unwrap();
+        for (name, var) in m.params.named() {
+            let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}"));
+            let norm = g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(norm > 0.0 && norm.is_finite(), "{name} |g|² = {norm}");
+            if name.ends_with("w_candidate.weight") {
+                assert_eq!(var.as_tensor().dims()[0], DQ, "{name} reads item rows");
+            }
+        }
+        // The default reads no items, and ordering never does.
+        assert!(!config(ScorerKind::Impatient, true).reads_candidate_items());
+        c.input.task = Task::VisualOrdering;
+        assert!(!c.reads_candidate_items());
+        // A question without its candidates' items is refused, named.
+        qs[2].candidate_items = None;
+        let items: Vec<&QuestionInput> = qs.iter().collect();
+        let err = model::Batch::new(&items, &m.config).err().unwrap();
+        assert!(err.contains("question q2") && err.contains("own items"), "{err}");
     }
 
     #[test]
@@ -221,12 +266,16 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         let back: ModelConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, c);
-        // A configuration saved before scaling existed reads as raw inputs.
+        // A configuration saved before scaling existed reads as raw inputs, and one saved before the candidate
+        // embedding was a choice as the query summary, what those models were trained with.
         let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
         v.as_object_mut().unwrap().remove("scaling");
         v.as_object_mut().unwrap().remove("dropout");
+        v.as_object_mut().unwrap().remove("candidate_embedding");
         let old: ModelConfig = serde_json::from_value(v).unwrap();
         assert_eq!((old.scaling.method, old.dropout), (InputScaling::Raw, 0.0));
+        assert_eq!(old.candidate_embedding, CandidateEmbedding::QuerySummary);
+        assert_eq!(c.candidate_embedding, CandidateEmbedding::QuerySummary);
         // Scales that do not fit the dimensions are refused.
         let mut bad = c.clone();
         bad.scaling.query.as_mut().unwrap().mean.pop();

@@ -106,7 +106,15 @@ fn questions(rule: Rule, count: usize, seed: u64) -> Vec<QuestionInput> {
                 .collect();
             let context =
                 context.iter().map(|v| ItemMatrix { dim: TEXT_DIM, data: as_stored(v, &text_common) }).collect();
-            QuestionInput { qid: format!("q{i}"), recipe_id: format!("p{i}"), context, candidates, answer }
+            let candidate_items = Some(ItemMatrix { dim: IMAGE_DIM, data: choices.concat() });
+            QuestionInput {
+                qid: format!("q{i}"),
+                recipe_id: format!("p{i}"),
+                context,
+                candidates,
+                candidate_items,
+                answer,
+            }
         })
         .collect()
 }

@@ -132,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tokens: true,
         inputs: args.hyper.inputs.into(),
         dropout: args.hyper.dropout,
+        candidate_embedding: args.hyper.candidate_embedding.into(),
         train: args.hyper.train_config(),
         bootstrap: BootstrapConfig { resamples: args.resamples, seed: args.hyper.seed, ..Default::default() },
         cv: args.cv,

@@ -175,6 +175,9 @@ pub struct QuestionInput {
     pub context: Vec<ItemMatrix>,
     /// Per candidate: its query sequence (`positions × query dim`).
     pub candidates: Vec<ItemMatrix>,
+    /// Each candidate's own item, one row per candidate (cloze: the choice; coherence: the image the candidate
+    /// leaves out); `None` where candidates are whole sequences (ordering).
+    pub candidate_items: Option<ItemMatrix>,
     pub answer: usize,
 }
 
@@ -253,7 +256,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
         ItemMatrix { dim, data: rows.concat() }
     };
 
-    let candidates: Vec<ItemMatrix> = match task {
+    let (candidates, candidate_items): (Vec<ItemMatrix>, Option<ItemMatrix>) = match task {
         Task::TextualCloze | Task::VisualCloze => {
             let slot = q.placeholder_index().ok_or_else(|| format!("question {}: no {PLACEHOLDER}", q.qid))?;
             let mut shown: Vec<Option<Vec<f32>>> = Vec::with_capacity(q.question.len());
@@ -261,12 +264,14 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
                 shown.push(if i == slot { None } else { Some(query_row(prov.question_item(i), s)?) });
             }
             let mut out = Vec::new();
+            let mut own = Vec::new();
             for (ci, c) in q.choice_list.iter().enumerate() {
                 let cand = query_row(prov.choice_item(ci), &item(c)?)?;
                 let rows: Vec<Vec<f32>> = shown.iter().map(|r| r.clone().unwrap_or_else(|| cand.clone())).collect();
                 out.push(sequence(rows));
+                own.push(cand);
             }
-            out
+            (out, Some(sequence(own)))
         }
         Task::VisualCoherence => {
             let items: Vec<Vec<f32>> = q
@@ -275,11 +280,12 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
                 .enumerate()
                 .map(|(i, c)| query_row(prov.choice_item(i), &item(c)?))
                 .collect::<Result<_, _>>()?;
-            (0..items.len())
+            let out = (0..items.len())
                 .map(|drop| {
                     sequence(items.iter().enumerate().filter(|(j, _)| *j != drop).map(|(_, r)| r.clone()).collect())
                 })
-                .collect()
+                .collect();
+            (out, Some(sequence(items)))
         }
         Task::VisualOrdering => {
             let mut out = Vec::new();
@@ -293,7 +299,7 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
                 }
                 out.push(sequence(rows));
             }
-            out
+            (out, None)
         }
     };
     if candidates.len() < 2 {
@@ -302,7 +308,14 @@ pub fn question_input(q: &Question, spec: &InputSpec, sources: &FeatureSources<'
     if q.answer >= candidates.len() {
         return Err(format!("question {}: answer {} out of range", q.qid, q.answer));
     }
-    Ok(QuestionInput { qid: q.qid.clone(), recipe_id: q.recipe_id.clone(), context, candidates, answer: q.answer })
+    Ok(QuestionInput {
+        qid: q.qid.clone(),
+        recipe_id: q.recipe_id.clone(),
+        context,
+        candidates,
+        candidate_items,
+        answer: q.answer,
+    })
 }
 
 /// The texts of `questions` that are looked up by `str:` id and may need encoding on the fly (bodies of textual

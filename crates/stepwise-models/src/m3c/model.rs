@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::inputs::{InputSpec, QuestionInput};
 use super::scorers::{Bidaf, Htrn, ImpatientReader};
 use crate::item_features::column_moments;
-use crate::nn::{BiLstm, CResult, Linear, Params, row_cosine};
+use crate::nn::{BiLstm, CResult, Params};
+use stepwise_core::TaskShape;
 
 /// The scoring functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +101,34 @@ pub struct ModelConfig {
     /// Dropout rate on the encoders' inputs and outputs while training (0: none).
     #[serde(default)]
     pub dropout: f64,
+    /// Impatient Reader: what its joint embedding is compared with; the query summary in models saved before
+    /// the choice existed, which is what they were trained with.
+    #[serde(default, skip_serializing_if = "CandidateEmbedding::is_default")]
+    pub candidate_embedding: CandidateEmbedding,
+}
+
+/// What the Impatient Reader compares its joint embedding `g` with by cosine similarity.
+///
+/// - `QuerySummary` (the default): `W_c u`, with `u` the summary of the query with the candidate in its place.
+///   The candidate reaches the score through the query, as it does in every GM3C scorer (Meta-RecipeQA appendix
+///   C puts it in the placeholder).
+/// - `Item`: `W_c x_c` on the candidate's own input row (cloze: the choice; coherence: the image the candidate
+///   leaves out), as RecipeQA §4.2's baseline compares `g` with the candidate answer's embedding. The linear map
+///   is this implementation's (RecipeQA compares with its 100-d features directly). A visual ordering candidate
+///   is a whole sequence, so there it is the query summary under either choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CandidateEmbedding {
+    #[default]
+    QuerySummary,
+    Item,
+}
+
+impl CandidateEmbedding {
+    /// Left out of saved files when it is the default, so that they read and write as before the choice existed.
+    pub fn is_default(&self) -> bool {
+        *self == CandidateEmbedding::QuerySummary
+    }
 }
 
 /// How input rows are rescaled before the encoders, with statistics of the training questions' rows.
@@ -207,7 +236,16 @@ impl ModelConfig {
             loss,
             scaling: FittedScaling::default(),
             dropout: 0.0,
+            candidate_embedding: CandidateEmbedding::QuerySummary,
         }
+    }
+
+    /// Whether the scorer reads each candidate's own item row ([`CandidateEmbedding::Item`]; not for ordering,
+    /// whose candidates are sequences).
+    pub fn reads_candidate_items(&self) -> bool {
+        self.scorer == ScorerKind::Impatient
+            && self.candidate_embedding == CandidateEmbedding::Item
+            && self.input.task.shape() != TaskShape::Ordering
     }
 
     /// This configuration with its inputs rescaled by `method`, fitted on `train` (see [`InputScaling`]).
@@ -229,6 +267,9 @@ pub struct Batch {
     /// `(B·A) × L × dq` and mask `(B·A) × L`.
     pub query: Tensor,
     pub query_mask: Tensor,
+    /// `(B·A) × dq`: each candidate's own item row, when the model reads them
+    /// ([`ModelConfig::reads_candidate_items`]).
+    pub candidate_items: Option<Tensor>,
     /// `B × A` one-hot of the answers.
     pub answer_onehot: Tensor,
     pub answers: Vec<usize>,
@@ -301,6 +342,24 @@ impl Batch {
                 }
             }
         }
+        let candidate_items = if cfg.reads_candidate_items() {
+            let mut data = vec![0f32; b * a * dq];
+            for (qi, q) in items.iter().enumerate() {
+                let m = q.candidate_items.as_ref().ok_or_else(|| {
+                    format!("question {}: no rows of the candidates' own items, which the model compares", q.qid)
+                })?;
+                check_dim(&q.qid, "candidate item", m.dim, dq)?;
+                if m.len() != a {
+                    return Err(format!("question {}: {} candidate item rows for {a} candidates", q.qid, m.len()));
+                }
+                for ci in 0..a {
+                    put_row(qscale, m.row(ci), &mut data[(qi * a + ci) * dq..(qi * a + ci + 1) * dq]);
+                }
+            }
+            Some(tensor(data, &[b * a, dq]).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
         Ok(Batch {
             questions: b,
             candidates: a,
@@ -309,6 +368,7 @@ impl Batch {
             step_mask: tensor(step_mask, &[b, n]).map_err(|e| e.to_string())?,
             query: tensor(query, &[b * a, l, dq]).map_err(|e| e.to_string())?,
             query_mask: tensor(query_mask, &[b * a, l]).map_err(|e| e.to_string())?,
+            candidate_items,
             answer_onehot: tensor(onehot, &[b, a]).map_err(|e| e.to_string())?,
             answers: items.iter().map(|q| q.answer).collect(),
         })
@@ -336,6 +396,8 @@ pub struct Encoded {
     pub query_mask: Tensor,
     /// `S × 2H`: the query encoder's final states.
     pub query_summary: Tensor,
+    /// `S × dq`: each candidate's own item row ([`Batch::candidate_items`]).
+    pub candidate_items: Option<Tensor>,
 }
 
 /// A scoring function: one score per candidate row of [`Encoded`] (`S`).
@@ -378,7 +440,10 @@ impl M3cModel {
         let context_encoder = BiLstm::new(&mut p, "encoder.context", context_in, h)?;
         let query_encoder = BiLstm::new(&mut p, "encoder.query", config.query_dim, h)?;
         let scorer: Box<dyn Scorer + Send + Sync> = match config.scorer {
-            ScorerKind::Impatient => Box::new(ImpatientReader::new(&mut p, "scorer", 2 * h, config.attention)?),
+            ScorerKind::Impatient => {
+                let candidate_in = if config.reads_candidate_items() { Some(config.query_dim) } else { None };
+                Box::new(ImpatientReader::new(&mut p, "scorer", 2 * h, config.attention, candidate_in)?)
+            }
             ScorerKind::Bidaf => Box::new(Bidaf::new(&mut p, "scorer", h)?),
             ScorerKind::Htrn => Box::new(Htrn::new(&mut p, "scorer", 2 * h, &config.htrn)?),
         };
@@ -407,6 +472,7 @@ impl M3cModel {
         let (context, _) = self.context_encoder.forward(&steps, Some(&batch.step_mask))?;
         let (query, query_summary) = self.query_encoder.forward(&drop(&batch.query)?, Some(&batch.query_mask))?;
         let (context, query, query_summary) = (drop(&context)?, drop(&query)?, drop(&query_summary)?);
+        let candidate_items = batch.candidate_items.as_ref().map(&mut drop).transpose()?;
         // Repeat each question's context for its candidates.
         let a = batch.candidates;
         let idx: Vec<u32> = (0..b as u32).flat_map(|q| std::iter::repeat_n(q, a)).collect();
@@ -417,6 +483,7 @@ impl M3cModel {
             query,
             query_mask: batch.query_mask.clone(),
             query_summary,
+            candidate_items,
         })
     }
 
@@ -490,9 +557,4 @@ pub fn argmax_rows(scores: &Tensor) -> CResult<Vec<usize>> {
             best.map_or(0, |(i, _)| i)
         })
         .collect())
-}
-
-/// Cosine compatibility of a joint embedding with each candidate's embedding (the Impatient Reader's output).
-pub(super) fn cosine_scores(joint: &Tensor, candidate: &Linear, summary: &Tensor) -> CResult<Tensor> {
-    row_cosine(joint, &candidate.forward(summary)?)
 }

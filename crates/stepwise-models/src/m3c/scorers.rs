@@ -5,16 +5,18 @@
 
 use candle_core::{D, DType, Device, Tensor};
 
-use super::model::{Encoded, HtrnConfig, Scorer, cosine_scores};
+use super::model::{Encoded, HtrnConfig, Scorer};
 use crate::nn::{
-    BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean, transformer_stack,
+    BiLstm, CResult, LayerNorm, Linear, Params, TransformerLayer, key_bias, masked_max, masked_mean, row_cosine,
+    transformer_stack,
 };
 
 /// Impatient Reader (Hermann et al. 2015; RecipeQA §4.2): for each query position i, attention over the context
 /// conditioned on the previous read r(i−1) and the query state y_q(i):
 /// `m(i,t) = tanh(W_dm y_d(t) + W_rm r(i−1) + W_qm y_q(i))`, `s(i) = softmax_t(w_ms·m(i,t))`,
 /// `r(i) = Σ_t s(i,t) y_d(t) + tanh(W_rr r(i−1))`; the joint embedding `g = tanh(W_rg r(L) + W_ug u)` is compared
-/// with the candidate's embedding `W_c u` by cosine similarity. Padded query positions leave r unchanged.
+/// by cosine similarity with the candidate's embedding: `W_c x_c` on the candidate's own item row, or `W_c u`
+/// ([`super::model::CandidateEmbedding`]). Padded query positions leave r unchanged.
 pub struct ImpatientReader {
     dm: Linear,
     rm: Linear,
@@ -24,10 +26,19 @@ pub struct ImpatientReader {
     rg: Linear,
     ug: Linear,
     candidate: Linear,
+    /// Whether `candidate` reads the candidate's own item row (else the query summary).
+    reads_item: bool,
 }
 
 impl ImpatientReader {
-    pub fn new(p: &mut Params, name: &str, state: usize, attention: usize) -> CResult<Self> {
+    /// `candidate_item_dim`: the width of the candidates' own item rows when the candidate embedding reads them.
+    pub fn new(
+        p: &mut Params,
+        name: &str,
+        state: usize,
+        attention: usize,
+        candidate_item_dim: Option<usize>,
+    ) -> CResult<Self> {
         let l = |p: &mut Params, n: &str, i, o, b| Linear::new(p, &format!("{name}.{n}"), i, o, b);
         Ok(ImpatientReader {
             dm: l(p, "w_dm", state, attention, true)?,
@@ -37,7 +48,8 @@ impl ImpatientReader {
             rr: l(p, "w_rr", state, state, false)?,
             rg: l(p, "w_rg", state, state, false)?,
             ug: l(p, "w_ug", state, state, true)?,
-            candidate: l(p, "w_candidate", state, state, true)?,
+            candidate: l(p, "w_candidate", candidate_item_dim.unwrap_or(state), state, true)?,
+            reads_item: candidate_item_dim.is_some(),
         })
     }
 }
@@ -61,7 +73,12 @@ impl Scorer for ImpatientReader {
             r = (&r + r_new.broadcast_sub(&r)?.broadcast_mul(&mi)?)?;
         }
         let g = (self.rg.forward(&r)? + self.ug.forward(&e.query_summary)?)?.tanh()?;
-        cosine_scores(&g, &self.candidate, &e.query_summary)
+        let candidate = match (&e.candidate_items, self.reads_item) {
+            (Some(items), true) => items,
+            (None, true) => candle_core::bail!("the Impatient Reader compares candidate items the batch does not hold"),
+            (_, false) => &e.query_summary,
+        };
+        row_cosine(&g, &self.candidate.forward(candidate)?)
     }
 }
 

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::m3c::dataset::{Skipped, TaskInputs, task_inputs};
 use crate::m3c::train::{self, TrainConfig};
 use crate::m3c::{
-    FeatureSources, HtrnConfig, InputScaling, InputSpec, M3cModel, ModelConfig, QuestionInput, ScorerKind,
+    CandidateEmbedding, FeatureSources, HtrnConfig, InputScaling, InputSpec, M3cModel, ModelConfig, QuestionInput,
+    ScorerKind,
 };
 use serde::{Deserialize, Serialize};
 use stepwise_core::output::write_string_atomic;
@@ -58,6 +59,9 @@ pub struct StudyConfig {
     /// Dropout rate while training ([`crate::m3c::ModelConfig::dropout`]).
     #[serde(default)]
     pub dropout: f64,
+    /// What the Impatient Reader compares its joint embedding with ([`CandidateEmbedding`]).
+    #[serde(default, skip_serializing_if = "CandidateEmbedding::is_default")]
+    pub candidate_embedding: CandidateEmbedding,
     pub train: TrainConfig,
     pub bootstrap: BootstrapConfig,
     /// K-fold cross-validation by procedure instead of the suite's split (small datasets): every question is
@@ -286,6 +290,7 @@ pub fn run_study(
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
                 mc.dropout = cfg.dropout;
+                mc.candidate_embedding = cfg.candidate_embedding;
                 let tested: Vec<&QuestionInput> = folds.iter().flat_map(|f| f.test_refs.iter().copied()).collect();
                 let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
                 let mut correct = vec![0.0; tested.len()];
@@ -629,7 +634,14 @@ fn inputs_and_dropout(cfg: &StudyConfig) -> String {
     } else {
         "no dropout".to_string()
     };
-    format!("{inputs}, {dropout}{limit}")
+    // Said only when it is not the default, so that the line of a study without the option is unchanged.
+    let candidate = match (cfg.models.contains(&ScorerKind::Impatient), cfg.candidate_embedding) {
+        (true, CandidateEmbedding::Item) => {
+            ", the Impatient Reader compares g with the candidate's own item (RecipeQA §4.2's baseline)"
+        }
+        _ => "",
+    };
+    format!("{inputs}, {dropout}{candidate}{limit}")
 }
 
 /// The study as Markdown: per task the per-setting table with intervals, the Fig. 4 summary and the knob effects.
@@ -774,6 +786,7 @@ mod tests {
             recipe_id: format!("r{recipe}"),
             context: vec![m.clone()],
             candidates: vec![m.clone(), m],
+            candidate_items: None,
             answer: 0,
         }
     }
@@ -810,6 +823,7 @@ mod tests {
             tokens: false,
             inputs: InputScaling::Raw,
             dropout: 0.0,
+            candidate_embedding: CandidateEmbedding::QuerySummary,
             train: TrainConfig::default(),
             bootstrap: BootstrapConfig { resamples: 400, seed: 3, ..Default::default() },
             cv: None,
@@ -877,6 +891,7 @@ mod tests {
             tokens: false,
             inputs: InputScaling::Centered,
             dropout: 0.0,
+            candidate_embedding: CandidateEmbedding::QuerySummary,
             train: TrainConfig::default(),
             bootstrap: BootstrapConfig::default(),
             cv: Some(5),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use stepwise_models::m3c::train::TrainConfig;
-use stepwise_models::m3c::{HtrnConfig, InputScaling, InputSpec, Loss, ModelConfig, ScorerKind};
+use stepwise_models::m3c::{CandidateEmbedding, HtrnConfig, InputScaling, InputSpec, Loss, ModelConfig, ScorerKind};
 
 use crate::commands::model_features::FeatureArgs;
 use crate::usage_bail;
@@ -119,6 +119,26 @@ pub struct ModelHyper {
     /// Dropout rate on the encoders' inputs and outputs while training (0: none, as the papers state it).
     #[arg(long, default_value_t = 0.0)]
     pub dropout: f64,
+    /// What the Impatient Reader compares its joint embedding with: the summary of the query with the candidate
+    /// in its place (GM3C's), or the candidate's own item (RecipeQA §4.2's baseline; orderings, whose candidates
+    /// are sequences, keep the query summary).
+    #[arg(long, value_enum, default_value = "query-summary")]
+    pub candidate_embedding: CandidateEmbeddingArg,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateEmbeddingArg {
+    QuerySummary,
+    Item,
+}
+
+impl From<CandidateEmbeddingArg> for CandidateEmbedding {
+    fn from(a: CandidateEmbeddingArg) -> Self {
+        match a {
+            CandidateEmbeddingArg::Item => CandidateEmbedding::Item,
+            CandidateEmbeddingArg::QuerySummary => CandidateEmbedding::QuerySummary,
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +208,7 @@ impl ModelHyper {
         c.attention = self.attention;
         c.htrn = self.htrn();
         c.dropout = self.dropout;
+        c.candidate_embedding = self.candidate_embedding.into();
         c.loss = match self.loss {
             LossArg::Default => c.loss,
             LossArg::Hinge => Loss::Hinge { margin: self.margin },
