@@ -263,7 +263,31 @@ fn rescaled_inputs_and_dropout_are_saved_and_bad_values_refused() {
     ok(&["predict", &model, &f.p("vc"), "--features", &f.p("w2v"), "--features", &f.p("desc"), "-o", &preds]);
     assert!(std::fs::read_to_string(&preds).unwrap().lines().count() > 0);
 
-    for (option, value, says) in [("--dropout", "1", "--dropout"), ("--inputs", "scaled", "--inputs")] {
+    // RecipeQA §4.2's candidate embedding: recorded in the config, read back by predict.
+    let model = f.p("impatient-item");
+    let mut args = train_args(f, "impatient", &model, "1");
+    args.extend(["--candidate-embedding", "item"].map(String::from));
+    let (code, _, err) = run(bin().args(&args));
+    assert_eq!(code, 0, "{err}");
+    let config = std::fs::read_to_string(Path::new(&model).join("config.json")).unwrap();
+    assert!(config.contains("\"candidate_embedding\": \"item\""), "{config}");
+    let preds = f.p("item.jsonl");
+    ok(&["predict", &model, &f.p("vc"), "--features", &f.p("w2v"), "--features", &f.p("desc"), "-o", &preds]);
+    assert!(std::fs::read_to_string(&preds).unwrap().lines().count() > 0);
+    // Another model records nothing: the option changes only the Impatient Reader.
+    let model = f.p("bidaf-item");
+    let mut args = train_args(f, "bidaf", &model, "1");
+    args.extend(["--candidate-embedding", "item"].map(String::from));
+    let (code, _, err) = run(bin().args(&args));
+    assert_eq!(code, 0, "{err}");
+    let config = std::fs::read_to_string(Path::new(&model).join("config.json")).unwrap();
+    assert!(!config.contains("candidate_embedding"), "{config}");
+
+    for (option, value, says) in [
+        ("--dropout", "1", "--dropout"),
+        ("--inputs", "scaled", "--inputs"),
+        ("--candidate-embedding", "answer", "--candidate-embedding"),
+    ] {
         let out = f.p(&format!("refused-{}", &option[2..]));
         let mut args = train_args(f, "bidaf", &out, "1");
         args.extend([option, value].map(String::from));

@@ -127,17 +127,30 @@ mod tests {
         let m = M3cModel::new(c.clone(), 3).unwrap();
         let items: Vec<&QuestionInput> = qs.iter().collect();
         let batch = model::Batch::new(&items, &m.config).unwrap();
-        assert_eq!(batch.candidate_items.as_ref().unwrap().dims(), &[6 * 4, DQ]);
+        // Row qi·A + ci holds question qi's candidate ci's own item.
+        let rows = batch.candidate_items.as_ref().unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(rows.len(), 6 * 4);
+        for (qi, q) in qs.iter().enumerate() {
+            for ci in 0..4 {
+                assert_eq!(rows[qi * 4 + ci], q.candidate_items.as_ref().unwrap().row(ci), "question {qi}, {ci}");
+            }
+        }
         let (loss, _) = m.loss(&batch).unwrap();
         let grads = loss.backward().unwrap();
         for (name, var) in m.params.named() {
             let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for {name}"));
             let norm = g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(norm > 0.0 && norm.is_finite(), "{name} |g|² = {norm}");
-            if name.ends_with("w_candidate.weight") {
-                assert_eq!(var.as_tensor().dims()[0], DQ, "{name} reads item rows");
-            }
         }
+        let w = &m.params.named()["scorer.w_candidate.weight"];
+        assert_eq!(w.as_tensor().dims(), &[DQ, 16], "the candidate map reads item rows");
+        // Centred inputs rescale the item rows as the query rows.
+        let scaled = c.clone().scaled_on(InputScaling::Centered, &qs);
+        let batch = model::Batch::new(&items, &scaled).unwrap();
+        let got = batch.candidate_items.as_ref().unwrap().to_vec2::<f32>().unwrap();
+        let mut want = vec![0.0; DQ];
+        scaled.scaling.query.as_ref().unwrap().apply(qs[1].candidate_items.as_ref().unwrap().row(2), &mut want);
+        assert_eq!(got[4 + 2], want);
         // The default reads no items, and ordering never does.
         assert!(!config(ScorerKind::Impatient, true).reads_candidate_items());
         c.input.task = Task::VisualOrdering;
@@ -271,11 +284,16 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
         v.as_object_mut().unwrap().remove("scaling");
         v.as_object_mut().unwrap().remove("dropout");
-        v.as_object_mut().unwrap().remove("candidate_embedding");
         let old: ModelConfig = serde_json::from_value(v).unwrap();
         assert_eq!((old.scaling.method, old.dropout), (InputScaling::Raw, 0.0));
+        // The default candidate embedding is not written, so the file is what it was before the choice existed
+        // and reads back as the query summary; the other one is written and read back.
+        assert!(!json.contains("candidate_embedding"), "{json}");
         assert_eq!(old.candidate_embedding, CandidateEmbedding::QuerySummary);
-        assert_eq!(c.candidate_embedding, CandidateEmbedding::QuerySummary);
+        let item = ModelConfig { candidate_embedding: CandidateEmbedding::Item, ..c.clone() };
+        let json = serde_json::to_string(&item).unwrap();
+        assert!(json.contains("\"candidate_embedding\":\"item\""), "{json}");
+        assert_eq!(serde_json::from_str::<ModelConfig>(&json).unwrap(), item);
         // Scales that do not fit the dimensions are refused.
         let mut bad = c.clone();
         bad.scaling.query.as_mut().unwrap().mean.pop();

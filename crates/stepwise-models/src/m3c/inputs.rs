@@ -9,6 +9,10 @@
 //!   the steps' images when an image store is given, else their bodies (text only, as for RecipeQA without
 //!   images).
 //!
+//! Beside the query sequences, each candidate's own item row (the choice of a cloze question, the image a
+//! coherence candidate leaves out) for a scorer that compares with it ([`super::model::CandidateEmbedding`]);
+//! an order has none.
+//!
 //! Visual tasks read the context steps' texts: `text:{recipe}#{step}` (title and body, as `stepwise embed`
 //! stores them) when the context step id is a step index, else `str:` of the shown text. Images are
 //! `image:{path}` (the question's provenance names each item's feature id; external files fall back to the
@@ -407,6 +411,8 @@ mod tests {
         assert_eq!(inp.context.iter().map(rows).collect::<Vec<_>>(), vec![vec![0.5], vec![0.25]]);
         assert_eq!(rows(&inp.candidates[0]), vec![1.0, 10.0, 3.0]);
         assert_eq!(rows(&inp.candidates[1]), vec![1.0, 2.0, 3.0]);
+        // Each candidate's own item: the choice that fills the placeholder.
+        assert_eq!(inp.candidate_items.as_ref().map(rows), Some(vec![10.0, 2.0]));
         assert_eq!(inp.answer, 1);
     }
 
@@ -426,6 +432,8 @@ mod tests {
         let inp = question_input(&q, &InputSpec::for_task(Task::VisualCoherence, &src, false), &src).unwrap();
         let got: Vec<Vec<f32>> = inp.candidates.iter().map(rows).collect();
         assert_eq!(got, vec![vec![20.0, 3.0], vec![1.0, 3.0], vec![1.0, 20.0]]);
+        // Candidate i's own item is the image it leaves out, item i.
+        assert_eq!(inp.candidate_items.as_ref().map(rows), Some(vec![1.0, 20.0, 3.0]));
 
         let q = Question {
             qid: "o".into(),
@@ -441,6 +449,8 @@ mod tests {
         };
         let inp = question_input(&q, &InputSpec::for_task(Task::VisualOrdering, &src, false), &src).unwrap();
         assert_eq!(inp.candidates.iter().map(rows).collect::<Vec<_>>(), vec![vec![2.0, 1.0], vec![1.0, 2.0]]);
+        // An order is a whole sequence: no own item.
+        assert_eq!(inp.candidate_items, None);
     }
 
     #[test]
@@ -466,6 +476,7 @@ mod tests {
         let inp = question_input(&q, &spec, &src).unwrap();
         assert_eq!(inp.context.iter().map(rows).collect::<Vec<_>>(), vec![vec![7.0], vec![8.0]]);
         assert_eq!(rows(&inp.candidates[1]), vec![1.0, 3.0]);
+        assert_eq!(inp.candidate_items.as_ref().map(rows), Some(vec![2.0, 3.0]));
         let needed = strings_needed(std::iter::once(&q));
         assert_eq!(needed, vec!["B1", "B2", "T1", "T2", "T3"]);
         q.choice_list[1] = Choice::Item("Unknown".into());

@@ -115,9 +115,11 @@ pub struct ModelConfig {
 /// - `Item`: `W_c x_c` on the candidate's own input row (cloze: the choice; coherence: the image the candidate
 ///   leaves out), as RecipeQA §4.2's baseline compares `g` with the candidate answer's embedding. The linear map
 ///   is this implementation's (RecipeQA compares with its 100-d features directly). A visual ordering candidate
-///   is a whole sequence, so there it is the query summary under either choice.
+///   is a whole sequence, so there it is the query summary under either choice. In both forms `g` reads the
+///   query with the candidate in its place, so in `Item` the candidate reaches the score twice (through `g` and
+///   through `x_c`); this is also this implementation's reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "snake_case")]
 pub enum CandidateEmbedding {
     #[default]
     QuerySummary,
@@ -137,9 +139,10 @@ impl CandidateEmbedding {
 /// cosine ≈ 0.6), so what tells two items apart is a few hundredths per dimension. Centring removes the shared
 /// part and one scale for all dimensions brings the rest to unit variance, keeping the relative spread of the
 /// dimensions that distances read; per-dimension standardisation also equalises the dimensions, amplifying
-/// those that barely vary. Rescaled inputs are fitted sooner (the capacity tests use centring) but on the world
-/// the models then generalise worse, so `raw`, the papers' (features used as they come), is the default; the
-/// other two are named departures.
+/// those that barely vary. Rescaled inputs are fitted sooner (the capacity tests use centring), but whether a
+/// model then generalises better on the world depends on the model, the seed and the training set's size, with
+/// no setting better for all of them, so `raw`, the papers' (features used as they come), is the default for
+/// every model; the other two are named departures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputScaling {

@@ -290,7 +290,9 @@ pub fn run_study(
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
                 mc.dropout = cfg.dropout;
-                mc.candidate_embedding = cfg.candidate_embedding;
+                if model == ScorerKind::Impatient {
+                    mc.candidate_embedding = cfg.candidate_embedding;
+                }
                 let tested: Vec<&QuestionInput> = folds.iter().flat_map(|f| f.test_refs.iter().copied()).collect();
                 let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
                 let mut correct = vec![0.0; tested.len()];
@@ -617,8 +619,9 @@ fn knob_effects(cells: &[Cell], cfg: &StudyConfig) -> Vec<KnobEffect> {
     out
 }
 
-/// How the inputs were scaled and the dropout rate, departures from the papers named.
-fn inputs_and_dropout(cfg: &StudyConfig) -> String {
+/// How the models were trained beyond their sizes (inputs, dropout, the Impatient Reader's candidate embedding,
+/// a cut training set), departures from the papers named.
+fn training_setup(cfg: &StudyConfig) -> String {
     let limit = cfg.max_train_questions.map_or(String::new(), |n| {
         format!(", training sets cut to at most {n} questions (whole procedures in a seeded order)")
     });
@@ -637,7 +640,8 @@ fn inputs_and_dropout(cfg: &StudyConfig) -> String {
     // Said only when it is not the default, so that the line of a study without the option is unchanged.
     let candidate = match (cfg.models.contains(&ScorerKind::Impatient), cfg.candidate_embedding) {
         (true, CandidateEmbedding::Item) => {
-            ", the Impatient Reader compares g with the candidate's own item (RecipeQA §4.2's baseline)"
+            ", the Impatient Reader compares g with the candidate's own item (RecipeQA §4.2's baseline; orderings \
+             keep the query summary)"
         }
         _ => "",
     };
@@ -681,7 +685,7 @@ pub fn markdown(r: &StudyReport) -> String {
         r.config.htrn.layers,
         r.config.htrn.dim,
         r.config.htrn.heads,
-        inputs_and_dropout(&r.config),
+        training_setup(&r.config),
         if seeds.len() > 1 {
             format!(
                 "every model trained with {} seeds ({}): a value is the mean over seeds, its interval resamples \
@@ -830,6 +834,19 @@ mod tests {
             seeds,
             max_train_questions: None,
         }
+    }
+
+    #[test]
+    fn the_training_line_names_the_impatient_readers_candidate_embedding_only_when_it_departs() {
+        let mut cfg = config(1);
+        cfg.models = vec![ScorerKind::Impatient, ScorerKind::Htrn];
+        assert_eq!(training_setup(&cfg), "inputs raw (the papers'), no dropout");
+        cfg.candidate_embedding = CandidateEmbedding::Item;
+        let line = training_setup(&cfg);
+        assert!(line.contains("compares g with the candidate's own item (RecipeQA §4.2's baseline"), "{line}");
+        // Without the Impatient Reader there is nothing to say.
+        cfg.models = vec![ScorerKind::Htrn];
+        assert_eq!(training_setup(&cfg), "inputs raw (the papers'), no dropout");
     }
 
     #[test]

@@ -95,7 +95,8 @@ pub fn fingerprint(model: &M3cModel, cfg: &TrainConfig, train: &[QuestionInput],
         for q in set {
             h.update(q.qid.as_bytes());
             h.update(&(q.answer as u64).to_le_bytes());
-            for m in q.context.iter().chain(&q.candidates) {
+            let items = q.candidate_items.as_ref().filter(|_| model.config.reads_candidate_items());
+            for m in q.context.iter().chain(&q.candidates).chain(items) {
                 for x in &m.data {
                     h.update(&x.to_le_bytes());
                 }

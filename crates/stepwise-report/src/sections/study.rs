@@ -67,13 +67,22 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
         None => "raw".to_string(),
     };
     let dropout = cfg.opt_f64("dropout")?.unwrap_or(0.0);
-    let config_line = if inputs != "raw" || dropout > 0.0 {
-        format!(
-            "{config_line} Departures from the papers: inputs {inputs}{}.",
-            if dropout > 0.0 { format!(", dropout {dropout}") } else { String::new() }
-        )
-    } else {
+    // Written only when it is not GM3C's query summary.
+    let candidate = cfg.opt_str("candidate_embedding")?;
+    let mut departures = Vec::new();
+    if inputs != "raw" {
+        departures.push(format!("inputs {inputs}"));
+    }
+    if dropout > 0.0 {
+        departures.push(format!("dropout {dropout}"));
+    }
+    if let Some(c) = candidate {
+        departures.push(format!("Impatient Reader candidate embedding {c} (RecipeQA §4.2's baseline)"));
+    }
+    let config_line = if departures.is_empty() {
         config_line
+    } else {
+        format!("{config_line} Departures from the papers: {}.", departures.join(", "))
     };
     let seeds = cfg.opt_u64("seeds")?.unwrap_or(1);
     let config_line = if seeds > 1 {
@@ -324,4 +333,39 @@ pub fn read_model(a: &Artefact) -> Result<ModelInfo> {
         best_epoch: t.req_u64("best_epoch")?,
         val_accuracy: t.opt_f64("best_val_accuracy")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::Kind;
+
+    /// The model line names every departure a study.json records, and nothing for a study made the papers' way.
+    #[test]
+    fn the_config_line_names_each_departure_the_study_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |extra: &str| {
+            let path = dir.path().join("study.json");
+            let json = format!(
+                r#"{{"config": {{"hidden": 64, "htrn": {{"layers": 2, "dim": 128, "heads": 4}},
+                   "train": {{"learning_rate": 0.0005, "batch_size": 32, "max_epochs": 20, "patience": 5}}{extra}}},
+                   "cells": [], "summary": [], "knob_effects": []}}"#
+            );
+            std::fs::write(&path, json).unwrap();
+            read(&Artefact { kind: Kind::Study, path, rel: "study/study.json".into() }).unwrap().config_line
+        };
+        assert!(!line("").contains("Departures"), "{}", line(""));
+        assert!(line(r#", "inputs": "raw", "dropout": 0.0"#).ends_with("patience 5."));
+        assert!(
+            line(r#", "inputs": "centered", "dropout": 0.2"#)
+                .ends_with("Departures from the papers: inputs centered, dropout 0.2.")
+        );
+        let item = line(r#", "inputs": "raw", "candidate_embedding": "item""#);
+        assert!(
+            item.ends_with(
+                "Departures from the papers: Impatient Reader candidate embedding item (RecipeQA §4.2's baseline)."
+            ),
+            "{item}"
+        );
+    }
 }

@@ -208,7 +208,10 @@ impl ModelHyper {
         c.attention = self.attention;
         c.htrn = self.htrn();
         c.dropout = self.dropout;
-        c.candidate_embedding = self.candidate_embedding.into();
+        // Recorded only where it changes something, so that other models' configs stay as before.
+        if scorer == ScorerKind::Impatient {
+            c.candidate_embedding = self.candidate_embedding.into();
+        }
         c.loss = match self.loss {
             LossArg::Default => c.loss,
             LossArg::Hinge => Loss::Hinge { margin: self.margin },
