@@ -152,6 +152,12 @@ fn refusals_exit_2_and_write_nothing() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--dim 16 is not a multiple of --heads 3"), "{err}");
     assert!(!Path::new(&study).exists());
+    // A dropout rate that keeps nothing.
+    let m = f.p("m-dropout-1");
+    let (code, _, err) = run(bin().args(train_args(f, &m, "1", &["--dropout", "1"])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--dropout"), "{err}");
+    assert!(!Path::new(&m).exists());
     // A fine-tuned model's features must match: w2v with another seed is another vector space.
     let m = f.p("m-refuse");
     ok(&train_args(f, &m, "1", &[]));

@@ -476,6 +476,19 @@ pub fn row_cosine(a: &Tensor, b: &Tensor) -> CResult<Tensor> {
     dot.div(&(na * nb)?)
 }
 
+/// Inverted dropout: each element kept with probability 1 − `rate` and scaled by 1 / (1 − `rate`); `x` itself
+/// without `rng` or at rate 0. The mask is drawn in element order from `rng`, so it does not depend on threads.
+pub fn dropout(x: &Tensor, rate: f64, rng: Option<&mut rand_chacha::ChaCha8Rng>) -> CResult<Tensor> {
+    use rand::Rng;
+    let Some(rng) = rng.filter(|_| rate > 0.0) else {
+        return Ok(x.clone());
+    };
+    let keep = 1.0 - rate;
+    let scale = (1.0 / keep) as f32;
+    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < keep { scale } else { 0.0 }).collect();
+    x * Tensor::from_vec(mask, x.shape(), x.device())?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

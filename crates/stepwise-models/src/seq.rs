@@ -315,4 +315,43 @@ mod tests {
         };
         assert_eq!(weights(1), weights(2));
     }
+
+    /// Fine-tuning with dropout: its draws are seeded per batch, so the weights do not depend on the thread count
+    /// and a killed run resumes to the same weights; it trains differently from no dropout; a config at 0 is
+    /// saved as before the option existed.
+    #[test]
+    fn dropout_is_seeded_per_batch_resumes_identically_and_is_saved_only_when_used() {
+        let data = synthetic(12, 4);
+        let cfg = SeqTrainConfig {
+            learning_rate: 1e-3,
+            batch_size: 4,
+            max_epochs: 3,
+            patience: 3,
+            seed: 5,
+            dropout: 0.3,
+            ..Default::default()
+        };
+        let train = |cfg: &SeqTrainConfig, threads: usize, stop: Option<usize>, dir: &std::path::Path| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 8);
+                let ck = Checkpointing { path: dir.join("ft.ckpt"), stop_after_epochs: stop };
+                let done = train_orders(&model, &data[..8], &data[8..], cfg, Some(&ck), &mut |_, _, _, _| {}).unwrap();
+                if done.is_none() {
+                    let go_on = Checkpointing { stop_after_epochs: None, ..ck };
+                    train_orders(&model, &data[..8], &data[8..], cfg, Some(&go_on), &mut |_, _, _, _| {}).unwrap();
+                }
+                crate::optim::weights_bytes(&model.params).unwrap()
+            })
+        };
+        let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let one = train(&cfg, 1, None, dirs[0].path());
+        assert_eq!(one, train(&cfg, 2, None, dirs[1].path()), "thread count");
+        assert_eq!(one, train(&cfg, 2, Some(1), dirs[2].path()), "killed after one epoch and resumed");
+        let plain = SeqTrainConfig { dropout: 0.0, ..cfg.clone() };
+        assert_ne!(one, train(&plain, 2, None, dirs[3].path()), "dropout changes nothing");
+        assert!(!serde_json::to_string(&plain).unwrap().contains("dropout"));
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert_eq!(serde_json::from_str::<SeqTrainConfig>(&json).unwrap(), cfg);
+    }
 }

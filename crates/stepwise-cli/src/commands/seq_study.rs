@@ -84,6 +84,7 @@ const CV_SPLIT: &str = "cv";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.hyper.check()?;
+    args.targets.check()?;
     if args.pretrain_epochs == 0 || args.beam == 0 || args.seeds == 0 {
         usage_bail!("--pretrain-epochs, --beam and --seeds must be at least 1");
     }
@@ -184,9 +185,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
     notes.push(format!(
-        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
+        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}{}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
-        args.hyper.train_config(&args.targets).targets.as_str(), seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        args.hyper.train_config(&args.targets).targets.as_str(),
+        if args.targets.dropout > 0.0 { format!(" with dropout {}", args.targets.dropout) } else { String::new() },
+        seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));
     if !all.skipped.is_empty() {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));

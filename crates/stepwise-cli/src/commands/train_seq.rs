@@ -90,7 +90,7 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if pcfg.objectives.iter().any(|o| !o.needs_text()) && !config.uses_image() {
         usage_bail!("--objectives isp, pisp and smrm need an image feature store");
     }
-    let tcfg = args.hyper.train_config(&TargetsArgs { targets: TargetsArg::AllReferences });
+    let tcfg = args.hyper.train_config(&TargetsArgs { targets: TargetsArg::AllReferences, dropout: 0.0 });
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?.with_pretraining_heads()?;
     let checkpoint = Checkpointing { path: checkpoint_path(&args.output), stop_after_epochs: None };
@@ -149,6 +149,7 @@ pub struct TrainSeqArgs {
 
 pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     args.hyper.check()?;
+    args.targets.check()?;
     let data =
         load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
     let (train, val) = (data.split(&args.train_split), data.split(&args.val_split));

@@ -7,14 +7,13 @@
 //! - Scoring function ([`Scorer`]): Impatient Reader, BiDAF or HTRN, each scoring every candidate of a question.
 
 use candle_core::{D, DType, Device, Tensor};
-use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{InputSpec, QuestionInput};
 use super::scorers::{Bidaf, Htrn, ImpatientReader};
 use crate::item_features::column_moments;
-use crate::nn::{BiLstm, CResult, Params};
+use crate::nn::{BiLstm, CResult, Params, dropout};
 use stepwise_core::TaskShape;
 
 /// The scoring functions.
@@ -531,18 +530,6 @@ impl M3cModel {
     pub fn parameter_count(&self) -> usize {
         self.params.count()
     }
-}
-
-/// Inverted dropout: each element kept with probability 1 − `rate` and scaled by 1 / (1 − `rate`); `x` itself
-/// without `rng` or at rate 0.
-fn dropout(x: &Tensor, rate: f64, rng: Option<&mut ChaCha8Rng>) -> CResult<Tensor> {
-    let Some(rng) = rng.filter(|_| rate > 0.0) else {
-        return Ok(x.clone());
-    };
-    let keep = 1.0 - rate;
-    let scale = (1.0 / keep) as f32;
-    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < keep { scale } else { 0.0 }).collect();
-    x * Tensor::from_vec(mask, x.shape(), &Device::Cpu)?
 }
 
 /// The predicted candidate of each row of `scores` (`B × A`; ties to the lowest index, NaN never wins).

@@ -306,6 +306,20 @@ impl SeqModel {
 
     /// Run the encoder over every real row of every step.
     pub fn encode(&self, batch: &SeqBatch) -> CResult<Encoded> {
+        self.encode_dropping(batch, None)
+    }
+
+    /// [`Self::encode`], with dropout (rate, draws) on the encoder's input rows and on its outputs when given
+    /// (fine-tuning).
+    pub fn encode_dropping(
+        &self,
+        batch: &SeqBatch,
+        mut dropping: Option<(f64, &mut rand_chacha::ChaCha8Rng)>,
+    ) -> CResult<Encoded> {
+        let mut drop = |x: &Tensor| match dropping.as_mut() {
+            Some((rate, rng)) => crate::nn::dropout(x, *rate, Some(&mut **rng)),
+            None => Ok(x.clone()),
+        };
         let (b, n, d) = (batch.b, batch.n, self.config.dim);
         let dev = &Device::Cpu;
         let step_mask = batch.step_mask.flatten_all()?.to_vec1::<f32>()?;
@@ -365,7 +379,8 @@ impl SeqModel {
         }
         let mask = Tensor::from_vec(mask, (b, n * l), dev)?;
         let bias = key_bias(&mask)?;
-        let h = crate::nn::transformer_stack(&self.layers, &self.norm.forward(&x)?, Some(&bias))?; // B × n·l × D
+        let x = drop(&self.norm.forward(&x)?)?;
+        let h = drop(&crate::nn::transformer_stack(&self.layers, &x, Some(&bias))?)?; // B × n·l × D
         // Each step's [CLS] row by its index: its backward pass makes one full-size gradient (zeros, then the rows
         // added) where a narrowed view of `rows` made three; the reshape for `rows` stays out of the fine-tuning
         // graph, which does not read it.
@@ -396,7 +411,17 @@ impl SeqModel {
     /// reference and at each position rewarded for the probability it puts on any step that some reference
     /// places next after the same steps (with one reference: the authored next step, BERSON's loss).
     pub fn order_loss(&self, batch: &SeqBatch, references: &[&[Vec<usize>]]) -> CResult<Tensor> {
-        let enc = self.encode(batch)?;
+        self.order_loss_dropping(batch, references, None)
+    }
+
+    /// [`Self::order_loss`] with the encoder's dropout when given ([`Self::encode_dropping`]).
+    pub fn order_loss_dropping(
+        &self,
+        batch: &SeqBatch,
+        references: &[&[Vec<usize>]],
+        dropping: Option<(f64, &mut rand_chacha::ChaCha8Rng)>,
+    ) -> CResult<Tensor> {
+        let enc = self.encode_dropping(batch, dropping)?;
         self.order_loss_from(&enc.steps, batch, references)
     }
 

@@ -25,6 +25,15 @@ pub struct SeqTrainConfig {
     /// Which orders fine-tuning learns from (a saved config without it was trained on the authored order).
     #[serde(default = "OrderTargets::authored")]
     pub targets: OrderTargets,
+    /// Fine-tuning: dropout rate on the encoder's input rows and its step representations (0: none, the
+    /// default; the paper's encoders are pretrained transformers with their own dropout, stepwise's is trained
+    /// from scratch on frozen features). Left out of saved files at 0, so they read and write as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropout: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Default for SeqTrainConfig {
@@ -36,6 +45,7 @@ impl Default for SeqTrainConfig {
             patience: 8,
             seed: 0,
             targets: OrderTargets::AllReferences,
+            dropout: 0.0,
         }
     }
 }
@@ -189,7 +199,9 @@ pub fn train_orders(
         for (bi, chunk) in order.chunks(bs).enumerate() {
             let steps: Vec<&[StepInput]> = chunk.iter().map(|&i| train[i].steps.as_slice()).collect();
             let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|&i| cfg.targets.of(&train[i])).collect();
-            let loss = model.order_loss(&batch_of(model, &steps)?, &refs).map_err(cerr)?;
+            let mut dropout_rng = rng_for(cfg.seed, &format!("seq/dropout/{epoch}/{bi}"));
+            let dropping = Some((cfg.dropout, &mut dropout_rng)).filter(|_| cfg.dropout > 0.0);
+            let loss = model.order_loss_dropping(&batch_of(model, &steps)?, &refs, dropping).map_err(cerr)?;
             let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
             adam.step(&model.params, &loss).map_err(cerr)?;
             sum += l * chunk.len() as f64;

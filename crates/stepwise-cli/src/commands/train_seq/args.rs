@@ -80,13 +80,26 @@ pub struct SeqHyper {
     pub seed: u64,
 }
 
-/// Which orders fine-tuning learns from (train-seq and seq-study; pretraining reads the authored order).
+/// Fine-tuning's own options (train-seq and seq-study): which orders it learns from (pretraining reads the
+/// authored order) and its dropout (pretraining uses none).
 #[derive(clap::Args, Debug, Clone)]
 pub struct TargetsArgs {
     /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
     /// sequencing paper's training; free steps then carry the authored order as their label).
     #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
     pub targets: TargetsArg,
+    /// Fine-tuning: dropout rate on the encoder's input rows and step representations (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    pub dropout: f64,
+}
+
+impl TargetsArgs {
+    pub fn check(&self) -> anyhow::Result<()> {
+        if !(0.0..1.0).contains(&self.dropout) {
+            usage_bail!("--dropout must be at least 0 and below 1");
+        }
+        Ok(())
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +150,7 @@ impl SeqHyper {
             patience: self.patience,
             seed: self.seed,
             targets: targets.targets.into(),
+            dropout: targets.dropout,
         }
     }
 }
