@@ -156,7 +156,7 @@ fn refusals_exit_2_and_write_nothing() {
     let m = f.p("m-dropout-1");
     let (code, _, err) = run(bin().args(train_args(f, &m, "1", &["--dropout", "1"])));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--dropout"), "{err}");
+    assert!(err.contains("--dropout must be at least 0 and below 1"), "{err}");
     assert!(!Path::new(&m).exists());
     // A fine-tuned model's features must match: w2v with another seed is another vector space.
     let m = f.p("m-refuse");

@@ -20,7 +20,7 @@ use stepwise_score::sequencing_table::{self as table, Results, SeedRow};
 use super::model_features::FeatureArgs;
 use stepwise_models::seq::data::SeqData;
 
-use super::train_seq::{SeqHyper, TargetsArgs, load_data};
+use super::train_seq::{FineTuneArgs, SeqHyper, load_data};
 use crate::usage_bail;
 
 /// Train and test the sequencing model grid (sequencing paper Tables 2, 3 and 4) on one dataset.
@@ -48,7 +48,7 @@ pub struct Args {
     #[command(flatten)]
     pub hyper: SeqHyper,
     #[command(flatten)]
-    pub targets: TargetsArgs,
+    pub fine_tune: FineTuneArgs,
     /// Pretraining epochs.
     #[arg(long, default_value_t = 10)]
     pub pretrain_epochs: usize,
@@ -84,7 +84,7 @@ const CV_SPLIT: &str = "cv";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.hyper.check()?;
-    args.targets.check()?;
+    args.fine_tune.check()?;
     if args.pretrain_epochs == 0 || args.beam == 0 || args.seeds == 0 {
         usage_bail!("--pretrain-epochs, --beam and --seeds must be at least 1");
     }
@@ -114,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let fingerprint = format!(
         "{:?}|{:?}|{:?}|{}|{}|{:?}|{}",
         args.hyper,
-        args.targets,
+        args.fine_tune,
         all.features.identities.iter().map(|(i, _)| i).collect::<Vec<_>>(),
         args.pretrain_epochs,
         args.beam,
@@ -160,7 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 let settings = CellSettings {
                     model: args.hyper.config(data, DecoderKind::Berson),
-                    train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.targets) },
+                    train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.fine_tune) },
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,
                 };
@@ -187,8 +187,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     notes.push(format!(
         "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}{}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
-        args.hyper.train_config(&args.targets).targets.as_str(),
-        if args.targets.dropout > 0.0 { format!(" with dropout {}", args.targets.dropout) } else { String::new() },
+        args.hyper.train_config(&args.fine_tune).targets.as_str(),
+        if args.fine_tune.dropout > 0.0 {
+            format!(" with dropout {} (a departure from the paper)", args.fine_tune.dropout)
+        } else {
+            String::new()
+        },
         seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));
     if !all.skipped.is_empty() {

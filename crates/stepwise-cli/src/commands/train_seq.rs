@@ -19,7 +19,7 @@ use stepwise_models::seq::{DecoderKind, Objective, PretrainConfig, SeqModel};
 use stepwise_report::plots::{LineChart, write_line_chart};
 
 use self::args::objectives;
-pub use self::args::{DecoderArg, SeqHyper, TargetsArg, TargetsArgs, load_data};
+pub use self::args::{DecoderArg, FineTuneArgs, SeqHyper, TargetsArg, load_data};
 use super::model_features::FeatureArgs;
 use super::train::checkpoint_path;
 use crate::usage_bail;
@@ -90,7 +90,7 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if pcfg.objectives.iter().any(|o| !o.needs_text()) && !config.uses_image() {
         usage_bail!("--objectives isp, pisp and smrm need an image feature store");
     }
-    let tcfg = args.hyper.train_config(&TargetsArgs { targets: TargetsArg::AllReferences, dropout: 0.0 });
+    let tcfg = args.hyper.train_config(&FineTuneArgs { targets: TargetsArg::AllReferences, dropout: 0.0 });
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?.with_pretraining_heads()?;
     let checkpoint = Checkpointing { path: checkpoint_path(&args.output), stop_after_epochs: None };
@@ -135,7 +135,7 @@ pub struct TrainSeqArgs {
     #[command(flatten)]
     pub hyper: SeqHyper,
     #[command(flatten)]
-    pub targets: TargetsArgs,
+    pub fine_tune: FineTuneArgs,
     #[arg(long, default_value = "train")]
     pub train_split: String,
     /// The split that selects the epoch (none: all epochs run, the last weights are kept).
@@ -149,7 +149,7 @@ pub struct TrainSeqArgs {
 
 pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     args.hyper.check()?;
-    args.targets.check()?;
+    args.fine_tune.check()?;
     let data =
         load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
     let (train, val) = (data.split(&args.train_split), data.split(&args.val_split));
@@ -168,7 +168,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let tcfg = args.hyper.train_config(&args.targets);
+    let tcfg = args.hyper.train_config(&args.fine_tune);
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?;
     if let Some(p) = &pretrained {

@@ -150,7 +150,7 @@ pub fn run_cell(
             .and_then(SeqModel::with_pretraining_heads)
             .map_err(crate::optim::cerr)?;
         let pcfg = PretrainConfig { objectives: objectives.clone(), ..PretrainConfig::default() };
-        let pre = SeqTrainConfig { max_epochs: settings.pretrain_epochs, ..tcfg.clone() };
+        let pre = SeqTrainConfig { max_epochs: settings.pretrain_epochs, dropout: 0.0, ..tcfg.clone() };
         pretrain(&enc, train, &pre, &pcfg, None, &mut { quiet })?;
         super::load_encoder(&model, &enc)?;
     }

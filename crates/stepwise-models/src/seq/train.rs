@@ -25,9 +25,10 @@ pub struct SeqTrainConfig {
     /// Which orders fine-tuning learns from (a saved config without it was trained on the authored order).
     #[serde(default = "OrderTargets::authored")]
     pub targets: OrderTargets,
-    /// Fine-tuning: dropout rate on the encoder's input rows and its step representations (0: none, the
-    /// default; the paper's encoders are pretrained transformers with their own dropout, stepwise's is trained
-    /// from scratch on frozen features). Left out of saved files at 0, so they read and write as before.
+    /// Fine-tuning: dropout rate on the encoder's input rows and its output rows (0: none, the default; the
+    /// paper's encoders are pretrained transformers with their own dropout, stepwise's is trained from scratch
+    /// on frozen features). Pretraining ignores it. Left out of saved files at 0, so they read and write as
+    /// before.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropout: f64,
 }

@@ -1,5 +1,5 @@
-//! The options `pretrain`, `train-seq` and `seq-study` share: modality, decoder, encoder size and training, the
-//! orders fine-tuning learns from; and reading instances with their features.
+//! The options `pretrain`, `train-seq` and `seq-study` share: modality, decoder, encoder size and training,
+//! fine-tuning's own (the orders it learns from, its dropout); and reading instances with their features.
 
 use std::path::Path;
 
@@ -83,17 +83,18 @@ pub struct SeqHyper {
 /// Fine-tuning's own options (train-seq and seq-study): which orders it learns from (pretraining reads the
 /// authored order) and its dropout (pretraining uses none).
 #[derive(clap::Args, Debug, Clone)]
-pub struct TargetsArgs {
+pub struct FineTuneArgs {
     /// Fine-tuning learns from every valid order an instance lists, or from its authored order only (the
     /// sequencing paper's training; free steps then carry the authored order as their label).
     #[arg(long, value_enum, default_value_t = TargetsArg::AllReferences)]
     pub targets: TargetsArg,
-    /// Fine-tuning: dropout rate on the encoder's input rows and step representations (0: none).
+    /// Fine-tuning: dropout rate in [0, 1) on the encoder's input rows and output rows (0: none, the default;
+    /// a departure from the paper when set).
     #[arg(long, default_value_t = 0.0)]
     pub dropout: f64,
 }
 
-impl TargetsArgs {
+impl FineTuneArgs {
     pub fn check(&self) -> anyhow::Result<()> {
         if !(0.0..1.0).contains(&self.dropout) {
             usage_bail!("--dropout must be at least 0 and below 1");
@@ -141,8 +142,8 @@ impl SeqHyper {
         Ok(())
     }
 
-    /// The training options; fine-tuning reads `targets` (pretraining ignores them).
-    pub fn train_config(&self, targets: &TargetsArgs) -> SeqTrainConfig {
+    /// The training options; fine-tuning reads `fine_tune`'s targets and dropout (pretraining ignores both).
+    pub fn train_config(&self, targets: &FineTuneArgs) -> SeqTrainConfig {
         SeqTrainConfig {
             learning_rate: self.lr,
             batch_size: self.batch_size,
