@@ -96,6 +96,14 @@ pub fn require_at_least_one(options: &[(&str, usize)]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A usage error unless a dropout rate keeps something: at least 0 and below 1 (NaN refused).
+pub fn require_dropout_rate(name: &str, rate: f64) -> anyhow::Result<()> {
+    if !(0.0..1.0).contains(&rate) {
+        usage_bail!("{name} must be at least 0 and below 1");
+    }
+    Ok(())
+}
+
 /// A usage error unless a transformer's width is a multiple of its attention heads (both checked to be at least 1
 /// by [`require_at_least_one`]).
 pub fn require_heads_divide(

@@ -242,6 +242,15 @@ impl ModelConfig {
         }
     }
 
+    /// This configuration with the Impatient Reader's candidate embedding `e`; other scorers have none, so theirs
+    /// stays the default (their saved configs, and a study's cache keys for their cells, are as before).
+    pub fn with_candidate_embedding(mut self, e: CandidateEmbedding) -> Self {
+        if self.scorer == ScorerKind::Impatient {
+            self.candidate_embedding = e;
+        }
+        self
+    }
+
     /// Whether the scorer reads each candidate's own item row ([`CandidateEmbedding::Item`]; not for ordering,
     /// whose candidates are sequences).
     pub fn reads_candidate_items(&self) -> bool {

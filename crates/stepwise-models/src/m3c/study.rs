@@ -290,9 +290,7 @@ pub fn run_study(
                 mc.attention = cfg.attention;
                 mc.htrn = cfg.htrn;
                 mc.dropout = cfg.dropout;
-                if model == ScorerKind::Impatient {
-                    mc.candidate_embedding = cfg.candidate_embedding;
-                }
+                let mc = mc.with_candidate_embedding(cfg.candidate_embedding);
                 let tested: Vec<&QuestionInput> = folds.iter().flat_map(|f| f.test_refs.iter().copied()).collect();
                 let (mut best, mut epochs, mut val_acc) = (Vec::new(), Vec::new(), Vec::new());
                 let mut correct = vec![0.0; tested.len()];

@@ -200,8 +200,9 @@ pub fn train_orders(
         for (bi, chunk) in order.chunks(bs).enumerate() {
             let steps: Vec<&[StepInput]> = chunk.iter().map(|&i| train[i].steps.as_slice()).collect();
             let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|&i| cfg.targets.of(&train[i])).collect();
+            // At rate 0 `nn::dropout` draws nothing and returns its input.
             let mut dropout_rng = rng_for(cfg.seed, &format!("seq/dropout/{epoch}/{bi}"));
-            let dropping = Some((cfg.dropout, &mut dropout_rng)).filter(|_| cfg.dropout > 0.0);
+            let dropping = Some((cfg.dropout, &mut dropout_rng));
             let loss = model.order_loss_dropping(&batch_of(model, &steps)?, &refs, dropping).map_err(cerr)?;
             let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
             adam.step(&model.params, &loss).map_err(cerr)?;

@@ -174,9 +174,7 @@ impl ModelHyper {
         if !(self.lr.is_finite() && self.lr > 0.0 && self.margin.is_finite() && self.margin >= 0.0) {
             usage_bail!("--lr must be positive and --margin non-negative");
         }
-        if !(0.0..1.0).contains(&self.dropout) {
-            usage_bail!("--dropout must be at least 0 and below 1");
-        }
+        crate::cli_util::require_dropout_rate("--dropout", self.dropout)?;
         Ok(())
     }
 
@@ -208,10 +206,7 @@ impl ModelHyper {
         c.attention = self.attention;
         c.htrn = self.htrn();
         c.dropout = self.dropout;
-        // Recorded only where it changes something, so that other models' configs stay as before.
-        if scorer == ScorerKind::Impatient {
-            c.candidate_embedding = self.candidate_embedding.into();
-        }
+        let mut c = c.with_candidate_embedding(self.candidate_embedding.into());
         c.loss = match self.loss {
             LossArg::Default => c.loss,
             LossArg::Hinge => Loss::Hinge { margin: self.margin },

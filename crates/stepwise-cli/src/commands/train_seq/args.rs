@@ -96,10 +96,7 @@ pub struct FineTuneArgs {
 
 impl FineTuneArgs {
     pub fn check(&self) -> anyhow::Result<()> {
-        if !(0.0..1.0).contains(&self.dropout) {
-            usage_bail!("--dropout must be at least 0 and below 1");
-        }
-        Ok(())
+        crate::cli_util::require_dropout_rate("--dropout", self.dropout)
     }
 }
 
