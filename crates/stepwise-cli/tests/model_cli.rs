@@ -250,6 +250,76 @@ fn a_study_trains_every_model_on_every_setting_with_several_seeds() {
 }
 
 #[test]
+fn a_study_reads_one_task_set_under_its_own_setting() {
+    let f = fixture();
+    let study = |input: &str, out: &str, extra: &[&str]| {
+        let mut args: Vec<String> = ["study", input, "--features", &f.p("w2v"), "--features", &f.p("desc")]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(
+            [
+                "--model",
+                "impatient",
+                "--epochs",
+                "1",
+                "--patience",
+                "1",
+                "--resamples",
+                "20",
+                "--seeds",
+                "1",
+                "-o",
+                out,
+            ]
+            .map(String::from),
+        );
+        args.extend(SMALL.map(String::from));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        run(bin().args(&args))
+    };
+    let cells = |out: &str| -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(Path::new(out).join("study.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["cells"].as_array().unwrap().clone()
+    };
+    let questions = |dir: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(Path::new(dir).join("questions.json")).unwrap()).unwrap()
+    };
+    // The RecipeQA-mode task set, cross-validated: every question is tested once.
+    let out = f.p("study-one");
+    let (code, _, err) = study(&f.p("vc"), &out, &["--cv", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let all = questions(&f.p("vc"))["data"].as_array().unwrap().len();
+    let got = cells(&out);
+    assert_eq!(got.len(), 2, "Hasty Student and the Impatient Reader: {got:?}");
+    for c in &got {
+        assert_eq!(c["setting"], "recipeqa", "{c}");
+        assert_eq!(c["test_questions"].as_u64(), Some(all as u64), "{c}");
+    }
+    // A knob setting's task set keeps its setting's name (from its manifest), and its own split.
+    let knob = format!("{}/knobs-0-1-1/visual_cloze", f.p("suite"));
+    let out = f.p("study-knob");
+    let (code, _, err) = study(&knob, &out, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(cells(&out).iter().all(|c| c["setting"] == "knobs-0-1-1"), "{:?}", cells(&out));
+    // A task the set does not hold is refused by name.
+    let (code, _, err) = study(&f.p("vc"), &f.p("study-absent"), &["--task", "textual_cloze", "--cv", "3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no textual_cloze questions"), "{err}");
+    // A task set without a train split (RecipeQA's validation questions) asks for --cv.
+    let val_only = f.root.join("val-only");
+    std::fs::create_dir_all(&val_only).unwrap();
+    let mut set = questions(&f.p("vc"));
+    for q in set["data"].as_array_mut().unwrap() {
+        q["split"] = "val".into();
+    }
+    std::fs::write(val_only.join("questions.json"), set.to_string()).unwrap();
+    let (code, _, err) = study(val_only.to_str().unwrap(), &f.p("study-val"), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no question is in a train split") && err.contains("--cv"), "{err}");
+}
+
+#[test]
 fn rescaled_inputs_and_dropout_are_saved_and_bad_values_refused() {
     let f = fixture();
     let model = f.p("bidaf-centred");

@@ -8,7 +8,8 @@ use stepwise_core::manifest::Manifest;
 use stepwise_core::output::{OutputDir, write_file_atomic, write_string_atomic};
 use stepwise_core::{Task, TaskSet};
 use stepwise_models::m3c::ScorerKind;
-use stepwise_models::m3c::study::{self, SETTINGS, StudyConfig, StudyEvent, StudyInputs, StudyReport};
+use stepwise_models::m3c::dataset::tasks_in;
+use stepwise_models::m3c::study::{self, StudyConfig, StudyEvent, StudyInputs, StudyReport};
 use stepwise_report::plots::{BarChart, LineChart, write_bar_chart, write_line_chart};
 use stepwise_score::bootstrap::BootstrapConfig;
 
@@ -22,7 +23,8 @@ use crate::usage_bail;
     stepwise sweep world/ --features feats/w2v --features feats/descriptor -o suite/\n  \
     stepwise study suite/ --features feats/w2v --features feats/descriptor --task visual_cloze -o study/\n  \
     stepwise study suite/ --features F1 --features F2 --hidden 64 --htrn-layers 2 --htrn-dim 128 --htrn-heads 4 \
-    --epochs 30 --patience 5 -o study-small/\n\n\
+    --epochs 30 --patience 5 -o study-small/\n  \
+    stepwise study rqa/taskset/ --features feats/rqa-w2v --task textual_cloze --cv 5 -o study-rqa/\n\n\
     For each task and setting (recipeqa, knobs-<k1>-<k2>-<k3>; visual ordering has no knob 3, so its k3 = 1 \
     settings reuse the k3 = 0 questions when the suite wrote them once), each model is trained on `train`, its \
     epoch selected on `val`, and tested on `test`; the Hasty Student is the no-training row. Output: study.md, \
@@ -32,7 +34,9 @@ use crate::usage_bail;
     knob, mean over the other two), manifest.json. Finished cells are kept in a hidden work folder beside STUDY, \
     so a killed study resumes where it stopped.")]
 pub struct Args {
-    /// A suite folder from `stepwise sweep`.
+    /// A suite folder from `stepwise sweep`, or one task set, studied under the setting its manifest names
+    /// (RecipeQA's own questions, the taskset/ folder of `stepwise ingest --format recipeqa`, as RecipeQA mode;
+    /// --cv for a set without a train split).
     pub suite: PathBuf,
     #[command(flatten)]
     pub features: FeatureArgs,
@@ -91,18 +95,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => usage_bail!("--task {t}: one of {}", Task::names()),
         }
     }
-    let candidates = if tasks.is_empty() { Task::ALL.to_vec() } else { tasks.clone() };
+    let mut candidates = if tasks.is_empty() { Task::ALL.to_vec() } else { tasks.clone() };
     let mut sets = Vec::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for &task in &candidates {
-        for setting in SETTINGS {
-            if let Some(dir) = study::taskset_dir(&args.suite, setting, task) {
-                sets.push(TaskSet::load(&dir)?);
+        for (_, dir) in study::study_tasksets(&args.suite, task) {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
             }
         }
     }
+    for dir in &dirs {
+        sets.push(TaskSet::load(dir)?);
+    }
     if sets.is_empty() {
         usage_bail!(
-            "{}: no task set found (expected <setting>/<task>/questions.json as `stepwise sweep` writes)",
+            "{}: no task set found (expected <setting>/<task>/questions.json as `stepwise sweep` writes, or one task \
+             set's questions.json)",
+            args.suite.display()
+        );
+    }
+    if args.suite.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
+        // One task set: the tasks it holds (a RecipeQA file holds all four).
+        let present = tasks_in(&sets[0]);
+        if let Some(t) = tasks.iter().find(|t| !present.contains(t)) {
+            usage_bail!("--task {t}: {} has no {t} questions", args.suite.display());
+        }
+        candidates.retain(|t| present.contains(t));
+    }
+    let has_train = sets.iter().flat_map(|s| s.questions.iter()).any(|q| q.split.as_deref() == Some("train"));
+    if !has_train && args.cv.is_none() {
+        usage_bail!(
+            "{}: no question is in a train split: give --cv K to cross-validate by procedure",
             args.suite.display()
         );
     }

@@ -97,6 +97,20 @@ pub fn taskset_dir(suite: &Path, setting: &str, task: Task) -> Option<PathBuf> {
     dir.join(stepwise_core::taskset::QUESTIONS_JSON).exists().then_some(dir)
 }
 
+/// The task sets a study of `task` reads from `input`, each with its setting: a suite's, or — when `input` is one
+/// task set itself — that set, under the setting its manifest names (`stepwise generate`'s), else as the
+/// RecipeQA-mode setting (RecipeQA's own questions, ingested).
+pub fn study_tasksets(input: &Path, task: Task) -> Vec<(&'static str, PathBuf)> {
+    if input.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
+        let named = std::fs::read_to_string(input.join("manifest.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|m| m["params"]["setting"].as_str().and_then(|s| SETTINGS.iter().find(|&&k| k == s).copied()));
+        return vec![(named.unwrap_or(SETTINGS[0]), input.to_path_buf())];
+    }
+    SETTINGS.iter().filter_map(|&setting| taskset_dir(input, setting, task).map(|dir| (setting, dir))).collect()
+}
+
 /// One cell of the study.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
@@ -217,11 +231,7 @@ pub fn run_study(
 ) -> stepwise_core::Result<StudyReport> {
     let mut plan: Vec<(Task, &str, PathBuf)> = Vec::new();
     for &task in &cfg.tasks {
-        for setting in SETTINGS {
-            if let Some(dir) = taskset_dir(inp.suite, setting, task) {
-                plan.push((task, setting, dir));
-            }
-        }
+        plan.extend(study_tasksets(inp.suite, task).into_iter().map(|(setting, dir)| (task, setting, dir)));
     }
     if plan.is_empty() {
         return Err(stepwise_core::Error::bad_input(format!(
