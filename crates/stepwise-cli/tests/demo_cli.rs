@@ -129,6 +129,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     ] {
         assert!(md.contains(section), "{section} missing");
     }
+    assert!(md.contains("| setting | HTRN − Hasty |"), "the study's paired comparison table:\n{md}");
     // No temporary folder name leaks into the outputs; the cleaned corpus finds its images from anywhere.
     let all = files(&dir);
     assert!(all.values().all(|b| !String::from_utf8_lossy(b).contains(".partial-")), "a temporary path leaked");

@@ -192,6 +192,7 @@ fn a_study_trains_every_model_on_every_setting_with_several_seeds() {
         "every model trained with 2 seeds",
         "inputs raw (the papers'), no dropout",
         "RecipeQA − knobs",
+        "Each model − the Hasty Student on the same test questions",
     ] {
         assert!(md.contains(needle), "{needle} missing:\n{md}");
     }
@@ -209,6 +210,17 @@ fn a_study_trains_every_model_on_every_setting_with_several_seeds() {
             assert_eq!(seeds.len(), 2, "{c}");
             assert!((acc - (seeds[0] + seeds[1]) / 2.0).abs() < 1e-12, "{c}");
         }
+    }
+    // Every trained cell against the Hasty Student of its setting, on the same test questions.
+    let versus = study["versus_hasty"].as_array().unwrap();
+    assert_eq!(versus.len(), 9 * 3, "9 settings × 3 models");
+    for v in versus {
+        let hasty = cells.iter().find(|c| c["setting"] == v["setting"] && c["model"] == "Hasty Student").unwrap();
+        let model = cells.iter().find(|c| c["setting"] == v["setting"] && c["model"] == v["model"]).unwrap();
+        assert_eq!(v["questions"], model["test_questions"], "{v}");
+        let d = v["difference"]["value"].as_f64().unwrap();
+        let expected = model["accuracy"]["value"].as_f64().unwrap() - hasty["accuracy"]["value"].as_f64().unwrap();
+        assert!((d - expected).abs() < 1e-9, "all questions paired, so the difference of the accuracies: {v}");
     }
     for row in study["summary"].as_array().unwrap() {
         let d = &row["difference"];

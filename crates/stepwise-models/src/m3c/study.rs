@@ -195,12 +195,30 @@ pub struct KnobEffect {
     pub at: [Option<f64>; 2],
 }
 
+/// A trained model against the Hasty Student in one cell, on the test questions both answered.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VersusHasty {
+    pub task: Task,
+    pub setting: String,
+    pub model: String,
+    /// Test questions both answered (the pairs).
+    pub questions: usize,
+    /// Model − Hasty Student accuracy (the model's averaged over seeds), with a 95% interval from a paired
+    /// bootstrap over procedures (a resample takes a procedure's questions for both).
+    pub difference: EstimateRecord,
+    /// "within noise" or "outside noise": whether the interval contains 0.
+    pub verdict: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StudyReport {
     pub config: StudyConfig,
     pub cells: Vec<Cell>,
     pub summary: Vec<SummaryRow>,
     pub knob_effects: Vec<KnobEffect>,
+    /// Every trained model's cell against the Hasty Student's in the same task and setting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versus_hasty: Vec<VersusHasty>,
 }
 
 /// Progress events.
@@ -364,7 +382,51 @@ pub fn run_study(
     }
     let summary = summarize(&cells, cfg);
     let knob_effects = knob_effects(&cells, cfg);
-    Ok(StudyReport { config: cfg.clone(), cells, summary, knob_effects })
+    let versus_hasty = versus_hasty(&cells, &cfg.bootstrap);
+    Ok(StudyReport { config: cfg.clone(), cells, summary, knob_effects, versus_hasty })
+}
+
+/// Each trained model's cell against the Hasty Student's of the same task and setting, paired by question
+/// ([`VersusHasty`]); cells without per-question outcomes (no accuracy) are left out.
+fn versus_hasty(cells: &[Cell], bs: &BootstrapConfig) -> Vec<VersusHasty> {
+    // A cell's outcomes are in the order of its first seed's predictions.
+    let by_qid = |c: &Cell| -> BTreeMap<String, (String, f64)> {
+        let qids = c.predictions.first().map(|p| p.iter().map(|(q, _)| q.clone())).into_iter().flatten();
+        qids.zip(c.outcomes.iter().cloned()).collect()
+    };
+    let mut out = Vec::new();
+    for hasty in cells.iter().filter(|c| c.model == HASTY && !c.outcomes.is_empty()) {
+        let base = by_qid(hasty);
+        for c in cells.iter().filter(|c| {
+            c.model != HASTY && c.task == hasty.task && c.setting == hasty.setting && !c.outcomes.is_empty()
+        }) {
+            let model = by_qid(c);
+            let pairs: Vec<(&str, f64)> = model
+                .iter()
+                .filter_map(|(q, (recipe, x))| base.get(q).map(|(_, h)| (recipe.as_str(), x - h)))
+                .collect();
+            if pairs.is_empty() {
+                continue;
+            }
+            let diffs: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+            let clusters = cluster_ids(pairs.iter().map(|p| p.0));
+            let key = format!("study/{}/{}/{}/versus-hasty", c.task.as_str(), c.setting, c.model);
+            let mut e = mean_estimate(&diffs, Unit::Clusters(&clusters), bs, &key);
+            // One procedure's questions say nothing of how another's would go: no interval.
+            if clusters.iter().all(|&k| k == 0) {
+                e.ci = None;
+            }
+            out.push(VersusHasty {
+                task: c.task,
+                setting: c.setting.clone(),
+                model: c.model.clone(),
+                questions: pairs.len(),
+                verdict: e.ci.map(|ci| stepwise_score::bootstrap::noise_verdict(ci.low, ci.high).to_string()),
+                difference: e.into(),
+            });
+        }
+    }
+    out
 }
 
 /// One training run of a cell: its train, val and test questions.
@@ -736,6 +798,42 @@ pub fn markdown(r: &StudyReport) -> String {
             }
             s.push('\n');
         }
+        let versus: Vec<&VersusHasty> = r.versus_hasty.iter().filter(|v| v.task == task).collect();
+        if !versus.is_empty() {
+            let trained = &models[1..];
+            let _ = write!(
+                s,
+                "\nEach model − the Hasty Student on the same test questions (points; 95% interval from a paired \
+                 bootstrap over procedures; within noise when it contains 0):\n\n| setting |"
+            );
+            for m in trained {
+                let _ = write!(s, " {m} |");
+            }
+            let _ = write!(s, "\n|---|");
+            for _ in trained {
+                let _ = write!(s, "---|");
+            }
+            s.push('\n');
+            for setting in SETTINGS {
+                if !versus.iter().any(|v| v.setting == setting) {
+                    continue;
+                }
+                let _ = write!(s, "| {setting} |");
+                for m in trained {
+                    let text =
+                        versus.iter().find(|v| v.setting == setting && &v.model == m).map_or("–".into(), |v| {
+                            let d = v.difference;
+                            let ci = d
+                                .low
+                                .zip(d.high)
+                                .map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
+                            format!("{}{ci} {}", signed(d.value), v.verdict.as_deref().unwrap_or("no interval"))
+                        });
+                    let _ = write!(s, " {text} |");
+                }
+                s.push('\n');
+            }
+        }
         let _ = writeln!(
             s,
             "\n| model | RecipeQA mode | knob settings: mean | std over settings (n) | RecipeQA − knobs | sd over \
@@ -823,6 +921,41 @@ mod tests {
             predictions: Vec::new(),
             outcomes: outcomes.iter().enumerate().map(|(i, x)| (format!("p{i}"), *x)).collect(),
         }
+    }
+
+    #[test]
+    fn each_model_is_compared_with_the_hasty_student_question_by_question() {
+        // Six procedures, two questions each; the model's cell lists them in another order and misses one.
+        let qids: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+        let mut hasty = scored("recipeqa", &[0.0; 12], &[]);
+        hasty.model = HASTY.into();
+        hasty.outcomes = (0..12).map(|i| (format!("p{}", i / 2), f64::from(i % 3 == 0))).collect();
+        hasty.predictions = vec![qids.iter().map(|q| (q.clone(), 0)).collect()];
+        let mut model = scored("recipeqa", &[0.0; 11], &[0.5, 0.5]);
+        let order: Vec<usize> = (1..12).rev().collect();
+        model.outcomes = order.iter().map(|&i| (format!("p{}", i / 2), if i % 2 == 0 { 1.0 } else { 0.5 })).collect();
+        model.predictions = vec![order.iter().map(|&i| (qids[i].clone(), 1)).collect(); 2];
+        let bs = BootstrapConfig { resamples: 200, seed: 1, ..Default::default() };
+        let v = versus_hasty(&[hasty.clone(), model.clone()], &bs);
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].model.as_str(), v[0].questions), ("HTRN", 11), "q0 has no pair");
+        // By question: the model's (1.0 on even qids, 0.5 on odd) − the Hasty Student's (1 when i % 3 == 0).
+        let expected: f64 = (1..12).map(|i| if i % 2 == 0 { 1.0 } else { 0.5 } - f64::from(i % 3 == 0)).sum::<f64>();
+        assert!((v[0].difference.value - expected / 11.0).abs() < 1e-12, "{:?}", v[0]);
+        let (lo, hi) = (v[0].difference.low.unwrap(), v[0].difference.high.unwrap());
+        assert!(lo <= v[0].difference.value && v[0].difference.value <= hi);
+        assert_eq!(v[0].verdict.as_deref(), Some(stepwise_score::bootstrap::noise_verdict(lo, hi)));
+        // One procedure: no interval, no verdict.
+        let one =
+            |c: &Cell| Cell { outcomes: c.outcomes.iter().map(|(_, x)| ("p0".to_string(), *x)).collect(), ..c.clone() };
+        let v = versus_hasty(&[one(&hasty), one(&model)], &bs);
+        assert_eq!((v[0].difference.low, v[0].verdict.as_deref()), (None, None), "{:?}", v[0]);
+        // Another setting's Hasty Student is not this model's reference; a cell without outcomes has no row.
+        hasty.setting = "knobs-0-0-0".into();
+        assert!(versus_hasty(&[hasty, model.clone()], &bs).is_empty());
+        let mut empty = model;
+        empty.outcomes.clear();
+        assert!(versus_hasty(&[empty], &bs).is_empty());
     }
 
     fn config(seeds: usize) -> StudyConfig {

@@ -35,12 +35,22 @@ pub struct StudySummary {
     pub difference_sd: Option<f64>,
 }
 
+/// A trained model − the Hasty Student in one cell, paired by question (newer studies).
+pub struct VersusHasty {
+    pub task: String,
+    pub setting: String,
+    pub model: String,
+    pub difference: WithCi,
+    pub verdict: Option<String>,
+}
+
 pub struct StudyInfo {
     pub rel: String,
     pub dir: PathBuf,
     pub config_line: String,
     pub cells: Vec<StudyCell>,
     pub summary: Vec<StudySummary>,
+    pub versus_hasty: Vec<VersusHasty>,
     pub effects: Vec<(String, u64, String, [Option<f64>; 2])>,
 }
 
@@ -133,6 +143,17 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
             difference_sd: r.opt_f64("difference_sd")?,
         });
     }
+    let mut versus_hasty = Vec::new();
+    for v in root.get("versus_hasty")?.map(|n| n.items()).transpose()?.unwrap_or_default() {
+        let Some(difference) = record(v.get("difference")?)? else { continue };
+        versus_hasty.push(VersusHasty {
+            task: v.req_str("task")?.to_string(),
+            setting: v.req_str("setting")?.to_string(),
+            model: v.req_str("model")?.to_string(),
+            difference,
+            verdict: v.opt_str("verdict")?.map(str::to_string),
+        });
+    }
     let mut effects = Vec::new();
     for e in root.req("knob_effects")?.items()? {
         let at = e.req("at")?.items()?;
@@ -146,7 +167,7 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
     }
     let dir = a.path.parent().map(Path::to_path_buf).unwrap_or_default();
     let rel = a.rel.strip_suffix("/study.json").unwrap_or(&a.rel).to_string();
-    Ok(StudyInfo { rel, dir, config_line, cells, summary, effects })
+    Ok(StudyInfo { rel, dir, config_line, cells, summary, versus_hasty, effects })
 }
 
 fn ordered<T: Clone + PartialEq>(xs: impl Iterator<Item = T>) -> Vec<T> {
@@ -204,6 +225,31 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                 t.row(cells);
             }
             s.table(t);
+            let versus: Vec<&VersusHasty> = st.versus_hasty.iter().filter(|v| &v.task == task).collect();
+            if !versus.is_empty() {
+                s.para(
+                    "Each model − the Hasty Student on the same test questions (points), with a 95% interval from a \
+                     paired bootstrap over procedures; within noise when it contains 0.",
+                );
+                let trained: Vec<&String> = models.iter().filter(|m| versus.iter().any(|v| &&v.model == m)).collect();
+                let mut cols = vec!["setting".to_string()];
+                cols.extend(trained.iter().map(|m| format!("{m} − Hasty")));
+                let mut t = Table::new(&cols);
+                for setting in settings.iter().filter(|x| versus.iter().any(|v| &v.setting == *x)) {
+                    let mut cells = vec![setting_label(setting)];
+                    for m in &trained {
+                        cells.push(versus.iter().find(|v| &v.setting == setting && &&v.model == m).map_or(
+                            "–".into(),
+                            |v| {
+                                let (d, ci) = v.difference;
+                                format!("{} {}", pct_ci(d, ci), v.verdict.as_deref().unwrap_or("no interval"))
+                            },
+                        ));
+                    }
+                    t.row(cells);
+                }
+                s.table(t);
+            }
             let rows: Vec<&StudySummary> = st.summary.iter().filter(|r| &r.task == task).collect();
             let mut t = Table::new(&[
                 "model",
