@@ -270,36 +270,42 @@ fn a_study_reads_one_task_set_under_its_own_setting() {
             .map(|s| s.to_string())
             .collect();
         args.extend(
-            [
-                "--model",
-                "impatient",
-                "--epochs",
-                "1",
-                "--patience",
-                "1",
-                "--resamples",
-                "20",
-                "--seeds",
-                "1",
-                "-o",
-                out,
-            ]
-            .map(String::from),
+            ["--model", "impatient", "--epochs", "1", "--patience", "1", "--resamples", "20", "-o", out]
+                .map(String::from),
         );
         args.extend(SMALL.map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
         run(bin().args(&args))
     };
-    let cells = |out: &str| -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(Path::new(out).join("study.json")).unwrap();
-        serde_json::from_str::<serde_json::Value>(&text).unwrap()["cells"].as_array().unwrap().clone()
+    let study_json = |out: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(Path::new(out).join("study.json")).unwrap()).unwrap()
     };
+    let cells = |out: &str| study_json(out)["cells"].as_array().unwrap().clone();
     let questions = |dir: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(Path::new(dir).join("questions.json")).unwrap()).unwrap()
     };
-    // The RecipeQA-mode task set, cross-validated: every question is tested once.
+    // A copy of the RecipeQA-mode set: its questions with `edit` applied, and its manifest (or none).
+    let copy =
+        |name: &str, manifest: Option<&dyn Fn(&mut serde_json::Value)>, edit: &dyn Fn(&mut serde_json::Value)| {
+            let dir = f.root.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut set = questions(&f.p("vc"));
+            for q in set["data"].as_array_mut().unwrap() {
+                edit(q);
+            }
+            std::fs::write(dir.join("questions.json"), set.to_string()).unwrap();
+            if let Some(change) = manifest {
+                let text = std::fs::read_to_string(Path::new(&f.p("vc")).join("manifest.json")).unwrap();
+                let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+                change(&mut m);
+                std::fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+            }
+            dir.to_string_lossy().into_owned()
+        };
+    // The RecipeQA-mode task set, cross-validated with two seeds: every question is tested once, and the model
+    // is compared with the Hasty Student on all of them.
     let out = f.p("study-one");
-    let (code, _, err) = study(&f.p("vc"), &out, &["--cv", "3"]);
+    let (code, _, err) = study(&f.p("vc"), &out, &["--cv", "3", "--seeds", "2"]);
     assert_eq!(code, 0, "{err}");
     let all = questions(&f.p("vc"))["data"].as_array().unwrap().len();
     let got = cells(&out);
@@ -308,27 +314,47 @@ fn a_study_reads_one_task_set_under_its_own_setting() {
         assert_eq!(c["setting"], "recipeqa", "{c}");
         assert_eq!(c["test_questions"].as_u64(), Some(all as u64), "{c}");
     }
+    let versus = study_json(&out)["versus_hasty"].as_array().unwrap().clone();
+    assert_eq!(versus.len(), 1, "{versus:?}");
+    assert_eq!(versus[0]["questions"].as_u64(), Some(all as u64));
+    let difference = got[1]["accuracy"]["value"].as_f64().unwrap() - got[0]["accuracy"]["value"].as_f64().unwrap();
+    assert!((versus[0]["difference"]["value"].as_f64().unwrap() - difference).abs() < 1e-9, "{versus:?}");
+    let md = std::fs::read_to_string(Path::new(&out).join("study.md")).unwrap();
+    assert!(md.contains(&format!("({all}) |")), "the pairs are counted:\n{md}");
     // A knob setting's task set keeps its setting's name (from its manifest), and its own split.
     let knob = format!("{}/knobs-0-1-1/visual_cloze", f.p("suite"));
     let out = f.p("study-knob");
-    let (code, _, err) = study(&knob, &out, &[]);
+    let (code, _, err) = study(&knob, &out, &["--seeds", "1"]);
     assert_eq!(code, 0, "{err}");
     assert!(cells(&out).iter().all(|c| c["setting"] == "knobs-0-1-1"), "{:?}", cells(&out));
+    // A set whose manifest names no setting (as `stepwise ingest` writes for RecipeQA's questions), or that has
+    // no manifest, is RecipeQA mode; a setting no study knows is refused by its field.
+    let unnamed = copy("unnamed", Some(&|m| drop(m["params"].as_object_mut().unwrap().remove("setting"))), &|_| {});
+    let no_manifest = copy("no-manifest", None, &|q| q["split"] = "val".into());
+    for (input, out) in [(&unnamed, "study-unnamed"), (&no_manifest, "study-no-manifest")] {
+        let (code, _, err) = study(input, &f.p(out), &["--cv", "3", "--seeds", "1"]);
+        assert_eq!(code, 0, "{input}: {err}");
+        assert!(cells(&f.p(out)).iter().all(|c| c["setting"] == "recipeqa"), "{input}");
+    }
+    let odd = copy("odd-setting", Some(&|m| m["params"]["setting"] = "knobs-2-0-0".into()), &|_| {});
+    let (code, _, err) = study(&odd, &f.p("study-odd"), &["--cv", "3", "--seeds", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("params.setting") && err.contains("knobs-2-0-0"), "{err}");
     // A task the set does not hold is refused by name.
     let (code, _, err) = study(&f.p("vc"), &f.p("study-absent"), &["--task", "textual_cloze", "--cv", "3"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has no textual_cloze questions"), "{err}");
-    // A task set without a train split (RecipeQA's validation questions) asks for --cv.
-    let val_only = f.root.join("val-only");
-    std::fs::create_dir_all(&val_only).unwrap();
-    let mut set = questions(&f.p("vc"));
-    for q in set["data"].as_array_mut().unwrap() {
-        q["split"] = "val".into();
+    // Without train and test questions (RecipeQA's are all in val; here train and val only), --cv is asked for.
+    let no_test = copy("no-test", Some(&|_| {}), &|q| {
+        if q["split"] == "test" {
+            q["split"] = "val".into();
+        }
+    });
+    for input in [&no_manifest, &no_test] {
+        let (code, _, err) = study(input, &f.p("study-refused"), &["--seeds", "1"]);
+        assert_eq!(code, 2, "{input}: {err}");
+        assert!(err.contains("no task set has both train and test questions") && err.contains("--cv"), "{err}");
     }
-    std::fs::write(val_only.join("questions.json"), set.to_string()).unwrap();
-    let (code, _, err) = study(val_only.to_str().unwrap(), &f.p("study-val"), &[]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no question is in a train split") && err.contains("--cv"), "{err}");
 }
 
 #[test]

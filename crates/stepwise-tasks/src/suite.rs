@@ -68,6 +68,24 @@ pub fn taskset_dir(suite: &Path, mode: Mode, task: Task) -> std::path::PathBuf {
     suite.join(mode.data_mode(task).label()).join(task.as_str())
 }
 
+/// The setting a task set's manifest names (`params.setting`, as `stepwise generate` and `sweep` write it); `None`
+/// when the set has no manifest or its manifest names none (RecipeQA's own questions, ingested).
+pub fn taskset_setting(dir: &Path) -> Result<Option<Mode>> {
+    let path = dir.join(stepwise_core::manifest::MANIFEST_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    match Manifest::read(dir)?.params.get("setting") {
+        None => Ok(None),
+        Some(v) => v.as_str().and_then(Mode::parse_label).map(Some).ok_or_else(|| {
+            stepwise_core::Error::bad_input(format!(
+                "{}: params.setting {v} is no setting (recipeqa or knobs-<k1>-<k2>-<k3>)",
+                path.display()
+            ))
+        }),
+    }
+}
+
 /// The split of every procedure: by procedure, stratified by category, seeded.
 pub fn procedure_splits(procedures: &[Procedure], fractions: SplitFractions, seed: u64) -> BTreeMap<String, Split> {
     assign_splits(procedures.iter().map(|p| (p.id.as_str(), p.category.as_deref())), fractions, seed)

@@ -27,7 +27,8 @@ use crate::usage_bail;
     stepwise study rqa/taskset/ --features feats/rqa-w2v --task textual_cloze --cv 5 -o study-rqa/\n\n\
     For each task and setting (recipeqa, knobs-<k1>-<k2>-<k3>; visual ordering has no knob 3, so its k3 = 1 \
     settings reuse the k3 = 0 questions when the suite wrote them once), each model is trained on `train`, its \
-    epoch selected on `val`, and tested on `test`; the Hasty Student is the no-training row. Output: study.md, \
+    epoch selected on `val`, and tested on `test`; the Hasty Student is the no-training row, and each model is \
+    compared with it on the same test questions (a paired interval over procedures). Output: study.md, \
     study.json, predictions/<task>/<setting>/<model>.jsonl (<model>__seed<S>.jsonl per training seed with \
     --seeds above 1; what `stepwise eval` reads), fig4-<task>.svg/.png \
     (RecipeQA mode vs the knob settings' mean ± std), fig5-<task>-knob<k>.svg/.png (accuracy at each value of a \
@@ -99,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut sets = Vec::new();
     let mut dirs: Vec<PathBuf> = Vec::new();
     for &task in &candidates {
-        for (_, dir) in study::study_tasksets(&args.suite, task) {
+        for (_, dir) in study::study_tasksets(&args.suite, task)? {
             if !dirs.contains(&dir) {
                 dirs.push(dir);
             }
@@ -110,12 +111,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if sets.is_empty() {
         usage_bail!(
-            "{}: no task set found (expected <setting>/<task>/questions.json as `stepwise sweep` writes, or one task \
-             set's questions.json)",
+            "{}: no task set found (expected <setting>/<task>/questions.json as `stepwise sweep` writes, or a task \
+             set folder)",
             args.suite.display()
         );
     }
-    if args.suite.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
+    if study::is_one_taskset(&args.suite) {
         // One task set: the tasks it holds (a RecipeQA file holds all four).
         let present = tasks_in(&sets[0]);
         if let Some(t) = tasks.iter().find(|t| !present.contains(t)) {
@@ -123,13 +124,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         candidates.retain(|t| present.contains(t));
     }
-    let has_train = sets.iter().flat_map(|s| s.questions.iter()).any(|q| q.split.as_deref() == Some("train"));
-    if !has_train && args.cv.is_none() {
-        usage_bail!(
-            "{}: no question is in a train split: give --cv K to cross-validate by procedure",
-            args.suite.display()
-        );
+    if let Err(e) = study::check_splits(&args.suite, &sets.iter().collect::<Vec<_>>(), &candidates, args.cv) {
+        usage_bail!("{e}");
     }
+    // A suite is known by its manifest; one task set by its questions and its manifest when it has one. Hashed
+    // before training, so that a missing file is said before hours of work, not after.
+    let mut known_by = vec![args.suite.join(stepwise_core::manifest::MANIFEST_FILE)];
+    if study::is_one_taskset(&args.suite) {
+        known_by.retain(|p| p.is_file());
+        known_by.push(args.suite.join(stepwise_core::taskset::QUESTIONS_JSON));
+    }
+    let input_hashes = known_by
+        .iter()
+        .map(|p| stepwise_core::manifest::InputHash::of(p))
+        .collect::<stepwise_core::Result<Vec<_>>>()?;
     let features = args.features.load(sets.iter().flat_map(|s| s.questions.iter()))?;
     drop(sets);
     let sources = features.sources();
@@ -188,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     pb.finish_and_clear();
     write_outputs(out.path(), &report)?;
     let mut m = Manifest::new("study").with_seed(args.hyper.seed);
-    m.inputs.push(stepwise_core::manifest::InputHash::of(&args.suite.join("manifest.json"))?);
+    m.inputs.extend(input_hashes);
     m.inputs.extend(features.input_hashes.iter().cloned());
     m.param("config", &report.config);
     m.count("cells", report.cells.len() as u64);

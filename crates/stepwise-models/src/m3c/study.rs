@@ -97,18 +97,48 @@ pub fn taskset_dir(suite: &Path, setting: &str, task: Task) -> Option<PathBuf> {
     dir.join(stepwise_core::taskset::QUESTIONS_JSON).exists().then_some(dir)
 }
 
+/// Whether a study's input is one task set (its own questions.json) rather than a suite.
+pub fn is_one_taskset(input: &Path) -> bool {
+    input.join(stepwise_core::taskset::QUESTIONS_JSON).is_file()
+}
+
 /// The task sets a study of `task` reads from `input`, each with its setting: a suite's, or — when `input` is one
-/// task set itself — that set, under the setting its manifest names (`stepwise generate`'s), else as the
-/// RecipeQA-mode setting (RecipeQA's own questions, ingested).
-pub fn study_tasksets(input: &Path, task: Task) -> Vec<(&'static str, PathBuf)> {
-    if input.join(stepwise_core::taskset::QUESTIONS_JSON).exists() {
-        let named = std::fs::read_to_string(input.join("manifest.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|m| m["params"]["setting"].as_str().and_then(|s| SETTINGS.iter().find(|&&k| k == s).copied()));
-        return vec![(named.unwrap_or(SETTINGS[0]), input.to_path_buf())];
+/// task set ([`is_one_taskset`]) — that set, under the setting its manifest names
+/// ([`stepwise_tasks::suite::taskset_setting`]), else as the RecipeQA-mode setting (RecipeQA's own questions,
+/// ingested).
+pub fn study_tasksets(input: &Path, task: Task) -> stepwise_core::Result<Vec<(&'static str, PathBuf)>> {
+    if is_one_taskset(input) {
+        let setting = match stepwise_tasks::suite::taskset_setting(input)? {
+            Some(mode) => SETTINGS.iter().copied().find(|s| *s == mode.label()).ok_or_else(|| {
+                stepwise_core::Error::bad_input(format!(
+                    "{}: setting {} is not one a study reports",
+                    input.display(),
+                    mode.label()
+                ))
+            })?,
+            None => SETTINGS[0],
+        };
+        return Ok(vec![(setting, input.to_path_buf())]);
     }
-    SETTINGS.iter().filter_map(|&setting| taskset_dir(input, setting, task).map(|dir| (setting, dir))).collect()
+    Ok(SETTINGS.iter().filter_map(|&setting| taskset_dir(input, setting, task).map(|dir| (setting, dir))).collect())
+}
+
+/// Refuses a study that could measure nothing: without `--cv`, some studied task needs a task set with both
+/// train and test questions of it (a RecipeQA file's questions are all in its val split).
+pub fn check_splits(input: &Path, sets: &[&TaskSet], tasks: &[Task], cv: Option<usize>) -> stepwise_core::Result<()> {
+    if cv.is_some() {
+        return Ok(());
+    }
+    let has =
+        |set: &TaskSet, task: Task, split: &str| set.of_task(task.as_str()).any(|q| q.split.as_deref() == Some(split));
+    if tasks.iter().any(|&t| sets.iter().any(|s| has(s, t, "train") && has(s, t, "test"))) {
+        return Ok(());
+    }
+    Err(stepwise_core::Error::bad_input(format!(
+        "{}: no task set has both train and test questions of the studied tasks: give --cv K to cross-validate by \
+         procedure",
+        input.display()
+    )))
 }
 
 /// One cell of the study.
@@ -249,7 +279,7 @@ pub fn run_study(
 ) -> stepwise_core::Result<StudyReport> {
     let mut plan: Vec<(Task, &str, PathBuf)> = Vec::new();
     for &task in &cfg.tasks {
-        plan.extend(study_tasksets(inp.suite, task).into_iter().map(|(setting, dir)| (task, setting, dir)));
+        plan.extend(study_tasksets(inp.suite, task)?.into_iter().map(|(setting, dir)| (task, setting, dir)));
     }
     if plan.is_empty() {
         return Err(stepwise_core::Error::bad_input(format!(
@@ -263,6 +293,10 @@ pub fn run_study(
     let mut index = 0;
     for (task, setting, dir) in &plan {
         let set = TaskSet::load(dir)?;
+        // One task set holds several tasks, maybe not this one (a suite's set holds its own task).
+        if set.of_task(task.as_str()).next().is_none() {
+            continue;
+        }
         let (set_hash, _) = stepwise_core::hash::hash_file(&dir.join(stepwise_core::taskset::QUESTIONS_JSON))?;
         // Hasty Student on the test split.
         index += 1;
@@ -804,7 +838,7 @@ pub fn markdown(r: &StudyReport) -> String {
             let _ = write!(
                 s,
                 "\nEach model − the Hasty Student on the same test questions (points; 95% interval from a paired \
-                 bootstrap over procedures; within noise when it contains 0):\n\n| setting |"
+                 bootstrap over procedures; within noise when it contains 0; the pairs in parentheses):\n\n| setting |"
             );
             for m in trained {
                 let _ = write!(s, " {m} |");
@@ -827,7 +861,12 @@ pub fn markdown(r: &StudyReport) -> String {
                                 .low
                                 .zip(d.high)
                                 .map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
-                            format!("{}{ci} {}", signed(d.value), v.verdict.as_deref().unwrap_or("no interval"))
+                            format!(
+                                "{}{ci} {} ({})",
+                                signed(d.value),
+                                v.verdict.as_deref().unwrap_or("no interval"),
+                                v.questions
+                            )
                         });
                     let _ = write!(s, " {text} |");
                 }

@@ -42,6 +42,8 @@ pub struct VersusHasty {
     pub model: String,
     pub difference: WithCi,
     pub verdict: Option<String>,
+    /// Test questions both answered.
+    pub questions: u64,
 }
 
 pub struct StudyInfo {
@@ -145,8 +147,9 @@ pub fn read(a: &Artefact) -> Result<StudyInfo> {
     }
     let mut versus_hasty = Vec::new();
     for v in root.get("versus_hasty")?.map(|n| n.items()).transpose()?.unwrap_or_default() {
-        let Some(difference) = record(v.get("difference")?)? else { continue };
+        let Some(difference) = record(Some(v.req("difference")?))? else { continue };
         versus_hasty.push(VersusHasty {
+            questions: v.req_u64("questions")?,
             task: v.req_str("task")?.to_string(),
             setting: v.req_str("setting")?.to_string(),
             model: v.req_str("model")?.to_string(),
@@ -229,7 +232,7 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
             if !versus.is_empty() {
                 s.para(
                     "Each model − the Hasty Student on the same test questions (points), with a 95% interval from a \
-                     paired bootstrap over procedures; within noise when it contains 0.",
+                     paired bootstrap over procedures; within noise when it contains 0; the pairs in parentheses.",
                 );
                 let trained: Vec<&String> = models.iter().filter(|m| versus.iter().any(|v| &&v.model == m)).collect();
                 let mut cols = vec!["setting".to_string()];
@@ -242,7 +245,8 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                             "–".into(),
                             |v| {
                                 let (d, ci) = v.difference;
-                                format!("{} {}", pct_ci(d, ci), v.verdict.as_deref().unwrap_or("no interval"))
+                                let verdict = v.verdict.as_deref().unwrap_or("no interval");
+                                format!("{} {verdict} ({})", pct_ci(d, ci), v.questions)
                             },
                         ));
                     }
