@@ -765,6 +765,11 @@ pub fn markdown(r: &StudyReport) -> String {
     };
     let ci = |c: Option<[f64; 2]>| c.map_or(String::new(), |[l, h]| format!(" [{:.1}, {:.1}]", 100.0 * l, 100.0 * h));
     use stepwise_score::markdown::signed_percent as signed;
+    // A difference in points with its interval when it has one: `+5.1 [−1.1, +11.9]`.
+    let signed_est = |d: EstimateRecord| {
+        let ci = d.low.zip(d.high).map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
+        format!("{}{ci}", signed(d.value))
+    };
     let models = model_names(&r.config);
     let seeds = r.config.training_seeds();
     let mut s = String::new();
@@ -856,17 +861,8 @@ pub fn markdown(r: &StudyReport) -> String {
                 for m in trained {
                     let text =
                         versus.iter().find(|v| v.setting == setting && &v.model == m).map_or("–".into(), |v| {
-                            let d = v.difference;
-                            let ci = d
-                                .low
-                                .zip(d.high)
-                                .map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
-                            format!(
-                                "{}{ci} {} ({})",
-                                signed(d.value),
-                                v.verdict.as_deref().unwrap_or("no interval"),
-                                v.questions
-                            )
+                            let verdict = v.verdict.as_deref().unwrap_or("no interval");
+                            format!("{} {verdict} ({})", signed_est(v.difference), v.questions)
                         });
                     let _ = write!(s, " {text} |");
                 }
@@ -879,10 +875,7 @@ pub fn markdown(r: &StudyReport) -> String {
              seeds | |\n|---|---:|---:|---:|---:|---:|---|"
         );
         for row in r.summary.iter().filter(|x| x.task == task) {
-            let difference = row.difference.map_or("–".into(), |d| {
-                let ci = d.low.zip(d.high).map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
-                format!("{}{ci}", signed(d.value))
-            });
+            let difference = row.difference.map_or("–".into(), signed_est);
             let _ = writeln!(
                 s,
                 "| {} | {}{} | {}{} | {} ({}) | {difference} | {} | {} |",
