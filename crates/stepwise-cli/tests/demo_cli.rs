@@ -80,13 +80,20 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     }
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
     insta::assert_snapshot!("demo-stage-lines", stage_lines(&stdout, td.path()));
-    // The model study states RecipeQA mode against the knob settings with intervals and says whether the drop is
-    // outside noise.
+    // The model study states RecipeQA mode against the knob settings, and the sequencing study its cells against
+    // the pairwise baseline. Sixteen procedures leave one test procedure and one test sequence: nothing to
+    // resample, so neither claims an interval (the full-size demo's lines carry them).
     let study_line =
         stdout.lines().find(|l| l.trim_start().starts_with("study ")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(study_line.contains("models mean of 3 seeds") && study_line.contains("noise)"), "{study_line}");
-    // The sequencing study says how its cells compare with the pairwise baseline, with intervals.
-    assert!(stdout.contains("mean of 3 seeds [95% CI over sequences]") && stdout.contains("noise)"), "{stdout}");
+    assert!(study_line.contains("models mean of 3 seeds") && study_line.contains("(no interval)"), "{study_line}");
+    let (_, results) = study_line.split_once("epochs): ").unwrap_or_else(|| panic!("{study_line}"));
+    assert!(!results.contains('['), "no zero-width interval for one procedure: {study_line}");
+    let seq_line =
+        stdout.lines().find(|l| l.trim_start().starts_with("seq-study ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        seq_line.contains("mean of 3 seeds [95% CI over sequences]") && seq_line.contains("no interval)"),
+        "{seq_line}"
+    );
     // The programs answer their own generated questions exactly.
     assert!(stdout.contains("annotation: EM 100.0%, F1 100.0%"), "{stdout}");
     let dir = td.path().join("a");
@@ -130,6 +137,9 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         assert!(md.contains(section), "{section} missing");
     }
     assert!(md.contains("| setting | HTRN − Hasty |"), "the study's paired comparison table:\n{md}");
+    let paired = md.lines().skip_while(|l| !l.starts_with("| setting | HTRN − Hasty |")).nth(2).unwrap_or_default();
+    let difference = paired.split('|').nth(2).unwrap_or_default().trim();
+    assert!(difference.starts_with(['+', '−']), "a difference is printed with its sign: {paired}");
     // No temporary folder name leaks into the outputs; the cleaned corpus finds its images from anywhere.
     let all = files(&dir);
     assert!(all.values().all(|b| !String::from_utf8_lossy(b).contains(".partial-")), "a temporary path leaked");

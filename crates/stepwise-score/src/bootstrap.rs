@@ -89,8 +89,10 @@ pub fn noise_verdict(low: f64, high: f64) -> &'static str {
 /// Percentile intervals of `n_stats` statistics computed together on each resample of `n_rows` rows.
 ///
 /// `stat(weights, out)` writes the statistics of one resample into `out` (length `n_stats`); it must be a pure
-/// function of `weights`. Returns one interval per statistic (`None` if intervals are disabled, there are no
-/// rows, or every resample gave NaN).
+/// function of `weights`. Returns one interval per statistic (`None` if intervals are disabled, there are fewer
+/// than two units to resample — rows, clusters or counted observations —, or every resample gave NaN). One unit
+/// resamples to itself every time, and the zero-width interval that would give says nothing about another
+/// sample.
 pub fn percentile_intervals<F>(
     n_rows: usize,
     unit: Unit<'_>,
@@ -112,6 +114,14 @@ where
         }
         _ => None,
     };
+    let units = match (unit, &clusters) {
+        (_, Some(members)) => members.len() as u64,
+        (Unit::Counts(counts), _) => counts.iter().sum(),
+        _ => n_rows as u64,
+    };
+    if units < 2 {
+        return vec![None; n_stats];
+    }
     let multinomial = match unit {
         Unit::Counts(counts) => {
             assert_eq!(counts.len(), n_rows, "one count per row");
@@ -411,6 +421,19 @@ mod tests {
         let e = mean_estimate(&[], Unit::Rows, &cfg(10, 0), "z");
         assert!(e.value.is_nan());
         assert_eq!(e.ci, None);
+    }
+
+    #[test]
+    fn one_unit_to_resample_gives_no_interval() {
+        let c = cfg(100, 0);
+        // One row, one cluster of several rows, one counted observation: nothing to resample but itself.
+        assert_eq!(mean_estimate(&[1.0], Unit::Rows, &c, "one").ci, None);
+        let e = mean_estimate(&[1.0, 0.0, 1.0], Unit::Clusters(&[7, 7, 7]), &c, "one");
+        assert_eq!((e.value, e.ci), (2.0 / 3.0, None));
+        assert_eq!(percentile_intervals(1, Unit::Counts(&[1]), &c, "one", 1, |_, out| out[0] = 1.0), vec![None]);
+        // Two clusters, or one row counted twice, do resample.
+        assert!(mean_estimate(&[1.0, 0.0, 1.0], Unit::Clusters(&[7, 8, 7]), &c, "two").ci.is_some());
+        assert!(percentile_intervals(1, Unit::Counts(&[2]), &c, "two", 1, |_, out| out[0] = 1.0)[0].is_some());
     }
 
     #[test]

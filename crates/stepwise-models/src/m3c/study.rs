@@ -445,11 +445,8 @@ fn versus_hasty(cells: &[Cell], bs: &BootstrapConfig) -> Vec<VersusHasty> {
             let diffs: Vec<f64> = pairs.iter().map(|p| p.1).collect();
             let clusters = cluster_ids(pairs.iter().map(|p| p.0));
             let key = format!("study/{}/{}/{}/versus-hasty", c.task.as_str(), c.setting, c.model);
-            let mut e = mean_estimate(&diffs, Unit::Clusters(&clusters), bs, &key);
             // One procedure's questions say nothing of how another's would go: no interval.
-            if clusters.iter().all(|&k| k == 0) {
-                e.ci = None;
-            }
+            let e = mean_estimate(&diffs, Unit::Clusters(&clusters), bs, &key);
             out.push(VersusHasty {
                 task: c.task,
                 setting: c.setting.clone(),

@@ -78,10 +78,14 @@ pub(super) fn study(d: &mut Demo) -> anyhow::Result<String> {
     let file = format!("{STUDY}/study.json");
     let v = json(&file)?;
     let rows = v.get("summary").and_then(Value::as_array).with_context(|| format!("{file}: no `summary` array"))?;
+    // An estimate without an interval (one test procedure resamples to itself) is printed bare, with "no interval"
+    // where its verdict would be.
     let with_ci = |r: &Value, k: &str| -> Option<String> {
         let value = pct(r.get(k)?.as_f64()?);
-        let ci = r.get(format!("{k}_ci"))?.as_array()?;
-        Some(format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)))
+        Some(match r.get(format!("{k}_ci")).and_then(Value::as_array) {
+            Some(ci) => format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
+            None => value,
+        })
     };
     let signed = stepwise_score::markdown::signed_percent;
     let parts: Vec<String> = rows
@@ -89,19 +93,21 @@ pub(super) fn study(d: &mut Demo) -> anyhow::Result<String> {
         .filter_map(|r| {
             let model = r.get("model")?.as_str()?;
             let d = r.get("difference")?;
+            let ci = match (d.get("low").and_then(Value::as_f64), d.get("high").and_then(Value::as_f64)) {
+                (Some(lo), Some(hi)) => format!(" [{}, {}]", signed(lo), signed(hi)),
+                _ => String::new(),
+            };
             Some(format!(
-                "{model} {} → {}, {} [{}, {}] ({})",
+                "{model} {} → {}, {}{ci} ({})",
                 with_ci(r, "recipeqa")?,
                 with_ci(r, "knob_mean")?,
                 signed(d.get("value")?.as_f64()?),
-                signed(d.get("low")?.as_f64()?),
-                signed(d.get("high")?.as_f64()?),
-                r.get("verdict")?.as_str()?
+                r.get("verdict").and_then(Value::as_str).unwrap_or("no interval")
             ))
         })
         .collect();
     if parts.len() != rows.len() {
-        bail!("{file}: a summary row without its intervals or verdict");
+        bail!("{file}: a summary row without its accuracies or difference");
     }
     let n = |setting: &str| -> u64 {
         v.get("cells").and_then(Value::as_array).map_or(0, |cells| {
@@ -162,31 +168,31 @@ pub(super) fn seq_study(d: &mut Demo) -> anyhow::Result<String> {
     ])?;
     let r = json(&format!("{SEQ_STUDY}/seeds.json"))?;
     let rows = r.as_array().map_or(&[][..], Vec::as_slice);
+    // Without an interval (a single test sequence resamples to itself) a value is printed bare and a comparison
+    // says "no interval".
     let interval = |v: &Value| -> Option<String> {
-        let ci = v.get("ci")?.as_array()?;
-        Some(format!(
-            "{} [{}, {}]",
-            pct(v.get("value")?.as_f64()?),
-            pct(ci.first()?.as_f64()?),
-            pct(ci.get(1)?.as_f64()?)
-        ))
+        let value = pct(v.get("value")?.as_f64()?);
+        Some(match v.get("ci").and_then(Value::as_array) {
+            Some(ci) => format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
+            None => value,
+        })
     };
-    let signed = |x: f64| format!("{}{:.1}", if x >= 0.0 { "+" } else { "−" }, x.abs() * 100.0);
+    let signed = stepwise_score::markdown::signed_percent;
     let n = rows.first().and_then(|r| r["sequences"].as_u64()).unwrap_or(0);
     let parts: Vec<String> = rows
         .iter()
         .filter_map(|row| {
             let mut s = format!("{} {} {}", row["features"].as_str()?, row["method"].as_str()?, interval(&row["pmr"])?);
             if let Some(d) = row.get("versus").and_then(|v| v.get(1)) {
-                let ci = d.get("ci")?.as_array()?;
-                let (lo, hi) = (ci.first()?.as_f64()?, ci.get(1)?.as_f64()?);
-                let verdict = stepwise_score::bootstrap::noise_verdict(lo, hi);
-                s.push_str(&format!(
-                    " (vs pairwise {} [{}, {}], {verdict})",
-                    signed(d.get("value")?.as_f64()?),
-                    signed(lo),
-                    signed(hi)
-                ));
+                let value = signed(d.get("value")?.as_f64()?);
+                match d.get("ci").and_then(Value::as_array) {
+                    Some(ci) => {
+                        let (lo, hi) = (ci.first()?.as_f64()?, ci.get(1)?.as_f64()?);
+                        let verdict = stepwise_score::bootstrap::noise_verdict(lo, hi);
+                        s.push_str(&format!(" (vs pairwise {value} [{}, {}], {verdict})", signed(lo), signed(hi)));
+                    }
+                    None => s.push_str(&format!(" (vs pairwise {value}, no interval)")),
+                }
             }
             Some(s)
         })
