@@ -129,15 +129,6 @@ pub fn pct_ci(v: f64, ci: Option<(f64, f64)>) -> String {
     }
 }
 
-/// A difference in points, signed, with its interval: `+5.1 [−1.1, +11.9]`.
-pub fn signed_pct_ci(v: f64, ci: Option<(f64, f64)>) -> String {
-    use stepwise_score::markdown::signed_percent as signed;
-    match ci {
-        Some((lo, hi)) => format!("{} [{}, {}]", signed(v), signed(lo), signed(hi)),
-        None => signed(v),
-    }
-}
-
 /// A number with `d` decimals and its interval.
 pub fn num_ci(v: f64, ci: Option<(f64, f64)>, d: usize) -> String {
     match ci {
@@ -151,9 +142,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn differences_are_signed_with_their_intervals() {
-        assert_eq!(signed_pct_ci(0.051, Some((-0.011, 0.119))), "+5.1 [−1.1, +11.9]");
-        assert_eq!(signed_pct_ci(-0.02, None), "−2.0");
+    fn percentages_with_their_intervals() {
         assert_eq!(pct_ci(0.719, Some((0.68, 0.755))), "71.9 [68.0, 75.5]");
     }
 }

@@ -25,6 +25,14 @@ pub fn signed_percent(x: f64) -> String {
     format!("{}{:.1}", if x >= 0.0 { "+" } else { "−" }, 100.0 * x.abs())
 }
 
+/// A difference of shares, signed, with its interval when it has one: `+5.1 [−1.1, +11.9]`, or `+5.1`.
+pub fn signed_percent_interval(x: f64, ci: Option<(f64, f64)>) -> String {
+    match ci {
+        Some((lo, hi)) => format!("{} [{}, {}]", signed_percent(x), signed_percent(lo), signed_percent(hi)),
+        None => signed_percent(x),
+    }
+}
+
 /// A plain number with `digits` decimals (`–` for NaN).
 pub fn number(x: f64, digits: usize) -> String {
     if x.is_nan() { "–".into() } else { format!("{x:.digits$}") }
@@ -49,6 +57,8 @@ mod tests {
         assert_eq!(percent_interval(Some(Interval { low: 0.5, high: 0.75 })), "[50.0, 75.0]");
         let e = Estimate { value: 0.625, ci: Some(Interval { low: 0.5, high: 0.75 }) };
         assert_eq!(percent_estimate(&e), "62.5 [50.0, 75.0]");
+        assert_eq!(signed_percent_interval(0.051, Some((-0.011, 0.119))), "+5.1 [−1.1, +11.9]");
+        assert_eq!(signed_percent_interval(-0.02, None), "−2.0");
         assert_eq!(number(1.23456, 2), "1.23");
         assert_eq!(number_interval(None, 2), "–");
     }

@@ -761,12 +761,7 @@ pub fn markdown(r: &StudyReport) -> String {
         None => "–".to_string(),
     };
     let ci = |c: Option<[f64; 2]>| c.map_or(String::new(), |[l, h]| format!(" [{:.1}, {:.1}]", 100.0 * l, 100.0 * h));
-    use stepwise_score::markdown::signed_percent as signed;
-    // A difference in points with its interval when it has one: `+5.1 [−1.1, +11.9]`.
-    let signed_est = |d: EstimateRecord| {
-        let ci = d.low.zip(d.high).map_or(String::new(), |(l, h)| format!(" [{}, {}]", signed(l), signed(h)));
-        format!("{}{ci}", signed(d.value))
-    };
+    let signed_est = |d: EstimateRecord| stepwise_score::markdown::signed_percent_interval(d.value, d.low.zip(d.high));
     let models = model_names(&r.config);
     let seeds = r.config.training_seeds();
     let mut s = String::new();

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use stepwise_core::Result;
 
 use super::{Ctx, setting_label, setting_order};
-use crate::doc::{Block, Figure, Section, Table, pct, pct_ci, signed_pct_ci};
+use stepwise_score::markdown::signed_percent_interval;
+
+use crate::doc::{Block, Figure, Section, Table, pct, pct_ci};
 use crate::plots::BarChart;
 use crate::read::JsonFile;
 use crate::scan::Artefact;
@@ -246,7 +248,7 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                             |v| {
                                 let (d, ci) = v.difference;
                                 let verdict = v.verdict.as_deref().unwrap_or("no interval");
-                                format!("{} {verdict} ({})", signed_pct_ci(d, ci), v.questions)
+                                format!("{} {verdict} ({})", signed_percent_interval(d, ci), v.questions)
                             },
                         ));
                     }
@@ -271,7 +273,7 @@ pub fn section(ctx: &Ctx, studies: &[StudyInfo], models: &[ModelInfo]) -> Result
                     est(r.recipeqa),
                     est(r.knob_mean),
                     r.knob_std.map_or("–".into(), pct),
-                    r.difference.map_or("–".into(), |(v, ci)| signed_pct_ci(v, ci)),
+                    r.difference.map_or("–".into(), |(v, ci)| signed_percent_interval(v, ci)),
                     r.difference_sd.map_or("–".into(), pct),
                     r.verdict.clone().unwrap_or_else(|| "–".into()),
                 ]);

@@ -1,6 +1,8 @@
 //! The demo's model and closing stages: the Hasty Student scored by `eval`, the model study, the sequencing
 //! study, the annotation study, R2VQ and the report.
 
+use stepwise_score::markdown::signed_percent_interval;
+
 use super::*;
 
 /// Stage `eval-hasty`: Hasty Student predictions for the RecipeQA-mode task set, scored by `stepwise eval` —
@@ -78,30 +80,17 @@ pub(super) fn study(d: &mut Demo) -> anyhow::Result<String> {
     let file = format!("{STUDY}/study.json");
     let v = json(&file)?;
     let rows = v.get("summary").and_then(Value::as_array).with_context(|| format!("{file}: no `summary` array"))?;
-    // An estimate without an interval (one test procedure resamples to itself) is printed bare, with "no interval"
-    // where its verdict would be.
-    let with_ci = |r: &Value, k: &str| -> Option<String> {
-        let value = pct(r.get(k)?.as_f64()?);
-        Some(match r.get(format!("{k}_ci")).and_then(Value::as_array) {
-            Some(ci) => format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
-            None => value,
-        })
-    };
-    let signed = stepwise_score::markdown::signed_percent;
     let parts: Vec<String> = rows
         .iter()
         .filter_map(|r| {
             let model = r.get("model")?.as_str()?;
             let d = r.get("difference")?;
-            let ci = match (d.get("low").and_then(Value::as_f64), d.get("high").and_then(Value::as_f64)) {
-                (Some(lo), Some(hi)) => format!(" [{}, {}]", signed(lo), signed(hi)),
-                _ => String::new(),
-            };
+            let ci = d.get("low").and_then(Value::as_f64).zip(d.get("high").and_then(Value::as_f64));
             Some(format!(
-                "{model} {} → {}, {}{ci} ({})",
-                with_ci(r, "recipeqa")?,
-                with_ci(r, "knob_mean")?,
-                signed(d.get("value")?.as_f64()?),
+                "{model} {} → {}, {} ({})",
+                pct_interval(r.get("recipeqa")?.as_f64()?, r.get("recipeqa_ci"))?,
+                pct_interval(r.get("knob_mean")?.as_f64()?, r.get("knob_mean_ci"))?,
+                signed_percent_interval(d.get("value")?.as_f64()?, ci),
                 r.get("verdict").and_then(Value::as_str).unwrap_or("no interval")
             ))
         })
@@ -168,31 +157,22 @@ pub(super) fn seq_study(d: &mut Demo) -> anyhow::Result<String> {
     ])?;
     let r = json(&format!("{SEQ_STUDY}/seeds.json"))?;
     let rows = r.as_array().map_or(&[][..], Vec::as_slice);
-    // Without an interval (a single test sequence resamples to itself) a value is printed bare and a comparison
-    // says "no interval".
-    let interval = |v: &Value| -> Option<String> {
-        let value = pct(v.get("value")?.as_f64()?);
-        Some(match v.get("ci").and_then(Value::as_array) {
-            Some(ci) => format!("{value} [{}, {}]", pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
-            None => value,
-        })
-    };
-    let signed = stepwise_score::markdown::signed_percent;
     let n = rows.first().and_then(|r| r["sequences"].as_u64()).unwrap_or(0);
     let parts: Vec<String> = rows
         .iter()
         .filter_map(|row| {
-            let mut s = format!("{} {} {}", row["features"].as_str()?, row["method"].as_str()?, interval(&row["pmr"])?);
+            let pmr = pct_interval(row["pmr"].get("value")?.as_f64()?, row["pmr"].get("ci"))?;
+            let mut s = format!("{} {} {pmr}", row["features"].as_str()?, row["method"].as_str()?);
             if let Some(d) = row.get("versus").and_then(|v| v.get(1)) {
-                let value = signed(d.get("value")?.as_f64()?);
-                match d.get("ci").and_then(Value::as_array) {
-                    Some(ci) => {
-                        let (lo, hi) = (ci.first()?.as_f64()?, ci.get(1)?.as_f64()?);
-                        let verdict = stepwise_score::bootstrap::noise_verdict(lo, hi);
-                        s.push_str(&format!(" (vs pairwise {value} [{}, {}], {verdict})", signed(lo), signed(hi)));
-                    }
-                    None => s.push_str(&format!(" (vs pairwise {value}, no interval)")),
-                }
+                let ci = match d.get("ci").and_then(Value::as_array) {
+                    Some(ci) => Some((ci.first()?.as_f64()?, ci.get(1)?.as_f64()?)),
+                    None => None,
+                };
+                let verdict = ci.map_or("no interval", |(lo, hi)| stepwise_score::bootstrap::noise_verdict(lo, hi));
+                s.push_str(&format!(
+                    " (vs pairwise {}, {verdict})",
+                    signed_percent_interval(d.get("value")?.as_f64()?, ci)
+                ));
             }
             Some(s)
         })
@@ -283,4 +263,14 @@ pub(super) fn report(d: &mut Demo) -> anyhow::Result<String> {
     let md = std::fs::read_to_string("report.md").context("report.md was not written")?;
     let sections = md.lines().filter(|l| l.starts_with("## ")).count();
     Ok(format!("report.html ({:.1} MB, self-contained) and report.md: {sections} sections", html as f64 / 1e6))
+}
+
+/// A share with its interval from a study file's `[low, high]` array, or bare when the file records none (one
+/// test procedure or sequence resamples to itself, so the bootstrap gives no interval); `None` for a malformed
+/// interval.
+fn pct_interval(value: f64, ci: Option<&Value>) -> Option<String> {
+    Some(match ci.and_then(Value::as_array) {
+        Some(ci) => format!("{} [{}, {}]", pct(value), pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
+        None => pct(value),
+    })
 }
