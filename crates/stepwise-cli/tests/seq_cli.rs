@@ -158,6 +158,19 @@ fn refusals_exit_2_and_write_nothing() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--dropout must be at least 0 and below 1"), "{err}");
     assert!(!Path::new(&m).exists());
+    // Fine-tuning the text encoder needs that encoder's token store (here w2v tokens), and --text-lr needs it on.
+    let m = f.p("m-tune");
+    let (code, _, err) = run(bin().args(train_args(f, &m, "1", &["--tune-text-layers", "1"])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs a text store embedded with `--encoder minilm --tokens`"), "{err}");
+    let (code, _, err) = run(bin().args(train_args(f, &m, "1", &["--text-lr", "1e-5"])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--text-lr is the learning rate of the layers --tune-text-layers fine-tunes"), "{err}");
+    let (code, _, err) =
+        run(bin().args(train_args(f, &m, "1", &["--encoder", &f.p("m-none"), "--tune-text-layers", "1"])));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--encoder and --tune-text-layers"), "{err}");
+    assert!(!Path::new(&m).exists());
     // A fine-tuned model's features must match: w2v with another seed is another vector space.
     let m = f.p("m-refuse");
     ok(&train_args(f, &m, "1", &[]));

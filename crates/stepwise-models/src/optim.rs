@@ -35,6 +35,8 @@ pub struct Adam {
     /// First and second moments per parameter, in the parameter's row-major order.
     m: BTreeMap<String, Vec<f32>>,
     v: BTreeMap<String, Vec<f32>>,
+    /// Parameters whose names start with a prefix here train at that rate instead of `lr`.
+    lr_by_prefix: Vec<(String, f64)>,
 }
 
 impl Adam {
@@ -45,7 +47,14 @@ impl Adam {
             m.insert(name.clone(), vec![0.0; var.as_tensor().elem_count()]);
             v.insert(name.clone(), vec![0.0; var.as_tensor().elem_count()]);
         }
-        Ok(Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 0, m, v })
+        Ok(Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 0, m, v, lr_by_prefix: Vec::new() })
+    }
+
+    /// Train the parameters named `prefix…` at `lr` (e.g. a pretrained encoder fine-tuned more gently than the
+    /// layers trained from scratch).
+    pub fn with_lr_for(mut self, prefix: &str, lr: f64) -> Adam {
+        self.lr_by_prefix.push((prefix.to_string(), lr));
+        self
     }
 
     /// Backpropagate `loss` and update every parameter that received a gradient.
@@ -75,6 +84,9 @@ impl Adam {
                     v.len()
                 );
             }
+            let lr =
+                self.lr_by_prefix.iter().find(|(p, _)| name.starts_with(p.as_str())).map_or(self.lr, |(_, lr)| *lr);
+            let rule = AdamRule { lr: lr as f32, ..rule };
             let update = AdamUpdate { rule, moments: std::cell::RefCell::new((m, v)) };
             var.as_tensor().inplace_op2(&g.contiguous()?, &update)?;
         }

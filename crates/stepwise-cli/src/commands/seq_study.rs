@@ -88,7 +88,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.pretrain_epochs == 0 || args.beam == 0 || args.seeds == 0 {
         usage_bail!("--pretrain-epochs, --beam and --seeds must be at least 1");
     }
-    let all = load_data(&args.instances, &args.features, None, args.hyper.max_tokens)?;
+    let tune = args.fine_tune.tune_text_layers;
+    let all = load_data(&args.instances, &args.features, None, args.hyper.max_tokens, tune)?;
     let seed = args.hyper.seed;
     let folds = match args.cv {
         Some(k) => Some(ProcedureFolds::new(all.instances.iter().map(|i| i.procedure.as_str()), k, seed)?),
@@ -102,7 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             CV_SPLIT.into(),
         ),
     };
-    let StudyPlan { cells, mut notes } = plan(all.kind, all.sources().vocab_size().is_some(), !args.no_ablation);
+    // Token ids are in the fine-tuned encoder's frozen rows: no MLM on them.
+    let vocab = all.sources().vocab_size().is_some() && all.text_tower.is_none();
+    let StudyPlan { cells, mut notes } = plan(all.kind, vocab, !args.no_ablation);
     let out = OutputDir::create(&args.output, args.force)?;
     let work = work_dir(&args.output);
     std::fs::create_dir_all(&work)?;
@@ -147,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         &args.features,
                         Some(cell.modality),
                         args.hyper.max_tokens,
+                        tune,
                     )?),
                 };
                 if !stepwise_core::progress::is_quiet() {
@@ -163,6 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.fine_tune) },
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,
+                    text_tower: data.text_tower.as_ref().map(|(_, v)| v.clone()),
                 };
                 let p = run_cell_on(cell, &settings, data, &args.split, folds.as_ref())?;
                 write_order_predictions(&cache, &p, None)?;
@@ -185,13 +190,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
     notes.push(format!(
-        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}{}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
+        "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}{}{}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
         args.hyper.train_config(&args.fine_tune).targets.as_str(),
         if args.fine_tune.dropout > 0.0 {
             format!(" with dropout {} (a departure from the paper)", args.fine_tune.dropout)
         } else {
             String::new()
+        },
+        match &all.text_tower {
+            Some((t, _)) => format!(
+                "; text: {} with its upper {} of {} layers fine-tuned at learning rate {} (the lower ones frozen, a departure from the paper's end-to-end fine-tuning; no MLM)",
+                t.encoder,
+                t.tuned_layers,
+                t.frozen_layers + t.tuned_layers,
+                args.fine_tune.text_lr.unwrap_or(args.hyper.lr)
+            ),
+            None => String::new(),
         },
         seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));

@@ -68,8 +68,13 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.swap_probability) || args.pisp_max_patches == 0 {
         usage_bail!("--swap-probability must be in [0, 1] and --pisp-max-patches at least 1");
     }
-    let data =
-        load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
+    let data = load_data(
+        &args.instances,
+        &args.features,
+        args.hyper.modality.map(FeatureKind::from),
+        args.hyper.max_tokens,
+        0,
+    )?;
     let train = data.split(&args.train_split);
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
@@ -90,7 +95,12 @@ pub fn run_pretrain(args: PretrainArgs) -> anyhow::Result<()> {
     if pcfg.objectives.iter().any(|o| !o.needs_text()) && !config.uses_image() {
         usage_bail!("--objectives isp, pisp and smrm need an image feature store");
     }
-    let tcfg = args.hyper.train_config(&FineTuneArgs { targets: TargetsArg::AllReferences, dropout: 0.0 });
+    let tcfg = args.hyper.train_config(&FineTuneArgs {
+        targets: TargetsArg::AllReferences,
+        dropout: 0.0,
+        tune_text_layers: 0,
+        text_lr: None,
+    });
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?.with_pretraining_heads()?;
     let checkpoint = Checkpointing { path: checkpoint_path(&args.output), stop_after_epochs: None };
@@ -150,8 +160,19 @@ pub struct TrainSeqArgs {
 pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     args.hyper.check()?;
     args.fine_tune.check()?;
-    let data =
-        load_data(&args.instances, &args.features, args.hyper.modality.map(FeatureKind::from), args.hyper.max_tokens)?;
+    if args.encoder.is_some() && args.fine_tune.tune_text_layers > 0 {
+        usage_bail!(
+            "--encoder and --tune-text-layers: a pretrained encoder read fixed text features, not the text \
+             encoder's frozen layers; give one of them"
+        );
+    }
+    let data = load_data(
+        &args.instances,
+        &args.features,
+        args.hyper.modality.map(FeatureKind::from),
+        args.hyper.max_tokens,
+        args.fine_tune.tune_text_layers,
+    )?;
     let (train, val) = (data.split(&args.train_split), data.split(&args.val_split));
     if train.is_empty() {
         usage_bail!("{}: no usable instance in split `{}`", data.file.display(), args.train_split);
@@ -171,6 +192,7 @@ pub fn run_train_seq(args: TrainSeqArgs) -> anyhow::Result<()> {
     let tcfg = args.hyper.train_config(&args.fine_tune);
     let out = OutputDir::create(&args.output, args.force)?;
     let model = SeqModel::new(config, tcfg.seed)?;
+    data.init_text_tower(&model)?;
     if let Some(p) = &pretrained {
         stepwise_models::seq::load_encoder(&model, &p.model)?;
     }
@@ -267,8 +289,16 @@ pub fn predict(
     let loaded = saved::load(model_dir)?;
     loaded.require_decoder(model_dir)?;
     let cfg = &loaded.config.sequencing;
-    let data = load_data(instances, features, Some(cfg.modality), cfg.max_tokens)?;
+    let tuned = cfg.text_tower.as_ref().map_or(0, |t| t.tuned_layers);
+    let data = load_data(instances, features, Some(cfg.modality), cfg.max_tokens, tuned)?;
     check_identities(&loaded.features, &data.features.identities, model_dir)?;
+    if data.text_tower.as_ref().map(|(t, _)| t) != cfg.text_tower.as_ref() {
+        usage_bail!(
+            "{}: the model's fine-tuned text encoder does not match the one in {} (another version of the weights?)",
+            model_dir.display(),
+            features.models.display()
+        );
+    }
     let wanted = data.inputs.iter().filter(|s| split.is_none_or(|sp| sp == s.split)).count();
     let pb = stepwise_core::progress::spinner(&format!("ordering {wanted} sequences"));
     let ordered = loaded.predict(&data, split, beam, model_dir)?;

@@ -82,6 +82,31 @@ struct Layer {
     norm2: Norm,
 }
 
+/// A projection's weights as [`Bert::layer_weights`] gives them: `w` is `rows × cols` (in × out), row-major.
+#[derive(Debug, Clone)]
+pub struct DenseWeights {
+    pub w: Vec<f32>,
+    pub b: Vec<f32>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// One encoder layer's weights (post-LN: attention, add & norm, GELU feed-forward, add & norm).
+#[derive(Debug, Clone)]
+pub struct LayerWeights<'a> {
+    pub query: DenseWeights,
+    pub key: DenseWeights,
+    pub value: DenseWeights,
+    pub attention_out: DenseWeights,
+    /// (gamma, beta) of the norm after attention.
+    pub norm1: (&'a [f32], &'a [f32]),
+    pub up: DenseWeights,
+    pub down: DenseWeights,
+    /// (gamma, beta) of the norm after the feed-forward block.
+    pub norm2: (&'a [f32], &'a [f32]),
+    pub eps: f32,
+}
+
 /// Removes a named tensor of the expected shape from the loaded file.
 type Take<'a> = dyn FnMut(&str, &[usize]) -> Result<Vec<f32>, FeatureError> + 'a;
 
@@ -195,6 +220,27 @@ impl Bert {
         &self.config
     }
 
+    /// The weights of layer `i` (`None` past the last), each projection `in × out` row-major.
+    pub fn layer_weights(&self, i: usize) -> Option<LayerWeights<'_>> {
+        let l = self.layers.get(i)?;
+        let h = self.config.hidden_size;
+        // The fused Q|K|V matrix split back into its three `h × h` blocks.
+        let block = |j: usize| (0..h).flat_map(|r| l.qkv.w[r * 3 * h + j * h..][..h].iter().copied()).collect();
+        let dense = |d: &Dense| DenseWeights { w: d.w.clone(), b: d.b.clone(), rows: d.rows, cols: d.cols };
+        let split = |j: usize| DenseWeights { w: block(j), b: l.qkv.b[j * h..(j + 1) * h].to_vec(), rows: h, cols: h };
+        Some(LayerWeights {
+            query: split(0),
+            key: split(1),
+            value: split(2),
+            attention_out: dense(&l.out),
+            norm1: (&l.norm1.gamma, &l.norm1.beta),
+            up: dense(&l.up),
+            down: dense(&l.down),
+            norm2: (&l.norm2.gamma, &l.norm2.beta),
+            eps: self.eps,
+        })
+    }
+
     /// Floating-point operations (a multiply-add is 2) of one text of `tokens` tokens: the projections and the
     /// two attention products, as benchmarks count them (softmax, GELU and normalisation not counted).
     pub fn flops_per_text(&self, tokens: usize) -> f64 {
@@ -207,6 +253,23 @@ impl Bert {
     /// texts `0..i`. `parallel` splits each product over rayon's pool (for a lone batch); the values do not depend
     /// on it.
     pub fn hidden_states(&self, seqs: &[&[u32]], parallel: bool) -> Result<Vec<f32>, FeatureError> {
+        self.hidden_states_through(seqs, parallel, self.layers.len())
+    }
+
+    /// [`Self::hidden_states`] after the first `layers` layers only (0: the embeddings' output; the frozen part of
+    /// an encoder whose upper layers are fine-tuned elsewhere).
+    pub fn hidden_states_through(
+        &self,
+        seqs: &[&[u32]],
+        parallel: bool,
+        layers: usize,
+    ) -> Result<Vec<f32>, FeatureError> {
+        if layers > self.layers.len() {
+            return Err(FeatureError::Encoder(format!(
+                "BERT: {layers} layers asked for, the model has {}",
+                self.layers.len()
+            )));
+        }
         let h = self.config.hidden_size;
         let total: usize = seqs.iter().map(|s| s.len()).sum();
         let mut x = Vec::with_capacity(total * h);
@@ -241,7 +304,7 @@ impl Bert {
                 Ok(s) => s,
                 Err(_) => &mut own,
             };
-            for layer in &self.layers {
+            for layer in &self.layers[..layers] {
                 self.layer(layer, seqs, &mut x, total, s, parallel)?;
             }
             Ok(x)

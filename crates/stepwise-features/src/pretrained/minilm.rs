@@ -161,6 +161,46 @@ impl MiniLm {
         self.model.flops_per_text(tokens)
     }
 
+    /// The BERT encoder itself (its layers' weights initialise a fine-tuned copy of the upper layers).
+    pub fn bert(&self) -> &Bert {
+        &self.model
+    }
+
+    /// For each text given as WordPiece ids without special tokens (as a token store keeps them): `[CLS] ids
+    /// [SEP]` run through the first `layers` layers, `(len + 2) × dim` row-major. The frozen lower part of an
+    /// encoder whose upper layers are fine-tuned; byte-identical for any thread count (each batch of texts runs
+    /// its products on one thread, and a text's values do not depend on its batch).
+    pub fn frozen_states(&self, texts: &[&[u32]], layers: usize) -> Result<Vec<Vec<f32>>, FeatureError> {
+        let special = |t: &str| {
+            self.tokenizer
+                .token_to_id(t)
+                .ok_or_else(|| FeatureError::Encoder(format!("{NAME}: the tokenizer has no {t} token")))
+        };
+        let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
+        let wrapped: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|ids| std::iter::once(cls).chain(ids.iter().copied()).chain(std::iter::once(sep)).collect())
+            .collect();
+        let dim = self.info.dim;
+        let batches: Vec<Vec<Vec<f32>>> = wrapped
+            .par_chunks(BATCH)
+            .map(|chunk| {
+                let seqs: Vec<&[u32]> = chunk.iter().map(Vec::as_slice).collect();
+                let states = self.model.hidden_states_through(&seqs, false, layers)?;
+                let mut at = 0;
+                Ok(seqs
+                    .iter()
+                    .map(|s| {
+                        let rows = states[at * dim..(at + s.len()) * dim].to_vec();
+                        at += s.len();
+                        rows
+                    })
+                    .collect())
+            })
+            .collect::<Result<_, FeatureError>>()?;
+        Ok(batches.concat())
+    }
+
     /// Last hidden states of one text, `len × dim` (tests compare against candle-transformers' BERT).
     pub fn hidden_states(&self, ids: &[u32]) -> Result<Vec<f32>, FeatureError> {
         self.model.hidden_states(&[ids], false)
@@ -300,6 +340,32 @@ mod tests {
             let diff = ours.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
             assert!(diff < 1e-5, "{text:?}: {diff} from candle-transformers' BERT");
         }
+    }
+
+    /// Through every layer, a text's frozen states are the encoder's hidden states of `[CLS] text [SEP]`, for any
+    /// batch and thread count; fewer layers give other values; more layers than the model has are an error.
+    #[test]
+    fn frozen_states_are_the_hidden_states_of_a_prefix_of_the_layers() {
+        let td = tempfile::tempdir().unwrap();
+        tiny_bert_dir(td.path());
+        let m = MiniLm::from_dir(td.path()).unwrap();
+        let texts: Vec<Vec<u32>> =
+            (0..40).map(|i| (0..1 + i % 7).map(|j| 4 + ((i + j) % 7) as u32).collect()).collect();
+        let refs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+        let run = |threads: usize, layers: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| m.frozen_states(&refs, layers).unwrap())
+        };
+        let all = run(2, 2);
+        assert_eq!(all, run(1, 2));
+        for (ids, got) in texts.iter().zip(&all) {
+            let wrapped: Vec<u32> = [2].into_iter().chain(ids.iter().copied()).chain([3]).collect();
+            assert_eq!(got, &m.hidden_states(&wrapped).unwrap());
+        }
+        let one = run(2, 1);
+        assert_eq!(one[0].len(), all[0].len());
+        assert_ne!(one[0], all[0]);
+        assert!(m.frozen_states(&refs, 3).unwrap_err().to_string().contains("3 layers asked for, the model has 2"));
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! The data a sequencer trains and predicts on: the instances of a file, the features they are read with and
 //! each instance's model input, with the instances left out for lack of vectors.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Error, Result};
 
 use crate::item_features::FeatureKind;
 use crate::model_features::ModelFeatures;
-use crate::seq::{DecoderKind, SeqConfig, SeqInput, SeqSources, seq_input};
+use crate::seq::text_tower::{self, TextTowerConfig, TowerValues};
+use crate::seq::{DecoderKind, SeqConfig, SeqInput, SeqModel, SeqSources, seq_input};
+use stepwise_features::Encoder;
+use stepwise_features::pretrained::minilm::{self, MiniLm};
 
 /// Instances, their inputs and the features they came from.
 pub struct SeqData {
@@ -18,6 +21,9 @@ pub struct SeqData {
     pub features: ModelFeatures,
     pub skipped: Vec<String>,
     pub file: PathBuf,
+    /// With a fine-tuned text encoder ([`SeqData::tune_text`]): its layers and their pretrained values; the
+    /// inputs' text rows are then its frozen layers' outputs.
+    pub text_tower: Option<(TextTowerConfig, TowerValues)>,
 }
 
 impl SeqData {
@@ -60,7 +66,50 @@ impl SeqData {
         c.max_steps = self.inputs.iter().map(|i| i.steps.len()).max().unwrap_or(2).max(16);
         c.vocab = if self.kind != FeatureKind::Image { s.vocab_size().unwrap_or(0) } else { 0 };
         c.decoder = decoder;
+        if let Some((tower, _)) = &self.text_tower {
+            c.text_dim = if c.uses_text() { tower.hidden } else { 0 };
+            // Token ids are in the frozen rows: MLM would read the answer.
+            c.vocab = 0;
+            c.text_tower = Some(tower.clone());
+        }
         c
+    }
+
+    /// Fine-tune the upper `tuned` layers of the text store's pretrained encoder (MiniLM, from `models_dir`): the
+    /// inputs' text rows become the frozen lower layers' outputs ([`text_tower::frozen_inputs`]) and models made
+    /// from [`SeqData::config`] carry the upper layers, initialised by [`SeqData::init_text_tower`]. The text store
+    /// must be that encoder's token store (token ids) and the models folder must hold the same weights.
+    pub fn tune_text(&mut self, models_dir: &Path, tuned: usize, max_tokens: usize) -> Result<()> {
+        let store = self.features.identities.iter().map(|(i, _)| i).find(|i| i.role == "tokens");
+        let Some(store) = store.filter(|i| i.encoder == minilm::NAME) else {
+            return Err(Error::usage(format!(
+                "fine-tuning the text encoder needs a text store embedded with `--encoder {} --tokens`",
+                minilm::NAME
+            )));
+        };
+        let encoder = MiniLm::from_models_dir(models_dir).map_err(|e| Error::bad_input(e.to_string()))?;
+        let version = encoder.info().version.clone();
+        if store.version != version {
+            return Err(Error::bad_input(format!(
+                "the text store was embedded with {} version {}, {} holds version {version}",
+                minilm::NAME,
+                store.version,
+                models_dir.display()
+            )));
+        }
+        let tower = TextTowerConfig::of(encoder.bert(), minilm::NAME, &version, tuned).map_err(Error::usage)?;
+        text_tower::frozen_inputs(&mut self.inputs, &encoder, &tower, max_tokens).map_err(Error::bad_input)?;
+        let values = text_tower::pretrained_values(encoder.bert(), &tower).map_err(crate::optim::cerr)?;
+        self.text_tower = Some((tower, values));
+        Ok(())
+    }
+
+    /// Start `model`'s fine-tuned text layers from the pretrained encoder (nothing without [`SeqData::tune_text`]).
+    pub fn init_text_tower(&self, model: &SeqModel) -> Result<()> {
+        match &self.text_tower {
+            Some((_, values)) => text_tower::init_from(&model.params, values).map_err(crate::optim::cerr),
+            None => Ok(()),
+        }
     }
 }
 
@@ -84,6 +133,7 @@ impl SeqData {
             features,
             skipped: Vec::new(),
             file,
+            text_tower: None,
         };
         let available = match data.sources().kind() {
             Some(k) => k,

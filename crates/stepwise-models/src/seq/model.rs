@@ -68,6 +68,10 @@ pub struct SeqConfig {
     /// MLM classes (0: no MLM head).
     pub vocab: usize,
     pub decoder: DecoderKind,
+    /// The pretrained text encoder's upper layers, fine-tuned here on its frozen lower layers' outputs
+    /// ([`super::text_tower`]); `None`: the text rows are fixed features. Left out of saved files when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_tower: Option<super::text_tower::TextTowerConfig>,
 }
 
 impl SeqConfig {
@@ -88,6 +92,7 @@ impl SeqConfig {
             max_steps: 16,
             vocab: 0,
             decoder: DecoderKind::Berson,
+            text_tower: None,
         }
     }
 
@@ -204,6 +209,8 @@ pub struct Encoded {
 pub struct SeqModel {
     pub config: SeqConfig,
     pub params: Params,
+    /// The fine-tuned upper layers of the pretrained text encoder (empty without a text tower).
+    text_tower: Vec<TransformerLayer>,
     text_proj: Option<Linear>,
     image_proj: Option<Linear>,
     cls: Tensor,
@@ -265,7 +272,17 @@ impl SeqModel {
             }),
             DecoderKind::Pairwise => None,
         };
+        let text_tower = match &config.text_tower {
+            Some(t) if config.uses_text() => {
+                if t.hidden != config.text_dim {
+                    candle_core::bail!("text tower of width {} on {}-d text rows", t.hidden, config.text_dim);
+                }
+                t.layers(&mut p)?
+            }
+            _ => Vec::new(),
+        };
         Ok(SeqModel {
+            text_tower,
             text_proj,
             image_proj,
             cls,
@@ -335,7 +352,12 @@ impl SeqModel {
                     _ => Ok((Tensor::zeros((b, n, 0, d), DType::F32, dev)?, Vec::new())),
                 }
             };
-        let (text, text_mask) = stream(&self.text_proj, &batch.text, batch.s)?;
+        let tuned_text = match (&batch.text, self.text_tower.is_empty()) {
+            (Some((t, m)), false) => Some((super::text_tower::forward(&self.text_tower, t, m)?, m.clone())),
+            _ => None,
+        };
+        let text_input = if tuned_text.is_some() { &tuned_text } else { &batch.text };
+        let (text, text_mask) = stream(&self.text_proj, text_input, batch.s)?;
         let (image, image_mask) = stream(&self.image_proj, &batch.image, batch.p)?;
         let (s, p) = (text.dim(2)?, image.dim(2)?);
         // The [CLS] input of a step also carries the mean of its rows' projections, so a step's representation

@@ -129,6 +129,8 @@ pub struct CellSettings {
     pub train: SeqTrainConfig,
     pub pretrain_epochs: usize,
     pub beam: usize,
+    /// The pretrained values of a fine-tuned text encoder's layers (`model.text_tower`), every model's start.
+    pub text_tower: Option<super::text_tower::TowerValues>,
 }
 
 /// Pretrain (when the cell asks) on `train`, fine-tune on `train` with early stopping on `val`, and decode `test`.
@@ -144,11 +146,17 @@ pub fn run_cell(
     }
     let quiet = |_: usize, _: usize, _: usize, _: f64| {};
     let tcfg = &settings.train;
+    let tower = |m: &SeqModel| match &settings.text_tower {
+        Some(values) => super::text_tower::init_from(&m.params, values).map_err(crate::optim::cerr),
+        None => Ok(()),
+    };
     let model = SeqModel::new(settings.model.clone(), tcfg.seed).map_err(crate::optim::cerr)?;
+    tower(&model)?;
     if let Some(objectives) = &cell.objectives {
         let enc = SeqModel::new(settings.model.clone(), tcfg.seed)
             .and_then(SeqModel::with_pretraining_heads)
             .map_err(crate::optim::cerr)?;
+        tower(&enc)?;
         let pcfg = PretrainConfig { objectives: objectives.clone(), ..PretrainConfig::default() };
         let pre = SeqTrainConfig { max_epochs: settings.pretrain_epochs, dropout: 0.0, ..tcfg.clone() };
         pretrain(&enc, train, &pre, &pcfg, None, &mut { quiet })?;

@@ -31,6 +31,11 @@ pub struct SeqTrainConfig {
     /// before.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropout: f64,
+    /// Fine-tuning: the learning rate of a fine-tuned text encoder's layers (`None`: `learning_rate`, as every
+    /// other parameter). Pretrained layers are usually fine-tuned at a smaller rate than layers trained from
+    /// scratch. Left out of saved files when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_tower_learning_rate: Option<f64>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -47,6 +52,7 @@ impl Default for SeqTrainConfig {
             seed: 0,
             targets: OrderTargets::AllReferences,
             dropout: 0.0,
+            text_tower_learning_rate: None,
         }
     }
 }
@@ -192,6 +198,9 @@ pub fn train_orders(
     let bs = cfg.batch_size.max(1);
     let fp = fingerprint(model, cfg, "orders", &[train, val]);
     let mut adam = Adam::new(&model.params, cfg.learning_rate).map_err(cerr)?;
+    if let Some(lr) = cfg.text_tower_learning_rate {
+        adam = adam.with_lr_for("text_tower.", lr);
+    }
     let fit_cfg = FitConfig { max_epochs: cfg.max_epochs, patience: cfg.patience, minimize: true };
     let report = fit(&model.params, &mut adam, &fit_cfg, &fp, checkpoint, |epoch, adam| {
         let order = shuffled(train.len(), cfg.seed, &format!("seq/epoch/{epoch}"));

@@ -92,10 +92,25 @@ pub struct FineTuneArgs {
     /// a departure from the paper when set).
     #[arg(long, default_value_t = 0.0)]
     pub dropout: f64,
+    /// Fine-tune the upper N layers of the text store's pretrained encoder with the sequencer (as the paper
+    /// fine-tunes RoBERTa); its lower layers run once per step, frozen. Needs a text store from `stepwise embed
+    /// --encoder minilm --tokens` and the models folder it came from. 0: the text rows are fixed features.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub tune_text_layers: usize,
+    /// With --tune-text-layers: the fine-tuned encoder layers' learning rate (default: --lr, as every other
+    /// parameter).
+    #[arg(long, value_name = "LR")]
+    pub text_lr: Option<f64>,
 }
 
 impl FineTuneArgs {
     pub fn check(&self) -> anyhow::Result<()> {
+        if self.text_lr.is_some_and(|lr| !(lr.is_finite() && lr > 0.0)) {
+            usage_bail!("--text-lr must be positive");
+        }
+        if self.text_lr.is_some() && self.tune_text_layers == 0 {
+            usage_bail!("--text-lr is the learning rate of the layers --tune-text-layers fine-tunes: give both");
+        }
         crate::cli_util::require_dropout_rate("--dropout", self.dropout)
     }
 }
@@ -149,20 +164,28 @@ impl SeqHyper {
             seed: self.seed,
             targets: targets.targets.into(),
             dropout: targets.dropout,
+            text_tower_learning_rate: targets.text_lr.filter(|_| targets.tune_text_layers > 0),
         }
     }
 }
 
 /// Read the instances and features; items without vectors leave their instance out (counted, with examples).
+/// With `tune_text_layers` > 0 the text rows are the frozen lower layers of the text store's encoder
+/// ([`SeqData::tune_text`]).
 pub fn load_data(
     instances: &Path,
     features: &FeatureArgs,
     modality: Option<FeatureKind>,
     max_tokens: usize,
+    tune_text_layers: usize,
 ) -> anyhow::Result<SeqData> {
     let file = stepwise_score::predictions::instances_file(instances);
     let insts = stepwise_score::predictions::read_instances(instances)?;
-    Ok(SeqData::new(file, insts, features.load(std::iter::empty())?, modality, max_tokens)?)
+    let mut data = SeqData::new(file, insts, features.load(std::iter::empty())?, modality, max_tokens)?;
+    if tune_text_layers > 0 && data.kind != FeatureKind::Image {
+        data.tune_text(&features.models, tune_text_layers, max_tokens)?;
+    }
+    Ok(data)
 }
 
 pub fn objectives(list: &str) -> anyhow::Result<Vec<Objective>> {
