@@ -54,6 +54,11 @@ def build_model(torch, a):
     class Sequencer(nn.Module):
         def __init__(self):
             super().__init__()
+            self.text_tower = nn.ModuleList(
+                nn.TransformerEncoderLayer(d_model=a.dim_text, nhead=12, dim_feedforward=4 * a.dim_text, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=False,
+                                           layer_norm_eps=1e-12)
+                for _ in range(a.text_tower))
             self.text_proj = nn.Linear(a.dim_text, D)
             self.image_proj = nn.Linear(a.dim_image, D)
             self.cls = nn.Parameter(torch.randn(D) * 0.02)
@@ -90,6 +95,7 @@ def build_model(torch, a):
                  ("encoder.cls", self.cls), ("encoder.positions", self.positions), ("encoder.steps", self.steps),
                  ("encoder.types", self.types), ("encoder.norm", self.norm)]
             g += [(f"encoder.layer{i}", m) for i, m in enumerate(self.layers)]
+            g += [(f"text_tower.layer{i}", m) for i, m in enumerate(self.text_tower)]
             return g + [("pairwise.hidden", self.pair_hidden), ("pairwise.out", self.pair_out),
                         ("pointer.encoder", self.ptr_encoder), ("pointer.decoder", self.ptr_decoder),
                         ("pointer.start", self.ptr_start), ("pointer.w1", self.ptr_w1), ("pointer.w2", self.ptr_w2),
@@ -101,6 +107,11 @@ def build_model(torch, a):
             output with rows_out). text_masked (B × n × S, 1 = masked) replaces those text rows by the [MASK]
             vector (pretraining's MLM)."""
             b = text.shape[0]
+            if len(self.text_tower) and text_masked is None:  # fine-tuning only (pretraining has no tower)
+                t = text.reshape(b * n, S, a.dim_text)
+                for m in self.text_tower:
+                    t = m(t)
+                text = t.view(b, n, S, a.dim_text)
             tp = self.text_proj(text)
             if text_masked is not None:
                 m = text_masked.unsqueeze(-1)
@@ -169,7 +180,9 @@ def expected_parameters(a):
     pair = (4 * D * D + D) + (D + 1)
     ptr = layer + (4 * D * D + 4 * D * D + 8 * D) + D + 2 * D * D + D
     pre = D + (D * a.vocab + a.vocab) + 2 * (D + 1)
-    return enc + pair + ptr + pre
+    d_t = a.dim_text
+    tower = a.text_tower * (4 * (d_t * d_t + d_t) + 2 * (d_t * 4 * d_t) + 4 * d_t + d_t + 4 * d_t)
+    return enc + pair + ptr + pre + tower
 
 
 def flops_per_step(a):
@@ -181,7 +194,10 @@ def flops_per_step(a):
     def layer(t):
         return 2 * B * t * 4 * D * D + 2 * 2 * B * t * t * D + 2 * 2 * B * t * D * ff
 
+    d_t = a.dim_text
     fwd = 2 * B * n * (S * a.dim_text + P * a.dim_image) * D + a.layers * layer(T)
+    # The text tower: per step, S rows of width d_t (attention within the step).
+    fwd += a.text_tower * B * n * (2 * S * 4 * d_t * d_t + 2 * 2 * S * S * d_t + 2 * 2 * S * d_t * 4 * d_t)
     fwd += 2 * B * n * (n - 1) * (4 * D * D + D)  # pairwise MLP
     fwd += layer(n) + 2 * B * n * 4 * D * 2 * D  # pointer encoder layer, decoder LSTM
     fwd += 2 * 2 * B * n * D * D + 2 * B * n * n * D  # W1 e, W2 d, v
@@ -261,6 +277,9 @@ def main():
     ap.add_argument("--max-positions", type=int, default=512)
     ap.add_argument("--max-steps", type=int, default=16)
     ap.add_argument("--vocab", type=int, default=30522, help="MLM vocabulary (pretraining step)")
+    ap.add_argument("--text-tower", type=int, default=0,
+                    help="fine-tuned text-encoder layers (MiniLM's shape: d_t wide, 12 heads, FFN 4 d_t) run per "
+                         "step over its text rows before text_proj; the pretraining model has none")
     ap.add_argument("--pretrain-steps", type=int, default=0,
                     help="also time this many pretraining steps (after 2 untimed), objectives ISP, SMRM, PISP in turn")
     ap.add_argument("--positions", choices=("step", "global"), default="step",
@@ -289,7 +308,7 @@ def main():
         "threads": threads,
         "config": {k: getattr(a, k) for k in ("batch", "seq_steps", "text_tokens", "patches", "dim_text",
                                                "dim_image", "model_dim", "layers", "heads", "max_positions",
-                                               "max_steps", "positions", "seed", "warmup", "steps")},
+                                               "max_steps", "positions", "seed", "warmup", "steps", "text_tower")},
         "tokens_per_sequence": per_step * a.seq_steps,
         "parameters": total,
         "parameters_by_module": counts,

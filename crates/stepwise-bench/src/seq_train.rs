@@ -13,6 +13,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 use stepwise_models::item_features::{FeatureKind, ItemMatrix};
 use stepwise_models::optim::Adam;
+use stepwise_models::seq::text_tower::TextTowerConfig;
 use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
 use stepwise_models::seq::{Objective, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
@@ -45,6 +46,11 @@ pub struct Args {
     pub layers: usize,
     #[arg(long, default_value_t = 4)]
     pub heads: usize,
+    /// Fine-tuned text-encoder layers before the text projection (`train-seq --tune-text-layers`): MiniLM's
+    /// shape (width --dim-text, 12 heads, feed-forward 4 × --dim-text), run per step over its text rows; random
+    /// weights (speed only). 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub text_tower: usize,
     /// MLM vocabulary of the pretraining step.
     #[arg(long, default_value_t = 30522)]
     pub vocab: usize,
@@ -67,6 +73,9 @@ pub struct Args {
     #[arg(long)]
     pub check: bool,
 }
+
+/// all-MiniLM-L6-v2's attention heads.
+const TOWER_HEADS: usize = 12;
 
 fn random_sequences(a: &Args, count: usize, key: &str) -> Vec<(Vec<StepInput>, Vec<usize>)> {
     let mut rng = stepwise_core::rng::rng_for(0, key);
@@ -121,10 +130,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.max_tokens = a.text_tokens;
     cfg.max_patches = a.patches;
     cfg.max_steps = a.seq_steps.max(16);
+    if a.text_tower > 0 {
+        if !a.dim_text.is_multiple_of(TOWER_HEADS) {
+            stepwise_cli::usage_bail!(
+                "--text-tower: --dim-text {} is not a multiple of {TOWER_HEADS} heads",
+                a.dim_text
+            );
+        }
+        cfg.text_tower = Some(TextTowerConfig {
+            encoder: "random".into(),
+            version: "bench".into(),
+            frozen_layers: 0,
+            tuned_layers: a.text_tower,
+            hidden: a.dim_text,
+            heads: TOWER_HEADS,
+            ff: 4 * a.dim_text,
+        });
+    }
     let model = SeqModel::new(cfg.clone(), 0)?;
     println!(
         "Sequencing-model training benchmark: {threads} threads; batch {} sequences × {} steps × ({} text rows \
-         {}-d + {} image rows {}-d); transformer {} × {} × {} heads; {} parameters",
+         {}-d + {} image rows {}-d); transformer {} × {} × {} heads; {} fine-tuned text-encoder layers; {} \
+         parameters",
         a.batch,
         a.seq_steps,
         a.text_tokens,
@@ -134,6 +161,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.layers,
         a.model_dim,
         a.heads,
+        a.text_tower,
         model.parameter_count()
     );
     let batches = |seqs: &[(Vec<StepInput>, Vec<usize>)]| -> anyhow::Result<Vec<(SeqBatch, Vec<Vec<usize>>)>> {
@@ -169,9 +197,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let peak = process::peak_rss_mib();
 
-    // The pretraining step: a batch of each objective in turn (MLM added to each), timed on its own model.
+    // The pretraining step: a batch of each objective in turn (MLM added to each), timed on its own model (without
+    // a text tower: fine-tuning alone trains one).
     let mut pcfg = cfg.clone();
     pcfg.vocab = a.vocab;
+    pcfg.text_tower = None;
     let pre = SeqModel::new(pcfg, 0)?.with_pretraining_heads()?;
     let mut pre_adam = Adam::new(&pre.params, 5e-4)?;
     let objectives = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
@@ -244,6 +274,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &n(a.epoch_sequences),
         "--vocab",
         &n(a.vocab),
+        "--text-tower",
+        &n(a.text_tower),
         "--pretrain-steps",
         "4",
     ]
