@@ -296,25 +296,25 @@ mod tests {
         assert!(ra.curve.iter().all(|p| p.train_loss.is_finite()));
     }
 
-    /// A fine-tuned text tower (two layers over the text rows): every parameter gets a gradient, and training
-    /// gives the same weights on 1 and 2 threads.
+    /// [`small`] with a fine-tuned text tower of two layers over the text rows.
+    fn with_tower(seed: u64) -> SeqModel {
+        let mut c = small(FeatureKind::Multimodal, DecoderKind::Berson, seed).config.clone();
+        c.vocab = 0;
+        c.text_tower = Some(text_tower::TextTowerConfig {
+            encoder: "test".into(),
+            version: "0".into(),
+            frozen_layers: 1,
+            tuned_layers: 2,
+            hidden: DT,
+            heads: 2,
+            ff: 8,
+        });
+        SeqModel::new(c, seed).unwrap()
+    }
+
     #[test]
-    fn a_text_tower_gets_gradients_and_trains_the_same_on_any_thread_count() {
+    fn every_text_tower_parameter_gets_a_gradient() {
         let data = synthetic(8, 3);
-        let with_tower = |seed: u64| {
-            let mut c = small(FeatureKind::Multimodal, DecoderKind::Berson, seed).config.clone();
-            c.vocab = 0;
-            c.text_tower = Some(text_tower::TextTowerConfig {
-                encoder: "test".into(),
-                version: "0".into(),
-                frozen_layers: 1,
-                tuned_layers: 2,
-                hidden: DT,
-                heads: 2,
-                ff: 8,
-            });
-            SeqModel::new(c, seed).unwrap()
-        };
         let model = with_tower(2);
         assert!(model.params.named().keys().any(|k| k.starts_with("text_tower.layer1.")));
         let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
@@ -323,23 +323,6 @@ mod tests {
         let loss = model.order_loss(&batch, &refs).unwrap();
         let missing: Vec<String> = missing_grads(&model, &loss).into_iter().filter(|k| k != "encoder.mask").collect();
         assert!(missing.is_empty(), "no gradient for {missing:?}");
-        let cfg = SeqTrainConfig {
-            learning_rate: 1e-3,
-            batch_size: 4,
-            max_epochs: 2,
-            patience: 2,
-            seed: 3,
-            ..Default::default()
-        };
-        let weights = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| {
-                let model = with_tower(8);
-                train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap();
-                crate::optim::weights_bytes(&model.params).unwrap()
-            })
-        };
-        assert_eq!(weights(1), weights(2));
     }
 
     #[test]
@@ -353,15 +336,19 @@ mod tests {
             seed: 3,
             ..Default::default()
         };
-        let weights = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| {
-                let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 8);
-                train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap();
-                crate::optim::weights_bytes(&model.params).unwrap()
-            })
-        };
-        assert_eq!(weights(1), weights(2));
+        // Without and with a fine-tuned text tower.
+        let plain = |seed| small(FeatureKind::Multimodal, DecoderKind::Berson, seed);
+        for make in [&plain as &(dyn Fn(u64) -> SeqModel + Sync), &with_tower] {
+            let weights = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| {
+                    let model = make(8);
+                    train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap();
+                    crate::optim::weights_bytes(&model.params).unwrap()
+                })
+            };
+            assert_eq!(weights(1), weights(2));
+        }
     }
 
     /// Fine-tuning with dropout: its draws are seeded per batch, so the weights do not depend on the thread count
