@@ -288,7 +288,14 @@ fn several_seeds_give_a_spread_and_a_comparison_with_the_pairwise_baseline() {
         // Every cell is compared with the pairwise baseline on the same sequences; the baseline with nothing.
         assert_eq!(r["versus"].is_null(), r["method"] == "pairwise", "{r}");
     }
-    for k in ["text__none__seed5", "text__none__seed6", "text__mlm__seed5", "text__mlm__seed6"] {
+    for k in [
+        "text__none__seed5",
+        "text__none__seed6",
+        "text__mlm__seed5",
+        "text__mlm__seed6",
+        "pairwise__text__seed5",
+        "pairwise__text__seed6",
+    ] {
         assert!(Path::new(&out).join("predictions").join(format!("{k}.jsonl")).is_file(), "{k} missing");
     }
     let md = std::fs::read_to_string(Path::new(&out).join("seeds.md")).unwrap();
@@ -325,7 +332,7 @@ fn cross_validation_predicts_every_instance_once() {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
         .collect();
-    for cell in ["text__none", "text__mlm"] {
+    for cell in ["text__none", "text__mlm", "pairwise__text"] {
         let preds = std::fs::read_to_string(Path::new(&out).join("predictions").join(format!("{cell}.jsonl"))).unwrap();
         let got: Vec<String> = preds
             .lines()

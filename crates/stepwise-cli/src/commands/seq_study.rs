@@ -38,7 +38,8 @@ use crate::usage_bail;
     or several references (Table 4). With --cv K the splits are ignored: K-fold cross-validation by procedure \
     (test on one fold, validate on the next, train on the rest), every instance predicted once and scored as \
     split `cv` (for datasets too small for a held-out split). Output: results.json and results.md (the baselines' layout, so `stepwise \
-    baseline --merge` puts both in one table), breakdown.md, predictions/<cell>.jsonl, manifest.json. Finished \
+    baseline --merge` puts both in one table), breakdown.md, predictions/<cell>.jsonl (the pairwise baseline: \
+    pairwise__<modality>.jsonl), manifest.json. Finished \
     cells are kept in a hidden work folder beside STUDY, so a killed study resumes where it stopped.")]
 pub struct Args {
     /// Sequencing instances (a folder from `stepwise generate --task sequencing`, or its instances.jsonl).
@@ -130,7 +131,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // compared with.
     let kinds: BTreeSet<FeatureKind> = cells.iter().map(|c| c.modality).collect();
     let reference = pairwise_reference(&all, &kinds, &seeds, &args.split, args.cv, seed)?;
+    // One predictions file per cell and seed: `<key>.jsonl` with one seed, else `<key>__seed<S>.jsonl`.
+    let write_runs = |key: &str, runs: &[Vec<OrderPrediction>]| -> anyhow::Result<()> {
+        for (preds, run_seed) in runs.iter().zip(&seeds) {
+            let name = if seeds.len() == 1 { key.to_string() } else { format!("{key}__seed{run_seed}") };
+            write_order_predictions(&out.path().join("predictions").join(format!("{name}.jsonl")), preds, None)?;
+        }
+        Ok(())
+    };
     for (kind, runs) in &reference {
+        write_runs(&format!("pairwise__{}", kind.as_str()), runs)?;
         let (row, seeds_row) =
             table::seeded_rows(&args.name, "pairwise", kind.as_str(), &scored, runs, &seeds, None, Some(&split), seed)?;
         rows.push(row);
@@ -173,10 +183,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 write_order_predictions(&cache, &p, None)?;
                 p
             };
-            let name = if seeds.len() == 1 { cell.key() } else { format!("{}__seed{run_seed}", cell.key()) };
-            write_order_predictions(&out.path().join("predictions").join(format!("{name}.jsonl")), &preds, None)?;
             runs.push(preds);
         }
+        write_runs(&cell.key(), &runs)?;
         let versus =
             reference.get(&cell.modality).map(|base| (format!("pairwise ({})", cell.modality.as_str()), &base[..]));
         let method = cell.method();
