@@ -153,15 +153,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let preds: Vec<OrderPrediction> = if cache.is_file() {
                 read_predictions(&cache)?
             } else {
-                let data = match by_kind.entry(cell.modality) {
-                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(e) => e.insert(load_data(
-                        &args.instances,
-                        &args.features,
-                        Some(cell.modality),
-                        args.hyper.max_tokens,
-                        tune,
-                    )?),
+                // The data's own modality is `all` itself (loading it again would repeat the stores' reading and the
+                // text encoder's frozen layers); the other modalities are loaded once each.
+                let data: &SeqData = if cell.modality == all.kind {
+                    &all
+                } else {
+                    match by_kind.entry(cell.modality) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(e) => e.insert(load_data(
+                            &args.instances,
+                            &args.features,
+                            Some(cell.modality),
+                            args.hyper.max_tokens,
+                            tune,
+                        )?),
+                    }
                 };
                 if !stepwise_core::progress::is_quiet() {
                     eprintln!(
@@ -177,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     train: SeqTrainConfig { seed: run_seed, ..args.hyper.train_config(&args.fine_tune) },
                     pretrain_epochs: args.pretrain_epochs,
                     beam: args.beam,
-                    text_tower: data.text_tower.as_ref().map(|(_, v)| v.clone()),
+                    text_tower: data.text_tower.as_ref().map(|(_, values)| values.clone()),
                 };
                 let p = run_cell_on(cell, &settings, data, &args.split, folds.as_ref())?;
                 write_order_predictions(&cache, &p, None)?;

@@ -104,7 +104,6 @@ pub struct LayerWeights<'a> {
     pub down: DenseWeights,
     /// (gamma, beta) of the norm after the feed-forward block.
     pub norm2: (&'a [f32], &'a [f32]),
-    pub eps: f32,
 }
 
 /// Removes a named tensor of the expected shape from the loaded file.
@@ -237,7 +236,6 @@ impl Bert {
             up: dense(&l.up),
             down: dense(&l.down),
             norm2: (&l.norm2.gamma, &l.norm2.beta),
-            eps: self.eps,
         })
     }
 

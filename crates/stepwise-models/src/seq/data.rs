@@ -67,7 +67,6 @@ impl SeqData {
         c.vocab = if self.kind != FeatureKind::Image { s.vocab_size().unwrap_or(0) } else { 0 };
         c.decoder = decoder;
         if let Some((tower, _)) = &self.text_tower {
-            c.text_dim = if c.uses_text() { tower.hidden } else { 0 };
             // Token ids are in the frozen rows: MLM would read the answer.
             c.vocab = 0;
             c.text_tower = Some(tower.clone());
@@ -106,10 +105,8 @@ impl SeqData {
 
     /// Start `model`'s fine-tuned text layers from the pretrained encoder (nothing without [`SeqData::tune_text`]).
     pub fn init_text_tower(&self, model: &SeqModel) -> Result<()> {
-        match &self.text_tower {
-            Some((_, values)) => text_tower::init_from(&model.params, values).map_err(crate::optim::cerr),
-            None => Ok(()),
-        }
+        let values = self.text_tower.as_ref().map(|(_, values)| values);
+        text_tower::init_from(&model.params, values).map_err(crate::optim::cerr)
     }
 }
 

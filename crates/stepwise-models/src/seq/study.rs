@@ -146,9 +146,8 @@ pub fn run_cell(
     }
     let quiet = |_: usize, _: usize, _: usize, _: f64| {};
     let tcfg = &settings.train;
-    let tower = |m: &SeqModel| match &settings.text_tower {
-        Some(values) => super::text_tower::init_from(&m.params, values).map_err(crate::optim::cerr),
-        None => Ok(()),
+    let tower = |m: &SeqModel| {
+        super::text_tower::init_from(&m.params, settings.text_tower.as_ref()).map_err(crate::optim::cerr)
     };
     let model = SeqModel::new(settings.model.clone(), tcfg.seed).map_err(crate::optim::cerr)?;
     tower(&model)?;

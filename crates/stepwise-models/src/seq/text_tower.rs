@@ -102,8 +102,10 @@ pub fn pretrained_values(bert: &Bert, tower: &TextTowerConfig) -> CResult<TowerV
     Ok(values)
 }
 
-/// Set the fine-tuned layers' parameters in `params` to `values` ([`pretrained_values`]).
-pub fn init_from(params: &Params, values: &TowerValues) -> CResult<()> {
+/// Set the fine-tuned layers' parameters in `params` to `values` ([`pretrained_values`]); nothing without values
+/// (a model without a text tower).
+pub fn init_from(params: &Params, values: Option<&TowerValues>) -> CResult<()> {
+    let Some(values) = values else { return Ok(()) };
     let set = params.restore_prefix(values, "text_tower.")?;
     if set != values.len() {
         candle_core::bail!("text tower: {set} of {} pretrained tensors set", values.len());
@@ -249,7 +251,7 @@ pub(crate) mod tests {
         assert_eq!((tower.frozen_layers, tower.tuned_layers, tower.hidden, tower.heads), (1, 2, 8, 2));
         let mut params = Params::for_family(1, "seq");
         let layers = tower.layers(&mut params).unwrap();
-        init_from(&params, &pretrained_values(encoder.bert(), &tower).unwrap()).unwrap();
+        init_from(&params, Some(&pretrained_values(encoder.bert(), &tower).unwrap())).unwrap();
         // One batch of one sequence of three steps, padded to the longest (8 rows with [CLS] and [SEP]).
         let (n, s, h) = (texts.len(), 8, 8);
         let mut data = vec![0f32; n * s * h];
