@@ -220,3 +220,73 @@ fn r2vq_answers_are_scored_per_family_and_foreign_ids_are_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("one gold file"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn versus_compares_two_methods_on_the_same_items() {
+    let td = tempfile::tempdir().unwrap();
+    // Multiple choice: A answers t1, t2 and v2 right (3 of 5), B only t1 (1 of 5); A − B = +40 points.
+    let set = write_taskset(td.path());
+    let a = td.path().join("a.jsonl");
+    let b = td.path().join("b.jsonl");
+    std::fs::write(&a, "{\"qid\":\"t1\",\"answer\":0}\n{\"qid\":\"t2\",\"answer\":1}\n{\"qid\":\"t3\",\"answer\":0}\n{\"qid\":\"v1\",\"answer\":0}\n{\"qid\":\"v2\",\"answer\":0}\n").unwrap();
+    std::fs::write(&b, "{\"qid\":\"t1\",\"answer\":0}\n{\"qid\":\"t2\",\"answer\":0}\n{\"qid\":\"t3\",\"answer\":0}\n{\"qid\":\"v1\",\"answer\":0}\n").unwrap();
+    let out = td.path().join("cmp");
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let o = stepwise(&["eval", &set, "-p", a, "--versus", b, "--bootstrap", "200", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    assert!(md.contains("| textual_cloze | accuracy (%) | 3 | 66.7 ["), "{md}");
+    assert!(md.contains("| visual_cloze | accuracy (%) | 2 | 50.0 ["), "{md}");
+    assert!(md.contains("| 33.3 [") && md.contains("| +33.3 ["), "{md}");
+    assert!(md.contains("A − B on the same questions"), "{md}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["kind"], "comparison");
+    assert_eq!(results["scored"], "multiple_choice");
+    let per = std::fs::read_to_string(out.join("per_item.jsonl")).unwrap();
+    assert_eq!(per.lines().count(), 5, "{per}");
+    assert!(per.contains("\"id\":\"t2\"") && per.contains("\"accuracy\":{\"a\":1.0,\"b\":0.0}"), "{per}");
+
+    // Sequencing, two files on side A (their per-sequence mean) against one on side B.
+    let (instances, preds) = write_sequencing(td.path());
+    let right = td.path().join("right.jsonl");
+    std::fs::write(
+        &right,
+        "{\"id\":\"a\",\"order\":[2,0,1]}\n{\"id\":\"b\",\"order\":[0,1,2]}\n{\"id\":\"c\",\"order\":[0,1,2,3]}\n",
+    )
+    .unwrap();
+    let right = right.to_str().unwrap();
+    let o = stepwise(&["eval", &instances, "-p", right, "-p", &preds, "--versus", &preds, "--bootstrap", "100"]);
+    assert_eq!(o.status.code(), Some(2), "a file on both sides is refused");
+    assert!(text(&o.stderr).contains("given twice"), "{}", text(&o.stderr));
+    let wrong = td.path().join("wrong.jsonl");
+    std::fs::write(
+        &wrong,
+        "{\"id\":\"a\",\"order\":[0,1,2]}\n{\"id\":\"b\",\"order\":[2,1,0]}\n{\"id\":\"c\",\"order\":[3,2,1,0]}\n",
+    )
+    .unwrap();
+    let o = stepwise(&[
+        "eval",
+        &instances,
+        "-p",
+        right,
+        "-p",
+        &preds,
+        "--versus",
+        wrong.to_str().unwrap(),
+        "--bootstrap",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    // A: right (PMR 1) and preds (2/3) → 5/6 per sequence on average; B: 0.
+    assert!(md.contains("| all | PMR (%) | 3 | 83.3 [") && md.contains("| +83.3 ["), "{md}");
+    assert!(md.contains("- A: 2 files (") && md.contains("100.0, 66.7"), "{md}");
+
+    // What --versus does not apply to, and several -p without it.
+    let o = stepwise(&["eval", &instances, "-p", right, "--versus", &preds, "--pooled"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = stepwise(&["eval", &instances, "-p", right, "-p", &preds]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("several --predictions are compared with --versus"), "{}", text(&o.stderr));
+}

@@ -103,6 +103,21 @@ fn summaries_audit_eval_tables_and_report_of_a_small_run() {
     step(&["generate", "clean", "--task", "sequencing", "--modality", "multimodal", "--seed", "5", "-o", "sequencing"]);
     r.write("shown-order.jsonl", &shown_order_predictions(&r.root.join("sequencing/instances.jsonl")));
     step(&["eval", "sequencing", "-p", "shown-order.jsonl", "--seed", "5", "-o", "eval/shown-order"]);
+    step(&["baseline", "sequencing", "--model", "random", "--seed", "5", "-o", "random-order.jsonl"]);
+    step(&[
+        "eval",
+        "sequencing",
+        "-p",
+        "shown-order.jsonl",
+        "--versus",
+        "random-order.jsonl",
+        "--split",
+        "test",
+        "--seed",
+        "5",
+        "-o",
+        "eval/shown-vs-random",
+    ]);
     let mut sweep_args = vec!["sweep", "clean"];
     sweep_args.extend(feats);
     sweep_args.extend(["--seed", "5", "-o", "suite"]);
@@ -117,6 +132,7 @@ fn summaries_audit_eval_tables_and_report_of_a_small_run() {
     insta::assert_snapshot!("audit.md", r.read("audit/audit.md"));
     insta::assert_snapshot!("eval-choices.md", r.read("eval/first-choice/results.md"));
     insta::assert_snapshot!("eval-sequencing.md", r.read("eval/shown-order/results.md"));
+    insta::assert_snapshot!("eval-versus.md", r.read("eval/shown-vs-random/results.md"));
     insta::assert_snapshot!("eval-r2vq.md", r.read("eval/r2vq/results.md"));
     insta::assert_snapshot!("suite-counts.md", r.read("suite/counts.md"));
     insta::assert_snapshot!("report.md", r.read("report.md"));

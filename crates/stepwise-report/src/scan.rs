@@ -194,6 +194,7 @@ fn sniff(path: &Path) -> Result<Option<Kind>> {
     } else if (kind_is("multiple_choice") && has("sets"))
         || (kind_is("sequencing") && has("groups"))
         || (kind_is("r2vq") && has("families"))
+        || (kind_is("comparison") && has("rows"))
     {
         Some(Kind::Eval)
     } else if kind_is("r2vq-tagging") && has("labels") {

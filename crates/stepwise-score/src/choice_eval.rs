@@ -77,6 +77,7 @@ pub fn resolve_targets(paths: &[PathBuf]) -> Result<EvalTargets> {
 }
 
 /// How to score.
+#[derive(Debug, Clone)]
 pub struct ChoiceEvalOptions {
     pub format: ChoiceFormat,
     pub score: ScoreOptions,
@@ -89,8 +90,8 @@ pub struct ChoiceEvalOptions {
 /// The scores of every set.
 pub struct ChoiceEvaluation {
     pub reports: Vec<ChoiceSetReport>,
-    /// One JSON line per question (set, qid, task, answer, prediction, outcome) when asked for.
-    pub per_question: Vec<Value>,
+    /// Every question's result with its set's name, when asked for.
+    pub per_question: Vec<(String, QuestionResult)>,
     /// Predictions that match no question of any set (routed files only).
     pub unmatched: usize,
     /// The files read: the sets' questions, then the predictions.
@@ -173,7 +174,7 @@ pub fn evaluate(sets: &[ChoiceSet], predictions: &Path, opts: &ChoiceEvalOptions
             accuracy::score_set(&set.name, ts, records, source, &opts.score)?
         };
         if opts.per_question {
-            per_question.extend(results.iter().map(|r| question_line(&set.name, r)));
+            per_question.extend(results.into_iter().map(|r| (set.name.clone(), r)));
         }
         let file = Path::new(source);
         if file.is_file() {
@@ -207,6 +208,11 @@ impl ChoiceEvaluation {
             "sets": self.reports,
             "unmatched_predictions": self.unmatched,
         })
+    }
+
+    /// One JSON line per question (set, qid, task, recipe, answer, prediction, outcome).
+    pub fn per_question_lines(&self) -> Vec<Value> {
+        self.per_question.iter().map(|(set, r)| question_line(set, r)).collect()
     }
 
     /// Questions scored over all sets.

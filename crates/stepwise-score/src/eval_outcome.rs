@@ -14,6 +14,7 @@ use stepwise_core::{Error, Manifest, Result};
 
 use crate::bootstrap::BootstrapConfig;
 use crate::choice_eval::{self, ChoiceEvalOptions, ChoiceSet};
+use crate::compare;
 use crate::predictions::{self, instances_file};
 use crate::r2vq;
 use crate::sequencing_eval::{self, SequencingOptions};
@@ -37,7 +38,7 @@ impl EvalOutcome {
         Ok(EvalOutcome {
             markdown: evaluation.markdown(&opts.score.bootstrap),
             results: evaluation.results_json(opts),
-            per_item: ("per_question.jsonl", evaluation.per_question),
+            per_item: ("per_question.jsonl", evaluation.per_question_lines()),
             inputs: evaluation.inputs,
             counts,
         })
@@ -68,6 +69,33 @@ impl EvalOutcome {
             inputs: vec![instances_file(path), pred_path.to_path_buf()],
             counts: vec![("instances", report.counts.scored as u64)],
         })
+    }
+
+    /// Two methods' order predictions (`a`, `b`: one file or several, e.g. seeds) compared on the same
+    /// sequencing instances, paired.
+    pub fn compare_orders(path: &Path, a: &[PathBuf], b: &[PathBuf], options: &SequencingOptions) -> Result<Self> {
+        let instances = predictions::read_instances(path)?;
+        let comparison = compare::compare_orders(&instances, a, b, options)?;
+        Ok(Self::comparison(comparison, vec![instances_file(path)], &options.bootstrap))
+    }
+
+    /// Two methods' multiple-choice predictions compared on the same questions of `sets`, paired.
+    pub fn compare_choices(sets: &[ChoiceSet], a: &[PathBuf], b: &[PathBuf], opts: &ChoiceEvalOptions) -> Result<Self> {
+        let comparison = compare::compare_choices(sets, a, b, opts)?;
+        let inputs = sets.iter().map(|s| s.file.clone()).collect();
+        Ok(Self::comparison(comparison, inputs, &opts.score.bootstrap))
+    }
+
+    fn comparison(c: compare::Comparison, mut inputs: Vec<PathBuf>, config: &BootstrapConfig) -> Self {
+        inputs.extend(c.inputs().map(Path::to_path_buf));
+        let items = c.rows.iter().map(|r| r.items).max().unwrap_or(0);
+        EvalOutcome {
+            markdown: c.markdown(config),
+            results: c.results_json(config),
+            per_item: ("per_item.jsonl", c.per_item_lines()),
+            inputs,
+            counts: vec![("paired_items", items as u64), ("unpaired_items", c.unpaired as u64)],
+        }
     }
 
     /// Annotators' orders of sequencing instances: Cohen's κ among them.

@@ -10,6 +10,7 @@
 //! - [`multiref`]: picking the best of several valid reference orders
 //! - [`agreement`]: Cohen's κ between orderings (pair one-hot) and over alternative orders
 //! - [`sequencing_eval`]: scoring a predictions file against sequencing instances; agreement reports
+//! - [`compare`]: two methods (each one predictions file or several, e.g. seeds) compared on the same items, paired
 //! - [`eval_outcome`]: what an evaluation produced (tables, results JSON, per-item lines) and its results folder
 //! - [`sequencing_table`]: the sequencing results table (paper Table 2 layout) and its Table 4 breakdown
 //! - [`markdown`]: number formatting of the reports
@@ -19,6 +20,7 @@ pub mod accuracy;
 pub mod agreement;
 pub mod bootstrap;
 pub mod choice_eval;
+pub mod compare;
 pub mod eval_outcome;
 pub mod markdown;
 pub mod multiref;

@@ -33,6 +33,16 @@ pub fn signed_percent_interval(x: f64, ci: Option<(f64, f64)>) -> String {
     }
 }
 
+/// A difference of plain numbers, signed, with `digits` decimals and its interval when it has one:
+/// `+0.125 [−0.050, +0.300]`.
+pub fn signed_number_interval(x: f64, ci: Option<(f64, f64)>, digits: usize) -> String {
+    let s = |v: f64| format!("{}{:.digits$}", if v >= 0.0 { "+" } else { "−" }, v.abs());
+    match ci {
+        Some((lo, hi)) => format!("{} [{}, {}]", s(x), s(lo), s(hi)),
+        None => s(x),
+    }
+}
+
 /// A plain number with `digits` decimals (`–` for NaN).
 pub fn number(x: f64, digits: usize) -> String {
     if x.is_nan() { "–".into() } else { format!("{x:.digits$}") }
@@ -59,6 +69,7 @@ mod tests {
         assert_eq!(percent_estimate(&e), "62.5 [50.0, 75.0]");
         assert_eq!(signed_percent_interval(0.051, Some((-0.011, 0.119))), "+5.1 [−1.1, +11.9]");
         assert_eq!(signed_percent_interval(-0.02, None), "−2.0");
+        assert_eq!(signed_number_interval(0.125, Some((-0.05, 0.3)), 3), "+0.125 [−0.050, +0.300]");
         assert_eq!(number(1.23456, 2), "1.23");
         assert_eq!(number_interval(None, 2), "–");
     }

@@ -7,6 +7,8 @@
 //!   among annotators.
 //! - R2VQ questions with gold answers (a SemEval-layout file with `# answer` lines; detected from its content or
 //!   named by `--task r2vq`): exact match and token F1 per question family and overall.
+//! - `--versus`: two methods' predictions (each one file or several, e.g. seeds) on the same task sets or
+//!   instances, A − B per metric with a paired bootstrap interval and whether it is outside noise.
 //!
 //! The Markdown table goes to stdout; `--json FILE` writes the results as JSON; `-o DIR` writes a folder with
 //! `results.json`, `results.md`, the per-question or per-instance JSONL and `manifest.json`.
@@ -32,6 +34,7 @@ use crate::usage_bail;
     stepwise eval SUITE -p PREDS -o results        # PREDS/<set>/predictions.jsonl\n  \
     stepwise eval SEQ -p orders.jsonl --split test --pooled\n  \
     stepwise eval SEQ --agreement annotations.jsonl\n  \
+    stepwise eval SEQ -p a1.jsonl -p a2.jsonl --versus b1.jsonl --versus b2.jsonl --split test\n  \
     stepwise eval r2vq.csv -p answers.jsonl --task r2vq   # one {\"id\": \"<recipe>/<q>\", \"answer\"} per line\n\n\
     Multiple choice: missing predictions count as wrong; invalid indices are wrong and counted; \
     unknown qids are counted, and the file is refused when fewer than --min-overlap of them are \
@@ -39,15 +42,21 @@ use crate::usage_bail;
     Sequencing (JSONL {\"id\", \"order\"}): the multimodal sequencing paper's metrics (per-sequence \
     averages; distance is a sum over items; L_q/L_r are raw lengths), each against the best \
     reference; --pooled adds the topological-sort paper's micro averages. Agreement (JSONL \
-    {\"id\", \"annotator\", \"order\", \"alternatives\"}): Cohen's kappa.")]
+    {\"id\", \"annotator\", \"order\", \"alternatives\"}): Cohen's kappa. \
+    --versus: the paired difference A − B on the items every file scored, resampled by the same unit.")]
 pub struct Args {
     /// Task sets (RecipeQA JSON file, task-set folder, suite folder) or sequencing instances (JSONL or folder).
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<PathBuf>,
     /// Predictions: a file, or for several task sets a folder with one file per set
-    /// (`DIR/<set>/predictions.jsonl` or `DIR/<set>.jsonl`, `<set>` as named in the report).
+    /// (`DIR/<set>/predictions.jsonl` or `DIR/<set>.jsonl`, `<set>` as named in the report). With --versus, may be
+    /// given several times (e.g. one file per seed: each item's mean over them is compared).
     #[arg(short, long, value_name = "FILE|DIR", required_unless_present = "agreement")]
-    pub predictions: Option<PathBuf>,
+    pub predictions: Vec<PathBuf>,
+    /// Compare with these predictions (method B; repeat for several files, e.g. seeds): A − B per metric on the
+    /// same items, with a paired bootstrap interval and whether it is outside noise.
+    #[arg(long, value_name = "FILE|DIR", requires = "predictions")]
+    pub versus: Vec<PathBuf>,
     /// Annotators' orders of sequencing instances: report agreement (Cohen's κ) instead of scoring predictions.
     #[arg(long, value_name = "FILE", conflicts_with = "predictions")]
     pub agreement: Option<PathBuf>,
@@ -185,7 +194,10 @@ fn eval_r2vq(args: &Args, gold_path: &Path, config: &BootstrapConfig) -> anyhow:
     if !matches!(args.bootstrap_unit, None | Some(UnitArg::Recipe)) {
         usage_bail!("R2VQ answers are resampled by recipe (--bootstrap-unit recipe)");
     }
-    let Some(pred_path) = &args.predictions else { usage_bail!("--predictions is required") };
+    if !args.versus.is_empty() {
+        usage_bail!("--versus compares sequencing orders or multiple-choice answers, not R2VQ answers");
+    }
+    let pred_path = one_predictions(args)?;
     let doc = stepwise_ingest::readers::r2vq_conllu::read_r2vq_conllu(gold_path)?;
     Ok(EvalOutcome::r2vq(&doc, gold_path, pred_path, config)?)
 }
@@ -194,7 +206,9 @@ fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> any
     if args.skip_missing || args.pooled || args.by_length.is_some() {
         usage_bail!("--skip-missing, --pooled and --by-length apply to sequencing instances, not task sets");
     }
-    let Some(pred_path) = &args.predictions else { usage_bail!("--agreement applies to sequencing instances") };
+    if args.predictions.is_empty() {
+        usage_bail!("--agreement applies to sequencing instances");
+    }
     let opts = ChoiceEvalOptions {
         format: match args.format {
             FormatArg::Auto => ChoiceFormat::Auto,
@@ -213,7 +227,10 @@ fn eval_choice(args: &Args, sets: &[ChoiceSet], config: &BootstrapConfig) -> any
         split: args.split.clone(),
         per_question: args.output.is_some(),
     };
-    Ok(EvalOutcome::choice(sets, pred_path, &opts)?)
+    if !args.versus.is_empty() {
+        return Ok(EvalOutcome::compare_choices(sets, &args.predictions, &args.versus, &opts)?);
+    }
+    Ok(EvalOutcome::choice(sets, one_predictions(args)?, &opts)?)
 }
 
 fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow::Result<EvalOutcome> {
@@ -227,7 +244,12 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
             usage_bail!("sequencing instances resample by --bootstrap-unit instance or procedure")
         }
     };
-    let Some(pred_path) = &args.predictions else { usage_bail!("give --predictions or --agreement") };
+    if args.predictions.is_empty() {
+        usage_bail!("give --predictions or --agreement");
+    }
+    if !args.versus.is_empty() && (args.pooled || args.by_length.is_some()) {
+        usage_bail!("--pooled and --by-length do not apply to --versus (it compares the per-sequence metrics)");
+    }
     let options = SequencingOptions {
         split: args.split.clone(),
         skip_missing: args.skip_missing,
@@ -242,7 +264,19 @@ fn eval_sequencing(args: &Args, path: &Path, config: &BootstrapConfig) -> anyhow
             },
         },
     };
-    Ok(EvalOutcome::sequencing(path, pred_path, &options, args.pooled, args.output.is_some())?)
+    if !args.versus.is_empty() {
+        return Ok(EvalOutcome::compare_orders(path, &args.predictions, &args.versus, &options)?);
+    }
+    Ok(EvalOutcome::sequencing(path, one_predictions(args)?, &options, args.pooled, args.output.is_some())?)
+}
+
+/// The one predictions file (or folder) scored when nothing is compared.
+fn one_predictions(args: &Args) -> anyhow::Result<&Path> {
+    match args.predictions.as_slice() {
+        [p] => Ok(p),
+        [] => usage_bail!("--predictions is required"),
+        _ => usage_bail!("several --predictions are compared with --versus; without it, score one at a time"),
+    }
 }
 
 /// The manifest's record of how `eval` scored.

@@ -6,6 +6,8 @@ use stepwise_core::Result;
 
 use super::sequencing::METRICS;
 use super::{Ctx, command_of, count};
+use stepwise_score::markdown::{signed_number_interval, signed_percent_interval};
+
 use crate::doc::{Block, Section, Table, num_ci, pct_ci};
 use crate::plots::BarChart;
 use crate::read::{Estimate, JsonFile};
@@ -42,10 +44,29 @@ pub struct QaScore {
     pub routes: Option<String>,
 }
 
+/// One metric of one group in a paired comparison (`eval --versus`).
+pub struct CompareRow {
+    pub group: String,
+    pub label: String,
+    pub share: bool,
+    pub items: u64,
+    pub a: Estimate,
+    pub b: Estimate,
+    pub difference: Estimate,
+    pub verdict: String,
+}
+
 pub enum EvalBody {
     MultipleChoice(Vec<TaskScore>),
     /// R2VQ answers: EM and F1 per question family, the last row all questions.
     R2vq(Vec<QaScore>),
+    /// Two methods on the same items (`eval --versus`): A − B, paired.
+    Comparison {
+        a: Vec<String>,
+        b: Vec<String>,
+        unit: String,
+        rows: Vec<CompareRow>,
+    },
     Sequencing {
         groups: Vec<SeqScore>,
         scored: Option<u64>,
@@ -127,10 +148,31 @@ pub fn read(a: &Artefact) -> Result<EvalInfo> {
             }
             EvalBody::R2vq(rows)
         }
+        "comparison" => {
+            let mut rows = Vec::new();
+            for row in r.req("rows")?.items()? {
+                rows.push(CompareRow {
+                    group: row.req_str("group")?.to_string(),
+                    label: row.req_str("label")?.to_string(),
+                    share: row.req("share")?.bool()?,
+                    items: row.req_u64("items")?,
+                    a: row.req("a")?.estimate()?,
+                    b: row.req("b")?.estimate()?,
+                    difference: row.req("difference")?.estimate()?,
+                    verdict: row.req_str("verdict")?.to_string(),
+                });
+            }
+            EvalBody::Comparison {
+                a: string_list(Some(r.req("a")?))?,
+                b: string_list(Some(r.req("b")?))?,
+                unit: r.req_str("bootstrap_unit")?.to_string(),
+                rows,
+            }
+        }
         other => {
-            return Err(r
-                .req("kind")?
-                .error(format!("unknown evaluation kind `{other}` (expected multiple_choice, sequencing or r2vq)")));
+            return Err(r.req("kind")?.error(format!(
+                "unknown evaluation kind `{other}` (expected multiple_choice, sequencing, r2vq or comparison)"
+            )));
         }
     };
     let dir = a.path.parent().unwrap_or(Path::new("."));
@@ -246,6 +288,32 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                         &chart,
                     )?]));
                 }
+            }
+            EvalBody::Comparison { a, b, unit, rows } => {
+                let files = |f: &[String]| f.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+                s.para(format!(
+                    "Two methods on the same items: A = {}, B = {} (a side with several files, e.g. seeds, is their \
+                     per-item mean). A − B is paired (bootstrap over {unit}s, A and B on the same resamples); outside \
+                     noise when its interval excludes 0.",
+                    files(a),
+                    files(b)
+                ));
+                let mut t = Table::new(&["group", "metric", ">n", "A", "B", "A − B", "verdict"]);
+                for r in rows {
+                    let (value, diff) = if r.share {
+                        (pct_ci(r.a.value, r.a.ci), pct_ci(r.b.value, r.b.ci))
+                    } else {
+                        (num_ci(r.a.value, r.a.ci, 3), num_ci(r.b.value, r.b.ci, 3))
+                    };
+                    let d = if r.share {
+                        signed_percent_interval(r.difference.value, r.difference.ci)
+                    } else {
+                        signed_number_interval(r.difference.value, r.difference.ci, 3)
+                    };
+                    let label = if r.share { format!("{} %", r.label) } else { r.label.clone() };
+                    t.row(vec![r.group.clone(), label, count(r.items), value, diff, d, r.verdict.clone()]);
+                }
+                s.table(t);
             }
             EvalBody::Sequencing { groups, scored, alternative_chosen, models } => {
                 if !models.is_empty() {
