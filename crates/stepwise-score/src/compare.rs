@@ -173,18 +173,13 @@ fn build(
     if let Some(dup) = files.iter().find(|f| !seen.insert(f.as_path())) {
         return Err(Error::usage(format!("{}: given twice; each predictions file belongs to one side", dup.display())));
     }
-    let mut lists: Vec<Vec<(String, Scored)>> = files.iter().map(|f| score(f)).collect::<Result<_>>()?;
-    // Items in the first file's order (task-set or instance order), kept when every file scored them.
-    let first = lists.remove(0);
-    let mut scored: Vec<HashMap<String, Scored>> = lists.into_iter().map(|l| l.into_iter().collect()).collect();
-    let all_ids: HashSet<&str> = first
-        .iter()
-        .map(|(id, _)| id.as_str())
-        .chain(scored.iter().flat_map(|m| m.keys().map(String::as_str)))
-        .collect();
-    let all_ids = all_ids.len();
-    let paired: Vec<(String, Scored)> =
-        first.into_iter().filter(|(id, _)| scored.iter().all(|m| m.contains_key(id))).collect();
+    let lists: Vec<Vec<(String, Scored)>> = files.iter().map(|f| score(f)).collect::<Result<_>>()?;
+    // Each file's values by item; the items in the first file's order (task-set or instance order).
+    let scored: Vec<HashMap<&str, &[f64]>> =
+        lists.iter().map(|l| l.iter().map(|(id, s)| (id.as_str(), s.values.as_slice())).collect()).collect();
+    let all_ids = scored.iter().flat_map(|m| m.keys()).collect::<HashSet<_>>().len();
+    let paired: Vec<&(String, Scored)> =
+        lists[0].iter().filter(|(id, _)| scored.iter().all(|m| m.contains_key(id.as_str()))).collect();
     if paired.is_empty() {
         return Err(Error::bad_input(format!(
             "{} and {}: no item is scored by every predictions file",
@@ -193,15 +188,6 @@ fn build(
         )));
     }
     let unpaired = all_ids - paired.len();
-    // The first file's values, looked up like the others'.
-    let firsts: HashMap<String, Vec<f64>> = paired.iter().map(|(id, s)| (id.clone(), s.values.clone())).collect();
-    scored.insert(
-        0,
-        firsts
-            .into_iter()
-            .map(|(id, values)| (id, Scored { cluster: String::new(), groups: Vec::new(), values }))
-            .collect(),
-    );
 
     let mut group_rows: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let mut group_order: Vec<&str> = Vec::new();
@@ -216,12 +202,12 @@ fn build(
     }
     let side_mean = |side: std::ops::Range<usize>, id: &str, m: usize| -> f64 {
         let n = side.len() as f64;
-        side.map(|f| scored[f][id].values[m]).sum::<f64>() / n
+        side.map(|f| scored[f][id][m]).sum::<f64>() / n
     };
     let (a_files, b_files) = (0..a.len(), a.len()..files.len());
     let mut rows = Vec::new();
     let mut per_item = Vec::new();
-    for (id, s) in &paired {
+    for (id, s) in paired.iter().copied() {
         let mut line = json!({ "id": display_id(id), "groups": s.groups });
         for (m, def) in metrics.iter().enumerate() {
             line[def.name] = json!({
@@ -251,7 +237,7 @@ fn build(
             let diff: Vec<f64> = ca.iter().zip(&cb).map(|(x, y)| x - y).collect();
             let est = mean_estimates(&[&ca, &cb, &diff], resample, config, &format!("compare/{group}/{}", def.name));
             let per_file = |side: std::ops::Range<usize>| -> Vec<f64> {
-                side.map(|f| mean(&idx.iter().map(|&i| scored[f][&paired[i].0].values[m]).collect::<Vec<_>>()))
+                side.map(|f| mean(&idx.iter().map(|&i| scored[f][paired[i].0.as_str()][m]).collect::<Vec<_>>()))
                     .collect()
             };
             rows.push(PairedRow {
@@ -444,7 +430,9 @@ mod tests {
         let r = pmr(&same);
         assert_eq!((r.difference.value, r.verdict.as_str()), (0.0, "within noise"));
         // And a file on both sides is refused: it cannot be both methods.
-        let e = compare_orders(&insts, std::slice::from_ref(&a), std::slice::from_ref(&a), &options()).unwrap_err().to_string();
+        let e = compare_orders(&insts, std::slice::from_ref(&a), std::slice::from_ref(&a), &options())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("given twice"), "{e}");
     }
 
@@ -478,7 +466,9 @@ mod tests {
         let a = orders(td.path(), "a.jsonl", 10, |_| true);
         let b = orders(td.path(), "b.jsonl", 8, |_| false);
         // Without --skip-missing B's missing predictions are an error, as in `eval`.
-        let e = compare_orders(&insts, std::slice::from_ref(&a), std::slice::from_ref(&b), &options()).unwrap_err().to_string();
+        let e = compare_orders(&insts, std::slice::from_ref(&a), std::slice::from_ref(&b), &options())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("2 of 10 instances have no prediction"), "{e}");
         let skip = SequencingOptions { skip_missing: true, ..options() };
         let c = compare_orders(&insts, &[a], &[b], &skip).unwrap();
