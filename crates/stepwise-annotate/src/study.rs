@@ -449,6 +449,7 @@ pub(crate) mod tests {
 
     pub(crate) fn instance(id: &str, n: usize) -> SequencingInstance {
         SequencingInstance {
+            constraints: Vec::new(),
             id: id.into(),
             procedure: format!("proc-{id}"),
             split: "test".into(),

@@ -34,6 +34,54 @@ pub struct SequencingInstance {
     pub items: Vec<SequencingItem>,
     /// Valid orders (permutations of item indices); the first is the authored order.
     pub references: Vec<Vec<usize>>,
+    /// When `references` is a sample of the valid orders (a window with more of them than a generator keeps):
+    /// the precedence pairs `[a, b]` (item `a` comes before item `b`) every valid order satisfies, so that any
+    /// valid order can be recognised, not only the sampled ones. Empty when `references` lists every valid order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<[usize; 2]>,
+}
+
+impl SequencingInstance {
+    /// The instance with its authored order as the only reference (the sequencing paper's single-reference
+    /// scoring).
+    pub fn authored_only(&self) -> SequencingInstance {
+        SequencingInstance { references: vec![self.references[0].clone()], constraints: Vec::new(), ..self.clone() }
+    }
+
+    /// Whether `order` (a permutation of the items) satisfies every precedence constraint.
+    pub fn satisfies_constraints(&self, order: &[usize]) -> bool {
+        let mut position = vec![0; order.len()];
+        for (k, &item) in order.iter().enumerate() {
+            position[item] = k;
+        }
+        self.constraints.iter().all(|&[a, b]| position[a] < position[b])
+    }
+
+    /// The valid order closest to `order` in a simple sense: at each position, the item earliest in `order` whose
+    /// constrained predecessors are all placed (a stable topological sort). `order` itself when it is valid.
+    /// Needs acyclic constraints over items of `order` (as [`crate::sequencing`] readers check).
+    pub fn repair_order(&self, order: &[usize]) -> Vec<usize> {
+        let n = order.len();
+        let mut waiting = vec![0usize; n];
+        for &[_, b] in &self.constraints {
+            waiting[b] += 1;
+        }
+        let mut placed = vec![false; n];
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let Some(&next) = order.iter().find(|&&i| !placed[i] && waiting[i] == 0) else {
+                break; // a cycle: no valid order exists (readers refuse such constraints)
+            };
+            placed[next] = true;
+            out.push(next);
+            for &[a, b] in &self.constraints {
+                if a == next {
+                    waiting[b] -= 1;
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A multiple-choice prediction: `{"qid": ..., "answer": i}`.

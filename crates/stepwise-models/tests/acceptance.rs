@@ -65,10 +65,7 @@ fn score(instances: &[SequencingInstance], preds: &[OrderPrediction], split: Opt
         let r = evaluate_orders(inst, &records, Path::new("(predictions)"), &options).unwrap();
         r.groups[0].metrics.iter().map(|(k, e)| (k.clone(), e.value)).collect::<BTreeMap<_, _>>()
     };
-    let authored: Vec<SequencingInstance> = instances
-        .iter()
-        .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
-        .collect();
+    let authored: Vec<SequencingInstance> = instances.iter().map(SequencingInstance::authored_only).collect();
     (means(&authored), means(instances))
 }
 

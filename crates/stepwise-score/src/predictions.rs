@@ -352,8 +352,9 @@ pub fn instances_file(path: &Path) -> PathBuf {
     if path.is_dir() { path.join(INSTANCES_JSONL) } else { path.to_path_buf() }
 }
 
-/// Read sequencing instances (a JSONL file, or a folder with `instances.jsonl`), streaming, checking unique ids
-/// and that every reference is a permutation of the instance's items.
+/// Read sequencing instances (a JSONL file, or a folder with `instances.jsonl`), streaming, checking unique ids,
+/// that every reference is a permutation of the instance's items, and that precedence constraints (when present)
+/// name two different items and hold in every reference (so they are acyclic).
 pub fn read_instances(path: &Path) -> Result<Vec<SequencingInstance>> {
     let file = instances_file(path);
     let mut out = Vec::new();
@@ -381,6 +382,24 @@ pub fn read_instances(path: &Path) -> Result<Vec<SequencingInstance>> {
                     format!("not an order of the {} items: {e}", inst.items.len()),
                 )
             })?;
+        }
+        let n = inst.items.len();
+        if let Some((k, [a, b])) = inst.constraints.iter().enumerate().find(|(_, [a, b])| a >= &n || b >= &n || a == b)
+        {
+            return Err(Error::field(
+                &file,
+                loc,
+                format!("constraints[{k}]"),
+                format!("[{a}, {b}] is no pair of two different items of the {n}"),
+            ));
+        }
+        if let Some(r) = inst.references.iter().position(|o| !inst.satisfies_constraints(o)) {
+            return Err(Error::field(
+                &file,
+                loc,
+                format!("references[{r}]"),
+                "breaks the instance's precedence constraints (every reference must satisfy them)",
+            ));
         }
         if let Some(first) = seen.insert(inst.id.clone(), rec.line) {
             return Err(duplicate_line(&file, inst.id, first, rec.line));
@@ -529,5 +548,17 @@ mod tests {
         assert!(e.contains("bad.jsonl:1: field `references[0]`: not an order of the 2 items"), "{e}");
         let p = write(td.path(), "none.jsonl", &line("a", "[]"));
         assert!(read_instances(&p).is_err());
+        // Precedence constraints: two different items, and every reference satisfies them.
+        let constrained =
+            |id: &str, refs: &str, cons: &str| line(id, refs).replace("}\n", &format!(", \"constraints\": {cons}}}\n"));
+        let p = write(td.path(), "ok.jsonl", &constrained("a", "[[1, 0]]", "[[1, 0]]"));
+        assert_eq!(read_instances(&p).unwrap()[0].constraints, vec![[1, 0]]);
+        for (cons, field) in
+            [("[[0, 2]]", "constraints[0]"), ("[[1, 0], [0, 0]]", "constraints[1]"), ("[[0, 1]]", "references[0]")]
+        {
+            let p = write(td.path(), "c.jsonl", &constrained("a", "[[1, 0]]", cons));
+            let e = read_instances(&p).unwrap_err().to_string();
+            assert!(e.contains(&format!("c.jsonl:1: field `{field}`")), "{cons}: {e}");
+        }
     }
 }

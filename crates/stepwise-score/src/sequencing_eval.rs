@@ -165,7 +165,10 @@ impl SequencingReport {
             "definitions": definitions,
             "multi_reference_rule": "per sequence, the one reference maximising (position accuracy, PMR, L_r, L_q, \
                                      tau) lexicographically (ties: released code's swap counts, then distance); \
-                                     every metric against it",
+                                     every metric against it. When the references are a sample of the valid \
+                                     orders (the instance lists precedence constraints), the prediction repaired \
+                                     to the constraints is one more candidate (reference index = the number of \
+                                     references): a valid prediction is scored as valid",
         })
     }
 
@@ -268,7 +271,11 @@ pub fn evaluate_orders(
     let results: Vec<InstanceResult> = scored
         .par_iter()
         .map_init(Scratch::default, |scratch, (inst, pred)| {
-            let best = best_reference_unchecked(&pred.order, inst.references.iter().map(Vec::as_slice), scratch)
+            // Sampled references: the prediction repaired to the precedence constraints is a valid order too (the
+            // prediction itself when it is valid), so a valid order outside the sample is not scored as wrong.
+            let repaired = (!inst.constraints.is_empty()).then(|| inst.repair_order(&pred.order));
+            let candidates = inst.references.iter().map(Vec::as_slice).chain(repaired.as_deref());
+            let best = best_reference_unchecked(&pred.order, candidates, scratch)
                 .expect("instances are read with at least one reference");
             InstanceResult {
                 id: inst.id.clone(),
@@ -552,6 +559,7 @@ mod tests {
     fn instance(id: &str, split: &str, modality: &str, refs: Vec<Vec<usize>>) -> SequencingInstance {
         let n = refs[0].len();
         SequencingInstance {
+            constraints: Vec::new(),
             id: id.into(),
             procedure: "p".into(),
             split: split.into(),
@@ -570,6 +578,35 @@ mod tests {
             bootstrap: BootstrapConfig { resamples: 100, confidence: 0.95, seed: 0 },
             ..Default::default()
         }
+    }
+
+    /// Sampled references: a valid prediction outside the sample is still scored as valid, an invalid one against
+    /// the best of the sample and its own repair, and the authored-only scoring ignores the constraints.
+    #[test]
+    fn a_valid_order_outside_the_sampled_references_is_scored_as_valid() {
+        // Items 0 → 1 and 2 → 3 (6 valid orders); the sample keeps two of them.
+        let mut inst = instance("a", "test", "text", vec![vec![0, 1, 2, 3], vec![2, 3, 0, 1]]);
+        inst.constraints = vec![[0, 1], [2, 3]];
+        let insts = vec![inst.clone()];
+        let valid = evaluate_orders(&insts, &[pred("a", vec![0, 2, 1, 3], 1)], Path::new("p"), &opts()).unwrap();
+        let r = &valid.instances[0];
+        assert_eq!((Metric::Pmr.value(&r.score), r.reference), (1.0, 2), "its own repair, after the 2 references");
+        // Without the constraints the same prediction matches neither sampled order.
+        let unconstrained = vec![SequencingInstance { constraints: Vec::new(), ..inst.clone() }];
+        let r = &evaluate_orders(&unconstrained, &[pred("a", vec![0, 2, 1, 3], 1)], Path::new("p"), &opts())
+            .unwrap()
+            .instances[0];
+        assert_eq!(Metric::Pmr.value(&r.score), 0.0);
+        // Invalid (1 before 0): PMR 0; the repair [0, 1, 2, 3]... is the authored order here, chosen first.
+        let invalid = evaluate_orders(&insts, &[pred("a", vec![1, 0, 2, 3], 1)], Path::new("p"), &opts()).unwrap();
+        let r = &invalid.instances[0];
+        assert_eq!((Metric::Pmr.value(&r.score), r.reference), (0.0, 0));
+        assert_eq!(Metric::PositionAccuracy.value(&r.score), 0.5);
+        // Authored only: the constraints do not apply.
+        let single = vec![inst.authored_only()];
+        let r =
+            &evaluate_orders(&single, &[pred("a", vec![0, 2, 1, 3], 1)], Path::new("p"), &opts()).unwrap().instances[0];
+        assert_eq!((Metric::Pmr.value(&r.score), r.reference), (0.0, 0));
     }
 
     #[test]

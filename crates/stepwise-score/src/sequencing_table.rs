@@ -106,10 +106,7 @@ fn evaluate_both(
     };
     let source = Path::new("(predictions)");
     let multi = evaluate_orders(instances, &records, source, &options)?;
-    let authored: Vec<SequencingInstance> = instances
-        .iter()
-        .map(|i| SequencingInstance { references: vec![i.references[0].clone()], ..i.clone() })
-        .collect();
+    let authored: Vec<SequencingInstance> = instances.iter().map(SequencingInstance::authored_only).collect();
     let single = evaluate_orders(&authored, &records, source, &options)?;
     Ok((single, multi))
 }
@@ -457,6 +454,7 @@ mod tests {
 
     fn inst(id: &str, refs: Vec<Vec<usize>>) -> SequencingInstance {
         SequencingInstance {
+            constraints: Vec::new(),
             id: id.into(),
             procedure: id.into(),
             split: "test".into(),

@@ -382,6 +382,23 @@ fn procedure_instances(
         rest.sort();
         let mut references = vec![first];
         references.extend(rest);
+        // A sample of the valid orders: keep the window's precedence pairs, so that scoring recognises every valid
+        // order, not only the sampled ones.
+        let constraints = match closure.as_deref() {
+            Some(c) if src == ReferenceSource::Constraints && !complete => {
+                let mut pairs = Vec::new();
+                for (i, &a) in window.iter().enumerate() {
+                    for (j, &b) in window.iter().enumerate() {
+                        if c[a][b] {
+                            pairs.push([item_of_position[i], item_of_position[j]]);
+                        }
+                    }
+                }
+                pairs.sort_unstable();
+                pairs
+            }
+            _ => Vec::new(),
+        };
         out.push((
             SequencingInstance {
                 id,
@@ -390,6 +407,7 @@ fn procedure_instances(
                 modality: cfg.modality.as_str().to_string(),
                 items,
                 references,
+                constraints,
             },
             src,
             complete,

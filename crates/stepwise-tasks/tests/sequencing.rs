@@ -224,6 +224,32 @@ fn many_valid_orders_are_sampled_up_to_the_cap() {
     assert_eq!(steps_of(inst, &inst.references[0]), (0..8).collect::<Vec<_>>());
     assert_eq!(g.stats.sampled_references, 1);
     assert!(inst.references.iter().all(|r| is_permutation(r, 8)));
+    assert!(inst.constraints.is_empty(), "no precedence among free steps");
+
+    // A sample under constraints keeps the window's precedence pairs (transitively closed, as items), so every
+    // valid order can be recognised: steps 0 → 2 → 4 and 1 → 3 among 8 (8! / (3! · 2!) orders, cap 50).
+    let procs = vec![procedure("dag", 8, Some(vec![[0, 2], [2, 4], [1, 3]]))];
+    let g = generate(&procs, &cfg);
+    let inst = &g.instances[0];
+    assert_eq!(inst.references.len(), 50);
+    let mut pairs: Vec<[usize; 2]> =
+        inst.constraints.iter().map(|&[a, b]| [inst.items[a].step, inst.items[b].step]).collect();
+    pairs.sort_unstable();
+    assert_eq!(pairs, vec![[0, 2], [0, 4], [1, 3], [2, 4]]);
+    assert!(inst.references.iter().all(|r| inst.satisfies_constraints(r)));
+    // A valid order the sample may not hold: the authored order with the free steps 5, 6, 7 moved first.
+    let item_of_step = |s: usize| inst.items.iter().position(|i| i.step == s).unwrap();
+    let other: Vec<usize> = [5, 6, 7, 0, 1, 2, 3, 4].map(item_of_step).to_vec();
+    assert!(inst.satisfies_constraints(&other));
+    let broken: Vec<usize> = [2, 0, 1, 3, 4, 5, 6, 7].map(item_of_step).to_vec();
+    assert!(!inst.satisfies_constraints(&broken));
+    let repaired = inst.repair_order(&broken);
+    assert_eq!(steps_of(inst, &repaired), vec![0, 2, 1, 3, 4, 5, 6, 7], "the earliest placeable item first");
+    assert!(inst.satisfies_constraints(&repaired));
+    assert_eq!(inst.repair_order(&other), other, "a valid order is its own repair");
+    // Complete references need no constraints.
+    let small = generate(&procs, &SequencingConfig { steps: 5, min_steps: 5, ..Default::default() });
+    assert!(small.instances.iter().all(|i| i.constraints.is_empty()));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The instances folder: `instances.jsonl` (one `SequencingInstance` per line, canonical JSON), `instances.parquet`
-//! (the same rows; `items` and `references` as canonical JSON strings), `manifest.json` (kind `sequencing`) and,
+//! (the same rows; `items`, `references` and `constraints` as canonical JSON strings), `manifest.json` (kind `sequencing`) and,
 //! when asked, the blind `inputs.jsonl` for models ([`super::blind`]).
 
 use std::io::Write;
@@ -40,6 +40,7 @@ pub fn write_instances_parquet(path: &Path, instances: &[SequencingInstance]) ->
             ("n_references", n(&|i| i.references.len())),
             ("items", s(&|i| to_canonical_string(&serde_json::to_value(&i.items).expect("items serialize")))),
             ("references", s(&|i| to_canonical_string(&serde_json::to_value(&i.references).expect("serialize")))),
+            ("constraints", s(&|i| to_canonical_string(&serde_json::to_value(&i.constraints).expect("serialize")))),
         ],
     )
 }
