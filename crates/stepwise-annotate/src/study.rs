@@ -352,9 +352,10 @@ impl Study {
         &self.instances[instance].references
     }
 
-    /// Whether `order` puts instance `i`'s items in a valid order (any of its references).
+    /// Whether `order` puts instance `i`'s items in a valid order (any of its references, or any order satisfying
+    /// its precedence constraints when the references are a sample).
     pub fn is_reference(&self, instance: usize, order: &[usize]) -> bool {
-        self.references(instance).iter().any(|r| r == order)
+        self.instances[instance].is_valid_order(order)
     }
 
     /// Before serving: every photo the study shows is under its image root (a study folder copied without its
@@ -483,6 +484,20 @@ pub(crate) mod tests {
         let q: BTreeSet<usize> = study.tasks[..2].iter().map(|t| t.instance).collect();
         assert!(study.tasks[2..].iter().all(|t| !q.contains(&t.instance)), "qualification items are not re-asked");
         assert!(crate::auth::verify_password(&study.admin_password_hash, &password));
+    }
+
+    /// An annotator's order is judged exact when it is valid, also when the references are only a sample of the
+    /// valid orders (then by the instance's precedence constraints).
+    #[test]
+    fn a_valid_order_outside_sampled_references_is_exact() {
+        let mut sampled = instance("s", 4);
+        // Items 3 → 2 and 1 → 0; the sample keeps the authored order only.
+        sampled.constraints = vec![[3, 2], [1, 0]];
+        let (study, _) =
+            Study::create(vec![sampled, instance("full", 4)], Path::new("x.jsonl"), None, text_rules()).unwrap();
+        assert!(study.is_reference(0, &[3, 2, 1, 0]) && study.is_reference(0, &[1, 3, 0, 2]));
+        assert!(!study.is_reference(0, &[2, 3, 1, 0]), "breaks 3 → 2");
+        assert!(study.is_reference(1, &[3, 2, 1, 0]) && !study.is_reference(1, &[1, 3, 0, 2]), "no constraints");
     }
 
     #[test]

@@ -48,6 +48,13 @@ impl SequencingInstance {
         SequencingInstance { references: vec![self.references[0].clone()], constraints: Vec::new(), ..self.clone() }
     }
 
+    /// Whether `order` (a permutation of the items) is a valid order: one of the references, or, when they are a
+    /// sample, any order satisfying the precedence constraints.
+    pub fn is_valid_order(&self, order: &[usize]) -> bool {
+        self.references.iter().any(|r| r == order)
+            || (!self.constraints.is_empty() && self.satisfies_constraints(order))
+    }
+
     /// Whether `order` (a permutation of the items) satisfies every precedence constraint.
     pub fn satisfies_constraints(&self, order: &[usize]) -> bool {
         let mut position = vec![0; order.len()];
