@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use stepwise_core::{Error, Result, TaskSet};
 
-use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimate};
+use crate::bootstrap::{BootstrapConfig, Estimate, Unit, cluster_labels, mean_estimate};
 use crate::predictions::ChoiceRecord;
 
 /// Default minimum share of predictions whose qid is in the task set.
@@ -284,14 +284,7 @@ fn task_accuracy(
     let resample = match unit {
         ResampleUnit::Question => Unit::Rows,
         ResampleUnit::Recipe => {
-            let mut ids: HashMap<&str, usize> = HashMap::new();
-            clusters = results
-                .iter()
-                .map(|r| {
-                    let next = ids.len();
-                    *ids.entry(r.recipe_id.as_str()).or_insert(next)
-                })
-                .collect();
+            clusters = cluster_labels(results.iter().map(|r| r.recipe_id.as_str()));
             Unit::Clusters(&clusters)
         }
     };

@@ -81,6 +81,17 @@ pub struct Estimate {
     pub ci: Option<Interval>,
 }
 
+/// A cluster label per row for [`Unit::Clusters`]: rows with the same key (procedure, recipe) share a label.
+pub fn cluster_labels<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
+    let mut labels: HashMap<&str, usize> = HashMap::new();
+    keys.into_iter()
+        .map(|k| {
+            let next = labels.len();
+            *labels.entry(k).or_insert(next)
+        })
+        .collect()
+}
+
 /// How a difference's interval reads: "outside noise" when it excludes 0, else "within noise".
 pub fn noise_verdict(low: f64, high: f64) -> &'static str {
     if low > 0.0 || high < 0.0 { "outside noise" } else { "within noise" }

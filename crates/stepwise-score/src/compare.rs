@@ -16,7 +16,9 @@ use stepwise_core::sequencing::SequencingInstance;
 use stepwise_core::{Error, Result};
 
 use crate::accuracy::{Outcome, ResampleUnit};
-use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean, mean_estimates, noise_verdict, sample_sd};
+use crate::bootstrap::{
+    BootstrapConfig, Estimate, Unit, cluster_labels, mean, mean_estimates, noise_verdict, sample_sd,
+};
 use crate::choice_eval::{self, ChoiceEvalOptions, ChoiceSet};
 use crate::markdown::{
     number, number_interval, percent, percent_estimate, signed_number_interval, signed_percent_interval,
@@ -200,40 +202,33 @@ fn build(
             rows.push(i);
         }
     }
-    let side_mean = |side: std::ops::Range<usize>, id: &str, m: usize| -> f64 {
-        let n = side.len() as f64;
-        side.map(|f| scored[f][id][m]).sum::<f64>() / n
-    };
     let (a_files, b_files) = (0..a.len(), a.len()..files.len());
+    // Each side's value per metric and paired item: the mean over the side's files.
+    let side_means = |side: std::ops::Range<usize>| -> Vec<Vec<f64>> {
+        let n = side.len() as f64;
+        (0..metrics.len())
+            .map(|m| {
+                paired.iter().map(|(id, _)| side.clone().map(|f| scored[f][id.as_str()][m]).sum::<f64>() / n).collect()
+            })
+            .collect()
+    };
+    let (mean_a, mean_b) = (side_means(a_files.clone()), side_means(b_files.clone()));
     let mut rows = Vec::new();
     let mut per_item = Vec::new();
-    for (id, s) in paired.iter().copied() {
+    for (i, (id, s)) in paired.iter().copied().enumerate() {
         let mut line = json!({ "id": display_id(id), "groups": s.groups });
         for (m, def) in metrics.iter().enumerate() {
-            line[def.name] = json!({
-                "a": side_mean(a_files.clone(), id, m),
-                "b": side_mean(b_files.clone(), id, m),
-            });
+            line[def.name] = json!({ "a": mean_a[m][i], "b": mean_b[m][i] });
         }
         per_item.push(line);
     }
     for group in group_order {
         let idx = &group_rows[group];
-        let clusters: Vec<usize> = {
-            let mut labels: HashMap<&str, usize> = HashMap::new();
-            idx.iter()
-                .map(|&i| {
-                    let next = labels.len();
-                    *labels.entry(paired[i].1.cluster.as_str()).or_insert(next)
-                })
-                .collect()
-        };
+        let clusters = cluster_labels(idx.iter().map(|&i| paired[i].1.cluster.as_str()));
         let resample = if matches!(unit, "procedure" | "recipe") { Unit::Clusters(&clusters) } else { Unit::Rows };
         for (m, def) in metrics.iter().enumerate() {
-            let col = |side: std::ops::Range<usize>| -> Vec<f64> {
-                idx.iter().map(|&i| side_mean(side.clone(), &paired[i].0, m)).collect()
-            };
-            let (ca, cb) = (col(a_files.clone()), col(b_files.clone()));
+            let col = |means: &[Vec<f64>]| -> Vec<f64> { idx.iter().map(|&i| means[m][i]).collect() };
+            let (ca, cb) = (col(&mean_a), col(&mean_b));
             let diff: Vec<f64> = ca.iter().zip(&cb).map(|(x, y)| x - y).collect();
             let est = mean_estimates(&[&ca, &cb, &diff], resample, config, &format!("compare/{group}/{}", def.name));
             let per_file = |side: std::ops::Range<usize>| -> Vec<f64> {

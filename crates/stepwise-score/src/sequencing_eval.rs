@@ -19,7 +19,7 @@ use stepwise_core::{Error, Result};
 
 use crate::accuracy::check_overlap;
 use crate::agreement::{instance_alternative_kappa, instance_order_kappa};
-use crate::bootstrap::{BootstrapConfig, Estimate, Unit, mean_estimates, ratio_estimates};
+use crate::bootstrap::{BootstrapConfig, Estimate, Unit, cluster_labels, mean_estimates, ratio_estimates};
 use crate::markdown::{number, number_interval, percent_estimate};
 use crate::multiref::best_reference_unchecked;
 use crate::predictions::{AnnotationRecord, OrderRecord};
@@ -305,7 +305,11 @@ pub fn evaluate_orders(
 fn group_reports(results: &[InstanceResult], options: &SequencingOptions) -> Vec<GroupReport> {
     let report = |group: &str, rows: Vec<&InstanceResult>| {
         let scores: Vec<&OrderScore> = rows.iter().map(|r| &r.score).collect();
-        let procedures: Vec<usize> = if options.resample_procedures { dense_labels(&rows) } else { Vec::new() };
+        let procedures: Vec<usize> = if options.resample_procedures {
+            cluster_labels(rows.iter().map(|r| r.procedure.as_str()))
+        } else {
+            Vec::new()
+        };
         let unit = if options.resample_procedures { Unit::Clusters(&procedures) } else { Unit::Rows };
         summarize(group, &scores, unit, &options.bootstrap)
     };
@@ -332,17 +336,6 @@ fn group_reports(results: &[InstanceResult], options: &SequencingOptions) -> Vec
         }
     }
     groups
-}
-
-/// A cluster label per row: the procedure's index in order of first appearance.
-fn dense_labels(rows: &[&InstanceResult]) -> Vec<usize> {
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    rows.iter()
-        .map(|r| {
-            let next = ids.len();
-            *ids.entry(r.procedure.as_str()).or_insert(next)
-        })
-        .collect()
 }
 
 /// Averages and pooled ratios of `scores`, each with a bootstrap interval (all metrics of a group share the same

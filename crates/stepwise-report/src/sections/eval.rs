@@ -300,18 +300,21 @@ pub fn section(ctx: &Ctx, evals: &[EvalInfo]) -> Result<Option<Section>> {
                 ));
                 let mut t = Table::new(&["group", "metric", ">n", "A", "B", "A − B", "verdict"]);
                 for r in rows {
-                    let (value, diff) = if r.share {
-                        (pct_ci(r.a.value, r.a.ci), pct_ci(r.b.value, r.b.ci))
+                    let (a, b, d) = if r.share {
+                        (
+                            pct_ci(r.a.value, r.a.ci),
+                            pct_ci(r.b.value, r.b.ci),
+                            signed_percent_interval(r.difference.value, r.difference.ci),
+                        )
                     } else {
-                        (num_ci(r.a.value, r.a.ci, 3), num_ci(r.b.value, r.b.ci, 3))
-                    };
-                    let d = if r.share {
-                        signed_percent_interval(r.difference.value, r.difference.ci)
-                    } else {
-                        signed_number_interval(r.difference.value, r.difference.ci, 3)
+                        (
+                            num_ci(r.a.value, r.a.ci, 3),
+                            num_ci(r.b.value, r.b.ci, 3),
+                            signed_number_interval(r.difference.value, r.difference.ci, 3),
+                        )
                     };
                     let label = if r.share { format!("{} %", r.label) } else { r.label.clone() };
-                    t.row(vec![r.group.clone(), label, count(r.items), value, diff, d, r.verdict.clone()]);
+                    t.row(vec![r.group.clone(), label, count(r.items), a, b, d, r.verdict.clone()]);
                 }
                 s.table(t);
             }
