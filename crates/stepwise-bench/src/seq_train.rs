@@ -15,7 +15,7 @@ use stepwise_models::item_features::{FeatureKind, ItemMatrix};
 use stepwise_models::optim::Adam;
 use stepwise_models::seq::text_tower::TextTowerConfig;
 use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
-use stepwise_models::seq::{Objective, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
+use stepwise_models::seq::{Objective, OrderLabels, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
 use crate::process;
 use crate::train::{TARGET_RATIO, compare, time_steps, torch_reference, verdict};
@@ -178,7 +178,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut adam = Adam::new(&model.params, 5e-4)?;
     let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
         // One reference per sequence, as the PyTorch reference trains.
-        let refs: Vec<&[Vec<usize>]> = b.1.iter().map(std::slice::from_ref).collect();
+        let refs: Vec<OrderLabels<'_>> =
+            b.1.iter().map(|r| OrderLabels::of_references(std::slice::from_ref(r))).collect();
         let loss = model.order_loss(&b.0, &refs)?;
         adam.step(&model.params, &loss)?;
         Ok(())

@@ -20,7 +20,7 @@ pub mod text_tower;
 pub mod train;
 
 pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};
-pub use model::{DecoderKind, SeqBatch, SeqConfig, SeqModel};
+pub use model::{DecoderKind, OrderLabels, SeqBatch, SeqConfig, SeqModel};
 pub use pretrain::{Objective, PretrainConfig};
 pub use train::{OrderTargets, SeqTrainConfig, SeqTrainReport, predict_orders, pretrain, train_orders};
 
@@ -78,6 +78,7 @@ mod tests {
                     split: "train".into(),
                     steps,
                     references: vec![gold],
+                    constraints: Vec::new(),
                 }
             })
             .collect()
@@ -108,7 +109,8 @@ mod tests {
             for decoder in [DecoderKind::Berson, DecoderKind::Pairwise] {
                 let model = small(kind, decoder, 2);
                 let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
-                let refs: Vec<&[Vec<usize>]> = data.iter().map(|s| s.references.as_slice()).collect();
+                let refs: Vec<OrderLabels<'_>> =
+                    data.iter().map(|s| OrderLabels::of_references(&s.references)).collect();
                 let batch = SeqBatch::new(&steps, &model.config).unwrap();
                 let loss = model.order_loss(&batch, &refs).unwrap();
                 // The [MASK] vector only acts in pretraining.
@@ -318,7 +320,7 @@ mod tests {
         let model = with_tower(2);
         assert!(model.params.named().keys().any(|k| k.starts_with("text_tower.layer1.")));
         let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
-        let refs: Vec<&[Vec<usize>]> = data.iter().map(|s| s.references.as_slice()).collect();
+        let refs: Vec<OrderLabels<'_>> = data.iter().map(|s| OrderLabels::of_references(&s.references)).collect();
         let batch = SeqBatch::new(&steps, &model.config).unwrap();
         let loss = model.order_loss(&batch, &refs).unwrap();
         let missing: Vec<String> = missing_grads(&model, &loss).into_iter().filter(|k| k != "encoder.mask").collect();

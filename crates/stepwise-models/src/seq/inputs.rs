@@ -91,6 +91,8 @@ pub struct SeqInput {
     pub steps: Vec<StepInput>,
     /// Every valid order (item indices in procedural order); the first is the authored order, trained on.
     pub references: Vec<Vec<usize>>,
+    /// Precedence pairs every valid order keeps, when `references` is a sample of them (empty otherwise).
+    pub constraints: Vec<[usize; 2]>,
 }
 
 impl SeqInput {
@@ -152,6 +154,7 @@ pub fn seq_input(
         split: inst.split.clone(),
         steps,
         references: inst.references.clone(),
+        constraints: inst.constraints.clone(),
     })
 }
 

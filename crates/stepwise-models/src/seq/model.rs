@@ -426,35 +426,35 @@ impl SeqModel {
         ptr.layer.forward(h, Some(&key_bias(step_mask)?))
     }
 
-    /// The fine-tuning loss on `batch` with every sequence's valid orders `references` (item indices in
-    /// procedural order; the first is the authored one): pairwise BCE over every ordered pair of real steps
-    /// against the share of references that put i before j (1 or 0 when they agree, as the pairwise baseline's
-    /// labels), plus the pointer's cross-entropy (BERSON). The pointer is teacher-forced along the first
-    /// reference and at each position rewarded for the probability it puts on any step that some reference
-    /// places next after the same steps (with one reference: the authored next step, BERSON's loss).
-    pub fn order_loss(&self, batch: &SeqBatch, references: &[&[Vec<usize>]]) -> CResult<Tensor> {
-        self.order_loss_dropping(batch, references, None)
+    /// The fine-tuning loss on `batch` with every sequence's valid orders (item indices in procedural order;
+    /// the first is the authored one): pairwise BCE over every ordered pair of real steps against the share of
+    /// references that put i before j (1 or 0 when they agree, as the pairwise baseline's labels), plus the
+    /// pointer's cross-entropy (BERSON). The pointer is teacher-forced along the first reference and at each
+    /// position rewarded for the probability it puts on any step that may come next after the same steps (with
+    /// one reference: the authored next step, BERSON's loss); see [`OrderLabels::valid_next_steps`].
+    pub fn order_loss(&self, batch: &SeqBatch, labels: &[OrderLabels<'_>]) -> CResult<Tensor> {
+        self.order_loss_dropping(batch, labels, None)
     }
 
     /// [`Self::order_loss`] with the encoder's dropout when given ([`Self::encode_dropping`]).
     pub fn order_loss_dropping(
         &self,
         batch: &SeqBatch,
-        references: &[&[Vec<usize>]],
+        labels: &[OrderLabels<'_>],
         dropping: Option<(f64, &mut rand_chacha::ChaCha8Rng)>,
     ) -> CResult<Tensor> {
         let enc = self.encode_dropping(batch, dropping)?;
-        self.order_loss_from(&enc.steps, batch, references)
+        self.order_loss_from(&enc.steps, batch, labels)
     }
 
-    fn order_loss_from(&self, h: &Tensor, batch: &SeqBatch, references: &[&[Vec<usize>]]) -> CResult<Tensor> {
+    fn order_loss_from(&self, h: &Tensor, batch: &SeqBatch, labels: &[OrderLabels<'_>]) -> CResult<Tensor> {
         let (b, n) = (batch.b, batch.n);
         let dev = &Device::Cpu;
         let mut target = vec![0f32; b * n * n];
         let mut weight = vec![0f32; b * n * n];
-        for (bi, refs) in references.iter().enumerate() {
-            let len = refs.first().map_or(0, Vec::len);
-            let shares = crate::pairwise::pairs::precedence_shares(refs, len);
+        for (bi, l) in labels.iter().enumerate() {
+            let len = l.references.first().map_or(0, Vec::len);
+            let shares = crate::pairwise::pairs::precedence_shares(l.references, len);
             for i in 0..len {
                 for j in 0..len {
                     if i != j {
@@ -471,18 +471,12 @@ impl SeqModel {
         let bce = ((softplus(&z.neg()?)? * &y)? + (softplus(&z)? * y.affine(-1.0, 1.0)?)?)?;
         let mut loss = ((bce * w)?.sum_all()? / pairs.max(1.0) as f64)?;
         if let Some(ptr) = &self.pointer {
-            loss = (loss + self.pointer_loss(ptr, h, batch, references)?)?;
+            loss = (loss + self.pointer_loss(ptr, h, batch, labels)?)?;
         }
         Ok(loss)
     }
 
-    fn pointer_loss(
-        &self,
-        ptr: &Pointer,
-        h: &Tensor,
-        batch: &SeqBatch,
-        references: &[&[Vec<usize>]],
-    ) -> CResult<Tensor> {
+    fn pointer_loss(&self, ptr: &Pointer, h: &Tensor, batch: &SeqBatch, labels: &[OrderLabels<'_>]) -> CResult<Tensor> {
         let (b, n, d) = (batch.b, batch.n, self.config.dim);
         let dev = &Device::Cpu;
         let e = self.pointer_steps(ptr, h, &batch.step_mask)?;
@@ -491,9 +485,9 @@ impl SeqModel {
         let mut mask = vec![-1e9f32; b * n * n];
         let mut valid = vec![-1e9f32; b * n * n];
         let mut tw = vec![0f32; b * n];
-        for (bi, refs) in references.iter().enumerate() {
-            let order = refs.first().map_or(&[][..], Vec::as_slice);
-            let next = valid_next_steps(refs);
+        for (bi, l) in labels.iter().enumerate() {
+            let order = l.references.first().map_or(&[][..], Vec::as_slice);
+            let next = l.valid_next_steps();
             for t in 0..n {
                 let prev = if t > 0 && t <= order.len() { order[t - 1] } else { 0 };
                 idx.push((bi * n + prev) as u32);
@@ -623,22 +617,54 @@ impl SeqModel {
     }
 }
 
-/// For each position t of the first reference, the steps some reference places at t after the same set of
-/// steps as the first reference's first t (sorted; the first reference's own step always among them).
-fn valid_next_steps(references: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    let Some(first) = references.first() else { return Vec::new() };
-    let n = first.len();
-    let mut placed = vec![false; n];
-    let mut out = Vec::with_capacity(n);
-    for t in 0..n {
-        let mut next: Vec<usize> =
-            references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect();
-        next.sort_unstable();
-        next.dedup();
-        out.push(next);
-        placed[first[t]] = true;
+/// What one sequence's order loss learns from.
+#[derive(Clone, Copy, Debug)]
+pub struct OrderLabels<'a> {
+    /// Valid orders (item indices in procedural order); the first is teacher-forced.
+    pub references: &'a [Vec<usize>],
+    /// Precedence pairs `[a, b]` (a before b) that every valid order keeps, given when `references` is a sample
+    /// of the valid orders; empty when it lists them all (or only the authored order is trained on).
+    pub constraints: &'a [[usize; 2]],
+}
+
+impl<'a> OrderLabels<'a> {
+    /// Labels from `references` alone.
+    pub fn of_references(references: &'a [Vec<usize>]) -> OrderLabels<'a> {
+        OrderLabels { references, constraints: &[] }
     }
-    out
+
+    /// For each position t of the first reference, the steps that may come next after its first t steps
+    /// (sorted; the first reference's own step always among them). With constraints: every unplaced step whose
+    /// predecessors are all placed, which counts the valid orders a sample left out. Without: the steps some
+    /// reference places at t after the same set of steps.
+    pub fn valid_next_steps(&self) -> Vec<Vec<usize>> {
+        let Some(first) = self.references.first() else { return Vec::new() };
+        let n = first.len();
+        let mut placed = vec![false; n];
+        let mut out = Vec::with_capacity(n);
+        let mut predecessors = vec![Vec::new(); n];
+        for &[a, b] in self.constraints {
+            if a < n && b < n {
+                predecessors[b].push(a);
+            }
+        }
+        for t in 0..n {
+            let mut next: Vec<usize> = if self.constraints.is_empty() {
+                self.references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect()
+            } else {
+                (0..n).filter(|&j| !placed[j] && predecessors[j].iter().all(|&a| placed[a])).collect()
+            };
+            if !next.contains(&first[t]) {
+                // Labels that contradict their own first reference: keep the teacher-forced step trainable.
+                next.push(first[t]);
+            }
+            next.sort_unstable();
+            next.dedup();
+            out.push(next);
+            placed[first[t]] = true;
+        }
+        out
+    }
 }
 
 /// `log(1 + exp(x))`, stable for large |x|, with gradients.
@@ -752,9 +778,15 @@ mod tests {
     fn valid_next_steps_follow_every_reference_that_agrees_so_far() {
         // Steps 0 and 1 are free, then 2; then 3 and 4 free.
         let refs = vec![vec![0, 1, 2, 3, 4], vec![1, 0, 2, 4, 3], vec![0, 1, 2, 4, 3], vec![1, 0, 2, 3, 4]];
-        assert_eq!(valid_next_steps(&refs), vec![vec![0, 1], vec![1], vec![2], vec![3, 4], vec![4]]);
+        assert_eq!(
+            OrderLabels::of_references(&refs).valid_next_steps(),
+            vec![vec![0, 1], vec![1], vec![2], vec![3, 4], vec![4]]
+        );
         // One reference: the authored next step only.
-        assert_eq!(valid_next_steps(&refs[..1]), vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+        assert_eq!(
+            OrderLabels::of_references(&refs[..1]).valid_next_steps(),
+            vec![vec![0], vec![1], vec![2], vec![3], vec![4]]
+        );
         // Every linear extension of a small DAG (0 before 2, 1 before 3), in a scrambled order.
         let mut all = Vec::new();
         let perms = |n: usize| -> Vec<Vec<usize>> {
@@ -777,10 +809,22 @@ mod tests {
             }
         }
         all.rotate_left(3);
-        assert_eq!(valid_next_steps(&all), brute_force(&all));
+        assert_eq!(OrderLabels::of_references(&all).valid_next_steps(), brute_force(&all));
         for _ in 0..all.len() {
             all.rotate_left(1);
-            assert_eq!(valid_next_steps(&all), brute_force(&all), "first reference {:?}", all[0]);
+            assert_eq!(
+                OrderLabels::of_references(&all).valid_next_steps(),
+                brute_force(&all),
+                "first reference {:?}",
+                all[0]
+            );
+        }
+        // A sample of one order with the DAG's constraints gives every valid next step, as the complete list.
+        let constraints = [[0, 2], [1, 3]];
+        for _ in 0..all.len() {
+            all.rotate_left(1);
+            let sample = OrderLabels { references: &all[..1], constraints: &constraints };
+            assert_eq!(sample.valid_next_steps(), brute_force(&all), "first reference {:?}", all[0]);
         }
     }
 }

@@ -9,7 +9,7 @@ use stepwise_core::rng::rng_for;
 use stepwise_core::{Error, Result};
 
 use super::inputs::{SeqInput, StepInput};
-use super::model::{SeqBatch, SeqModel};
+use super::model::{OrderLabels, SeqBatch, SeqModel};
 use super::pretrain::{self, Objective, PretrainConfig};
 use crate::optim::{Adam, Checkpointing, CurvePoint, EpochStats, FitConfig, cerr, fit};
 
@@ -81,11 +81,11 @@ impl OrderTargets {
         }
     }
 
-    /// The orders of `seq` this choice trains on.
-    pub fn of(self, seq: &SeqInput) -> &[Vec<usize>] {
+    /// The orders of `seq` this choice trains on (with the constraints that complete a sample of them).
+    pub fn of(self, seq: &SeqInput) -> OrderLabels<'_> {
         match self {
-            OrderTargets::AllReferences => &seq.references,
-            OrderTargets::Authored => &seq.references[..1],
+            OrderTargets::AllReferences => OrderLabels { references: &seq.references, constraints: &seq.constraints },
+            OrderTargets::Authored => OrderLabels::of_references(&seq.references[..1]),
         }
     }
 }
@@ -145,6 +145,14 @@ fn fingerprint(model: &SeqModel, cfg: &impl Serialize, extra: &str, sets: &[&[Se
                     h.update(&(i as u64).to_le_bytes());
                 }
             }
+            // Hashed only when present, so checkpoints of sequences without constraints resume as before.
+            if !s.constraints.is_empty() {
+                h.update(b"|constraints|");
+                for &[a, b] in &s.constraints {
+                    h.update(&(a as u64).to_le_bytes());
+                    h.update(&(b as u64).to_le_bytes());
+                }
+            }
             for st in &s.steps {
                 for m in [&st.text, &st.image].into_iter().flatten() {
                     for x in &m.data {
@@ -175,8 +183,8 @@ pub fn order_loss_of(model: &SeqModel, set: &[SeqInput], batch_size: usize, targ
     let mut sum = 0.0;
     for chunk in set.chunks(batch_size.max(1)) {
         let steps: Vec<&[StepInput]> = chunk.iter().map(|s| s.steps.as_slice()).collect();
-        let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|s| targets.of(s)).collect();
-        let loss = model.order_loss(&batch_of(model, &steps)?, &refs).map_err(cerr)?;
+        let labels: Vec<OrderLabels<'_>> = chunk.iter().map(|s| targets.of(s)).collect();
+        let loss = model.order_loss(&batch_of(model, &steps)?, &labels).map_err(cerr)?;
         sum += loss.to_scalar::<f32>().map_err(cerr)? as f64 * chunk.len() as f64;
     }
     Ok(sum / set.len().max(1) as f64)
@@ -208,11 +216,11 @@ pub fn train_orders(
         let mut sum = 0.0;
         for (bi, chunk) in order.chunks(bs).enumerate() {
             let steps: Vec<&[StepInput]> = chunk.iter().map(|&i| train[i].steps.as_slice()).collect();
-            let refs: Vec<&[Vec<usize>]> = chunk.iter().map(|&i| cfg.targets.of(&train[i])).collect();
+            let labels: Vec<OrderLabels<'_>> = chunk.iter().map(|&i| cfg.targets.of(&train[i])).collect();
             // At rate 0 `nn::dropout` draws nothing and returns its input.
             let mut dropout_rng = rng_for(cfg.seed, &format!("seq/dropout/{epoch}/{bi}"));
             let dropping = Some((cfg.dropout, &mut dropout_rng));
-            let loss = model.order_loss_dropping(&batch_of(model, &steps)?, &refs, dropping).map_err(cerr)?;
+            let loss = model.order_loss_dropping(&batch_of(model, &steps)?, &labels, dropping).map_err(cerr)?;
             let l = loss.to_scalar::<f32>().map_err(cerr)? as f64;
             adam.step(&model.params, &loss).map_err(cerr)?;
             sum += l * chunk.len() as f64;

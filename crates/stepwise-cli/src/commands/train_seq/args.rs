@@ -117,7 +117,8 @@ impl FineTuneArgs {
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetsArg {
-    /// Every valid order: soft pairwise labels and any valid next step for the pointer.
+    /// Every valid order: soft pairwise labels and any valid next step for the pointer (all that the
+    /// instance's precedence constraints allow, when its references are a sample).
     AllReferences,
     /// The authored order only.
     Authored,
