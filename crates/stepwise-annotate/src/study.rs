@@ -450,7 +450,7 @@ pub(crate) mod tests {
 
     pub(crate) fn instance(id: &str, n: usize) -> SequencingInstance {
         SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: id.into(),
             procedure: format!("proc-{id}"),
             split: "test".into(),
@@ -492,7 +492,7 @@ pub(crate) mod tests {
     fn a_valid_order_outside_sampled_references_is_exact() {
         let mut sampled = instance("s", 4);
         // Items 3 → 2 and 1 → 0; the sample keeps the authored order only.
-        sampled.constraints = vec![[3, 2], [1, 0]];
+        sampled.constraints = Some(vec![[3, 2], [1, 0]]);
         let (study, _) =
             Study::create(vec![sampled, instance("full", 4)], Path::new("x.jsonl"), None, text_rules()).unwrap();
         assert!(study.is_reference(0, &[3, 2, 1, 0]) && study.is_reference(0, &[1, 3, 0, 2]));

@@ -18,7 +18,7 @@ use tower::ServiceExt;
 fn instances(n: usize, items: usize) -> Vec<SequencingInstance> {
     (0..n)
         .map(|i| SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: format!("inst-{i}"),
             procedure: format!("proc-{i}"),
             split: "test".into(),

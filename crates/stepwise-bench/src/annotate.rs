@@ -229,7 +229,7 @@ fn instances(n: usize) -> Vec<SequencingInstance> {
                 })
                 .collect(),
             references: vec![vec![(i % 5), (i + 1) % 5, (i + 2) % 5, (i + 3) % 5, (i + 4) % 5]],
-            constraints: Vec::new(),
+            constraints: None,
         })
         .collect()
 }

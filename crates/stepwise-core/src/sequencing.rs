@@ -35,24 +35,29 @@ pub struct SequencingInstance {
     /// Valid orders (permutations of item indices); the first is the authored order.
     pub references: Vec<Vec<usize>>,
     /// When `references` is a sample of the valid orders (a window with more of them than a generator keeps):
-    /// the precedence pairs `[a, b]` (item `a` comes before item `b`) every valid order satisfies, so that any
-    /// valid order can be recognised, not only the sampled ones. Empty when `references` lists every valid order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub constraints: Vec<[usize; 2]>,
+    /// the precedence pairs `[a, b]` (item `a` comes before item `b`) whose satisfying orders are exactly the
+    /// valid ones, so that any valid order can be recognised, not only the sampled ones. An empty list means
+    /// every order is valid; `None` that `references` lists every valid order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<Vec<[usize; 2]>>,
 }
 
 impl SequencingInstance {
     /// The instance with its authored order as the only reference (the sequencing paper's single-reference
     /// scoring).
     pub fn authored_only(&self) -> SequencingInstance {
-        SequencingInstance { references: vec![self.references[0].clone()], constraints: Vec::new(), ..self.clone() }
+        SequencingInstance { references: vec![self.references[0].clone()], constraints: None, ..self.clone() }
     }
 
     /// Whether `order` (a permutation of the items) is a valid order: one of the references, or, when they are a
     /// sample, any order satisfying the precedence constraints.
     pub fn is_valid_order(&self, order: &[usize]) -> bool {
-        self.references.iter().any(|r| r == order)
-            || (!self.constraints.is_empty() && self.satisfies_constraints(order))
+        self.references.iter().any(|r| r == order) || (self.constraints.is_some() && self.satisfies_constraints(order))
+    }
+
+    /// The precedence pairs (none when the references are complete).
+    pub fn constraint_pairs(&self) -> &[[usize; 2]] {
+        self.constraints.as_deref().unwrap_or_default()
     }
 
     /// Whether `order` (a permutation of the items) satisfies every precedence constraint.
@@ -61,7 +66,7 @@ impl SequencingInstance {
         for (k, &item) in order.iter().enumerate() {
             position[item] = k;
         }
-        self.constraints.iter().all(|&[a, b]| position[a] < position[b])
+        self.constraint_pairs().iter().all(|&[a, b]| position[a] < position[b])
     }
 
     /// The valid order closest to `order` in a simple sense: at each position, the item earliest in `order` whose
@@ -70,7 +75,7 @@ impl SequencingInstance {
     pub fn repair_order(&self, order: &[usize]) -> Vec<usize> {
         let n = order.len();
         let mut waiting = vec![0usize; n];
-        for &[_, b] in &self.constraints {
+        for &[_, b] in self.constraint_pairs() {
             waiting[b] += 1;
         }
         let mut placed = vec![false; n];
@@ -81,7 +86,7 @@ impl SequencingInstance {
             };
             placed[next] = true;
             out.push(next);
-            for &[a, b] in &self.constraints {
+            for &[a, b] in self.constraint_pairs() {
                 if a == next {
                     waiting[b] -= 1;
                 }

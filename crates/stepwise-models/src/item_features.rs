@@ -196,7 +196,7 @@ mod tests {
 
     fn inst() -> SequencingInstance {
         SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: "p#s0".into(),
             procedure: "p".into(),
             split: "test".into(),

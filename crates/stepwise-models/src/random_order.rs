@@ -29,7 +29,7 @@ mod tests {
             modality: "text".into(),
             items: (0..6).map(|s| SequencingItem { step: s, title: None, text: None, images: vec![] }).collect(),
             references: vec![(0..6).collect()],
-            constraints: Vec::new(),
+            constraints: None,
         };
         let a = random_order(&mk("a"), 1);
         assert_eq!(a, random_order(&mk("a"), 1));

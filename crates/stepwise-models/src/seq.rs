@@ -78,7 +78,7 @@ mod tests {
                     split: "train".into(),
                     steps,
                     references: vec![gold],
-                    constraints: Vec::new(),
+                    constraints: None,
                 }
             })
             .collect()

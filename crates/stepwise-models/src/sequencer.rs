@@ -235,7 +235,7 @@ mod tests {
                     .map(|&s| SequencingItem { step: s, title: None, text: None, images: vec![] })
                     .collect(),
                 references: vec![reference],
-                constraints: Vec::new(),
+                constraints: None,
             });
         }
         (instances, Vectors::new(3, ids, vecs))

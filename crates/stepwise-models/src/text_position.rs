@@ -130,7 +130,7 @@ mod tests {
             modality: "text".into(),
             items: vec![item("Finally, serve."), item("First, gather the flour."), item("Then knead it.")],
             references: vec![vec![1, 2, 0]],
-            constraints: Vec::new(),
+            constraints: None,
         };
         assert_eq!(text_position_order(&inst, 0), vec![1, 2, 0]);
     }

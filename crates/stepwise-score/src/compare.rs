@@ -371,7 +371,7 @@ mod tests {
                 modality: "text".into(),
                 items: (0..3).map(|step| SequencingItem { step, title: None, text: None, images: vec![] }).collect(),
                 references: vec![vec![0, 1, 2]],
-                constraints: Vec::new(),
+                constraints: None,
             })
             .collect()
     }

@@ -384,7 +384,8 @@ pub fn read_instances(path: &Path) -> Result<Vec<SequencingInstance>> {
             })?;
         }
         let n = inst.items.len();
-        if let Some((k, [a, b])) = inst.constraints.iter().enumerate().find(|(_, [a, b])| a >= &n || b >= &n || a == b)
+        if let Some((k, [a, b])) =
+            inst.constraint_pairs().iter().enumerate().find(|(_, [a, b])| a >= &n || b >= &n || a == b)
         {
             return Err(Error::field(
                 &file,
@@ -552,7 +553,7 @@ mod tests {
         let constrained =
             |id: &str, refs: &str, cons: &str| line(id, refs).replace("}\n", &format!(", \"constraints\": {cons}}}\n"));
         let p = write(td.path(), "ok.jsonl", &constrained("a", "[[1, 0]]", "[[1, 0]]"));
-        assert_eq!(read_instances(&p).unwrap()[0].constraints, vec![[1, 0]]);
+        assert_eq!(read_instances(&p).unwrap()[0].constraints, Some(vec![[1, 0]]));
         for (cons, field) in
             [("[[0, 2]]", "constraints[0]"), ("[[1, 0], [0, 0]]", "constraints[1]"), ("[[0, 1]]", "references[0]")]
         {

@@ -273,7 +273,7 @@ pub fn evaluate_orders(
         .map_init(Scratch::default, |scratch, (inst, pred)| {
             // Sampled references: the prediction repaired to the precedence constraints is a valid order too (the
             // prediction itself when it is valid), so a valid order outside the sample is not scored as wrong.
-            let repaired = (!inst.constraints.is_empty()).then(|| inst.repair_order(&pred.order));
+            let repaired = inst.constraints.is_some().then(|| inst.repair_order(&pred.order));
             let candidates = inst.references.iter().map(Vec::as_slice).chain(repaired.as_deref());
             let best = best_reference_unchecked(&pred.order, candidates, scratch)
                 .expect("instances are read with at least one reference");
@@ -552,7 +552,7 @@ mod tests {
     fn instance(id: &str, split: &str, modality: &str, refs: Vec<Vec<usize>>) -> SequencingInstance {
         let n = refs[0].len();
         SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: id.into(),
             procedure: "p".into(),
             split: split.into(),
@@ -579,13 +579,13 @@ mod tests {
     fn a_valid_order_outside_the_sampled_references_is_scored_as_valid() {
         // Items 0 → 1 and 2 → 3 (6 valid orders); the sample keeps two of them.
         let mut inst = instance("a", "test", "text", vec![vec![0, 1, 2, 3], vec![2, 3, 0, 1]]);
-        inst.constraints = vec![[0, 1], [2, 3]];
+        inst.constraints = Some(vec![[0, 1], [2, 3]]);
         let insts = vec![inst.clone()];
         let valid = evaluate_orders(&insts, &[pred("a", vec![0, 2, 1, 3], 1)], Path::new("p"), &opts()).unwrap();
         let r = &valid.instances[0];
         assert_eq!((Metric::Pmr.value(&r.score), r.reference), (1.0, 2), "its own repair, after the 2 references");
         // Without the constraints the same prediction matches neither sampled order.
-        let unconstrained = vec![SequencingInstance { constraints: Vec::new(), ..inst.clone() }];
+        let unconstrained = vec![SequencingInstance { constraints: None, ..inst.clone() }];
         let r = &evaluate_orders(&unconstrained, &[pred("a", vec![0, 2, 1, 3], 1)], Path::new("p"), &opts())
             .unwrap()
             .instances[0];

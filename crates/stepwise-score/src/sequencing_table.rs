@@ -454,7 +454,7 @@ mod tests {
 
     fn inst(id: &str, refs: Vec<Vec<usize>>) -> SequencingInstance {
         SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: id.into(),
             procedure: id.into(),
             split: "test".into(),

@@ -22,7 +22,8 @@
 //!    other valid order, from the first source that applies: the user's annotation file; the procedure's
 //!    `order_constraints` (the step DAG: transitive closure over the whole procedure restricted to the window, all
 //!    linear extensions counted exactly by a DP over subsets, listed when at most `max_references`, else a seeded
-//!    uniform sample); its `valid_orders` restricted to the window; else the authored order alone.
+//!    uniform sample with the window's precedence pairs as the instance's `constraints`); its `valid_orders`
+//!    restricted to the window (all of them); else the authored order alone.
 //! 4. *Shuffle*: a uniform permutation from `rng_for(seed, "sequencing/shuffle/<id>")`.
 //! 5. *Split* by procedure (`assign_splits` over the procedures that give instances, stratified by category).
 //!
@@ -95,7 +96,8 @@ pub struct SequencingConfig {
     pub max_sentences: Option<usize>,
     /// Tokens kept per step text (the paper: 60); None = all.
     pub max_tokens: Option<usize>,
-    /// References kept per instance when a window has more valid orders (then a uniform sample).
+    /// References kept per instance when a window's precedence constraints allow more orders (then a uniform
+    /// sample); a procedure's own `valid_orders` list is kept whole.
     pub max_references: usize,
     pub fractions: SplitFractions,
     pub seed: u64,
@@ -314,10 +316,9 @@ fn window_references(
         return (refs, ReferenceSource::Constraints, complete);
     }
     if let Some(vo) = p.annotations.as_ref().and_then(|a| a.valid_orders.as_ref()) {
-        let mut refs = orders::restrict_orders(&vo.orders, window);
-        let complete = vo.complete && refs.len() <= cfg.max_references;
-        refs.truncate(cfg.max_references);
-        return (refs, ReferenceSource::ValidOrders, complete);
+        // Kept whole (a list of the source's, no larger than it): a truncated list would make valid orders wrong.
+        let refs = orders::restrict_orders(&vo.orders, window);
+        return (refs, ReferenceSource::ValidOrders, vo.complete);
     }
     (vec![(0..window.len()).collect()], ReferenceSource::AuthoredOnly, true)
 }
@@ -382,8 +383,8 @@ fn procedure_instances(
         rest.sort();
         let mut references = vec![first];
         references.extend(rest);
-        // A sample of the valid orders: keep the window's precedence pairs, so that scoring recognises every valid
-        // order, not only the sampled ones.
+        // A sample of the valid orders: keep the window's precedence pairs (none when its steps are all free), so
+        // that scoring recognises every valid order, not only the sampled ones.
         let constraints = match closure.as_deref() {
             Some(c) if src == ReferenceSource::Constraints && !complete => {
                 let mut pairs = Vec::new();
@@ -395,9 +396,9 @@ fn procedure_instances(
                     }
                 }
                 pairs.sort_unstable();
-                pairs
+                Some(pairs)
             }
-            _ => Vec::new(),
+            _ => None,
         };
         out.push((
             SequencingInstance {

@@ -196,6 +196,10 @@ fn valid_orders_and_annotation_files_give_references() {
     let vo = g.instances.iter().find(|i| i.procedure == "vo").unwrap();
     assert_eq!(vo.references.len(), 2);
     assert_eq!(steps_of(vo, &vo.references[1]), vec![1, 0, 2, 3, 4]);
+    // A procedure's own list is kept whole whatever the cap: cutting it would make listed orders wrong.
+    let capped = generate(&procs, &SequencingConfig { max_references: 1, ..Default::default() });
+    let vo = capped.instances.iter().find(|i| i.procedure == "vo").unwrap();
+    assert_eq!((vo.references.len(), vo.constraints.is_none()), (2, true));
     let chain = g.instances.iter().find(|i| i.procedure == "ann").unwrap();
     assert_eq!(chain.references.len(), 1, "a chain has one valid order");
 
@@ -224,7 +228,10 @@ fn many_valid_orders_are_sampled_up_to_the_cap() {
     assert_eq!(steps_of(inst, &inst.references[0]), (0..8).collect::<Vec<_>>());
     assert_eq!(g.stats.sampled_references, 1);
     assert!(inst.references.iter().all(|r| is_permutation(r, 8)));
-    assert!(inst.constraints.is_empty(), "no precedence among free steps");
+    // No precedence among free steps, and still marked as a sample: every order is valid, sampled or not.
+    assert_eq!(inst.constraints, Some(vec![]));
+    let reversed: Vec<usize> = inst.references[0].iter().rev().copied().collect();
+    assert!(!inst.references.contains(&reversed) && inst.is_valid_order(&reversed));
 
     // A sample under constraints keeps the window's precedence pairs (transitively closed, as items), so every
     // valid order can be recognised: steps 0 → 2 → 4 and 1 → 3 among 8 (8! / (3! · 2!) orders, cap 50).
@@ -233,7 +240,7 @@ fn many_valid_orders_are_sampled_up_to_the_cap() {
     let inst = &g.instances[0];
     assert_eq!(inst.references.len(), 50);
     let mut pairs: Vec<[usize; 2]> =
-        inst.constraints.iter().map(|&[a, b]| [inst.items[a].step, inst.items[b].step]).collect();
+        inst.constraint_pairs().iter().map(|&[a, b]| [inst.items[a].step, inst.items[b].step]).collect();
     pairs.sort_unstable();
     assert_eq!(pairs, vec![[0, 2], [0, 4], [1, 3], [2, 4]]);
     assert!(inst.references.iter().all(|r| inst.satisfies_constraints(r)));
@@ -249,7 +256,7 @@ fn many_valid_orders_are_sampled_up_to_the_cap() {
     assert_eq!(inst.repair_order(&other), other, "a valid order is its own repair");
     // Complete references need no constraints.
     let small = generate(&procs, &SequencingConfig { steps: 5, min_steps: 5, ..Default::default() });
-    assert!(small.instances.iter().all(|i| i.constraints.is_empty()));
+    assert!(small.instances.iter().all(|i| i.constraints.is_none()));
 }
 
 #[test]

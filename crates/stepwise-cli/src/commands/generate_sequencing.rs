@@ -43,9 +43,10 @@ pub struct SequencingArgs {
     /// with 0-based step indices of the procedure. They replace the procedure's own order annotations.
     #[arg(long = "alt-orders", value_name = "FILE", help_heading = "Sequencing")]
     pub alt_orders: Option<PathBuf>,
-    /// Sequencing: at most this many references per instance; when a window has more valid orders, a seeded
-    /// uniform sample is kept (the authored order always first), with the window's precedence constraints when
-    /// the procedure has them, so that `eval` scores every valid order as valid, sampled or not.
+    /// Sequencing: at most this many references per instance drawn from a procedure's order constraints; when a
+    /// window has more valid orders, a seeded uniform sample is kept (the authored order always first) with the
+    /// window's precedence constraints, so that `eval` scores every valid order as valid, sampled or not. A
+    /// procedure's own list of valid orders is kept whole.
     #[arg(long = "max-references", value_name = "N", default_value_t = 1000, help_heading = "Sequencing")]
     pub max_references: usize,
     /// Sequencing: train,val,test fractions of procedures (split by procedure, stratified by category).

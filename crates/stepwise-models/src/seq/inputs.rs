@@ -91,8 +91,9 @@ pub struct SeqInput {
     pub steps: Vec<StepInput>,
     /// Every valid order (item indices in procedural order); the first is the authored order, trained on.
     pub references: Vec<Vec<usize>>,
-    /// Precedence pairs every valid order keeps, when `references` is a sample of them (empty otherwise).
-    pub constraints: Vec<[usize; 2]>,
+    /// When `references` is a sample of the valid orders: the precedence pairs whose satisfying orders are
+    /// exactly the valid ones (see [`SequencingInstance::constraints`]).
+    pub constraints: Option<Vec<[usize; 2]>>,
 }
 
 impl SeqInput {

@@ -622,15 +622,16 @@ impl SeqModel {
 pub struct OrderLabels<'a> {
     /// Valid orders (item indices in procedural order); the first is teacher-forced.
     pub references: &'a [Vec<usize>],
-    /// Precedence pairs `[a, b]` (a before b) that every valid order keeps, given when `references` is a sample
-    /// of the valid orders; empty when it lists them all (or only the authored order is trained on).
-    pub constraints: &'a [[usize; 2]],
+    /// When `references` is a sample of the valid orders: the precedence pairs `[a, b]` (a before b) whose
+    /// satisfying orders are exactly the valid ones (empty: every order is valid). `None` when `references`
+    /// lists them all, or only the authored order is trained on.
+    pub constraints: Option<&'a [[usize; 2]]>,
 }
 
 impl<'a> OrderLabels<'a> {
     /// Labels from `references` alone.
     pub fn of_references(references: &'a [Vec<usize>]) -> OrderLabels<'a> {
-        OrderLabels { references, constraints: &[] }
+        OrderLabels { references, constraints: None }
     }
 
     /// For each position t of the first reference, the steps that may come next after its first t steps
@@ -643,16 +644,16 @@ impl<'a> OrderLabels<'a> {
         let mut placed = vec![false; n];
         let mut out = Vec::with_capacity(n);
         let mut predecessors = vec![Vec::new(); n];
-        for &[a, b] in self.constraints {
+        for &[a, b] in self.constraints.unwrap_or_default() {
             if a < n && b < n {
                 predecessors[b].push(a);
             }
         }
         for t in 0..n {
-            let mut next: Vec<usize> = if self.constraints.is_empty() {
-                self.references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect()
-            } else {
+            let mut next: Vec<usize> = if self.constraints.is_some() {
                 (0..n).filter(|&j| !placed[j] && predecessors[j].iter().all(|&a| placed[a])).collect()
+            } else {
+                self.references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect()
             };
             if !next.contains(&first[t]) {
                 // Labels that contradict their own first reference: keep the teacher-forced step trainable.
@@ -823,8 +824,16 @@ mod tests {
         let constraints = [[0, 2], [1, 3]];
         for _ in 0..all.len() {
             all.rotate_left(1);
-            let sample = OrderLabels { references: &all[..1], constraints: &constraints };
+            let sample = OrderLabels { references: &all[..1], constraints: Some(&constraints) };
             assert_eq!(sample.valid_next_steps(), brute_force(&all), "first reference {:?}", all[0]);
         }
+        // No constraints on a sample: every unplaced step may come next.
+        let free = OrderLabels { references: &all[..1], constraints: Some(&[]) };
+        let unplaced = |t: usize| -> Vec<usize> {
+            let mut rest = all[0][t..].to_vec();
+            rest.sort_unstable();
+            rest
+        };
+        assert_eq!(free.valid_next_steps(), (0..4).map(unplaced).collect::<Vec<_>>());
     }
 }

@@ -84,7 +84,9 @@ impl OrderTargets {
     /// The orders of `seq` this choice trains on (with the constraints that complete a sample of them).
     pub fn of(self, seq: &SeqInput) -> OrderLabels<'_> {
         match self {
-            OrderTargets::AllReferences => OrderLabels { references: &seq.references, constraints: &seq.constraints },
+            OrderTargets::AllReferences => {
+                OrderLabels { references: &seq.references, constraints: seq.constraints.as_deref() }
+            }
             OrderTargets::Authored => OrderLabels::of_references(&seq.references[..1]),
         }
     }
@@ -146,9 +148,9 @@ fn fingerprint(model: &SeqModel, cfg: &impl Serialize, extra: &str, sets: &[&[Se
                 }
             }
             // Hashed only when present, so checkpoints of sequences without constraints resume as before.
-            if !s.constraints.is_empty() {
+            if let Some(constraints) = &s.constraints {
                 h.update(b"|constraints|");
-                for &[a, b] in &s.constraints {
+                for &[a, b] in constraints {
                     h.update(&(a as u64).to_le_bytes());
                     h.update(&(b as u64).to_le_bytes());
                 }

@@ -136,7 +136,7 @@ fn instance(id: &str, recipe: &str, split: &str, units: &[usize], texts: &[Strin
         item_of[pos] = k;
     }
     SequencingInstance {
-        constraints: Vec::new(),
+        constraints: None,
         id: id.to_string(),
         procedure: recipe.to_string(),
         split: split.to_string(),

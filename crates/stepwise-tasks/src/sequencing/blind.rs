@@ -135,7 +135,7 @@ mod tests {
             modality: "multimodal".into(),
             items: vec![item(2, "images/p/a.jpg"), item(0, "images/p/b.jpg"), item(1, "images/p/c.jpg")],
             references: vec![vec![1, 2, 0]],
-            constraints: Vec::new(),
+            constraints: None,
         };
         let b = blind(&inst, 7);
         assert_eq!(b.items.iter().map(|i| i.title.clone().unwrap()).collect::<Vec<_>>(), ["t2", "t0", "t1"]);

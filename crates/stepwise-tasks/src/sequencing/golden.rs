@@ -155,7 +155,7 @@ mod tests {
             images: (0..images).map(|i| format!("{procedure}/{step}-{i}.jpg")).collect(),
         };
         SequencingInstance {
-            constraints: Vec::new(),
+            constraints: None,
             id: id.into(),
             procedure: procedure.into(),
             split: split.into(),

@@ -27,6 +27,7 @@ pub fn write_instances_jsonl(path: &Path, instances: &[SequencingInstance]) -> R
 /// Write the Parquet copy of the instances.
 pub fn write_instances_parquet(path: &Path, instances: &[SequencingInstance]) -> Result<()> {
     let s = |f: &dyn Fn(&SequencingInstance) -> String| Column::Str(instances.iter().map(|i| Some(f(i))).collect());
+    let json = |v: serde_json::Value| to_canonical_string(&v);
     let n =
         |f: &dyn Fn(&SequencingInstance) -> usize| Column::Int(instances.iter().map(|i| Some(f(i) as i64)).collect());
     write_table(
@@ -40,7 +41,16 @@ pub fn write_instances_parquet(path: &Path, instances: &[SequencingInstance]) ->
             ("n_references", n(&|i| i.references.len())),
             ("items", s(&|i| to_canonical_string(&serde_json::to_value(&i.items).expect("items serialize")))),
             ("references", s(&|i| to_canonical_string(&serde_json::to_value(&i.references).expect("serialize")))),
-            ("constraints", s(&|i| to_canonical_string(&serde_json::to_value(&i.constraints).expect("serialize")))),
+            // Null when the references are complete.
+            (
+                "constraints",
+                Column::Str(
+                    instances
+                        .iter()
+                        .map(|i| i.constraints.as_ref().map(|c| json(serde_json::to_value(c).expect("serialize"))))
+                        .collect(),
+                ),
+            ),
         ],
     )
 }
