@@ -23,3 +23,13 @@ def find_stepwise(given=None):
 def shared_data():
     """$STEPWISE_SHARED_DATA, else ../shared/data next to the checkout."""
     return Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def exit_with(failures, ok_message):
+    """Print the first 20 failures and exit with status 1, or print `ok_message`."""
+    if failures:
+        print(f"FAIL: {len(failures)} disagreements", file=sys.stderr)
+        for m in failures[:20]:
+            print("  " + m, file=sys.stderr)
+        sys.exit(1)
+    print(ok_message)

@@ -29,7 +29,6 @@ import json
 import math
 import random
 import subprocess
-import sys
 import tempfile
 import warnings
 from fractions import Fraction
@@ -40,7 +39,7 @@ from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score
 
 TOL = 1e-12
-from common import find_stepwise  # noqa: E402
+from common import exit_with, find_stepwise  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -408,12 +407,7 @@ def main():
     print("checked per instance: reference choice, position accuracy, PMR, distance, L_q, L_r, tau (also vs "
           "scipy.stats.kendalltau), order kappa and alternative kappa (sklearn.metrics.cohen_kappa_score); "
           "and all averages and pooled ratios")
-    if failures:
-        print(f"FAIL: {len(failures)} disagreements", file=sys.stderr)
-        for m in failures[:20]:
-            print("  " + m, file=sys.stderr)
-        sys.exit(1)
-    print(f"OK: all values agree within {TOL}")
+    exit_with(failures, f"OK: all values agree within {TOL}")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import find_stepwise
+from common import exit_with, find_stepwise
 from metrics_crosscheck import best_reference, metric_tuple
 
 TOL = 1e-12
@@ -344,12 +344,7 @@ def main():
     print("checked: PMR exact by full enumeration, perfect scores for valid orders, sample best <= score <= full "
           "best, the repaired candidate's index and the documented rule, results.json means, refusal of 4 bad "
           "inputs")
-    if failures:
-        print(f"FAIL: {len(failures)} disagreements", file=sys.stderr)
-        for m in failures[:20]:
-            print("  " + m, file=sys.stderr)
-        sys.exit(1)
-    print(f"OK: all values agree within {TOL}")
+    exit_with(failures, f"OK: all values agree within {TOL}")
 
 
 if __name__ == "__main__":
