@@ -116,6 +116,22 @@ fn pretrained_and_fine_tuned_weights_are_identical_for_any_thread_count_and_orde
     ok(&s(&["eval", &f.p("seq"), "-p", &preds, "--split", "test", "-o", &f.p("eval"), "-q"]));
     let r = std::fs::read_to_string(Path::new(&f.p("eval")).join("results.json")).unwrap();
     assert!(r.contains("\"pmr\""), "{r}");
+
+    // The pointer left out: the jointly trained pairwise head alone orders every instance, and says so.
+    let head = f.p("orders-head.jsonl");
+    let mut a = s(&["predict", &f.p("m-1"), &f.p("seq"), "--split", "test", "--decoder", "pairwise-head", "-o", &head]);
+    a.extend(f.features());
+    ok(&a);
+    let head_lines = std::fs::read_to_string(&head).unwrap();
+    assert_eq!(head_lines.lines().count(), lines.lines().count());
+    for l in head_lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["model"], "sequencer (multimodal) + pretraining, pairwise head alone", "{l}");
+        let mut order: Vec<u64> = v["order"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        order.sort_unstable();
+        assert_eq!(order, (0..order.len() as u64).collect::<Vec<_>>(), "not a permutation: {l}");
+    }
+    ok(&s(&["eval", &f.p("seq"), "-p", &head, "--versus", &preds, "--split", "test", "-o", &f.p("eval-head"), "-q"]));
 }
 
 #[test]

@@ -73,26 +73,46 @@ impl SequencingInstance {
     /// constrained predecessors are all placed (a stable topological sort). `order` itself when it is valid.
     /// Needs acyclic constraints over items of `order` (as [`crate::sequencing`] readers check).
     pub fn repair_order(&self, order: &[usize]) -> Vec<usize> {
-        let n = order.len();
-        let mut waiting = vec![0usize; n];
-        for &[_, b] in self.constraint_pairs() {
-            waiting[b] += 1;
-        }
-        let mut placed = vec![false; n];
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let Some(&next) = order.iter().find(|&&i| !placed[i] && waiting[i] == 0) else {
-                break; // a cycle: no valid order exists (readers refuse such constraints)
-            };
+        let precedence = Precedence::new(order.len(), self.constraint_pairs());
+        let mut placed = vec![false; order.len()];
+        let mut out = Vec::with_capacity(order.len());
+        // A cycle leaves no placeable item: stop there (readers refuse such constraints).
+        while let Some(&next) = order.iter().find(|&&i| precedence.is_placeable(i, &placed)) {
             placed[next] = true;
             out.push(next);
-            for &[a, b] in self.constraint_pairs() {
-                if a == next {
-                    waiting[b] -= 1;
-                }
-            }
         }
         out
+    }
+}
+
+/// Precedence pairs `[a, b]` (a before b) as each item's predecessors: the one definition of which items may
+/// come next in a partial order, shared by repairing a prediction and by a sequencer's training targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Precedence {
+    predecessors: Vec<Vec<usize>>,
+}
+
+impl Precedence {
+    /// The constraints over `n` items; pairs naming an item outside `0..n` are ignored.
+    pub fn new(n: usize, pairs: &[[usize; 2]]) -> Precedence {
+        let mut predecessors = vec![Vec::new(); n];
+        for &[a, b] in pairs {
+            if a < n && b < n {
+                predecessors[b].push(a);
+            }
+        }
+        Precedence { predecessors }
+    }
+
+    /// Whether `item` may be placed next after the items marked in `placed`: it is unplaced and every
+    /// predecessor is placed.
+    pub fn is_placeable(&self, item: usize, placed: &[bool]) -> bool {
+        !placed[item] && self.predecessors[item].iter().all(|&a| placed[a])
+    }
+
+    /// Every item that may be placed next after the items marked in `placed`, ascending.
+    pub fn placeable(&self, placed: &[bool]) -> Vec<usize> {
+        (0..self.predecessors.len()).filter(|&i| self.is_placeable(i, placed)).collect()
     }
 }
 
@@ -150,6 +170,33 @@ pub fn is_permutation(order: &[usize], n: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeable_items_are_the_unplaced_ones_whose_predecessors_are_placed() {
+        // 0 → 2, 1 → 2, 2 → 3; item 4 free; a pair naming item 9 is outside the items and ignored.
+        let p = Precedence::new(5, &[[0, 2], [1, 2], [2, 3], [9, 0]]);
+        let mut placed = vec![false; 5];
+        assert_eq!(p.placeable(&placed), vec![0, 1, 4]);
+        placed[0] = true;
+        assert_eq!(p.placeable(&placed), vec![1, 4], "2 still waits for 1");
+        placed[1] = true;
+        assert_eq!(p.placeable(&placed), vec![2, 4]);
+        placed[2] = true;
+        assert_eq!(p.placeable(&placed), vec![3, 4]);
+        assert!(!p.is_placeable(2, &placed), "a placed item is not placeable again");
+        // Every order a repair produces satisfies the constraints; a valid order is its own repair.
+        let inst = SequencingInstance {
+            id: "x".into(),
+            procedure: "p".into(),
+            split: "test".into(),
+            modality: "text".into(),
+            items: Vec::new(),
+            references: vec![vec![0, 1, 2, 3, 4]],
+            constraints: Some(vec![[0, 2], [1, 2], [2, 3]]),
+        };
+        assert_eq!(inst.repair_order(&[3, 2, 4, 1, 0]), vec![4, 1, 0, 2, 3]);
+        assert_eq!(inst.repair_order(&[4, 1, 0, 2, 3]), vec![4, 1, 0, 2, 3]);
+    }
 
     #[test]
     fn permutations_are_lexicographic_complete_and_distinct() {

@@ -20,7 +20,7 @@ pub mod text_tower;
 pub mod train;
 
 pub use inputs::{PatchRows, SeqInput, SeqSources, StepInput, seq_input};
-pub use model::{DecoderKind, OrderLabels, SeqBatch, SeqConfig, SeqModel};
+pub use model::{DecoderKind, Decoding, OrderLabels, SeqBatch, SeqConfig, SeqModel};
 pub use pretrain::{Objective, PretrainConfig};
 pub use train::{OrderTargets, SeqTrainConfig, SeqTrainReport, predict_orders, pretrain, train_orders};
 
@@ -160,8 +160,9 @@ mod tests {
                 ..Default::default()
             };
             let report = train_orders(&model, &data, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
-            for beam in [1, 3] {
-                let pred = predict_orders(&model, &data, 8, beam).unwrap();
+            // The pairwise head alone orders them too (for BERSON: its pointer left out).
+            for decoding in [Decoding::Own { beam: 1 }, Decoding::Own { beam: 3 }, Decoding::PairwiseHead] {
+                let pred = predict_orders(&model, &data, 8, decoding).unwrap();
                 let mut right = 0;
                 for (p, s) in pred.iter().zip(&data) {
                     let mut sorted = p.clone();
@@ -172,7 +173,7 @@ mod tests {
                 assert_eq!(
                     right,
                     data.len(),
-                    "{decoder:?} beam {beam}: {right}/{} perfect; {:?}",
+                    "{decoder:?} {decoding:?}: {right}/{} perfect; {:?}",
                     data.len(),
                     report.curve.last()
                 );
@@ -233,7 +234,7 @@ mod tests {
         let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 4);
         let report = train_orders(&model, &train, &[], &cfg, None, &mut |_, _, _, _| {}).unwrap().unwrap();
         // Every predicted order is a valid one.
-        let pred = predict_orders(&model, &test, 8, 3).unwrap();
+        let pred = predict_orders(&model, &test, 8, Decoding::Own { beam: 3 }).unwrap();
         let valid = pred.iter().zip(&test).filter(|(p, s)| s.references.contains(p)).count();
         assert_eq!(valid, test.len(), "{valid}/{} valid; {:?}", test.len(), report.curve.last());
         // The pairwise head leaves the free pair near even and is sure of the fixed ones.

@@ -8,6 +8,7 @@ use stepwise_core::TaskSet;
 use stepwise_core::output::write_file_atomic;
 use stepwise_models::m3c::dataset::task_inputs;
 use stepwise_models::m3c::{saved, train};
+use stepwise_models::seq::Decoding;
 
 use super::model_features::FeatureArgs;
 use super::train::pick_task;
@@ -36,11 +37,23 @@ pub struct Args {
     /// Sequencing models: beam width of the order decoder (1 = greedy).
     #[arg(long, default_value_t = 4)]
     pub beam: usize,
+    /// Sequencing models: `own` decodes with the model's decoder (BERSON: beam search of --beam; a pairwise
+    /// model: topological sort); `pairwise-head` with the pairwise head alone, by topological sort (for a BERSON
+    /// model, the ablation that leaves its pointer network out).
+    #[arg(long, value_enum, default_value_t = OrderDecoder::Own)]
+    pub decoder: OrderDecoder,
     #[arg(short, long, value_name = "PREDICTIONS.jsonl")]
     pub output: PathBuf,
     /// Replace an existing output.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `predict --decoder`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderDecoder {
+    Own,
+    PairwiseHead,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -53,7 +66,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &args.taskset,
             &args.features,
             args.split.as_deref(),
-            args.beam,
+            match args.decoder {
+                OrderDecoder::Own => Decoding::Own { beam: args.beam },
+                OrderDecoder::PairwiseHead => Decoding::PairwiseHead,
+            },
             &args.output,
         );
     }

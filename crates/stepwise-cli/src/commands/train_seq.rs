@@ -283,7 +283,7 @@ pub fn predict(
     instances: &Path,
     features: &FeatureArgs,
     split: Option<&str>,
-    beam: usize,
+    decoding: stepwise_models::seq::Decoding,
     output: &Path,
 ) -> anyhow::Result<()> {
     let loaded = saved::load(model_dir)?;
@@ -301,9 +301,13 @@ pub fn predict(
     }
     let wanted = data.inputs.iter().filter(|s| split.is_none_or(|sp| sp == s.split)).count();
     let pb = stepwise_core::progress::spinner(&format!("ordering {wanted} sequences"));
-    let ordered = loaded.predict(&data, split, beam, model_dir)?;
+    let ordered = loaded.predict(&data, split, decoding, model_dir)?;
     pb.finish_and_clear();
-    stepwise_score::predictions::write_order_predictions(output, &ordered.predictions, Some(&loaded.name()))?;
+    stepwise_score::predictions::write_order_predictions(
+        output,
+        &ordered.predictions,
+        Some(&loaded.name_decoded(decoding)),
+    )?;
     if !stepwise_core::progress::is_quiet() {
         eprintln!(
             "{} orders ({} instances without vectors left out){}",

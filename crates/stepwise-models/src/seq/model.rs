@@ -17,6 +17,7 @@
 
 use candle_core::{D, DType, Device, IndexOp, Tensor};
 use serde::{Deserialize, Serialize};
+use stepwise_core::sequencing::Precedence;
 
 use crate::item_features::FeatureKind;
 use crate::nn::{CResult, LayerNorm, Linear, Lstm, Params, TransformerLayer, key_bias, masked_mean};
@@ -43,6 +44,17 @@ impl DecoderKind {
     pub fn parse(s: &str) -> Option<DecoderKind> {
         [DecoderKind::Berson, DecoderKind::Pairwise].into_iter().find(|k| k.as_str() == s)
     }
+}
+
+/// How a trained model's scores become an order at prediction time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoding {
+    /// The model's own decoder: BERSON's beam search of this width (1 = greedy); a pairwise model's topological
+    /// sort (the width is then unused).
+    Own { beam: usize },
+    /// The pairwise head alone, by topological sort, whatever the decoder trained with it: for a BERSON model,
+    /// the ablation that leaves its pointer network out.
+    PairwiseHead,
 }
 
 /// Everything that defines a sequencing model's shape (saved as `config.json` beside the weights).
@@ -527,11 +539,11 @@ impl SeqModel {
     }
 
     /// Decode an order for each sequence of `batch` (item indices in predicted procedural order): BERSON's beam
-    /// search of width `beam` (1 = greedy) or the pairwise head's topological sort.
-    pub fn decode(&self, batch: &SeqBatch, beam: usize) -> CResult<Vec<Vec<usize>>> {
+    /// search or the pairwise head's topological sort, as `decoding` says.
+    pub fn decode(&self, batch: &SeqBatch, decoding: Decoding) -> CResult<Vec<Vec<usize>>> {
         let enc = self.encode(batch)?;
         let pair = candle_nn::ops::sigmoid(&self.pair_logits(&enc.steps)?)?.to_vec3::<f32>()?;
-        let Some(ptr) = &self.pointer else {
+        let (Some(ptr), Decoding::Own { beam }) = (&self.pointer, decoding) else {
             return Ok((0..batch.b)
                 .map(|bi| {
                     let n = batch.lens[bi];
@@ -643,15 +655,10 @@ impl<'a> OrderLabels<'a> {
         let n = first.len();
         let mut placed = vec![false; n];
         let mut out = Vec::with_capacity(n);
-        let mut predecessors = vec![Vec::new(); n];
-        for &[a, b] in self.constraints.unwrap_or_default() {
-            if a < n && b < n {
-                predecessors[b].push(a);
-            }
-        }
+        let precedence = self.constraints.map(|pairs| Precedence::new(n, pairs));
         for t in 0..n {
-            let mut next: Vec<usize> = if self.constraints.is_some() {
-                (0..n).filter(|&j| !placed[j] && predecessors[j].iter().all(|&a| placed[a])).collect()
+            let mut next: Vec<usize> = if let Some(precedence) = &precedence {
+                precedence.placeable(&placed)
             } else {
                 self.references.iter().filter(|r| r[..t].iter().all(|&i| placed[i])).map(|r| r[t]).collect()
             };

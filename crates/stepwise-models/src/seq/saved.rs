@@ -88,6 +88,16 @@ impl LoadedSeq {
         format!("sequencer ({}){pretrained}", self.config.sequencing.modality.as_str())
     }
 
+    /// [`Self::name`] with the decoding when it is not the model's own (what a prediction file records).
+    pub fn name_decoded(&self, decoding: super::Decoding) -> String {
+        match decoding {
+            super::Decoding::PairwiseHead if self.config.sequencing.decoder != super::DecoderKind::Pairwise => {
+                format!("{}, pairwise head alone", self.name())
+            }
+            _ => self.name(),
+        }
+    }
+
     /// A usage error naming `dir` unless this is a fine-tuned model (a pretrained encoder has no order decoder).
     pub fn require_decoder(&self, dir: &Path) -> Result<()> {
         if self.config.pretrain.is_some() {
@@ -117,13 +127,13 @@ impl LoadedSeq {
         &self,
         data: &super::data::SeqData,
         split: Option<&str>,
-        beam: usize,
+        decoding: super::Decoding,
         dir: &Path,
     ) -> Result<SeqPredictions> {
         self.require_decoder(dir)?;
         let in_split = |s: &str| split.is_none_or(|sp| sp == s);
         let wanted: Vec<super::SeqInput> = data.inputs.iter().filter(|s| in_split(&s.split)).cloned().collect();
-        let orders = super::predict_orders(&self.model, &wanted, self.config.train.batch_size, beam)?;
+        let orders = super::predict_orders(&self.model, &wanted, self.config.train.batch_size, decoding)?;
         let mut by_id: std::collections::HashMap<&str, Vec<usize>> =
             wanted.iter().map(|s| s.id.as_str()).zip(orders).collect();
         let mut out = SeqPredictions::default();

@@ -12,7 +12,7 @@ use stepwise_core::{Error, Result};
 
 use super::data::SeqData;
 use super::inputs::SeqInput;
-use super::model::{SeqConfig, SeqModel};
+use super::model::{Decoding, SeqConfig, SeqModel};
 use super::pretrain::{Objective, PretrainConfig};
 use super::train::{SeqTrainConfig, predict_orders, pretrain, train_orders};
 use crate::item_features::{FeatureKind, FeatureSet};
@@ -162,7 +162,7 @@ pub fn run_cell(
         super::load_encoder(&model, &enc)?;
     }
     train_orders(&model, train, val, tcfg, None, &mut { quiet })?;
-    let orders = predict_orders(&model, test, tcfg.batch_size, settings.beam)?;
+    let orders = predict_orders(&model, test, tcfg.batch_size, Decoding::Own { beam: settings.beam })?;
     Ok(test.iter().zip(orders).map(|(s, order)| OrderPrediction { id: s.id.clone(), order }).collect())
 }
 

@@ -9,7 +9,7 @@ use stepwise_core::rng::rng_for;
 use stepwise_core::{Error, Result};
 
 use super::inputs::{SeqInput, StepInput};
-use super::model::{OrderLabels, SeqBatch, SeqModel};
+use super::model::{Decoding, OrderLabels, SeqBatch, SeqModel};
 use super::pretrain::{self, Objective, PretrainConfig};
 use crate::optim::{Adam, Checkpointing, CurvePoint, EpochStats, FitConfig, cerr, fit};
 
@@ -436,11 +436,16 @@ pub fn pretrain(
 }
 
 /// The predicted order of every sequence (item indices in predicted procedural order), in input order.
-pub fn predict_orders(model: &SeqModel, set: &[SeqInput], batch_size: usize, beam: usize) -> Result<Vec<Vec<usize>>> {
+pub fn predict_orders(
+    model: &SeqModel,
+    set: &[SeqInput],
+    batch_size: usize,
+    decoding: Decoding,
+) -> Result<Vec<Vec<usize>>> {
     let mut out = Vec::with_capacity(set.len());
     for chunk in set.chunks(batch_size.max(1)) {
         let steps: Vec<&[StepInput]> = chunk.iter().map(|s| s.steps.as_slice()).collect();
-        out.extend(model.decode(&batch_of(model, &steps)?, beam).map_err(cerr)?);
+        out.extend(model.decode(&batch_of(model, &steps)?, decoding).map_err(cerr)?);
     }
     Ok(out)
 }
