@@ -85,8 +85,8 @@ impl SequencingInstance {
     }
 }
 
-/// Precedence pairs `[a, b]` (a before b) as each item's predecessors: the one definition of which items may
-/// come next in a partial order, shared by repairing a prediction and by a sequencer's training targets.
+/// Precedence pairs `[a, b]` (a before b) as each item's predecessors: which items may come next in a partial
+/// order, shared by repairing a prediction (eval) and by a sequencer's training targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Precedence {
     predecessors: Vec<Vec<usize>>,
@@ -105,7 +105,7 @@ impl Precedence {
     }
 
     /// Whether `item` may be placed next after the items marked in `placed`: it is unplaced and every
-    /// predecessor is placed.
+    /// predecessor is placed. `item` and `placed` must cover the `n` items the constraints were made for.
     pub fn is_placeable(&self, item: usize, placed: &[bool]) -> bool {
         !placed[item] && self.predecessors[item].iter().all(|&a| placed[a])
     }

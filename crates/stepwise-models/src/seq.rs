@@ -181,6 +181,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn pairwise_head_decoding_is_the_topological_sort_of_the_heads_probabilities() {
+        // An untrained BERSON model: its pointer and its pairwise head disagree, so the decodings can differ.
+        let data = synthetic(8, 3);
+        let model = small(FeatureKind::Multimodal, DecoderKind::Berson, 6);
+        let steps: Vec<&[StepInput]> = data.iter().map(|s| s.steps.as_slice()).collect();
+        let batch = SeqBatch::new(&steps, &model.config).unwrap();
+        let enc = model.encode(&batch).unwrap();
+        let pair = candle_nn::ops::sigmoid(&model.pair_logits(&enc.steps).unwrap()).unwrap().to_vec3::<f32>().unwrap();
+        let expected: Vec<Vec<usize>> = (0..batch.b)
+            .map(|bi| {
+                let n = batch.lens[bi];
+                let p: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| pair[bi][i][j] as f64).collect()).collect();
+                crate::topo_decode::decode(&p).0
+            })
+            .collect();
+        assert_eq!(model.decode(&batch, Decoding::PairwiseHead).unwrap(), expected);
+        let beam = model.decode(&batch, Decoding::Own { beam: 3 }).unwrap();
+        assert_ne!(beam, expected, "the pointer's beam search ignored: the test cannot tell the decodings apart");
+    }
+
     /// Sequences of 4 steps whose middle two may come in either order (both orders are references; the
     /// authored one a coin flip the features do not show): the outer steps carry their position as above.
     fn with_free_pair(count: usize, seed: u64) -> Vec<SeqInput> {

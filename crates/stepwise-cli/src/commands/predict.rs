@@ -39,7 +39,7 @@ pub struct Args {
     pub beam: usize,
     /// Sequencing models: `own` decodes with the model's decoder (BERSON: beam search of --beam; a pairwise
     /// model: topological sort); `pairwise-head` with the pairwise head alone, by topological sort (for a BERSON
-    /// model, the ablation that leaves its pointer network out).
+    /// model, the ablation that leaves its pointer network out; --beam is then unused).
     #[arg(long, value_enum, default_value_t = OrderDecoder::Own)]
     pub decoder: OrderDecoder,
     #[arg(short, long, value_name = "PREDICTIONS.jsonl")]
