@@ -215,7 +215,7 @@ impl LstmDirection {
         let h_dim = self.hidden;
         // Both biases are parameters (PyTorch's layout); their sum is taken here so each gets its gradient.
         let b = (&self.b_ih + &self.b_hh)?;
-        let xw = x.reshape((s * l, input))?.matmul(&self.w_ih)?.broadcast_add(&b)?.reshape((s, l, 4 * h_dim))?;
+        let xw = crate::ops::linear(&x.reshape((s * l, input))?, &self.w_ih, Some(&b))?.reshape((s, l, 4 * h_dim))?;
         let (mut h, mut c) = match init {
             Some((h0, c0)) => (h0.clone(), c0.clone()),
             None => {
@@ -247,7 +247,7 @@ impl LstmDirection {
     /// One step from the input projection `xw_t = x_t W_ih + b` (`S × 4H`) and the state.
     fn gates(&self, xw_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
         let h_dim = self.hidden;
-        let g = (xw_t + h.matmul(&self.w_hh)?)?;
+        let g = (xw_t + crate::ops::matmul(h, &self.w_hh)?)?;
         let i = candle_nn::ops::sigmoid(&g.narrow(1, 0, h_dim)?)?;
         let f = candle_nn::ops::sigmoid(&g.narrow(1, h_dim, h_dim)?)?;
         let gg = g.narrow(1, 2 * h_dim, h_dim)?.tanh()?;
@@ -260,7 +260,7 @@ impl LstmDirection {
     /// One step on the raw input `x_t` (`S × in`).
     fn cell(&self, x_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
         let b = (&self.b_ih + &self.b_hh)?;
-        self.gates(&x_t.matmul(&self.w_ih)?.broadcast_add(&b)?, h, c)
+        self.gates(&crate::ops::linear(x_t, &self.w_ih, Some(&b))?, h, c)
     }
 }
 
