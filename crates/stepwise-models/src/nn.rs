@@ -203,7 +203,7 @@ impl LstmDirection {
     }
 
     /// [`run`](Self::run) from an initial state `(h0, c0)` (`S × H` each; zeros when `None`); also returns the
-    /// final cell state.
+    /// final cell state. The recurrence is one op ([`crate::ops::lstm_recurrence`]).
     fn run_from(
         &self,
         x: &Tensor,
@@ -216,51 +216,18 @@ impl LstmDirection {
         // Both biases are parameters (PyTorch's layout); their sum is taken here so each gets its gradient.
         let b = (&self.b_ih + &self.b_hh)?;
         let xw = crate::ops::linear(&x.reshape((s * l, input))?, &self.w_ih, Some(&b))?.reshape((s, l, 4 * h_dim))?;
-        let (mut h, mut c) = match init {
-            Some((h0, c0)) => (h0.clone(), c0.clone()),
-            None => {
-                let z = Tensor::zeros((s, h_dim), DType::F32, &Device::Cpu)?;
-                (z.clone(), z)
-            }
+        let hc0 = match init {
+            Some((h0, c0)) => Tensor::cat(&[h0, c0], 1)?,
+            None => Tensor::zeros((s, 2 * h_dim), DType::F32, &Device::Cpu)?,
         };
-        let mut outs: Vec<Tensor> = vec![h.clone(); l];
-        let steps: Vec<usize> = if reverse { (0..l).rev().collect() } else { (0..l).collect() };
-        for t in steps {
-            let (h_new, c_new) = self.gates(&xw.narrow(1, t, 1)?.squeeze(1)?, &h, &c)?;
-            match mask {
-                Some(m) => {
-                    let mt = m.narrow(1, t, 1)?; // S × 1
-                    h = (&h + (h_new.broadcast_sub(&h)?.broadcast_mul(&mt))?)?;
-                    c = (&c + (c_new.broadcast_sub(&c)?.broadcast_mul(&mt))?)?;
-                    outs[t] = h_new.broadcast_mul(&mt)?;
-                }
-                None => {
-                    h = h_new;
-                    c = c_new;
-                    outs[t] = h.clone();
-                }
-            }
-        }
-        Ok((Tensor::stack(&outs, 1)?, h, c))
-    }
-
-    /// One step from the input projection `xw_t = x_t W_ih + b` (`S × 4H`) and the state.
-    fn gates(&self, xw_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
-        let h_dim = self.hidden;
-        let g = (xw_t + crate::ops::matmul(h, &self.w_hh)?)?;
-        let i = candle_nn::ops::sigmoid(&g.narrow(1, 0, h_dim)?)?;
-        let f = candle_nn::ops::sigmoid(&g.narrow(1, h_dim, h_dim)?)?;
-        let gg = g.narrow(1, 2 * h_dim, h_dim)?.tanh()?;
-        let o = candle_nn::ops::sigmoid(&g.narrow(1, 3 * h_dim, h_dim)?)?;
-        let c_new = ((f * c)? + (i * gg)?)?;
-        let h_new = (o * c_new.tanh()?)?;
-        Ok((h_new, c_new))
+        let y = crate::ops::lstm_recurrence(&xw, &self.w_hh, &hc0, mask, reverse)?;
+        Ok((y.narrow(1, 0, l)?.contiguous()?, y.narrow(1, l, 1)?.squeeze(1)?, y.narrow(1, l + 1, 1)?.squeeze(1)?))
     }
 
     /// One step on the raw input `x_t` (`S × in`).
     fn cell(&self, x_t: &Tensor, h: &Tensor, c: &Tensor) -> CResult<(Tensor, Tensor)> {
-        let b = (&self.b_ih + &self.b_hh)?;
-        self.gates(&crate::ops::linear(x_t, &self.w_ih, Some(&b))?, h, c)
+        let (_, h, c) = self.run_from(&x_t.unsqueeze(1)?, None, false, Some((h, c)))?;
+        Ok((h, c))
     }
 }
 

@@ -1,6 +1,6 @@
 //! candle ops with their own one-pass backward, for the trainers' hot paths: matrix product on
 //! `stepwise-kernels`' GEMM (with the bias fused for linear layers), multi-head attention, softmax over the last
-//! dimension, layer norm and GELU (erf).
+//! dimension, layer norm, GELU (erf), whole transformer layers and the LSTM recurrence.
 //!
 //! Why: candle's CPU matmul ran at 32–41 GFLOP/s on the trainers' shapes where the packed kernel reaches 145, and
 //! candle's composite `layer_norm_slow` / `gelu_erf` / `softmax` build five to ten full-size tensors per call
@@ -20,7 +20,9 @@ use stepwise_kernels::{MatRef, gemm, gemm_batched};
 use crate::nn::CResult;
 
 mod layer;
+mod lstm;
 pub use layer::{LayerShape, transformer_stack};
+pub use lstm::lstm_recurrence;
 
 /// Rows per chunk of the deterministic column sums.
 const SUM_CHUNK: usize = 256;
@@ -1180,6 +1182,104 @@ mod tests {
                 let loss = y.sqr().unwrap().sum_all().unwrap();
                 let grads = loss.backward().unwrap();
                 t.iter().map(|t| flat(grads.get(t).unwrap())).collect::<Vec<_>>()
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3] {
+            let other = run(threads);
+            for (a, b) in one.iter().zip(&other) {
+                assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{threads} threads differ");
+            }
+        }
+    }
+
+    /// The LSTM recurrence as candle ops, one step at a time (what `nn::LstmDirection` ran before the fused op).
+    fn lstm_composite(xw: &Tensor, w_hh: &Tensor, hc0: &Tensor, mask: Option<&Tensor>, reverse: bool) -> Tensor {
+        let (_, l, g4) = xw.dims3().unwrap();
+        let h = g4 / 4;
+        let sig = |x: Tensor| candle_nn::ops::sigmoid(&x).unwrap();
+        let (mut hs, mut cs) = (hc0.narrow(1, 0, h).unwrap(), hc0.narrow(1, h, h).unwrap());
+        let mut outs = vec![hs.zeros_like().unwrap(); l];
+        let steps: Vec<usize> = if reverse { (0..l).rev().collect() } else { (0..l).collect() };
+        for t in steps {
+            let g = (xw.narrow(1, t, 1).unwrap().squeeze(1).unwrap() + hs.matmul(w_hh).unwrap()).unwrap();
+            let i = sig(g.narrow(1, 0, h).unwrap());
+            let f = sig(g.narrow(1, h, h).unwrap());
+            let c = g.narrow(1, 2 * h, h).unwrap().tanh().unwrap();
+            let o = sig(g.narrow(1, 3 * h, h).unwrap());
+            let c_new = ((f * &cs).unwrap() + (i * c).unwrap()).unwrap();
+            let h_new = (o * c_new.tanh().unwrap()).unwrap();
+            match mask {
+                Some(m) => {
+                    let mt = m.narrow(1, t, 1).unwrap();
+                    hs = (&hs + h_new.broadcast_sub(&hs).unwrap().broadcast_mul(&mt).unwrap()).unwrap();
+                    cs = (&cs + c_new.broadcast_sub(&cs).unwrap().broadcast_mul(&mt).unwrap()).unwrap();
+                    outs[t] = h_new.broadcast_mul(&mt).unwrap();
+                }
+                None => {
+                    (hs, cs) = (h_new.clone(), c_new);
+                    outs[t] = h_new;
+                }
+            }
+        }
+        outs.push(hs);
+        outs.push(cs);
+        Tensor::stack(&outs, 1).unwrap()
+    }
+
+    #[test]
+    fn lstm_recurrence_matches_the_per_step_composite_forward_and_backward() {
+        let (s, l, h) = (5, 7, 6);
+        let xw = random(&[s, l, 4 * h], "lstm-xw");
+        let w = random(&[h, 4 * h], "lstm-w").affine(0.5, 0.0).unwrap();
+        let hc0 = random(&[s, 2 * h], "lstm-hc0");
+        // Sequence 1 is padded after 4 steps, sequence 3 has a hole, sequence 4 has no real step.
+        let mut m = vec![1f32; s * l];
+        m[l + 4..2 * l].iter_mut().for_each(|v| *v = 0.0);
+        m[3 * l + 2] = 0.0;
+        m[4 * l..5 * l].iter_mut().for_each(|v| *v = 0.0);
+        let mask = Tensor::from_vec(m, (s, l), &Device::Cpu).unwrap();
+        for reverse in [false, true] {
+            for mask in [None, Some(&mask)] {
+                compare(
+                    &[xw.clone(), w.clone(), hc0.clone()],
+                    |t| lstm_recurrence(&t[0], &t[1], &t[2], mask, reverse).unwrap(),
+                    |t| lstm_composite(&t[0], &t[1], &t[2], mask, reverse),
+                    1e-4,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lstm_recurrence_refuses_shapes_that_do_not_fit() {
+        let xw = random(&[2, 3, 8], "bad-xw");
+        let hc0 = random(&[2, 4], "bad-hc0");
+        assert!(lstm_recurrence(&xw, &random(&[2, 6], "bad-w"), &hc0, None, false).is_err());
+        assert!(lstm_recurrence(&xw, &random(&[2, 8], "ok-w"), &random(&[3, 4], "bad-h"), None, false).is_err());
+        let mask = Tensor::ones((2, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
+        assert!(lstm_recurrence(&xw, &random(&[2, 8], "ok-w"), &hc0, Some(&mask), false).is_err());
+    }
+
+    #[test]
+    fn lstm_recurrence_gives_the_same_bits_for_any_thread_count() {
+        // Enough rows that a step's rows split over several tasks.
+        let (s, l, h) = (40, 5, 24);
+        let inputs = [
+            random(&[s, l, 4 * h], "det-lstm-xw"),
+            random(&[h, 4 * h], "det-lstm-w"),
+            random(&[s, 2 * h], "det-lstm-hc"),
+        ];
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let vars: Vec<Var> = inputs.iter().map(|t| Var::from_tensor(t).unwrap()).collect();
+                let t: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+                let y = lstm_recurrence(&t[0], &t[1], &t[2], None, true).unwrap();
+                let grads = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+                let mut all = vec![flat(&y)];
+                all.extend(t.iter().map(|t| flat(grads.get(t).unwrap())));
+                all
             })
         };
         let one = run(1);
