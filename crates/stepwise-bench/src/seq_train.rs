@@ -4,7 +4,9 @@
 //! the same heads in PyTorch.
 //!
 //! Inputs are random normal vectors made before timing (both sides): `n` steps of `S` text rows and `P` image
-//! rows each, no padding, a random gold order per sequence.
+//! rows each, no padding, a random gold order per sequence. The whole measurement is repeated `--repeats` times,
+//! stepwise and PyTorch in turn (fresh models each time), and the medians over repeats are compared, with the
+//! ranges printed (as `bench train`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,7 +20,7 @@ use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
 use stepwise_models::seq::{Objective, OrderLabels, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
 use crate::process;
-use crate::train::{TARGET_RATIO, compare, time_steps, torch_reference, verdict};
+use crate::train::{Reference, Repeated, TARGET_RATIO, compare, time_steps, torch_reference, verdict};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench seq-train --python /tmp/torch-venv/bin/python\n  \
@@ -63,6 +65,9 @@ pub struct Args {
     /// Sequences of the timed epoch (0: no epoch).
     #[arg(long, default_value_t = 1000)]
     pub epoch_sequences: usize,
+    /// Repeats of the whole measurement, stepwise and PyTorch in turn (medians compared, ranges printed).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
     /// Python for the PyTorch reference (default: $STEPWISE_BENCH_PYTHON, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -107,9 +112,17 @@ fn random_sequences(a: &Args, count: usize, key: &str) -> Vec<(Vec<StepInput>, V
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.batch == 0 || a.seq_steps < 2 || a.text_tokens == 0 || a.patches == 0 || a.steps == 0 || a.vocab == 0 {
+    if a.batch == 0
+        || a.seq_steps < 2
+        || a.text_tokens == 0
+        || a.patches == 0
+        || a.steps == 0
+        || a.vocab == 0
+        || a.repeats == 0
+    {
         stepwise_cli::usage_bail!(
-            "--batch, --text-tokens, --patches, --steps and --vocab must be at least 1, --seq-steps at least 2"
+            "--batch, --text-tokens, --patches, --steps, --vocab and --repeats must be at least 1, --seq-steps at \
+             least 2"
         );
     }
     // A transformer without width, layers or heads has no parameters to train (the fused layers refuse it late).
@@ -151,7 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     println!(
         "Sequencing-model training benchmark: {threads} threads; batch {} sequences × {} steps × ({} text rows \
          {}-d + {} image rows {}-d); transformer {} × {} × {} heads; {} fine-tuned text-encoder layers; {} \
-         parameters",
+         parameters; {} repeat(s)",
         a.batch,
         a.seq_steps,
         a.text_tokens,
@@ -162,87 +175,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.model_dim,
         a.heads,
         a.text_tower,
-        model.parameter_count()
+        model.parameter_count(),
+        a.repeats
     );
-    let batches = |seqs: &[(Vec<StepInput>, Vec<usize>)]| -> anyhow::Result<Vec<(SeqBatch, Vec<Vec<usize>>)>> {
-        seqs.chunks(a.batch)
-            .map(|c| {
-                let steps: Vec<&[StepInput]> = c.iter().map(|(s, _)| s.as_slice()).collect();
-                let b = SeqBatch::new(&steps, &model.config).map_err(anyhow::Error::msg)?;
-                Ok((b, c.iter().map(|(_, o)| o.clone()).collect()))
-            })
-            .collect()
+    let parameters = model.parameter_count() as u64;
+    drop(model);
+    let data = Inputs {
+        steps: random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"),
+        epoch: random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"),
+        pretrain: random_sequences(&a, a.batch, "bench-seq/pretrain").into_iter().map(|(s, _)| s).collect(),
     };
-    process::reset_peak_rss();
-    let step_batches = batches(&random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"))?;
-    let mut adam = Adam::new(&model.params, 5e-4)?;
-    let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
-        // One reference per sequence, as the PyTorch reference trains.
-        let refs: Vec<OrderLabels<'_>> =
-            b.1.iter().map(|r| OrderLabels::of_references(std::slice::from_ref(r))).collect();
-        let loss = model.order_loss(&b.0, &refs)?;
-        adam.step(&model.params, &loss)?;
-        Ok(())
-    };
-    let times = time_steps(a.warmup, a.steps, |i| step(&step_batches[i % step_batches.len()]))?;
-    let step_median = times[times.len() / 2];
-    let epoch = if a.epoch_sequences > 0 {
-        let eb = batches(&random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"))?;
-        let t = Instant::now();
-        for b in &eb {
-            step(b)?;
-        }
-        Some(t.elapsed().as_secs_f64())
-    } else {
-        None
-    };
-    let peak = process::peak_rss_mib();
-
-    // The pretraining step: a batch of each objective in turn (MLM added to each), timed on its own model (without
-    // a text tower: fine-tuning alone trains one).
-    let mut pcfg = cfg.clone();
-    pcfg.vocab = a.vocab;
-    pcfg.text_tower = None;
-    let pre = SeqModel::new(pcfg, 0)?.with_pretraining_heads()?;
-    let mut pre_adam = Adam::new(&pre.params, 5e-4)?;
-    let objectives = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
-    let seqs: Vec<Vec<StepInput>> =
-        random_sequences(&a, a.batch, "bench-seq/pretrain").into_iter().map(|(s, _)| s).collect();
-    // Batches are made before timing (as the fine-tuning ones): 2 untimed steps, then 4 timed.
-    let pre_batches =
-        [Objective::Isp, Objective::Smrm, Objective::Isp, Objective::Pisp, Objective::Smrm, Objective::Isp]
-            .into_iter()
-            .enumerate()
-            .map(|(i, obj)| {
-                let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-seq/pretrain/{i}"));
-                pretrain_batch(&pre, &seqs, obj, &objectives, &mut rng)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-    let pre_times = time_steps(2, pre_batches.len() - 2, |i| -> anyhow::Result<()> {
-        if let Some(loss) = pretrain_loss(&pre, &pre_batches[i])? {
-            pre_adam.step(&pre.params, &loss)?;
-        }
-        Ok(())
-    })?;
-    let pre_median = pre_times[pre_times.len() / 2];
-
-    println!("\nstepwise (candle):");
-    println!("  training step        {:>9.3} s (median of {}; min {:.3} s)", step_median, times.len(), times[0]);
-    if let Some(e) = epoch {
-        println!(
-            "  epoch of {:>5} seq.  {:>9.1} s ({:.1} sequences/s)",
-            a.epoch_sequences,
-            e,
-            a.epoch_sequences as f64 / e
-        );
-    }
-    println!(
-        "  pretraining step     {:>9.3} s (median of {}: MLM + ISP / PISP / SMRM, vocabulary {})",
-        pre_median,
-        pre_times.len(),
-        a.vocab
-    );
-    println!("  peak memory          {:>9.0} MiB (fine-tuning; inputs included)", peak.unwrap_or(f64::NAN));
     let n = |x: usize| x.to_string();
     let args: Vec<String> = [
         "--batch",
@@ -278,22 +220,50 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "--text-tower",
         &n(a.text_tower),
         "--pretrain-steps",
-        "4",
+        &n(PRETRAIN_TIMED),
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let reference = torch_reference(a.python.as_ref(), &a.reference, threads, &args).map(|r| vec![r]);
+    // Every repeat measures stepwise; the reference runs beside it until it fails once, and its error is what
+    // `compare` reports.
+    let (mut ours, mut theirs): (Vec<Measurement>, Result<Vec<Reference>, String>) = (Vec::new(), Ok(Vec::new()));
+    for _ in 0..a.repeats {
+        ours.push(measure(&a, &cfg, &data)?);
+        if let Ok(done) = &mut theirs {
+            match torch_reference(a.python.as_ref(), &a.reference, threads, &args) {
+                Ok(r) => done.push(r),
+                Err(e) => theirs = Err(e),
+            }
+        }
+    }
+    let steps: Vec<f64> = ours.iter().map(|m| m.step).collect();
+    let epochs: Option<Vec<f64>> = ours.iter().map(|m| m.epoch).collect();
+    let pretrain: Vec<f64> = ours.iter().map(|m| m.pretrain_step).collect();
+    let peak = ours.iter().filter_map(|m| m.peak).fold(f64::NAN, f64::max);
+    println!("\nstepwise (candle):");
+    println!("  training step        {}", Repeated(&steps).describe(3, &format!("median of {} steps", a.steps)));
+    if let Some(e) = &epochs {
+        let r = Repeated(e);
+        let rate = format!("{:.1} sequences/s", a.epoch_sequences as f64 / r.median());
+        println!("  epoch of {:>5} seq.  {}", a.epoch_sequences, r.describe(1, &rate));
+    }
+    let what = format!("median of {} steps: MLM + ISP / PISP / SMRM, vocabulary {}", PRETRAIN_TIMED, a.vocab);
+    println!("  pretraining step     {}", Repeated(&pretrain).describe(3, &what));
+    println!("  peak memory          {peak:>9.0} MiB (fine-tuning; inputs included; the largest over repeats)");
     let mut ok = compare(
-        &reference,
-        &[step_median],
-        epoch.as_ref().map(std::slice::from_ref),
+        &theirs,
+        &steps,
+        epochs.as_deref(),
         &format!("epoch of {:>5} seq.", a.epoch_sequences),
-        model.parameter_count() as u64,
+        parameters,
         " (the reference model also holds the pretraining heads; stepwise's fine-tuned model only the [MASK] vector)",
     );
-    if let Some(rp) = reference.as_ref().ok().and_then(|r| r.first()?.pretrain_step) {
-        let ratio = pre_median / rp;
+    let ref_pretrain: Option<Vec<f64>> =
+        theirs.as_ref().ok().filter(|r| !r.is_empty()).and_then(|r| r.iter().map(|r| r.pretrain_step).collect());
+    if let Some(rp) = ref_pretrain {
+        let rp = Repeated(&rp).median();
+        let ratio = Repeated(&pretrain).median() / rp;
         println!("  pretraining step     {ratio:>9.2}   {}   (PyTorch {rp:.3} s)", verdict(ratio <= TARGET_RATIO));
         ok &= ratio <= TARGET_RATIO;
     }
@@ -301,4 +271,89 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("a training-speed target was missed");
     }
     Ok(())
+}
+
+/// The benchmark's inputs, made once before any timing.
+struct Inputs {
+    steps: Vec<(Vec<StepInput>, Vec<usize>)>,
+    epoch: Vec<(Vec<StepInput>, Vec<usize>)>,
+    pretrain: Vec<Vec<StepInput>>,
+}
+
+/// One repeat of stepwise's measurement.
+struct Measurement {
+    /// The median of the timed fine-tuning steps.
+    step: f64,
+    epoch: Option<f64>,
+    /// The median of the timed pretraining steps.
+    pretrain_step: f64,
+    peak: Option<f64>,
+}
+
+/// Timed pretraining steps (after 2 untimed ones).
+const PRETRAIN_TIMED: usize = 4;
+
+/// Time `--steps` fine-tuning steps, one epoch and the pretraining steps on fresh models and optimisers.
+fn measure(a: &Args, cfg: &SeqConfig, data: &Inputs) -> anyhow::Result<Measurement> {
+    let model = SeqModel::new(cfg.clone(), 0)?;
+    let batches = |seqs: &[(Vec<StepInput>, Vec<usize>)]| -> anyhow::Result<Vec<(SeqBatch, Vec<Vec<usize>>)>> {
+        seqs.chunks(a.batch)
+            .map(|c| {
+                let steps: Vec<&[StepInput]> = c.iter().map(|(s, _)| s.as_slice()).collect();
+                let b = SeqBatch::new(&steps, &model.config).map_err(anyhow::Error::msg)?;
+                Ok((b, c.iter().map(|(_, o)| o.clone()).collect()))
+            })
+            .collect()
+    };
+    process::reset_peak_rss();
+    let step_batches = batches(&data.steps)?;
+    let mut adam = Adam::new(&model.params, 5e-4)?;
+    let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
+        // One reference per sequence, as the PyTorch reference trains.
+        let refs: Vec<OrderLabels<'_>> =
+            b.1.iter().map(|r| OrderLabels::of_references(std::slice::from_ref(r))).collect();
+        let loss = model.order_loss(&b.0, &refs)?;
+        adam.step(&model.params, &loss)?;
+        Ok(())
+    };
+    let times = time_steps(a.warmup, a.steps, |i| step(&step_batches[i % step_batches.len()]))?;
+    let step_median = times[times.len() / 2];
+    let epoch = if a.epoch_sequences > 0 {
+        let eb = batches(&data.epoch)?;
+        let t = Instant::now();
+        for b in &eb {
+            step(b)?;
+        }
+        Some(t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let peak = process::peak_rss_mib();
+
+    // The pretraining step: a batch of each objective in turn (MLM added to each), timed on its own model (without
+    // a text tower: fine-tuning alone trains one).
+    let mut pcfg = cfg.clone();
+    pcfg.vocab = a.vocab;
+    pcfg.text_tower = None;
+    let pre = SeqModel::new(pcfg, 0)?.with_pretraining_heads()?;
+    let mut pre_adam = Adam::new(&pre.params, 5e-4)?;
+    let objectives = PretrainConfig { objectives: Objective::ALL.to_vec(), ..PretrainConfig::default() };
+    // Batches are made before timing (as the fine-tuning ones): 2 untimed steps, then the timed ones.
+    let pre_batches =
+        [Objective::Isp, Objective::Smrm, Objective::Isp, Objective::Pisp, Objective::Smrm, Objective::Isp]
+            .into_iter()
+            .enumerate()
+            .map(|(i, obj)| {
+                let mut rng = stepwise_core::rng::rng_for(0, &format!("bench-seq/pretrain/{i}"));
+                pretrain_batch(&pre, &data.pretrain, obj, &objectives, &mut rng)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    let pre_times = time_steps(2, PRETRAIN_TIMED, |i| -> anyhow::Result<()> {
+        if let Some(loss) = pretrain_loss(&pre, &pre_batches[i % pre_batches.len()])? {
+            pre_adam.step(&pre.params, &loss)?;
+        }
+        Ok(())
+    })?;
+    let pre_median = pre_times[pre_times.len() / 2];
+    Ok(Measurement { step: step_median, epoch, pretrain_step: pre_median, peak })
 }
