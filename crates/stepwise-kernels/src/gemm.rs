@@ -498,7 +498,9 @@ const SUM_CHUNK: usize = 16 * 1024;
 /// outputs) ran well below the forward products' speed when split over the outputs only: each of their inner
 /// slices was a parallel pass of a few uneven tasks with a join at its end. Split over the inner dimension, each
 /// thread runs whole parts on its own.
-/// Two parts, whatever the inner length: with more parts than cores (three for 13 slices, as before) one core
+///
+/// Two parts, whatever the inner length: with more parts than cores (the earlier rule, `(slices / 4).min(8)`,
+/// gave three for 13 slices) one core
 /// idled while the last part ran, and each further part costs a partial output and its sum; two parts give each
 /// core of the two-core machine one part (more threads split each part over its outputs). Only for inner
 /// dimensions of at least 8 slices and outputs small enough that the partial output (at most 4 MB) costs little

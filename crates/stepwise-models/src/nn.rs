@@ -203,7 +203,8 @@ impl LstmDirection {
     }
 
     /// [`run`](Self::run) from an initial state `(h0, c0)` (`S × H` each; zeros when `None`); also returns the
-    /// final cell state. The recurrence is one op ([`crate::ops::lstm_recurrence`]).
+    /// final cell state. The recurrence is one op ([`crate::ops::lstm_recurrence`]); the outputs are contiguous,
+    /// the final states are views into the op's result (row stride `(L + 2)·H`).
     fn run_from(
         &self,
         x: &Tensor,
@@ -619,6 +620,28 @@ mod tests {
             assert!((a - b).abs() < 1e-6);
         }
         assert_eq!(p.count(), 2 * (2 * 16 + 4 * 16 + 2 * 16));
+    }
+
+    #[test]
+    fn lstm_steps_one_at_a_time_give_the_whole_sequences_outputs() {
+        let mut p = Params::new(5);
+        let lstm = Lstm::new(&mut p, "l", 3, 4).unwrap();
+        let x = t(
+            &[0.1, -0.2, 0.3, 0.5, 0.4, -0.6, -0.3, 0.2, 0.9, 0.7, 0.0, -0.1, 0.2, 0.2, -0.8, 0.6, 0.1, 0.3],
+            &[2, 3, 3],
+        );
+        let h0 = t(&[0.1, 0.2, -0.3, 0.4, 0.0, -0.5, 0.6, 0.1], &[2, 4]);
+        let c0 = t(&[-0.2, 0.3, 0.1, 0.0, 0.4, 0.2, -0.1, 0.5], &[2, 4]);
+        let whole = lstm.forward(&x, &h0, &c0).unwrap();
+        let (mut h, mut c) = (h0, c0);
+        for step in 0..3 {
+            (h, c) = lstm.step(&x.narrow(1, step, 1).unwrap().squeeze(1).unwrap(), &h, &c).unwrap();
+            let want = whole.narrow(1, step, 1).unwrap().squeeze(1).unwrap().flatten_all().unwrap();
+            let (got, want) = (h.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want.to_vec1::<f32>().unwrap());
+            // The input projection of one step and of the whole sequence are products of different heights,
+            // which may round differently in the last bit.
+            assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6), "step {step}: {got:?} vs {want:?}");
+        }
     }
 
     #[test]

@@ -39,7 +39,13 @@ pub fn lstm_recurrence(
     reverse: bool,
 ) -> CResult<Tensor> {
     let mask = match mask {
-        Some(m) => Some(m.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?),
+        Some(m) => {
+            let (s, l, _) = xw.dims3()?;
+            if m.dims() != [s, l] {
+                candle_core::bail!("stepwise-lstm: a mask of shape {:?} for {s} × {l} steps", m.dims());
+            }
+            Some(m.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+        }
         None => None,
     };
     let keep = xw.track_op() || w_hh.track_op() || hc0.track_op();
@@ -145,6 +151,8 @@ impl CustomOp3 for LstmRecurrence {
         });
         let mut g = vec![0f32; s * 4 * h];
         let mut step_out = vec![0f32; s * h];
+        let (mut scratch_c, mut scratch_t) =
+            if saved.is_some() { (Vec::new(), Vec::new()) } else { (vec![0f32; s * h], vec![0f32; s * h]) };
         for k in 0..l {
             let t = self.time(k, l);
             for (r, row) in g.chunks_exact_mut(4 * h).enumerate() {
@@ -160,14 +168,9 @@ impl CustomOp3 for LstmRecurrence {
                 }
             }
             // The kept buffers of step t, or scratch rows when nothing is kept.
-            let (mut no_c, mut no_t) = (Vec::new(), Vec::new());
             let (c_prev_t, tanh_c_t): (&mut [f32], &mut [f32]) = match saved.as_mut() {
                 Some(sv) => (&mut sv.c_prev[t * s * h..][..s * h], &mut sv.tanh_c[t * s * h..][..s * h]),
-                None => {
-                    no_c.resize(s * h, 0.0);
-                    no_t.resize(s * h, 0.0);
-                    (&mut no_c, &mut no_t)
-                }
+                None => (&mut scratch_c, &mut scratch_t),
             };
             let (w1, w4) = (h, 4 * h);
             g.par_chunks_mut(w4)

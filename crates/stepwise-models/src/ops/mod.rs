@@ -1259,6 +1259,29 @@ mod tests {
         assert!(lstm_recurrence(&xw, &random(&[2, 8], "ok-w"), &random(&[3, 4], "bad-h"), None, false).is_err());
         let mask = Tensor::ones((2, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
         assert!(lstm_recurrence(&xw, &random(&[2, 8], "ok-w"), &hc0, Some(&mask), false).is_err());
+        // A transposed mask (L × S) has the right number of values but not the right shape.
+        let transposed = Tensor::ones((3, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        assert!(lstm_recurrence(&xw, &random(&[2, 8], "ok-w"), &hc0, Some(&transposed), false).is_err());
+    }
+
+    #[test]
+    fn lstm_recurrence_of_no_steps_or_no_sequences_is_the_initial_state() {
+        let w = Var::from_tensor(&random(&[2, 8], "empty-w")).unwrap();
+        // No steps: the final states are the initial ones, and their gradient passes straight through.
+        let hc0 = Var::from_tensor(&random(&[3, 4], "empty-hc0")).unwrap();
+        let xw = Tensor::zeros((3, 0, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let y = lstm_recurrence(&xw, w.as_tensor(), hc0.as_tensor(), None, false).unwrap();
+        assert_eq!(y.dims(), [3, 2, 2]);
+        assert_eq!(flat(&y), flat(hc0.as_tensor()));
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        assert!(flat(grads.get(hc0.as_tensor()).unwrap()).iter().all(|&g| g == 1.0));
+        assert!(flat(grads.get(w.as_tensor()).unwrap()).iter().all(|&g| g == 0.0));
+        // No sequences.
+        let xw = Tensor::zeros((0, 5, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let hc0 = Tensor::zeros((0, 4), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let y = lstm_recurrence(&xw, w.as_tensor(), &hc0, None, true).unwrap();
+        assert_eq!(y.dims(), [0, 7, 2]);
+        assert!(y.sum_all().unwrap().backward().is_ok());
     }
 
     #[test]
