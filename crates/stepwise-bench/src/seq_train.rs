@@ -20,7 +20,7 @@ use stepwise_models::seq::train::{pretrain_batch, pretrain_loss};
 use stepwise_models::seq::{Objective, OrderLabels, PretrainConfig, SeqBatch, SeqConfig, SeqModel, StepInput};
 
 use crate::process;
-use crate::train::{Reference, Repeated, TARGET_RATIO, compare, time_steps, torch_reference, verdict};
+use crate::train::{Repeated, TARGET_RATIO, compare, in_turn, time_steps, torch_reference, verdict};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:\n  stepwise bench seq-train --python /tmp/torch-venv/bin/python\n  \
@@ -225,18 +225,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // Every repeat measures stepwise; the reference runs beside it until it fails once, and its error is what
-    // `compare` reports.
-    let (mut ours, mut theirs): (Vec<Measurement>, Result<Vec<Reference>, String>) = (Vec::new(), Ok(Vec::new()));
-    for _ in 0..a.repeats {
-        ours.push(measure(&a, &cfg, &data)?);
-        if let Ok(done) = &mut theirs {
-            match torch_reference(a.python.as_ref(), &a.reference, threads, &args) {
-                Ok(r) => done.push(r),
-                Err(e) => theirs = Err(e),
-            }
-        }
-    }
+    let (ours, theirs) = in_turn(
+        a.repeats,
+        || measure(&a, &cfg, &data),
+        || torch_reference(a.python.as_ref(), &a.reference, threads, &args),
+    )?;
     let steps: Vec<f64> = ours.iter().map(|m| m.step).collect();
     let epochs: Option<Vec<f64>> = ours.iter().map(|m| m.epoch).collect();
     let pretrain: Vec<f64> = ours.iter().map(|m| m.pretrain_step).collect();

@@ -148,18 +148,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     drop(model);
     let step_questions = random_questions(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-train/steps");
     let epoch_questions = random_questions(&a, a.epoch_questions, "bench-train/epoch");
-    // Every repeat measures stepwise; the reference runs beside it until it fails once, and its error is what
-    // `compare` reports.
-    let (mut ours, mut theirs) = (Vec::new(), Ok(Vec::new()));
-    for _ in 0..a.repeats {
-        ours.push(measure(&a, &cfg, &step_questions, &epoch_questions)?);
-        if let Ok(done) = &mut theirs {
-            match reference(&a, threads) {
-                Ok(r) => done.push(r),
-                Err(e) => theirs = Err(e),
-            }
-        }
-    }
+    let (ours, theirs) =
+        in_turn(a.repeats, || measure(&a, &cfg, &step_questions, &epoch_questions), || reference(&a, threads))?;
     let steps: Vec<f64> = ours.iter().map(|m| m.step).collect();
     let epochs: Option<Vec<f64>> = ours.iter().map(|m| m.epoch).collect();
     let peak = ours.iter().filter_map(|m| m.peak).fold(f64::NAN, f64::max);
@@ -177,6 +167,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("a training-speed target was missed");
     }
     Ok(())
+}
+
+/// `repeats` measurements of stepwise (`ours`) and of the reference (`theirs`) in turn. The reference runs beside
+/// stepwise until it fails once; its error is then what [`compare`] reports.
+pub fn in_turn<M>(
+    repeats: usize,
+    mut ours: impl FnMut() -> anyhow::Result<M>,
+    mut theirs: impl FnMut() -> Result<Reference, String>,
+) -> anyhow::Result<(Vec<M>, References)> {
+    let (mut mine, mut refs) = (Vec::new(), Ok(Vec::new()));
+    for _ in 0..repeats {
+        mine.push(ours()?);
+        if let Ok(done) = &mut refs {
+            match theirs() {
+                Ok(r) => done.push(r),
+                Err(e) => refs = Err(e),
+            }
+        }
+    }
+    Ok((mine, refs))
 }
 
 /// One repeat of stepwise's measurement.
@@ -248,7 +258,7 @@ impl Repeated<'_> {
 /// epoch times (one value per repeat on each side); whether every ratio meets the target. `params_note` explains
 /// an expected difference in parameter counts.
 pub fn compare(
-    reference: &Result<Vec<Reference>, String>,
+    reference: &References,
     steps: &[f64],
     epochs: Option<&[f64]>,
     epoch_label: &str,
@@ -310,6 +320,9 @@ pub fn time_steps<E>(warmup: usize, steps: usize, mut step: impl FnMut(usize) ->
 pub fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
 }
+
+/// The reference's measurements, one per repeat, or why it could not run.
+pub type References = Result<Vec<Reference>, String>;
 
 /// What a PyTorch reference script printed (its last JSON line).
 pub struct Reference {
