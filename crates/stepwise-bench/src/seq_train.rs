@@ -180,9 +180,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     let parameters = model.parameter_count() as u64;
     drop(model);
+    // Batches are made once, before any timing; the raw sequences they come from are dropped.
     let data = Inputs {
-        steps: random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"),
-        epoch: random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"),
+        steps: batches(&a, &cfg, &random_sequences(&a, a.batch * (a.warmup + a.steps).clamp(1, 4), "bench-seq/steps"))?,
+        epoch: batches(&a, &cfg, &random_sequences(&a, a.epoch_sequences, "bench-seq/epoch"))?,
         pretrain: random_sequences(&a, a.batch, "bench-seq/pretrain").into_iter().map(|(s, _)| s).collect(),
     };
     let n = |x: usize| x.to_string();
@@ -268,11 +269,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A batch of sequences and each sequence's gold order.
+type Labelled = (SeqBatch, Vec<Vec<usize>>);
+
 /// The benchmark's inputs, made once before any timing.
 struct Inputs {
-    steps: Vec<(Vec<StepInput>, Vec<usize>)>,
-    epoch: Vec<(Vec<StepInput>, Vec<usize>)>,
+    steps: Vec<Labelled>,
+    epoch: Vec<Labelled>,
     pretrain: Vec<Vec<StepInput>>,
+}
+
+/// `seqs` in batches of `--batch`, as the model reads them.
+fn batches(a: &Args, cfg: &SeqConfig, seqs: &[(Vec<StepInput>, Vec<usize>)]) -> anyhow::Result<Vec<Labelled>> {
+    seqs.chunks(a.batch)
+        .map(|c| {
+            let steps: Vec<&[StepInput]> = c.iter().map(|(s, _)| s.as_slice()).collect();
+            let b = SeqBatch::new(&steps, cfg).map_err(anyhow::Error::msg)?;
+            Ok((b, c.iter().map(|(_, o)| o.clone()).collect()))
+        })
+        .collect()
 }
 
 /// One repeat of stepwise's measurement.
@@ -291,19 +306,10 @@ const PRETRAIN_TIMED: usize = 4;
 /// Time `--steps` fine-tuning steps, one epoch and the pretraining steps on fresh models and optimisers.
 fn measure(a: &Args, cfg: &SeqConfig, data: &Inputs) -> anyhow::Result<Measurement> {
     let model = SeqModel::new(cfg.clone(), 0)?;
-    let batches = |seqs: &[(Vec<StepInput>, Vec<usize>)]| -> anyhow::Result<Vec<(SeqBatch, Vec<Vec<usize>>)>> {
-        seqs.chunks(a.batch)
-            .map(|c| {
-                let steps: Vec<&[StepInput]> = c.iter().map(|(s, _)| s.as_slice()).collect();
-                let b = SeqBatch::new(&steps, &model.config).map_err(anyhow::Error::msg)?;
-                Ok((b, c.iter().map(|(_, o)| o.clone()).collect()))
-            })
-            .collect()
-    };
     process::reset_peak_rss();
-    let step_batches = batches(&data.steps)?;
+    let step_batches = &data.steps;
     let mut adam = Adam::new(&model.params, 5e-4)?;
-    let mut step = |b: &(SeqBatch, Vec<Vec<usize>>)| -> anyhow::Result<()> {
+    let mut step = |b: &Labelled| -> anyhow::Result<()> {
         // One reference per sequence, as the PyTorch reference trains.
         let refs: Vec<OrderLabels<'_>> =
             b.1.iter().map(|r| OrderLabels::of_references(std::slice::from_ref(r))).collect();
@@ -314,9 +320,8 @@ fn measure(a: &Args, cfg: &SeqConfig, data: &Inputs) -> anyhow::Result<Measureme
     let times = time_steps(a.warmup, a.steps, |i| step(&step_batches[i % step_batches.len()]))?;
     let step_median = times[times.len() / 2];
     let epoch = if a.epoch_sequences > 0 {
-        let eb = batches(&data.epoch)?;
         let t = Instant::now();
-        for b in &eb {
+        for b in &data.epoch {
             step(b)?;
         }
         Some(t.elapsed().as_secs_f64())
