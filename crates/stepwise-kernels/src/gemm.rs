@@ -500,11 +500,10 @@ const SUM_CHUNK: usize = 16 * 1024;
 /// thread runs whole parts on its own.
 ///
 /// Two parts, whatever the inner length: with more parts than cores (the earlier rule, `(slices / 4).min(8)`,
-/// gave three for 13 slices) one core
-/// idled while the last part ran, and each further part costs a partial output and its sum; two parts give each
-/// core of the two-core machine one part (more threads split each part over its outputs). Only for inner
-/// dimensions of at least 8 slices and outputs small enough that the partial output (at most 4 MB) costs little
-/// next to the product.
+/// gave three for 13 slices) one core idled while the last part ran, and each further part costs a partial output
+/// and its sum; two parts give each core of the two-core machine one part (more threads split each part over its
+/// outputs). Only for inner dimensions of at least 8 slices and outputs small enough that the partial output (at
+/// most 4 MB) costs little next to the product.
 fn split_parts(m: usize, n: usize, slices: usize) -> usize {
     if m * n > SPLIT_MAX_OUTPUTS || slices < 8 { 1 } else { 2 }
 }

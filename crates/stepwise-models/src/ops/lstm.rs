@@ -57,7 +57,7 @@ pub fn lstm_recurrence(
 }
 
 struct LstmRecurrence {
-    /// `S × L` values, row-major.
+    /// `S × L` values, row-major (its shape checked by [`lstm_recurrence`]).
     mask: Option<Vec<f32>>,
     reverse: bool,
     /// Keep the activations for a backward pass (the graph tracks an input).
@@ -100,11 +100,6 @@ impl LstmRecurrence {
                 w_hh.dims(),
                 hc0.dims()
             );
-        }
-        if let Some(m) = &self.mask
-            && m.len() != s * l
-        {
-            candle_core::bail!("{name}: a mask of {} values for {s} × {l} steps", m.len());
         }
         Ok(Dims { s, l, h })
     }
@@ -172,13 +167,12 @@ impl CustomOp3 for LstmRecurrence {
                 Some(sv) => (&mut sv.c_prev[t * s * h..][..s * h], &mut sv.tanh_c[t * s * h..][..s * h]),
                 None => (&mut scratch_c, &mut scratch_t),
             };
-            let (w1, w4) = (h, 4 * h);
-            g.par_chunks_mut(w4)
-                .zip(h_state.par_chunks_mut(w1))
-                .zip(c_state.par_chunks_mut(w1))
-                .zip(c_prev_t.par_chunks_mut(w1))
-                .zip(tanh_c_t.par_chunks_mut(w1))
-                .zip(step_out.par_chunks_mut(w1))
+            g.par_chunks_mut(4 * h)
+                .zip(h_state.par_chunks_mut(h))
+                .zip(c_state.par_chunks_mut(h))
+                .zip(c_prev_t.par_chunks_mut(h))
+                .zip(tanh_c_t.par_chunks_mut(h))
+                .zip(step_out.par_chunks_mut(h))
                 .enumerate()
                 .with_min_len(ROWS_PER_TASK)
                 .for_each(|(r, (((((gr, hr), cr), cp), tc), o))| {
@@ -203,7 +197,7 @@ impl CustomOp3 for LstmRecurrence {
             if let Some(sv) = saved.as_mut() {
                 sv.gates[t * s * 4 * h..][..s * 4 * h].copy_from_slice(&g);
             }
-            for (r, o) in step_out.chunks_exact(w1).enumerate() {
+            for (r, o) in step_out.chunks_exact(h).enumerate() {
                 out[(r * (l + 2) + t) * h..][..h].copy_from_slice(o);
             }
         }
@@ -234,7 +228,6 @@ impl CustomOp3 for LstmRecurrence {
             candle_core::bail!("{name}: backward pass without the forward pass's activations");
         };
         let grad = grad.contiguous()?;
-        let (w1, w4) = (h, 4 * h);
         let (dxw, dh, dc) = with_data(&grad, name, |gr| {
             with_data(w_hh, name, |w| {
                 // The final states' gradients start the carried ones.
@@ -251,9 +244,9 @@ impl CustomOp3 for LstmRecurrence {
                     let gates = &sv.gates[t * s * 4 * h..][..s * 4 * h];
                     let c_prev = &sv.c_prev[t * s * h..][..s * h];
                     let tanh_c = &sv.tanh_c[t * s * h..][..s * h];
-                    dg.par_chunks_mut(w4)
-                        .zip(dh.par_chunks_mut(w1))
-                        .zip(dc.par_chunks_mut(w1))
+                    dg.par_chunks_mut(4 * h)
+                        .zip(dh.par_chunks_mut(h))
+                        .zip(dc.par_chunks_mut(h))
                         .enumerate()
                         .with_min_len(ROWS_PER_TASK)
                         .for_each(|(r, ((dgr, dhr), dcr))| {
@@ -277,7 +270,7 @@ impl CustomOp3 for LstmRecurrence {
                         let wt = MatRef::row_major(w, h, 4 * h).t();
                         gemm(MatRef::row_major(&dg, s, 4 * h), wt, &mut dh, true, true).map_err(gemm_err)?;
                     }
-                    for (r, row) in dg.chunks_exact(w4).enumerate() {
+                    for (r, row) in dg.chunks_exact(4 * h).enumerate() {
                         dxw[(r * l + t) * 4 * h..][..4 * h].copy_from_slice(row);
                     }
                 }
@@ -296,7 +289,7 @@ impl CustomOp3 for LstmRecurrence {
         };
         let dhc = if want_hc {
             let v: Vec<f32> =
-                dh.chunks_exact(w1).zip(dc.chunks_exact(w1)).flat_map(|(a, b)| a.iter().chain(b)).copied().collect();
+                dh.chunks_exact(h).zip(dc.chunks_exact(h)).flat_map(|(a, b)| a.iter().chain(b)).copied().collect();
             Some(Tensor::from_vec(v, (s, 2 * h), hc0.device())?)
         } else {
             None
