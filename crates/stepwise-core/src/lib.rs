@@ -8,6 +8,7 @@
 //! - [`sequencing`]: step-sequencing instances and predictions
 //! - [`r2vq`]: R2VQ recipes with their token-level annotation (SemEval-2022 Task 9 layout) and questions
 //! - [`split`]: train/val/test splits by procedure
+//! - [`shortcut`]: the per-choice features the shortcut probes read (and calibrated knobs balance)
 //! - [`manifest`]: the `manifest.json` file (what an output holds and how it was made)
 //! - [`json`]: JSON/JSONL reading with precise errors, canonical writing
 //! - [`parquet`]: Parquet copies of tables
@@ -35,6 +36,7 @@ pub mod r2vq;
 pub mod rng;
 pub mod sequencing;
 pub mod shard;
+pub mod shortcut;
 pub mod split;
 pub mod taskset;
 

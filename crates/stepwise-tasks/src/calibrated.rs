@@ -1,25 +1,30 @@
-//! Calibrated knobs ([`crate::KnobsMode::Calibrated`]): negatives chosen so that the distance shortcuts —
-//! "pick the choice nearest the question", its mirror image "pick the farthest", and every rank in between —
-//! answer at chance.
+//! Calibrated knobs ([`crate::KnobsMode::Calibrated`]): negatives chosen so that no shortcut of the audit's panel
+//! — "pick the choice nearest the question", its mirror image "pick the farthest", every rank in between, and
+//! the linear probes on the choices' distances and ranks or on their choice-only values — beats chance.
 //!
-//! The shortcuts read one distance per choice, the one the Hasty Student reads (RecipeQA §4.2): cloze, the
-//! cosine distance of the choice to the mean of the question items' unit vectors; coherence, each shown image's
-//! cosine distance to the mean of the other shown images; ordering, the mean cosine distance between consecutive
-//! images. The answer's **rank** is how many other choices have a smaller distance. A set is rank-balanced when
-//! that rank is uniform over the positions; then no rule that picks the k-th nearest choice beats chance.
+//! The shortcuts read one value per choice, the one the Hasty Student reads (RecipeQA §4.2): cloze, the cosine
+//! distance of the choice to the mean of the question items' unit vectors; coherence, each shown image's cosine
+//! distance to the mean of the other shown images; ordering, the mean cosine distance between consecutive
+//! images. The choice-only probe reads each choice's distance to the other choices (ordering: its mean Kendall
+//! distance to the other orders). The probes see each value as a row [x, z, z², rank one-hot]
+//! ([`stepwise_core::shortcut`]).
 //!
-//! Each question draws a target rank and its negatives realise it. Not every question can take every rank (an
-//! answer closer to the question than every candidate can only be the nearest), and dropping the questions whose
-//! drawn rank is out of reach would tilt the kept ranks back towards the shortcut. So the ranks are allocated:
-//! a pilot sample of the plan's questions says which rank sets occur how often ([`RankAllocation::solve`], a
-//! max-flow from rank sets to ranks), and each question then draws its rank — or, when its set is over-supplied,
-//! is left out with [`crate::SkipReason::CalibratedRankBalance`] — so that the kept ranks are uniform in
-//! expectation while as many questions as possible are kept.
+//! A linear probe on such rows is at chance when the rows average to the same on answers as on negatives: the
+//! logistic loss is then stationary at zero weights. And a probe is scored by the choice it ranks first, so
+//! besides the means, "the answer is the choice whose z is nearest a typical z" must be as rare as chance
+//! ([`stepwise_core::shortcut::AIMS`]). So each question tries several draws of negatives (for every rank its
+//! answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each draw's **lead**
+//! ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`] picks among the
+//! draws by exponential tilting, so that the kept questions' leads average to zero. A question whose every draw
+//! leads far the same way (typically an answer nearer the question than every candidate, which no draw can hide)
+//! is mostly left out ([`crate::SkipReason::CalibratedBalance`]). The tilts are fitted on a pilot sample of the
+//! plan; each question's pick depends on its own draws and random stream alone, so the draws are the same for
+//! any thread count and in any shard.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use rand::Rng;
-use serde::Serialize;
+use rayon::prelude::*;
 use stepwise_kernels::math::dot_lanes;
 
 use crate::catalog::Catalog;
@@ -30,206 +35,272 @@ pub const DEPARTURES: &[&str] = &[
     "Knob 2 keeps the paper's ball (k2 = 0) or shell (k2 = 1) around the answer, but its negatives are chosen \
      within it, not drawn uniformly, and only among the K searched neighbours (no widened search).",
     "Knob 3 no longer asks for one negative at least as close to the question as the answer (on a coin flip's \
-     half of the questions, as the paper's implementation did): every question draws a target rank for the \
-     answer's distance to the question among the choices, and the negatives realise it; k3 = 1 takes them from \
-     the candidates nearest the answer's own distance, k3 = 0 from anywhere on each side.",
-    "Target ranks are allocated over the questions from a pilot sample so that the kept ranks are uniform; \
-     questions whose ranks are over-supplied are left out (calibrated_rank_balance), so a calibrated setting \
-     keeps fewer questions than the paper's.",
-    "Of several draws realising the target rank, the one kept spaces the choices' distances most evenly and puts \
-     the answer at a drawn rank of distance to the other choices when it can (against choice-only shortcuts).",
-    "Visual coherence balances the odd image's rank of distance to the other images; visual ordering (no knob 3 in \
-     the paper) balances the correct order's rank of chain length, k2 = 0 taking wrong orders of nearly its \
-     length, k2 = 1 any, instead of the paper's uniform (k2 = 0) and length-weighted (k2 = 1) draws; the reversed \
-     correct order (the same length) is never a choice.",
+     half of the questions, as the paper's implementation did): each question tries negatives that give the \
+     answer every rank of distance to the question it can take; k3 = 1 takes them from the candidates nearest the \
+     answer's own distance, k3 = 0 from anywhere on each side.",
+    "Of the draws tried, each question keeps one at random, weighted by exponential tilting so that what the \
+     shortcut probes read (each choice's distance to the question and to the other choices, their z-scores and \
+     ranks, and which choice sits nearest a typical z) averages the same on answers as on negatives; questions \
+     whose every draw leads the same way are mostly left out (calibrated_balance), so a calibrated setting keeps \
+     fewer questions than the paper's.",
+    "Visual coherence balances the odd image's distance to the other images; visual ordering (no knob 3 in the \
+     paper) balances the correct order's chain length and its Kendall distance to the other orders, k2 = 0 taking \
+     wrong orders of nearly its length, k2 = 1 any, instead of the paper's uniform (k2 = 0) and length-weighted \
+     (k2 = 1) draws; the reversed correct order (the same length) is never a choice.",
     "The shortcuts' distance is cosine on the features whatever --metric says (the Hasty Student's distance); \
      knob 2's regions use --metric as in the paper.",
 ];
 
-/// A set of ranks (bit r = rank r reachable), at most 16 positions.
-pub type RankSet = u16;
+/// Draws tried per question for each rank its answer can take.
+pub const TRIES_PER_RANK: usize = 12;
 
-/// The ranks `lo..=hi` (empty when `lo > hi`).
-pub fn rank_range(lo: usize, hi: usize) -> RankSet {
-    (lo..=hi).filter(|&r| r < 16).fold(0, |m, r| m | (1 << r))
+/// How much a choice's raw value weighs in a lead next to its z-score and rank one-hot: choices' cosine distances
+/// lie hundredths to tenths apart, z and ranks units apart.
+const VALUE_WEIGHT: f64 = 10.0;
+
+/// How much the choice-only values weigh in a lead next to the distances: a smaller weight is a stronger ridge on
+/// their tilt, so where the answer looks unlike every draw of negatives (which the choice-only probe then reads)
+/// the balance gives way there first and keeps the distance shortcuts at chance.
+const CHOICE_ONLY_WEIGHT: f64 = 0.3;
+
+/// The weight of leaving a question out next to keeping it with ordinary draws (lead zero): at zero tilt a
+/// question is kept with probability 1 / (1 + `DROP_WEIGHT`).
+pub const DROP_WEIGHT: f64 = 0.01;
+
+/// Pilot questions per chunk of the fit's parallel sums.
+const FIT_CHUNK: usize = 64;
+
+/// The fit's Hessian is summed over every this-many-th pilot question.
+const HESSIAN_STRIDE: usize = 4;
+
+/// The ridge on the tilts: a shortcut no draw can balance gets a large finite tilt rather than an infinite one.
+const RIDGE: f64 = 1e-4;
+
+/// The least share of the pilot the balance keeps ([`Balance::fit`] shrinks the tilts until it does).
+pub const MIN_KEEP: f64 = 0.2;
+
+/// What a draw does to the shortcuts ([`stepwise_core::shortcut::answer_lead`]) for the choices' distances to the
+/// question and, when the task has them apart from the distances, for their choice-only values (weighted by
+/// [`CHOICE_ONLY_WEIGHT`]); each raw value weighted by [`VALUE_WEIGHT`].
+pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Vec<f64> {
+    let part = |values: &[f32]| {
+        let values: Vec<f64> = values.iter().map(|&x| f64::from(x)).collect();
+        let mut l = stepwise_core::shortcut::answer_lead(&values, answer);
+        l[0] *= VALUE_WEIGHT;
+        l
+    };
+    let mut out = part(distances);
+    if let Some(c) = choice_only {
+        out.extend(part(c).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
+    }
+    out
 }
 
-/// Pilot questions: every `stride`-th planned question (in plan order) with a stride that keeps about
-/// `PILOT_QUESTIONS` of them; all of them in small plans.
-pub const PILOT_QUESTIONS: usize = 3000;
-
-pub fn pilot_stride(planned: usize) -> usize {
-    planned.div_ceil(PILOT_QUESTIONS).max(1)
-}
-
-/// The rank distribution of each rank set seen in the pilot: keep the question with probability `keep`, then
-/// draw its rank from `ranks` (weights over positions).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct RankAllocation {
-    pub positions: usize,
-    /// Rank set → (keep probability, rank weights).
-    pub by_set: BTreeMap<RankSet, (f64, Vec<f64>)>,
-    /// The pilot's share of questions kept (before the real draws).
+/// How each question picks its draws so that what the shortcut probes read balances: exponential tilting (the
+/// maximum-entropy choice under a moment constraint). Setting j weighs its draw t by exp(−λ_j · lead_t); a question
+/// is kept with probability Π_j Z_j / (Π_j Z_j + [`DROP_WEIGHT`]), Z_j the mean weight of setting j's draws, and
+/// then each setting draws one of its draws in proportion to its weight. The tilts λ are fitted once, on a pilot
+/// sample of the plan's questions, so that the expected lead of the kept questions is zero
+/// ([`Balance::fit`]); each question's pick then depends on its own draws and random stream alone, so the kept
+/// questions' leads are independent, and a probe cross-validated on them is at chance in expectation (a
+/// sequential balance that pins the sum of leads to zero makes every held-out fold the mirror image of its
+/// training folds, and the probe falls below chance).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Balance {
+    /// One tilt per paired setting, each as long as the setting's leads.
+    pub tilts: Vec<Vec<f64>>,
+    /// The pilot's expected share of questions kept, and its questions.
     pub expected_keep: f64,
     pub pilot_questions: usize,
 }
 
-impl RankAllocation {
-    /// The allocation for pilot questions whose rank sets are `sets` (one per question; 0 = no rank reachable)
-    /// over `positions` ranks: the largest per-rank quota `c` that a flow from each question to one rank of its
-    /// set can fill for every rank (binary search over `c`, each step a max-flow); a set keeps the share of its
-    /// questions that the flow assigns, spread over ranks as the flow spreads them.
-    pub fn solve(sets: &[RankSet], positions: usize) -> RankAllocation {
-        let mut supply: BTreeMap<RankSet, u64> = BTreeMap::new();
-        for &s in sets.iter().filter(|&&s| s != 0) {
-            *supply.entry(s & rank_range(0, positions - 1)).or_insert(0) += 1;
-        }
-        supply.retain(|&s, _| s != 0);
-        let total: u64 = supply.values().sum();
-        let (mut lo, mut hi) = (0u64, total / positions as u64);
-        let mut best = flow(&supply, positions, 0).1;
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let (filled, f) = flow(&supply, positions, mid);
-            if filled == mid * positions as u64 {
-                lo = mid;
-                best = f;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        let by_set = supply
-            .iter()
-            .map(|(&s, &g)| {
-                let f = &best[&s];
-                let kept: u64 = f.iter().sum();
-                let weights = if kept == 0 { vec![0.0; positions] } else { f.iter().map(|&x| x as f64).collect() };
-                (s, (kept as f64 / g as f64, weights))
-            })
-            .collect();
-        let expected_keep = if sets.is_empty() { 0.0 } else { (lo * positions as u64) as f64 / sets.len() as f64 };
-        RankAllocation { positions, by_set, expected_keep, pilot_questions: sets.len() }
+/// One question's log mean weight per setting and each draw's weight (normalised within the setting).
+fn weigh(tilts: &[Vec<f64>], leads: &[&[Vec<f64>]]) -> (f64, Vec<Vec<f64>>) {
+    let mut log_z = 0.0;
+    let mut weights = Vec::with_capacity(leads.len());
+    for (tilt, options) in tilts.iter().zip(leads) {
+        let e: Vec<f64> = options.iter().map(|g| -tilt.iter().zip(g).map(|(l, x)| l * x).sum::<f64>()).collect();
+        let top = e.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = e.iter().map(|x| (x - top).exp()).collect();
+        let sum: f64 = w.iter().sum();
+        log_z += top + (sum / options.len() as f64).ln();
+        weights.push(w.into_iter().map(|x| x / sum).collect());
     }
-
-    /// The rank of a question whose reachable ranks are `set`, or `None` when it is left out for balance (its
-    /// set was not seen in the pilot, or the flow keeps only part of its set's questions and the draw says
-    /// this one is not among them).
-    pub fn draw(&self, set: RankSet, rng: &mut impl Rng) -> Option<usize> {
-        let (keep, weights) = self.by_set.get(&set)?;
-        let u: f64 = rng.random();
-        if u >= *keep {
-            return None;
-        }
-        let total: f64 = weights.iter().sum();
-        let mut x = rng.random::<f64>() * total;
-        for (r, &w) in weights.iter().enumerate() {
-            if w > 0.0 && x < w {
-                return Some(r);
-            }
-            x -= w;
-        }
-        weights.iter().rposition(|&w| w > 0.0)
-    }
+    (log_z, weights)
 }
 
-/// Max-flow from rank sets (supplies) to ranks (demand `quota` each), integral: how much was filled, and each
-/// set's flow per rank. Augmenting paths over a graph of at most 2^16 sets and 16 ranks; in practice a handful
-/// of sets.
-fn flow(supply: &BTreeMap<RankSet, u64>, positions: usize, quota: u64) -> (u64, BTreeMap<RankSet, Vec<u64>>) {
-    let sets: Vec<(RankSet, u64)> = supply.iter().map(|(&s, &g)| (s, g)).collect();
-    let mut f = vec![vec![0u64; positions]; sets.len()];
-    let mut left: Vec<u64> = sets.iter().map(|s| s.1).collect();
-    let mut need = vec![quota; positions];
-    // Augment along shortest paths set → rank (→ set ← rank)* → rank with residual capacity, by BFS.
-    loop {
-        // Nodes: sets 0..S, ranks S..S+R.
-        let s_n = sets.len();
-        let mut prev: Vec<Option<usize>> = vec![None; s_n + positions];
-        let mut queue: std::collections::VecDeque<usize> = (0..s_n).filter(|&i| left[i] > 0).collect();
-        let mut seen = vec![false; s_n + positions];
-        for &i in &queue {
-            seen[i] = true;
+/// The probability of keeping a question whose settings' log mean weights sum to `log_z`.
+fn keep_probability(log_z: f64) -> f64 {
+    1.0 / (1.0 + DROP_WEIGHT * (-log_z).exp())
+}
+
+impl Balance {
+    /// The tilts for pilot questions `pilot` (per question, per paired setting, the leads of its draws; none
+    /// empty): Newton's method on the convex Σ_q log(Π_j Z_qj + [`DROP_WEIGHT`]) + ridge, whose gradient is the
+    /// pilot's expected kept lead.
+    pub fn fit(pilot: &[Vec<&[Vec<f64>]>]) -> Balance {
+        // A shortcut no draw can balance would tilt towards leaving every question out: the ridge grows until
+        // the pilot keeps at least MIN_KEEP, and the audit shows what stays unbalanced.
+        let mut ridge = RIDGE;
+        loop {
+            let b = Balance::fit_with(pilot, ridge);
+            if b.expected_keep >= MIN_KEEP || ridge >= 1e3 || pilot.is_empty() {
+                return b;
+            }
+            ridge *= 3.0;
         }
-        let mut end = None;
-        while let Some(u) = queue.pop_front() {
-            if u < s_n {
-                for (r, &wanted) in need.iter().enumerate() {
-                    let v = s_n + r;
-                    if !seen[v] && sets[u].0 & (1 << r) != 0 {
-                        seen[v] = true;
-                        prev[v] = Some(u);
-                        if wanted > 0 {
-                            end = Some(v);
-                            break;
+    }
+
+    fn fit_with(pilot: &[Vec<&[Vec<f64>]>], ridge_weight: f64) -> Balance {
+        let Some(first) = pilot.first() else { return Balance::default() };
+        let dims: Vec<usize> = first.iter().map(|o| o.first().map_or(0, Vec::len)).collect();
+        let offsets: Vec<usize> = dims.iter().scan(0, |acc, &d| Some(std::mem::replace(acc, *acc + d))).collect();
+        let n: usize = dims.iter().sum();
+        let split = |flat: &[f64]| -> Vec<Vec<f64>> {
+            dims.iter().zip(&offsets).map(|(&d, &o)| flat[o..o + d].to_vec()).collect()
+        };
+        let objective = |flat: &[f64]| -> f64 {
+            let tilts = split(flat);
+            let ridge: f64 = flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0;
+            let parts: Vec<f64> = pilot
+                .par_chunks(FIT_CHUNK)
+                .map(|chunk| chunk.iter().map(|q| (weigh(&tilts, q).0.exp() + DROP_WEIGHT).ln()).sum::<f64>())
+                .collect();
+            parts.iter().sum::<f64>() / pilot.len() as f64 + ridge
+        };
+        let mut flat = vec![0.0; n];
+        for _ in 0..50 {
+            let tilts = split(&flat);
+            // Per chunk of the pilot (fixed chunks, summed in order: the same bits for any thread count), the
+            // gradient and Hessian of the objective's data term.
+            let scale = 1.0 / pilot.len() as f64;
+            let parts: Vec<(Vec<f64>, Vec<f64>)> = pilot
+                .par_chunks(FIT_CHUNK)
+                .map(|chunk| {
+                    let mut grad = vec![0.0; n];
+                    let mut hess = vec![0.0; n * n];
+                    for (k, q) in chunk.iter().enumerate() {
+                        let (log_z, weights) = weigh(&tilts, q);
+                        let keep = keep_probability(log_z);
+                        // The Hessian from every HESSIAN_STRIDE-th question only (scaled up): Newton's steps
+                        // with it still converge, for a quarter of the work.
+                        let curvature = k % HESSIAN_STRIDE == 0;
+                        let hw = HESSIAN_STRIDE as f64;
+                        // e = ∇ Σ_j log Z_j = −E_w[lead] per setting; its Hessian is the per-setting covariance.
+                        let mut e = vec![0.0; n];
+                        for (j, (options, w)) in q.iter().zip(&weights).enumerate() {
+                            let o = offsets[j];
+                            for (g, &p) in options.iter().zip(w) {
+                                for (k, x) in g.iter().enumerate() {
+                                    e[o + k] -= p * x;
+                                }
+                            }
+                            for (g, &p) in options.iter().zip(w).filter(|_| curvature) {
+                                let d: Vec<f64> = (0..dims[j]).map(|a| g[a] + e[o + a]).collect();
+                                for a in 0..dims[j] {
+                                    let row = &mut hess[(o + a) * n + o..(o + a) * n + o + dims[j]];
+                                    for (h, db) in row.iter_mut().zip(&d) {
+                                        *h += hw * keep * p * d[a] * db;
+                                    }
+                                }
+                            }
                         }
-                        queue.push_back(v);
+                        for a in 0..n {
+                            grad[a] += keep * e[a];
+                            if curvature {
+                                for b in 0..n {
+                                    hess[a * n + b] += hw * keep * (1.0 - keep) * e[a] * e[b];
+                                }
+                            }
+                        }
                     }
+                    (grad, hess)
+                })
+                .collect();
+            let mut grad: Vec<f64> = flat.iter().map(|x| x * ridge_weight).collect();
+            let mut hess = vec![0.0; n * n];
+            for i in 0..n {
+                hess[i * n + i] = ridge_weight;
+            }
+            for (g, h) in &parts {
+                for (a, b) in grad.iter_mut().zip(g) {
+                    *a += scale * b;
                 }
-                if end.is_some() {
+                for (a, b) in hess.iter_mut().zip(h) {
+                    *a += scale * b;
+                }
+            }
+            let norm = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+            if norm < 1e-6 {
+                break;
+            }
+            let step = solve(&hess, &grad, n);
+            let f0 = objective(&flat);
+            let slope: f64 = grad.iter().zip(&step).map(|(g, s)| g * s).sum();
+            let mut t = 1.0;
+            loop {
+                let trial: Vec<f64> = flat.iter().zip(&step).map(|(x, s)| x - t * s).collect();
+                if objective(&trial) <= f0 - 1e-4 * t * slope || t < 1e-6 {
+                    flat = trial;
                     break;
                 }
-            } else {
-                let r = u - s_n;
-                for (i, fi) in f.iter().enumerate() {
-                    if !seen[i] && fi[r] > 0 {
-                        seen[i] = true;
-                        prev[i] = Some(u);
-                        queue.push_back(i);
-                    }
-                }
+                t /= 2.0;
             }
         }
-        let Some(end) = end else { break };
-        // Bottleneck along the path.
-        let mut path = vec![end];
-        while let Some(p) = prev[*path.last().expect("non-empty")] {
-            path.push(p);
-        }
-        path.reverse();
-        let mut amount = need[end - s_n].min(left[path[0]]);
-        for w in path.windows(2).skip(1).step_by(2) {
-            // rank → set edges undo flow on (set, rank)
-            amount = amount.min(f[w[1]][w[0] - s_n]);
-        }
-        left[path[0]] -= amount;
-        need[end - s_n] -= amount;
-        for (k, w) in path.windows(2).enumerate() {
-            if k % 2 == 0 {
-                f[w[0]][w[1] - s_n] += amount;
-            } else {
-                f[w[1]][w[0] - s_n] -= amount;
-            }
-        }
+        let tilts = split(&flat);
+        let expected_keep =
+            pilot.iter().map(|q| keep_probability(weigh(&tilts, q).0)).sum::<f64>() / pilot.len() as f64;
+        Balance { tilts, expected_keep, pilot_questions: pilot.len() }
     }
-    let filled = quota * positions as u64 - need.iter().sum::<u64>();
-    (filled, sets.iter().map(|s| s.0).zip(f).collect())
+
+    /// Whether to keep a question whose settings' draws have `leads`, and which draw each setting keeps.
+    pub fn pick(&self, leads: &[&[Vec<f64>]], rng: &mut impl Rng) -> Option<Vec<usize>> {
+        let (log_z, weights) = weigh(&self.tilts, leads);
+        if rng.random::<f64>() >= keep_probability(log_z) {
+            return None;
+        }
+        let picks = weights
+            .iter()
+            .map(|w| {
+                let mut x = rng.random::<f64>();
+                w.iter()
+                    .position(|&p| {
+                        x -= p;
+                        x < 0.0
+                    })
+                    .unwrap_or(w.len() - 1)
+            })
+            .collect();
+        Some(picks)
+    }
 }
 
-/// Draws tried per question when choosing among the negatives that realise its target rank.
-pub const TRIES: usize = 48;
-
-/// How unevenly `values` (the choices' shortcut distances) are spaced: the spread of the gaps between
-/// consecutive sorted values over their mean (0 for equal gaps). A choice whose value stands apart from the
-/// others — an outlier below, above or in a wide gap — is what a probe on the distances and their z-scores
-/// reads; evenly spaced values leave nothing of the kind to read.
-pub fn unevenness(values: &[f32]) -> f32 {
-    let mut v: Vec<f32> = values.to_vec();
-    v.sort_by(f32::total_cmp);
-    let gaps: Vec<f32> = v.windows(2).map(|w| w[1] - w[0]).collect();
-    if gaps.is_empty() {
-        return 0.0;
+/// `x` with `a x = b` for a symmetric positive definite `n × n` matrix `a` (Cholesky).
+fn solve(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let s: f64 = a[i * n + j] - (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum::<f64>();
+            l[i * n + j] = if i == j { s.max(1e-12).sqrt() } else { s / l[j * n + j] };
+        }
     }
-    let mean = gaps.iter().sum::<f32>() / gaps.len() as f32;
-    if mean <= 0.0 {
-        return 0.0;
+    let mut y = vec![0.0; n];
+    for i in 0..n {
+        y[i] = (b[i] - (0..i).map(|k| l[i * n + k] * y[k]).sum::<f64>()) / l[i * n + i];
     }
-    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f32>() / gaps.len() as f32;
-    var.sqrt() / mean
+    let mut x = vec![0.0; n];
+    for i in (0..n).rev() {
+        x[i] = (y[i] - (i + 1..n).map(|k| l[k * n + i] * x[k]).sum::<f64>()) / l[i * n + i];
+    }
+    x
 }
 
-/// The rank of `values[i]` among `values` (how many are smaller).
-pub fn rank_of(values: &[f32], i: usize) -> usize {
-    values.iter().filter(|&&x| x < values[i]).count()
+/// Pilot questions: every `stride`-th planned question (in plan order) with a stride that keeps about
+/// `PILOT_QUESTIONS` of them; all of them in small plans.
+pub const PILOT_QUESTIONS: usize = 6000;
+
+pub fn pilot_stride(planned: usize) -> usize {
+    planned.div_ceil(PILOT_QUESTIONS).max(1)
 }
 
 /// Each choice's cosine distance to the mean of the other choices' unit vectors, from their pairwise cosine
@@ -271,15 +342,6 @@ pub fn order_centrality(orders: &[&[usize]]) -> Vec<f32> {
             others.iter().sum::<f32>() / others.len().max(1) as f32
         })
         .collect()
-}
-
-/// Among tried draws (each with its choices' shortcut distances and the answer's choice-only rank), the one to
-/// keep: a draw whose choice-only rank is `centre_target` if any (so that rank spreads over the positions too),
-/// and of those the most evenly spaced ([`unevenness`]); ties to the earliest.
-pub fn best_draw(tried: &[(Vec<f32>, usize)], centre_target: usize) -> Option<usize> {
-    let matching: Vec<usize> = (0..tried.len()).filter(|&i| tried[i].1 == centre_target).collect();
-    let pool: Vec<usize> = if matching.is_empty() { (0..tried.len()).collect() } else { matching };
-    pool.into_iter().min_by(|&a, &b| unevenness(&tried[a].0).total_cmp(&unevenness(&tried[b].0)).then(a.cmp(&b)))
 }
 
 /// Unit vectors of catalog rows: the shortcuts' distances are cosine whatever the catalog's metric.
@@ -421,33 +483,75 @@ mod tests {
     use super::*;
     use stepwise_core::rng::rng_for;
 
+    /// Pilot questions with one setting and one-dimensional leads: a third can only lead by +1 or +2, the rest
+    /// have draws on both sides.
+    fn skewed_pilot() -> Vec<Vec<Vec<f64>>> {
+        (0..600)
+            .map(|i| {
+                if i % 3 == 0 {
+                    vec![vec![1.0], vec![2.0]]
+                } else {
+                    vec![vec![-1.0], vec![-0.5], vec![0.5], vec![1.0 + (i % 5) as f64 / 10.0]]
+                }
+            })
+            .collect()
+    }
+
     #[test]
-    fn the_allocation_is_uniform_over_ranks_and_keeps_what_it_can() {
-        // 4 positions. 100 questions can take any rank, 300 only ranks 0..=1, 100 only rank 0.
-        let mut sets = vec![rank_range(0, 3); 100];
-        sets.extend(vec![rank_range(0, 1); 300]);
-        sets.extend(vec![rank_range(0, 0); 100]);
-        let a = RankAllocation::solve(&sets, 4);
-        // Ranks 2 and 3 can only come from the 100 free questions: 50 each, so 50 per rank, 200 kept.
-        assert!((a.expected_keep - 200.0 / 500.0).abs() < 1e-9, "{a:?}");
-        let mut counts = [0usize; 4];
-        let mut rng = rng_for(3, "alloc");
-        for &s in sets.iter().cycle().take(50_000) {
-            if let Some(r) = a.draw(s, &mut rng) {
-                assert!(s & (1 << r) != 0, "a drawn rank is reachable");
-                counts[r] += 1;
+    fn tilting_balances_leads_that_a_plain_pick_would_not() {
+        let pilot = skewed_pilot();
+        let plain: f64 = pilot.iter().map(|q| q.iter().map(|g| g[0]).sum::<f64>() / q.len() as f64).sum::<f64>();
+        assert!(plain / pilot.len() as f64 > 0.3, "the plain pick leads");
+        let views: Vec<Vec<&[Vec<f64>]>> = pilot.iter().map(|q| vec![q.as_slice()]).collect();
+        let b = Balance::fit(&views);
+        assert_eq!(b.pilot_questions, 600);
+        // The expected kept lead is zero (up to the ridge), and most questions are kept.
+        let (mut lead, mut kept) = (0.0, 0.0);
+        for q in &views {
+            let (log_z, w) = weigh(&b.tilts, q);
+            let keep = keep_probability(log_z);
+            kept += keep;
+            lead += keep * q[0].iter().zip(&w[0]).map(|(g, p)| g[0] * p).sum::<f64>();
+        }
+        assert!((lead / kept).abs() < 1e-3, "{}", lead / kept);
+        assert!((b.expected_keep - kept / 600.0).abs() < 1e-12);
+        assert!(b.expected_keep > 0.5, "{b:?}");
+        // Picking: the realised kept leads average near zero, and the same stream gives the same picks.
+        let mut rng = rng_for(5, "pick");
+        let (mut sum, mut n) = (0.0, 0usize);
+        for _ in 0..20 {
+            for q in &views {
+                if let Some(p) = b.pick(q, &mut rng) {
+                    sum += q[0][p[0]][0];
+                    n += 1;
+                }
             }
         }
-        let total: usize = counts.iter().sum();
-        for c in counts {
-            assert!((c as f64 / total as f64 - 0.25).abs() < 0.01, "{counts:?}");
-        }
-        // Everyone free: everything kept.
-        let a = RankAllocation::solve(&[rank_range(0, 3); 40], 4);
-        assert_eq!(a.expected_keep, 1.0);
-        // Unseen or empty sets are left out.
-        assert_eq!(a.draw(rank_range(1, 1), &mut rng), None);
-        assert_eq!(RankAllocation::solve(&[0, 0], 4).expected_keep, 0.0);
+        assert!((sum / n as f64).abs() < 0.02, "{} over {n}", sum / n as f64);
+        let again = |seed| {
+            let mut rng = rng_for(seed, "pick");
+            views.iter().map(|q| b.pick(q, &mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(again(9), again(9));
+    }
+
+    #[test]
+    fn the_fit_is_the_same_for_any_thread_count() {
+        let pilot = skewed_pilot();
+        // Two settings, the second with two-dimensional leads.
+        let second: Vec<Vec<Vec<f64>>> =
+            pilot.iter().map(|q| q.iter().map(|g| vec![g[0] * 0.5, 1.0 - g[0]]).collect()).collect();
+        let views: Vec<Vec<&[Vec<f64>]>> =
+            pilot.iter().zip(&second).map(|(a, b)| vec![a.as_slice(), b.as_slice()]).collect();
+        let fit = |threads| {
+            rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| Balance::fit(&views))
+        };
+        let one = fit(1);
+        assert_eq!(one.tilts.len(), 2);
+        assert_eq!(one.tilts[1].len(), 2);
+        assert_eq!(one, fit(2));
+        assert_eq!(one, fit(3));
+        assert_eq!(Balance::fit(&[]), Balance::default());
     }
 
     #[test]

@@ -47,9 +47,9 @@ pub enum SkipReason {
     /// Calibrated knobs: the candidates cannot put the answer at any distance rank among the choices (e.g. no
     /// candidate lies on one side of the answer's distance to the question and the other side has too few).
     CalibratedRankUnreachable,
-    /// Calibrated knobs: left out so that the answer's distance rank stays uniform over the positions (the
-    /// question could only take ranks that other questions already fill; see [`crate::calibrated`]).
-    CalibratedRankBalance,
+    /// Calibrated knobs: left out because every draw it tried would unbalance what the shortcuts read (its answer
+    /// stands apart from every candidate the knobs allow; see [`crate::calibrated::Balance`]).
+    CalibratedBalance,
 }
 
 impl SkipReason {
@@ -69,7 +69,7 @@ impl SkipReason {
             SkipReason::TooFewOrderings => "too_few_orderings",
             SkipReason::PairedSettingFailed => "paired_setting_failed",
             SkipReason::CalibratedRankUnreachable => "calibrated_rank_unreachable",
-            SkipReason::CalibratedRankBalance => "calibrated_rank_balance",
+            SkipReason::CalibratedBalance => "calibrated_balance",
         }
     }
 }
@@ -109,10 +109,10 @@ impl SkipReason {
                 "the answer is closer to (or farther from) the question than the candidates reach: raise --k, add \
                  --distractor-pool, or use a larger corpus (--knobs-mode paper keeps these questions, shortcut and all)"
             }
-            SkipReason::CalibratedRankBalance => {
-                "most questions' answers can only be the nearest choices, so keeping them would bring the shortcut \
-                 back; a larger corpus or --distractor-pool gives more questions that can take the other ranks \
-                 (--knobs-mode paper keeps them, shortcut and all)"
+            SkipReason::CalibratedBalance => {
+                "these answers stand apart from every negative the knobs allow (nearer the question than any, or \
+                 unlike the other choices), so keeping them would bring a shortcut back; a larger corpus or \
+                 --distractor-pool gives more candidates like them (--knobs-mode paper keeps them, shortcut and all)"
             }
         }
     }
@@ -133,7 +133,7 @@ pub(crate) const ALL_REASONS: [SkipReason; 15] = [
     SkipReason::TooFewOrderings,
     SkipReason::PairedSettingFailed,
     SkipReason::CalibratedRankUnreachable,
-    SkipReason::CalibratedRankBalance,
+    SkipReason::CalibratedBalance,
 ];
 
 /// A task set with fewer questions than this gives accuracies too uncertain to compare: at 50% accuracy the 95%

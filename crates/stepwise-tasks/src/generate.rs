@@ -15,14 +15,14 @@ use stepwise_core::shard::Shard;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
-use crate::calibrated::{RankAllocation, RankSet, pilot_stride, rank_range};
+use crate::calibrated::{Balance, pilot_stride};
 use crate::catalog::{Catalog, FeatureSources};
 use crate::config::{GenerateConfig, ItemKind, KnobsMode, Mode};
 use crate::counts::{Counts, SkipReason};
 use crate::negatives::{knob2_stats, valid};
 use crate::neighbors::NeighborTable;
 use crate::plan::{Plan, plan};
-use crate::questions::{Made, Maker, ProcView, Shared, context_steps};
+use crate::questions::{Drawn, Made, Maker, ProcView, Shared, context_steps};
 use crate::range::BallRequest;
 
 /// Procedures per chunk of [`TaskGenerator::build_chunked`]: enough parallel work per chunk, a bounded number
@@ -146,7 +146,7 @@ impl<'a> TaskGenerator<'a> {
             for (proc, item) in query_items(p, &self.cat) {
                 let first = first_asker.entry(item).or_insert(proc);
                 *first = (*first).min(proc);
-                // A shard also searches the calibrated knobs' pilot questions: every part allocates ranks from
+                // A shard also searches the calibrated knobs' pilot questions: every part fits its balance on
                 // the same pilot as a whole run.
                 if mine.contains(&proc) || pilot.contains(&proc) {
                     queries.insert(item);
@@ -274,11 +274,11 @@ impl<'a> TaskGenerator<'a> {
         let base = Counts { procedures: self.procedures.len() as u64, ..Default::default() };
         let mut counts = vec![base; modes.len()];
         let range = self.procedure_range();
-        let allocation = self.rank_allocation(plan, modes);
+        let balance = self.balance(plan, modes);
         let mut start = range.start;
         while start < range.end {
             let end = (start + BUILD_CHUNK).min(range.end);
-            let built = self.build_range(plan, modes, allocation.as_ref(), start..end, &mut counts);
+            let built = self.build_range(plan, modes, balance.as_ref(), start..end, &mut counts);
             for (i, groups) in built.into_iter().enumerate() {
                 sink(i, groups)?;
             }
@@ -299,24 +299,24 @@ impl<'a> TaskGenerator<'a> {
         all.into_iter().step_by(stride).collect()
     }
 
-    /// Calibrated knobs: how the answer's rank is allocated over the pilot's rank sets (the ranks every setting
-    /// of `modes` can give each pilot question), so that the kept questions' ranks are uniform; `None` for
-    /// RecipeQA mode and paper knobs.
-    pub fn rank_allocation(&self, plan: &Plan, modes: &[Mode]) -> Option<RankAllocation> {
+    /// Calibrated knobs: the balance ([`Balance::fit`]) of the draws every setting of `modes` tries for the
+    /// pilot questions; `None` for RecipeQA mode and paper knobs.
+    pub fn balance(&self, plan: &Plan, modes: &[Mode]) -> Option<Balance> {
         let pilot = self.pilot(plan);
         if pilot.is_empty() {
             return None;
         }
         let makers = self.makers(plan.task, modes);
-        let positions = makers[0].rank_positions();
-        let sets: Vec<RankSet> = pilot
+        let drawn: Vec<Vec<Drawn>> = pilot
             .par_iter()
-            .map(|&(i, q)| {
+            .filter_map(|&(i, q)| {
                 let pq = &plan.procs[i].questions[q];
-                common_ranks(&makers, &self.view(i), pq, &mut Shared::default()).unwrap_or(0)
+                let mut shared = Shared::default();
+                makers.iter().map(|m| m.choose(&self.view(i), pq, &mut shared).ok()).collect()
             })
             .collect();
-        Some(RankAllocation::solve(&sets, positions))
+        let leads: Vec<Vec<&[Vec<f64>]>> = drawn.iter().map(|d| d.iter().map(Drawn::leads).collect()).collect();
+        Some(Balance::fit(&leads))
     }
 
     /// One question maker per setting of `modes`.
@@ -336,7 +336,7 @@ impl<'a> TaskGenerator<'a> {
         &self,
         plan: &Plan,
         modes: &[Mode],
-        allocation: Option<&RankAllocation>,
+        balance: Option<&Balance>,
         range: std::ops::Range<usize>,
         counts: &mut [Counts],
     ) -> Vec<Vec<ProcedureQuestions>> {
@@ -355,40 +355,35 @@ impl<'a> TaskGenerator<'a> {
         // cannot make is kept in none, and most knob-setting questions of the visual tasks end so (each setting
         // still draws, for its own skip reason in the counts).
         type Results = Vec<std::result::Result<Made, SkipReason>>;
-        let make_all = |view: &ProcView<'_>, pq, shared: &mut _, requests: &mut Vec<BallRequest>| {
-            if let Some(allocation) = allocation {
-                // Calibrated knobs: one target rank for the question in every paired setting, drawn among the
-                // ranks all of them can give it, or the question left out.
-                let ranks = common_ranks(&makers, view, pq, shared);
-                let k1 = match plan.mode {
-                    Mode::Knobs(k) => k.k1,
-                    Mode::RecipeQa => unreachable!("an allocation is for knob settings"),
-                };
-                let key = format!("tasks/calibrated-rank/{task}/k1={k1}/{}/{}", view.procedure.id, pq.attempt);
-                let mut rng = rng_for(self.cfg.seed, &key);
-                let left_out = match ranks {
-                    Err((j, r)) => Some((Some(j), r)),
-                    Ok(0) => Some((None, SkipReason::CalibratedRankUnreachable)),
-                    Ok(set) => match allocation.draw(set, &mut rng) {
-                        Some(r) => {
-                            shared.target = Some(r);
-                            None
-                        }
-                        None => Some((None, SkipReason::CalibratedRankBalance)),
-                    },
-                };
-                if let Some((who, reason)) = left_out {
-                    let results: Results = (0..makers.len())
-                        .map(|j| Err(if who.is_none_or(|w| w == j) { reason } else { SkipReason::PairedSettingFailed }))
-                        .collect();
-                    return Some(results);
-                }
-            }
-            let drawn: Vec<_> = makers.iter().map(|m| m.choose(view, pq, shared)).collect();
+        let make_all = |view: &ProcView<'_>,
+                        pq: &crate::plan::PlannedQuestion,
+                        shared: &mut _,
+                        requests: &mut Vec<BallRequest>| {
+            let mut drawn: Vec<_> = makers.iter().map(|m| m.choose(view, pq, shared)).collect();
             let missing = shared.take_requests();
             if !missing.is_empty() {
                 requests.extend(missing);
                 return None;
+            }
+            // Calibrated knobs: every setting tried several draws; the balance keeps one of each, or leaves the
+            // question out of all of them.
+            if let (Some(balance), true) = (balance, drawn.iter().all(|d| d.is_ok())) {
+                let tried: Vec<&Drawn> =
+                    drawn.iter().map(|d| d.as_ref().expect("checked: every setting drew")).collect();
+                let leads: Vec<&[Vec<f64>]> = tried.iter().map(|d| d.leads()).collect();
+                let k1 = match plan.mode {
+                    Mode::Knobs(k) => k.k1,
+                    Mode::RecipeQa => unreachable!("a balance is for knob settings"),
+                };
+                let key = format!("tasks/calibrated-keep/{task}/k1={k1}/{}/{}", view.procedure.id, pq.attempt);
+                match balance.pick(&leads, &mut rng_for(self.cfg.seed, &key)) {
+                    Some(picks) => {
+                        for (d, p) in drawn.iter_mut().zip(picks) {
+                            d.as_mut().expect("checked: every setting drew").keep(p);
+                        }
+                    }
+                    None => return Some((0..makers.len()).map(|_| Err(SkipReason::CalibratedBalance)).collect()),
+                }
             }
             let results: Results = if drawn.iter().all(|d| d.is_ok()) {
                 let drawn = drawn.into_iter().map(|d| d.expect("checked: every setting drew"));
@@ -495,21 +490,6 @@ impl<'a> TaskGenerator<'a> {
         self.prepare(&[&p])?;
         Ok(self.build(&p))
     }
-}
-
-/// Calibrated knobs: the ranks every setting of `makers` can give the answer of `pq` (0: none in common), or the
-/// first setting that cannot make the question at all and why.
-fn common_ranks<'a>(
-    makers: &[Maker<'a>],
-    view: &ProcView<'_>,
-    pq: &crate::plan::PlannedQuestion,
-    shared: &mut Shared<'a>,
-) -> std::result::Result<RankSet, (usize, SkipReason)> {
-    let all = rank_range(0, makers[0].rank_positions() - 1);
-    makers
-        .iter()
-        .enumerate()
-        .try_fold(all, |set, (j, m)| m.rank_set(view, pq, shared).map(|s| set & s).map_err(|r| (j, r)))
 }
 
 /// The items whose neighbours a plan's questions need, with the index of the procedure asking: the answer

@@ -11,7 +11,7 @@ use stepwise_core::rng::{ChaCha8Rng, rng_for};
 use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
 use stepwise_core::{Choice, Procedure, Question, Task, TaskShape};
 
-use crate::calibrated::{self, RankSet, Unit, rank_range};
+use crate::calibrated::{self, Unit};
 use crate::catalog::{Catalog, ProcEntry};
 use crate::config::{ClozeField, GenerateConfig, KnobSetting, KnobsMode, Mode};
 use crate::counts::SkipReason;
@@ -53,9 +53,6 @@ pub struct Shared<'a> {
     /// measured; the balls it needs are recorded here, and the question must be made again (from a fresh
     /// `Shared`) once [`crate::range::RangeIndex::fill_balls`] has measured them with other questions' balls.
     requests: Option<Vec<BallRequest>>,
-    /// Calibrated knobs: the answer's distance rank among the choices that every paired setting realises,
-    /// drawn by the generator ([`crate::calibrated::RankAllocation::draw`]) before the settings draw.
-    pub target: Option<usize>,
     /// Calibrated knobs: the candidates' shortcut distances, measured once for all the settings.
     memo: calibrated::Memo,
 }
@@ -99,10 +96,52 @@ struct Base<'a> {
 /// A question's negatives (or wrong orders) as one setting drew them, and its random stream after the draw:
 /// what [`Maker::finish`] makes the question from.
 pub struct Drawn {
-    picked: Picked,
+    /// The draw; calibrated knobs: every draw tried, until [`Drawn::keep`] keeps one.
+    tried: Vec<Picked>,
+    /// Calibrated knobs: each tried draw's lead ([`calibrated::lead`]) and the answer's distance rank in it.
+    leads: Vec<Vec<f64>>,
+    ranks: Vec<usize>,
     rng: ChaCha8Rng,
     /// Paper knobs with k3 = 1: whether this question's coin flip applied knob 3's constraint.
     knob3_applied: Option<bool>,
+}
+
+impl Drawn {
+    fn one(picked: Picked, rng: ChaCha8Rng, knob3_applied: Option<bool>) -> Self {
+        Drawn { tried: vec![picked], leads: Vec::new(), ranks: Vec::new(), rng, knob3_applied }
+    }
+
+    /// Calibrated knobs: the leads of the draws tried, one per draw (empty otherwise).
+    pub fn leads(&self) -> &[Vec<f64>] {
+        &self.leads
+    }
+
+    /// Calibrated knobs: keep tried draw `i` ([`calibrated::Balance::keep`]'s pick).
+    pub fn keep(&mut self, i: usize) {
+        let picked = self.tried.swap_remove(i);
+        self.tried = vec![picked];
+        self.ranks = vec![self.ranks[i]];
+        self.leads.clear();
+    }
+}
+
+/// Calibrated knobs: the draws a question tries, each with its lead and the answer's rank.
+struct Tries<T> {
+    picked: Vec<T>,
+    leads: Vec<Vec<f64>>,
+    ranks: Vec<usize>,
+}
+
+impl<T> Tries<T> {
+    fn new() -> Self {
+        Tries { picked: Vec::new(), leads: Vec::new(), ranks: Vec::new() }
+    }
+
+    fn push(&mut self, picked: T, lead: Vec<f64>, rank: usize) {
+        self.picked.push(picked);
+        self.leads.push(lead);
+        self.ranks.push(rank);
+    }
 }
 
 enum Picked {
@@ -157,24 +196,23 @@ impl<'a> Maker<'a> {
         let mut knob3_applied = None;
         let picked = match self.task {
             Task::VisualOrdering if calibrated => {
-                let target = shared.target.expect("calibrated knobs: the generator drew the target rank");
-                self.calibrated_orders(view, pq, target, &mut rng)?
+                let tries = self.calibrated_orders(view, pq, &mut rng)?;
+                return Ok(Drawn { tried: tries.picked, leads: tries.leads, ranks: tries.ranks, rng, knob3_applied });
             }
             Task::VisualOrdering => self.draw_orders(view, pq, &mut rng)?,
             Task::TextualCloze | Task::VisualCloze | Task::VisualCoherence => {
-                let target = shared.target;
-                let Shared { base, list, requests, memo, .. } = shared;
+                let Shared { base, list, requests, memo } = shared;
                 let base = base.get_or_init(|| self.base(view, pq));
                 let n = self.negatives();
                 let (negs, stats) = match self.mode {
                     Mode::RecipeQa => adaptive_neighbourhood(&base.cands, self.cfg.margin as f32, n, &mut rng)?,
                     Mode::Knobs(k) if calibrated => {
-                        let target = target.expect("calibrated knobs: the generator drew the target rank");
                         let sides = self.calibrated_sides(k, base, memo)?;
-                        let centre = self.centre_target(view, pq);
                         let unit = Unit::new(self.cat);
-                        let negs = sides.draw(k, target, centre, n, &unit, base.anchor, &mut rng)?;
-                        (negs, sides.stats)
+                        let tries = sides.tries(k, n, &unit, base.anchor, &mut rng)?;
+                        let tried =
+                            tries.picked.into_iter().map(|negs| Picked::Negatives(negs, sides.stats.clone())).collect();
+                        return Ok(Drawn { tried, leads: tries.leads, ranks: tries.ranks, rng, knob3_applied });
                     }
                     Mode::Knobs(k) => {
                         // The paper's implementation applied knob 3 to a coin flip's half of the questions (§4.4).
@@ -189,7 +227,7 @@ impl<'a> Maker<'a> {
                 Picked::Negatives(negs, stats)
             }
         };
-        Ok(Drawn { picked, rng, knob3_applied })
+        Ok(Drawn::one(picked, rng, knob3_applied))
     }
 
     fn calibrated(&self) -> bool {
@@ -206,33 +244,8 @@ impl<'a> Maker<'a> {
         if self.task.shape() == TaskShape::OddOneOut { self.cfg.n_items } else { self.cfg.n_choices }
     }
 
-    /// Calibrated knobs: the choice-only rank the question's draw aims the answer at (the same in every paired
-    /// setting; best effort, see [`Sides::draw`]).
-    fn centre_target(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> usize {
-        let key = format!("tasks/calibrated-centre/{}/{}/{}", self.task, view.procedure.id, pq.attempt);
-        rng_for(self.cfg.seed, &key).random_range(0..self.rank_positions())
-    }
-
     fn knob3_coin(&self, view: &ProcView<'_>, pq: &PlannedQuestion) -> bool {
         knob3_coin(self.cfg.seed, self.task, &view.procedure.id, pq.attempt)
-    }
-
-    /// Calibrated knobs: the ranks this setting can give the answer (coherence: the odd image) among the
-    /// choices, by the shortcuts' distance ([`crate::calibrated`]). Uses (and fills) `shared` as [`Self::choose`]
-    /// does.
-    pub fn rank_set(
-        &self,
-        view: &ProcView<'_>,
-        pq: &PlannedQuestion,
-        shared: &mut Shared<'a>,
-    ) -> Result<RankSet, SkipReason> {
-        let Mode::Knobs(k) = self.mode else { return Ok(rank_range(0, self.rank_positions() - 1)) };
-        if self.task.shape() == TaskShape::Ordering {
-            return Ok(self.order_sides(view, pq).reachable(self.negatives()));
-        }
-        let Shared { base, memo, .. } = shared;
-        let base = base.get_or_init(|| self.base(view, pq));
-        Ok(self.calibrated_sides(k, base, memo)?.reachable(self.negatives()))
     }
 
     /// Calibrated knobs (cloze, coherence): knob 2's region as in the paper among the searched neighbours, split
@@ -328,60 +341,58 @@ impl<'a> Maker<'a> {
         for side in [&mut below, &mut above] {
             side.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         }
-        OrderSides { below, above, pair }
+        OrderSides { correct, below, above, pair }
     }
 
-    /// Calibrated visual ordering's draw: `target` wrong orders shorter than the correct one and the rest
-    /// longer; k2 = 0 (hard) takes them from the 2n orders nearest the correct order's length on each side,
-    /// k2 = 1 from each whole side. Of [`calibrated::TRIES`] draws the one kept gives the correct order the
-    /// choice-only rank (mean Kendall distance to the other choices) of the question's centre target when one
-    /// does, and spaces the chain lengths most evenly.
+    /// Calibrated visual ordering's draws: for every rank r the correct order can take, [`calibrated::TRIES_PER_RANK`]
+    /// draws of r wrong orders shorter than the correct one and the rest longer; k2 = 0 (hard) takes them from
+    /// the 2n orders nearest the correct order's length on each side, k2 = 1 from each whole side.
     fn calibrated_orders(
         &self,
         view: &ProcView<'_>,
         pq: &PlannedQuestion,
-        target: usize,
         rng: &mut ChaCha8Rng,
-    ) -> Result<Picked, SkipReason> {
+    ) -> Result<Tries<Picked>, SkipReason> {
         let Mode::Knobs(k) = self.mode else { unreachable!("calibrated orders are a knob setting's") };
         let sides = self.order_sides(view, pq);
         let n = self.negatives();
-        if target > sides.below.len() || n - target > sides.above.len() {
+        let identity: Vec<usize> = (0..pq.positions.len()).collect();
+        let steps = (identity.len() - 1).max(1) as f64;
+        let mut tries = Tries::new();
+        for target in (0..=n).filter(|&t| t <= sides.below.len() && n - t <= sides.above.len()) {
+            let band = |len: usize, want: usize| if k.k2 == 0 { len.min(want.max(2 * n)) } else { len };
+            let below = &sides.below[..band(sides.below.len(), target)];
+            let above = &sides.above[..band(sides.above.len(), n - target)];
+            for _ in 0..calibrated::TRIES_PER_RANK {
+                let mut wrong: Vec<Vec<usize>> = Vec::with_capacity(n);
+                // The audit's chain distance is the mean over the steps, not the sum.
+                let mean = |sum: f64| (sum / steps) as f32;
+                let mut lengths = vec![mean(sides.correct)];
+                for i in rand::seq::index::sample(rng, below.len(), target) {
+                    wrong.push(below[i].0.clone());
+                    lengths.push(mean(sides.correct - below[i].1));
+                }
+                for i in rand::seq::index::sample(rng, above.len(), n - target) {
+                    wrong.push(above[i].0.clone());
+                    lengths.push(mean(sides.correct + above[i].1));
+                }
+                let orders: Vec<&[usize]> =
+                    std::iter::once(identity.as_slice()).chain(wrong.iter().map(Vec::as_slice)).collect();
+                let lead = calibrated::lead(&lengths, Some(&calibrated::order_centrality(&orders)), 0);
+                tries.push(Picked::Orders { wrong, weights: Vec::new(), pair: sides.pair.clone() }, lead, target);
+            }
+        }
+        if tries.picked.is_empty() {
             return Err(SkipReason::CalibratedRankUnreachable);
         }
-        let band = |len: usize, want: usize| if k.k2 == 0 { len.min(want.max(2 * n)) } else { len };
-        let below = &sides.below[..band(sides.below.len(), target)];
-        let above = &sides.above[..band(sides.above.len(), n - target)];
-        let identity: Vec<usize> = (0..pq.positions.len()).collect();
-        let mut draws: Vec<Vec<(&[usize], f32)>> = Vec::with_capacity(calibrated::TRIES);
-        for _ in 0..calibrated::TRIES {
-            let mut d: Vec<(&[usize], f32)> = rand::seq::index::sample(rng, below.len(), target)
-                .into_iter()
-                .map(|i| (below[i].0.as_slice(), -(below[i].1 as f32)))
-                .collect();
-            d.extend(
-                rand::seq::index::sample(rng, above.len(), n - target)
-                    .into_iter()
-                    .map(|i| (above[i].0.as_slice(), above[i].1 as f32)),
-            );
-            draws.push(d);
-        }
-        let tried: Vec<(Vec<f32>, usize)> = draws
-            .iter()
-            .map(|d| {
-                let orders: Vec<&[usize]> = std::iter::once(identity.as_slice()).chain(d.iter().map(|x| x.0)).collect();
-                let values: Vec<f32> = std::iter::once(0.0).chain(d.iter().map(|x| x.1)).collect();
-                (values, calibrated::rank_of(&calibrated::order_centrality(&orders), 0))
-            })
-            .collect();
-        let best = calibrated::best_draw(&tried, self.centre_target(view, pq)).expect("draws were tried");
-        let wrong: Vec<Vec<usize>> = draws[best].iter().map(|x| x.0.to_vec()).collect();
-        Ok(Picked::Orders { wrong, weights: Vec::new(), pair: sides.pair })
+        Ok(tries)
     }
 
     /// The question from what [`Self::choose`] drew for it (from the same `shared`).
     pub fn finish(&self, view: &ProcView<'_>, pq: &PlannedQuestion, shared: &Shared<'a>, drawn: Drawn) -> Made {
-        let Drawn { picked, mut rng, knob3_applied } = drawn;
+        let Drawn { mut tried, ranks, mut rng, knob3_applied, .. } = drawn;
+        assert_eq!(tried.len(), 1, "a calibrated question keeps one of the draws it tried");
+        let picked = tried.pop().expect("checked: one draw");
         let (mut q, widened) = match picked {
             Picked::Orders { wrong, weights, pair } => {
                 (self.ordering(view, pq, wrong, &weights, &pair, &mut rng), false)
@@ -409,7 +420,7 @@ impl<'a> Maker<'a> {
                 meta["knob3_applied"] = json!(applied);
             }
             if self.calibrated() {
-                meta["calibrated_rank"] = json!(shared.target);
+                meta["calibrated_rank"] = json!(ranks.first());
             }
         }
         Made { question: q, widened }
@@ -926,113 +937,81 @@ impl Sides {
         self.below.len() + self.above.len() + self.by_rank.iter().map(Vec::len).sum::<usize>()
     }
 
-    /// The ranks `n` negatives can give the answer.
-    fn reachable(&self, n: usize) -> RankSet {
-        if !self.by_rank.is_empty() {
-            return self.by_rank.iter().enumerate().filter(|(_, g)| !g.is_empty()).fold(0, |m, (r, _)| m | (1 << r));
-        }
-        reachable_split(self.below.len(), self.above.len(), n)
-    }
-
-    /// `n` negatives giving the answer rank `target`. Knob 3 = 1 takes them from the candidates nearest the
-    /// answer's own distance to the question (cloze: the 3n nearest on each side; coherence: the third of the
-    /// odd images nearest the others, at least 3), k3 = 0 from the whole side. Of [`calibrated::TRIES`] draws
-    /// the one kept gives the answer the choice-only rank `centre` when one does, and spaces the choices'
-    /// distances most evenly ([`calibrated::best_draw`]).
-    #[allow(clippy::too_many_arguments)]
-    fn draw(
+    /// The draws a question tries: for every rank r the answer (coherence: the odd image) can take,
+    /// [`calibrated::TRIES_PER_RANK`] draws of `n` negatives that give it rank r. Knob 3 = 1 takes them from the
+    /// candidates nearest the answer's own distance to the question (cloze: the 3n nearest on each side;
+    /// coherence: the third of the odd images nearest the others, at least 3), k3 = 0 from the whole side.
+    fn tries(
         &self,
         k: KnobSetting,
-        target: usize,
-        centre: usize,
         n: usize,
         unit: &Unit<'_>,
         anchor: u32,
         rng: &mut ChaCha8Rng,
-    ) -> Result<Vec<Cand>, SkipReason> {
-        if !self.by_rank.is_empty() {
-            let group = self.by_rank.get(target).map_or(&[][..], Vec::as_slice);
-            if group.is_empty() {
-                return Err(SkipReason::CalibratedRankUnreachable);
-            }
+    ) -> Result<Tries<Vec<Cand>>, SkipReason> {
+        let mut tries = Tries::new();
+        for (rank, group) in self.by_rank.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
             let band = if k.k3 == 1 { group.len().min((group.len() / 3).max(3)) } else { group.len() };
-            let picks: Vec<usize> = if band <= calibrated::TRIES {
+            let picks: Vec<usize> = if band <= calibrated::TRIES_PER_RANK {
                 (0..band).collect()
             } else {
-                rand::seq::index::sample(rng, band, calibrated::TRIES).into_vec()
+                rand::seq::index::sample(rng, band, calibrated::TRIES_PER_RANK).into_vec()
             };
-            // For coherence the choice-only reading is the question's own: its rank is the target.
-            let tried: Vec<(Vec<f32>, usize)> = picks
-                .iter()
-                .map(|&i| {
-                    let (_, odd, values) = &group[i];
-                    (values.iter().copied().chain([*odd]).collect(), target)
-                })
-                .collect();
-            let best = calibrated::best_draw(&tried, target).expect("the group is not empty");
-            return Ok(vec![group[picks[best]].0]);
+            for i in picks {
+                let (c, odd, values) = &group[i];
+                // For coherence the choices are the question: the choice-only values are the distances.
+                let shown: Vec<f32> = values.iter().copied().chain([*odd]).collect();
+                tries.push(vec![*c], calibrated::lead(&shown, None, shown.len() - 1), rank);
+            }
         }
-        if target > n || self.below.len() < target || self.above.len() < n - target {
+        if self.by_rank.is_empty() {
+            for target in (0..=n).filter(|&t| t <= self.below.len() && n - t <= self.above.len()) {
+                let band = |len: usize, want: usize| if k.k3 == 1 { len.min(want.max(3 * n)) } else { len };
+                let below = &self.below[..band(self.below.len(), target)];
+                let above = &self.above[..band(self.above.len(), n - target)];
+                for _ in 0..calibrated::TRIES_PER_RANK {
+                    let mut d: Vec<(Cand, f32)> = rand::seq::index::sample(rng, below.len(), target)
+                        .into_iter()
+                        .map(|i| (below[i].0, self.answer - below[i].1))
+                        .collect();
+                    d.extend(
+                        rand::seq::index::sample(rng, above.len(), n - target)
+                            .into_iter()
+                            .map(|i| (above[i].0, self.answer + above[i].1)),
+                    );
+                    let items: Vec<u32> = std::iter::once(anchor).chain(d.iter().map(|c| c.0.item)).collect();
+                    let m = items.len();
+                    let mut sim = vec![1f32; m * m];
+                    for a in 0..m {
+                        for b in a + 1..m {
+                            let x = unit.similarity(items[a], items[b]);
+                            sim[a * m + b] = x;
+                            sim[b * m + a] = x;
+                        }
+                    }
+                    let values: Vec<f32> = std::iter::once(self.answer).chain(d.iter().map(|c| c.1)).collect();
+                    let lead = calibrated::lead(&values, Some(&calibrated::choice_centrality(&sim, m)), 0);
+                    tries.push(d.into_iter().map(|c| c.0).collect(), lead, target);
+                }
+            }
+        }
+        if tries.picked.is_empty() {
             return Err(SkipReason::CalibratedRankUnreachable);
         }
-        let band = |len: usize, want: usize| if k.k3 == 1 { len.min(want.max(3 * n)) } else { len };
-        let below: Vec<(Cand, f32)> = self.below[..band(self.below.len(), target)].to_vec();
-        let above: Vec<(Cand, f32)> = self.above[..band(self.above.len(), n - target)].to_vec();
-        let mut draws: Vec<Vec<(Cand, f32)>> = Vec::with_capacity(calibrated::TRIES);
-        for _ in 0..calibrated::TRIES {
-            let mut d: Vec<(Cand, f32)> = rand::seq::index::sample(rng, below.len(), target)
-                .into_iter()
-                .map(|i| (below[i].0, self.answer - below[i].1))
-                .collect();
-            d.extend(
-                rand::seq::index::sample(rng, above.len(), n - target)
-                    .into_iter()
-                    .map(|i| (above[i].0, self.answer + above[i].1)),
-            );
-            draws.push(d);
-        }
-        let tried: Vec<(Vec<f32>, usize)> = draws
-            .iter()
-            .map(|d| {
-                let items: Vec<u32> = std::iter::once(anchor).chain(d.iter().map(|c| c.0.item)).collect();
-                let m = items.len();
-                let mut sim = vec![1f32; m * m];
-                for a in 0..m {
-                    for b in a + 1..m {
-                        let x = unit.similarity(items[a], items[b]);
-                        sim[a * m + b] = x;
-                        sim[b * m + a] = x;
-                    }
-                }
-                let values: Vec<f32> = std::iter::once(self.answer).chain(d.iter().map(|c| c.1)).collect();
-                (values, calibrated::rank_of(&calibrated::choice_centrality(&sim, m), 0))
-            })
-            .collect();
-        let best = calibrated::best_draw(&tried, centre).expect("draws were tried");
-        Ok(draws[best].iter().map(|c| c.0).collect())
+        Ok(tries)
     }
 }
 
 /// Calibrated visual ordering: wrong orders shorter and longer than the correct one (each with how far from
 /// its length, nearest first) and the question images' pairwise cosine distances.
 struct OrderSides {
+    /// The correct order's chain length (sum of consecutive distances).
+    correct: f64,
     below: Vec<(Vec<usize>, f64)>,
     above: Vec<(Vec<usize>, f64)>,
     pair: Vec<f32>,
 }
 
-impl OrderSides {
-    fn reachable(&self, n: usize) -> RankSet {
-        reachable_split(self.below.len(), self.above.len(), n)
-    }
-}
-
-/// The ranks `n` negatives drawn from `below` candidates nearer than the answer and `above` farther can give it.
-fn reachable_split(below: usize, above: usize, n: usize) -> RankSet {
-    (0..=n).filter(|&r| below >= r && above >= n - r).fold(0, |m, r| m | (1 << r))
-}
-
-/// Σ dist(φ(x_i), φ(x_{i+1})) along `perm`, from the pairwise distances `pair` (`n × n`).
 fn path_length(pair: &[f32], n: usize, perm: &[usize]) -> f64 {
     perm.windows(2).map(|w| pair[w[0] * n + w[1]] as f64).sum()
 }

@@ -515,8 +515,9 @@ pub fn counts_markdown(rows: &[SuiteRow]) -> String {
          setting's reason, and as paired_setting_failed in the others). Visual ordering has no knob 3: its k3 = 1 \
          settings are the k3 = 0 ones. \"Kept of planned\": the share of the plan's questions a setting kept (a \
          setting keeping under half is named in the warnings). Calibrated knobs skip a question whose answer \
-         cannot take any rank in some paired setting (calibrated_rank_unreachable) or could only take ranks other \
-         questions already fill (calibrated_rank_balance: kept, it would tilt the ranks back to the shortcut).\n",
+         cannot take any rank in some paired setting (calibrated_rank_unreachable) or that no draw of negatives can \
+         balance (calibrated_balance: its answer stands apart from every candidate; kept, it would bring a \
+         shortcut back).\n",
     );
     let mut tasks: Vec<Task> = rows.iter().map(|r| r.task).collect();
     tasks.dedup();

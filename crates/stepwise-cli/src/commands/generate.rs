@@ -35,10 +35,11 @@ use crate::usage_bail;
     with its three partners and keeps a question only if all four can make it (the search widens beyond the K \
     neighbours when the region reaches past them); a question no candidate can serve is skipped and counted. \
     Visual ordering has no knob 3 (k3 = 1 gives the k3 = 0 questions).\n\
-    --knobs-mode calibrated (the default) keeps knob 2's regions but draws a target rank for the answer's distance \
-    to the question among the choices and picks negatives that realise it, ranks allocated so that they are \
-    uniform over the kept questions (nearest- and farthest-choice shortcuts at chance; questions that cannot take \
-    an under-filled rank are skipped as calibrated_rank_balance); --knobs-mode paper applies the papers' rules, \
+    --knobs-mode calibrated (the default) keeps knob 2's regions but tries negatives giving the answer every rank \
+    of distance to the question it can take, and keeps, question by question, the draw that best balances what the \
+    shortcut probes read between answers and negatives (distance to the question and to the other choices, their \
+    z-scores and ranks), so that every shortcut of the audit's panel is at chance; questions no draw can balance \
+    are skipped as calibrated_balance. --knobs-mode paper applies the papers' rules, \
     knob 3 on a coin flip's half of the questions as the paper's implementation did. `stepwise audit` says which \
     settings are shortcut-free.")]
 pub struct Args {

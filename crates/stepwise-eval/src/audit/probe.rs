@@ -24,19 +24,8 @@ pub struct ProbeQuestion {
     pub answer: usize,
 }
 
-/// The per-choice feature vector the probe sees.
-pub fn choice_features(distances: &[f64]) -> Vec<Vec<f64>> {
-    let n = distances.len() as f64;
-    let mean = distances.iter().sum::<f64>() / n;
-    let sd = (distances.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
-    distances
-        .iter()
-        .map(|&d| {
-            let z = if sd > 1e-12 { (d - mean) / sd } else { 0.0 };
-            vec![d, z, z * z]
-        })
-        .collect()
-}
+/// The per-choice feature rows the probes see (one definition, shared with the calibrated knobs).
+pub use stepwise_core::shortcut::{choice_features, choice_features_with_ranks, ranks};
 
 /// The probe's model fitted on whole questions' choices: one row per choice, labelled whether it is the answer.
 pub fn fit_on_choices<'a>(
@@ -137,32 +126,6 @@ pub fn cross_validate_folds(
         models.push(model);
     }
     Some(ProbeOutcome { correct, fold, models })
-}
-
-/// The rank of each value in ascending order, 0-based (ties: the lower index ranks first), so rank 0 is the
-/// audit's [`argmin`](super::argmin).
-pub fn ranks(values: &[f64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
-    let mut rank = vec![0; values.len()];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r;
-    }
-    rank
-}
-
-/// [`choice_features`] followed by the one-hot of the choice's rank ([`ranks`]) over `width` columns (ranks at or
-/// beyond `width` set none): lets a probe learn "the k-th nearest" as well as distances.
-pub fn choice_features_with_ranks(values: &[f64], width: usize) -> Vec<Vec<f64>> {
-    let rank = ranks(values);
-    choice_features(values)
-        .into_iter()
-        .zip(rank)
-        .map(|(mut row, r)| {
-            row.extend((0..width).map(|k| f64::from(u8::from(k == r))));
-            row
-        })
-        .collect()
 }
 
 #[cfg(test)]

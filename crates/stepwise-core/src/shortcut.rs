@@ -1,0 +1,105 @@
+//! What the shortcut probes read of one question: per choice, a value measured without understanding (its
+//! distance to the question, or to the other choices) turned into the probe's feature row. The audit's probes
+//! (`stepwise_eval::audit::probe`) fit on these rows, and the calibrated knobs balance the same rows between
+//! answers and negatives, so both sides see one definition.
+
+/// The per-choice feature rows of one question's `values`: [x, z, z²] with z = x standardised within the
+/// question, so that a linear model can learn "smallest", "largest" or "at a typical value".
+pub fn choice_features(values: &[f64]) -> Vec<Vec<f64>> {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
+    values
+        .iter()
+        .map(|&d| {
+            let z = if sd > 1e-12 { (d - mean) / sd } else { 0.0 };
+            vec![d, z, z * z]
+        })
+        .collect()
+}
+
+/// The rank of each value in ascending order, 0-based (ties: the lower index ranks first).
+pub fn ranks(values: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
+    let mut rank = vec![0; values.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r;
+    }
+    rank
+}
+
+/// [`choice_features`] followed by the one-hot of the choice's rank ([`ranks`]) over `width` columns (ranks at or
+/// beyond `width` set none): lets a probe learn "the k-th nearest" as well as distances.
+pub fn choice_features_with_ranks(values: &[f64], width: usize) -> Vec<Vec<f64>> {
+    let rank = ranks(values);
+    choice_features(values)
+        .into_iter()
+        .zip(rank)
+        .map(|(mut row, r)| {
+            row.extend((0..width).map(|k| f64::from(u8::from(k == r))));
+            row
+        })
+        .collect()
+}
+
+/// The z-scores a linear probe on [x, z, z²] can aim at: its score a·z + c·z² (c < 0) picks the choice whose z is
+/// nearest −a / 2c, so "the choice nearest a typical z" is a shortcut of its own, however the means of z and z²
+/// compare between answers and negatives.
+pub const AIMS: [f64; 7] = [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5];
+
+/// How the answer differs from the other choices in what a shortcut probe on `values` reads: its feature row
+/// ([`choice_features_with_ranks`] over all positions) minus the mean of the other choices' rows, then for each
+/// aim of [`AIMS`] whether the answer is the choice whose z is nearest it, less chance. A probe (or rule) on these
+/// features is at chance when this lead averages to zero over the questions; calibrated knobs aim for that.
+pub fn answer_lead(values: &[f64], answer: usize) -> Vec<f64> {
+    let rows = choice_features_with_ranks(values, values.len());
+    let others = (values.len() - 1).max(1) as f64;
+    let mut lead = rows[answer].clone();
+    for row in rows.iter().enumerate().filter(|(c, _)| *c != answer).map(|(_, row)| row) {
+        for (l, x) in lead.iter_mut().zip(row) {
+            *l -= x / others;
+        }
+    }
+    let chance = 1.0 / values.len().max(1) as f64;
+    for aim in AIMS {
+        let off: Vec<f64> = rows.iter().map(|r| (r[1] - aim).abs()).collect();
+        lead.push(f64::from(u8::from(ranks(&off)[answer] == 0)) - chance);
+    }
+    lead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_break_ties_by_position_and_features_standardise_within_the_question() {
+        assert_eq!(ranks(&[0.3, 0.1, 0.3, 0.2]), vec![2, 0, 3, 1]);
+        let rows = choice_features_with_ranks(&[1.0, 3.0], 3);
+        assert_eq!(rows, vec![vec![1.0, -1.0, 1.0, 1.0, 0.0, 0.0], vec![3.0, 1.0, 1.0, 0.0, 1.0, 0.0]]);
+        // Equal values: z is 0, ranks by position.
+        assert_eq!(choice_features(&[2.0, 2.0]), vec![vec![2.0, 0.0, 0.0], vec![2.0, 0.0, 0.0]]);
+    }
+
+    #[test]
+    fn the_answer_lead_is_its_row_minus_the_mean_of_the_others() {
+        let values = [0.2, 0.5, 0.8, 0.5];
+        let rows = choice_features_with_ranks(&values, 4);
+        let lead = answer_lead(&values, 0);
+        // z of the answer is −1.41: nearest the aims −1.5 and −1.0 only.
+        assert_eq!(lead[7..], [0.75, 0.75, -0.25, -0.25, -0.25, -0.25, -0.25]);
+        for (k, l) in lead[..7].iter().enumerate() {
+            let brute = rows[0][k] - (rows[1][k] + rows[2][k] + rows[3][k]) / 3.0;
+            assert!((l - brute).abs() < 1e-12, "{k}: {l} vs {brute}");
+        }
+        // An answer whose values are exchangeable with the negatives' leads by zero on average.
+        let mut sum = vec![0.0; lead.len()];
+        for a in 0..4 {
+            for (s, l) in sum.iter_mut().zip(answer_lead(&[0.1, 0.4, 0.6, 0.9], a)) {
+                *s += l;
+            }
+        }
+        assert!(sum.iter().all(|s| s.abs() < 1e-12), "{sum:?}");
+    }
+}
