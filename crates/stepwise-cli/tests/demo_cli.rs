@@ -81,11 +81,16 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
     assert!(stdout.contains("report: ") && stdout.contains("equal to the audit's Hasty Student"), "{stdout}");
     insta::assert_snapshot!("demo-stage-lines", stage_lines(&stdout, td.path()));
     // The model study states RecipeQA mode against the knob settings, and the sequencing study its cells against
-    // the pairwise baseline. Sixteen procedures leave one test procedure and one test sequence: nothing to
-    // resample, so neither claims an interval (the full-size demo's lines carry them).
+    // the pairwise baseline. Sixteen procedures leave at most one test procedure and one test sequence (the knob
+    // settings none): nothing to resample, so neither claims an interval (the full-size demo's lines carry them),
+    // and the study says it has nothing to compare.
     let study_line =
         stdout.lines().find(|l| l.trim_start().starts_with("study ")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(study_line.contains("models mean of 3 seeds") && study_line.contains("(no interval)"), "{study_line}");
+    assert!(
+        study_line.contains("models mean of 3 seeds")
+            && study_line.contains("HTRN: no comparison (a setting has no test questions)"),
+        "{study_line}"
+    );
     let (_, results) = study_line.split_once("epochs): ").unwrap_or_else(|| panic!("{study_line}"));
     assert!(!results.contains('['), "no zero-width interval for one procedure: {study_line}");
     let seq_line =

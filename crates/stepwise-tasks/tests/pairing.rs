@@ -376,7 +376,7 @@ fn a_suite_writes_ordering_once_and_resolves_every_setting() {
 #[test]
 fn one_setting_generated_alone_equals_its_suite_counterpart() {
     // Pairing does not depend on which settings are generated: a knob setting alone is built with its partners
-    // (calibrated knobs: with the same rank allocation).
+    // (calibrated knobs: with the same balance).
     let (procs, v) = world();
     for knobs_mode in [KnobsMode::Paper, KnobsMode::Calibrated] {
         let cfg = GenerateConfig { seed: 8, knobs_mode, ..Default::default() };
