@@ -106,7 +106,7 @@ pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Ve
 /// sequential balance that pins the sum of leads to zero makes every held-out fold the mirror image of its
 /// training folds, and the probe falls below chance).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Balance {
+pub struct Tilt {
     /// One tilt per paired setting, each as long as the setting's leads.
     pub tilts: Vec<Vec<f64>>,
     /// The pilot's expected share of questions kept, and its questions.
@@ -134,16 +134,16 @@ fn keep_probability(log_z: f64) -> f64 {
     1.0 / (1.0 + DROP_WEIGHT * (-log_z).exp())
 }
 
-impl Balance {
+impl Tilt {
     /// The tilts for pilot questions `pilot` (per question, per paired setting, the leads of its draws; none
     /// empty): Newton's method on the convex Σ_q log(Π_j Z_qj + [`DROP_WEIGHT`]) + ridge, whose gradient is the
     /// pilot's expected kept lead.
-    pub fn fit(pilot: &[Vec<&[Vec<f64>]>]) -> Balance {
+    pub fn fit(pilot: &[Vec<&[Vec<f64>]>]) -> Tilt {
         // A shortcut no draw can balance would tilt towards leaving every question out: the ridge grows until
         // the pilot keeps at least MIN_KEEP, and the audit shows what stays unbalanced.
         let mut ridge = RIDGE;
         loop {
-            let b = Balance::fit_with(pilot, ridge);
+            let b = Tilt::fit_with(pilot, ridge);
             if b.expected_keep >= MIN_KEEP || ridge >= 1e3 || pilot.is_empty() {
                 return b;
             }
@@ -151,8 +151,8 @@ impl Balance {
         }
     }
 
-    fn fit_with(pilot: &[Vec<&[Vec<f64>]>], ridge_weight: f64) -> Balance {
-        let Some(first) = pilot.first() else { return Balance::default() };
+    fn fit_with(pilot: &[Vec<&[Vec<f64>]>], ridge_weight: f64) -> Tilt {
+        let Some(first) = pilot.first() else { return Tilt::default() };
         let dims: Vec<usize> = first.iter().map(|o| o.first().map_or(0, Vec::len)).collect();
         let offsets: Vec<usize> = dims.iter().scan(0, |acc, &d| Some(std::mem::replace(acc, *acc + d))).collect();
         let n: usize = dims.iter().sum();
@@ -250,7 +250,7 @@ impl Balance {
         let tilts = split(&flat);
         let expected_keep =
             pilot.iter().map(|q| keep_probability(weigh(&tilts, q).0)).sum::<f64>() / pilot.len() as f64;
-        Balance { tilts, expected_keep, pilot_questions: pilot.len() }
+        Tilt { tilts, expected_keep, pilot_questions: pilot.len() }
     }
 
     /// Whether to keep a question whose settings' draws have `leads`, and which draw each setting keeps.
@@ -272,6 +272,36 @@ impl Balance {
             })
             .collect();
         Some(picks)
+    }
+}
+
+/// The tilts a question's pick uses, cross-fitted: the procedures fall into two halves by a hash of their id,
+/// each half's tilt is fitted on the other half's pilot questions, so no question's pick depends on its own draws
+/// (a tilt fitted on the very questions it picks for pins their expected leads to sum to zero, and a held-out
+/// fold then mirrors its training folds: on a 300-procedure world the distance + rank probe fell to 17%).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Balance {
+    /// `halves[h]`: the tilt for questions of half h, fitted on half 1 − h.
+    pub halves: [Tilt; 2],
+}
+
+impl Balance {
+    /// The half of the procedure with id `procedure`.
+    pub fn half(procedure: &str) -> usize {
+        (stepwise_core::hash::hash64(&[b"calibrated-half", procedure.as_bytes()]) & 1) as usize
+    }
+
+    /// The cross-fitted tilts for pilot questions `pilot` (each with its procedure's half).
+    pub fn fit(pilot: &[(usize, Vec<&[Vec<f64>]>)]) -> Balance {
+        let of = |h: usize| -> Vec<Vec<&[Vec<f64>]>> {
+            pilot.iter().filter(|(half, _)| *half == h).map(|(_, q)| q.clone()).collect()
+        };
+        Balance { halves: [Tilt::fit(&of(1)), Tilt::fit(&of(0))] }
+    }
+
+    /// [`Tilt::pick`] with the tilt for `half`.
+    pub fn pick(&self, half: usize, leads: &[&[Vec<f64>]], rng: &mut impl Rng) -> Option<Vec<usize>> {
+        self.halves[half & 1].pick(leads, rng)
     }
 }
 
@@ -503,7 +533,7 @@ mod tests {
         let plain: f64 = pilot.iter().map(|q| q.iter().map(|g| g[0]).sum::<f64>() / q.len() as f64).sum::<f64>();
         assert!(plain / pilot.len() as f64 > 0.3, "the plain pick leads");
         let views: Vec<Vec<&[Vec<f64>]>> = pilot.iter().map(|q| vec![q.as_slice()]).collect();
-        let b = Balance::fit(&views);
+        let b = Tilt::fit(&views);
         assert_eq!(b.pilot_questions, 600);
         // The expected kept lead is zero (up to the ridge), and most questions are kept.
         let (mut lead, mut kept) = (0.0, 0.0);
@@ -544,14 +574,14 @@ mod tests {
         let views: Vec<Vec<&[Vec<f64>]>> =
             pilot.iter().zip(&second).map(|(a, b)| vec![a.as_slice(), b.as_slice()]).collect();
         let fit = |threads| {
-            rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| Balance::fit(&views))
+            rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| Tilt::fit(&views))
         };
         let one = fit(1);
         assert_eq!(one.tilts.len(), 2);
         assert_eq!(one.tilts[1].len(), 2);
         assert_eq!(one, fit(2));
         assert_eq!(one, fit(3));
-        assert_eq!(Balance::fit(&[]), Balance::default());
+        assert_eq!(Tilt::fit(&[]), Tilt::default());
     }
 
     #[test]

@@ -307,15 +307,18 @@ impl<'a> TaskGenerator<'a> {
             return None;
         }
         let makers = self.makers(plan.task, modes);
-        let drawn: Vec<Vec<Drawn>> = pilot
+        let drawn: Vec<(usize, Vec<Drawn>)> = pilot
             .par_iter()
             .filter_map(|&(i, q)| {
                 let pq = &plan.procs[i].questions[q];
                 let mut shared = Shared::default();
-                makers.iter().map(|m| m.choose(&self.view(i), pq, &mut shared).ok()).collect()
+                let drawn: Option<Vec<Drawn>> =
+                    makers.iter().map(|m| m.choose(&self.view(i), pq, &mut shared).ok()).collect();
+                Some((Balance::half(&self.procedures[i].id), drawn?))
             })
             .collect();
-        let leads: Vec<Vec<&[Vec<f64>]>> = drawn.iter().map(|d| d.iter().map(Drawn::leads).collect()).collect();
+        let leads: Vec<(usize, Vec<&[Vec<f64>]>)> =
+            drawn.iter().map(|(h, d)| (*h, d.iter().map(Drawn::leads).collect())).collect();
         Some(Balance::fit(&leads))
     }
 
@@ -376,7 +379,7 @@ impl<'a> TaskGenerator<'a> {
                     Mode::RecipeQa => unreachable!("a balance is for knob settings"),
                 };
                 let key = format!("tasks/calibrated-keep/{task}/k1={k1}/{}/{}", view.procedure.id, pq.attempt);
-                match balance.pick(&leads, &mut rng_for(self.cfg.seed, &key)) {
+                match balance.pick(Balance::half(&view.procedure.id), &leads, &mut rng_for(self.cfg.seed, &key)) {
                     Some(picks) => {
                         for (d, p) in drawn.iter_mut().zip(picks) {
                             d.as_mut().expect("checked: every setting drew").keep(p);
