@@ -96,11 +96,9 @@ struct Base<'a> {
 /// A question's negatives (or wrong orders) as one setting drew them, and its random stream after the draw:
 /// what [`Maker::finish`] makes the question from.
 pub struct Drawn {
-    /// The draw; calibrated knobs: every draw tried, until [`Drawn::keep`] keeps one.
-    tried: Vec<Picked>,
-    /// Calibrated knobs: each tried draw's lead ([`calibrated::lead`]) and the answer's distance rank in it.
-    leads: Vec<Vec<f64>>,
-    ranks: Vec<usize>,
+    /// The draw; calibrated knobs: every draw tried, with its lead and the answer's rank, until [`Drawn::keep`]
+    /// keeps one.
+    tries: Tries<Picked>,
     rng: ChaCha8Rng,
     /// Paper knobs with k3 = 1: whether this question's coin flip applied knob 3's constraint.
     knob3_applied: Option<bool>,
@@ -108,24 +106,25 @@ pub struct Drawn {
 
 impl Drawn {
     fn one(picked: Picked, rng: ChaCha8Rng, knob3_applied: Option<bool>) -> Self {
-        Drawn { tried: vec![picked], leads: Vec::new(), ranks: Vec::new(), rng, knob3_applied }
+        Drawn { tries: Tries { picked: vec![picked], leads: Vec::new(), ranks: Vec::new() }, rng, knob3_applied }
     }
 
     /// Calibrated knobs: the leads of the draws tried, one per draw (empty otherwise).
     pub fn leads(&self) -> &[Vec<f64>] {
-        &self.leads
+        &self.tries.leads
     }
 
-    /// Calibrated knobs: keep tried draw `i` ([`calibrated::Balance::keep`]'s pick).
+    /// Calibrated knobs: keep tried draw `i` ([`calibrated::Balance::pick`]'s pick).
     pub fn keep(&mut self, i: usize) {
-        let picked = self.tried.swap_remove(i);
-        self.tried = vec![picked];
-        self.ranks = vec![self.ranks[i]];
-        self.leads.clear();
+        let t = &mut self.tries;
+        t.picked = vec![t.picked.swap_remove(i)];
+        t.ranks = vec![t.ranks[i]];
+        t.leads.clear();
     }
 }
 
-/// Calibrated knobs: the draws a question tries, each with its lead and the answer's rank.
+/// Calibrated knobs: the draws a question tries, each with its lead ([`calibrated::lead`]) and the answer's
+/// distance rank in it.
 struct Tries<T> {
     picked: Vec<T>,
     leads: Vec<Vec<f64>>,
@@ -197,7 +196,7 @@ impl<'a> Maker<'a> {
         let picked = match self.task {
             Task::VisualOrdering if calibrated => {
                 let tries = self.calibrated_orders(view, pq, &mut rng)?;
-                return Ok(Drawn { tried: tries.picked, leads: tries.leads, ranks: tries.ranks, rng, knob3_applied });
+                return Ok(Drawn { tries, rng, knob3_applied });
             }
             Task::VisualOrdering => self.draw_orders(view, pq, &mut rng)?,
             Task::TextualCloze | Task::VisualCloze | Task::VisualCoherence => {
@@ -210,9 +209,10 @@ impl<'a> Maker<'a> {
                         let sides = self.calibrated_sides(k, base, memo)?;
                         let unit = Unit::new(self.cat);
                         let tries = sides.tries(k, n, &unit, base.anchor, &mut rng)?;
-                        let tried =
-                            tries.picked.into_iter().map(|negs| Picked::Negatives(negs, sides.stats.clone())).collect();
-                        return Ok(Drawn { tried, leads: tries.leads, ranks: tries.ranks, rng, knob3_applied });
+                        let Tries { picked, leads, ranks } = tries;
+                        let picked =
+                            picked.into_iter().map(|negs| Picked::Negatives(negs, sides.stats.clone())).collect();
+                        return Ok(Drawn { tries: Tries { picked, leads, ranks }, rng, knob3_applied });
                     }
                     Mode::Knobs(k) => {
                         // The paper's implementation applied knob 3 to a coin flip's half of the questions (§4.4).
@@ -240,7 +240,7 @@ impl<'a> Maker<'a> {
     }
 
     /// The positions a distance rank can take: the shown images for coherence, the choices otherwise.
-    pub fn rank_positions(&self) -> usize {
+    fn rank_positions(&self) -> usize {
         if self.task.shape() == TaskShape::OddOneOut { self.cfg.n_items } else { self.cfg.n_choices }
     }
 
@@ -390,9 +390,9 @@ impl<'a> Maker<'a> {
 
     /// The question from what [`Self::choose`] drew for it (from the same `shared`).
     pub fn finish(&self, view: &ProcView<'_>, pq: &PlannedQuestion, shared: &Shared<'a>, drawn: Drawn) -> Made {
-        let Drawn { mut tried, ranks, mut rng, knob3_applied, .. } = drawn;
-        assert_eq!(tried.len(), 1, "a calibrated question keeps one of the draws it tried");
-        let picked = tried.pop().expect("checked: one draw");
+        let Drawn { tries: Tries { mut picked, ranks, .. }, mut rng, knob3_applied } = drawn;
+        assert_eq!(picked.len(), 1, "a calibrated question keeps one of the draws it tried");
+        let picked = picked.pop().expect("checked: one draw");
         let (mut q, widened) = match picked {
             Picked::Orders { wrong, weights, pair } => {
                 (self.ordering(view, pq, wrong, &weights, &pair, &mut rng), false)
