@@ -52,21 +52,62 @@ pub const AIMS: [f64; 7] = [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5];
 /// ([`choice_features_with_ranks`] over all positions) minus the mean of the other choices' rows, then for each
 /// aim of [`AIMS`] whether the answer is the choice whose z is nearest it, less chance. A probe (or rule) on these
 /// features is at chance when this lead averages to zero over the questions; calibrated knobs aim for that.
+///
+/// Tied values (frequent in discrete values such as Kendall distances) take their ranks, and the nearest-aim
+/// event, in expectation over a random order of the tied choices: a task set shuffles its choices, so which of
+/// them ranks first is a coin flip for the audit, not the answer's privilege.
 pub fn answer_lead(values: &[f64], answer: usize) -> Vec<f64> {
-    let rows = choice_features_with_ranks(values, values.len());
-    let others = (values.len() - 1).max(1) as f64;
+    let n = values.len();
+    let mut rows: Vec<Vec<f64>> = choice_features(values);
+    for (row, &v) in rows.iter_mut().zip(values) {
+        let below = values.iter().filter(|&&w| w < v).count();
+        let tied = values.iter().filter(|&&w| w == v).count();
+        row.extend((0..n).map(|k| if (below..below + tied).contains(&k) { 1.0 / tied as f64 } else { 0.0 }));
+    }
+    let others = (n - 1).max(1) as f64;
     let mut lead = rows[answer].clone();
     for row in rows.iter().enumerate().filter(|(c, _)| *c != answer).map(|(_, row)| row) {
         for (l, x) in lead.iter_mut().zip(row) {
             *l -= x / others;
         }
     }
-    let chance = 1.0 / values.len().max(1) as f64;
+    let chance = 1.0 / n.max(1) as f64;
     for aim in AIMS {
         let off: Vec<f64> = rows.iter().map(|r| (r[1] - aim).abs()).collect();
-        lead.push(f64::from(u8::from(ranks(&off)[answer] == 0)) - chance);
+        let nearest = off.iter().copied().fold(f64::INFINITY, f64::min);
+        let tied = off.iter().filter(|&&o| o == nearest).count().max(1);
+        lead.push(if off[answer] == nearest { 1.0 / tied as f64 } else { 0.0 } - chance);
     }
     lead
+}
+
+/// Share of the pairs of items of `a` (also in `b`) that `b` orders the other way round (0: same order, 1:
+/// reversed; 0 when no pair is shared).
+pub fn kendall_distance<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
+    let pos: Vec<Option<usize>> = a.iter().map(|x| b.iter().position(|y| y == x)).collect();
+    let (mut pairs, mut discordant) = (0usize, 0usize);
+    for i in 0..pos.len() {
+        for j in i + 1..pos.len() {
+            if let (Some(p), Some(q)) = (pos[i], pos[j]) {
+                pairs += 1;
+                discordant += usize::from(p > q);
+            }
+        }
+    }
+    if pairs == 0 { 0.0 } else { discordant as f64 / pairs as f64 }
+}
+
+/// Each order's mean [`kendall_distance`] to the other orders: what a choice-only probe reads of an ordering
+/// question (the order the others are perturbations of sits nearest them).
+pub fn order_centrality<T: PartialEq, O: AsRef<[T]>>(orders: &[O]) -> Vec<f64> {
+    let n = orders.len();
+    (0..n)
+        .map(|i| {
+            let sum: f64 =
+                (0..n).filter(|&j| j != i).map(|j| kendall_distance(orders[i].as_ref(), orders[j].as_ref())).sum();
+            if n > 1 { sum / (n - 1) as f64 } else { 0.0 }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -80,6 +121,17 @@ mod tests {
         assert_eq!(rows, vec![vec![1.0, -1.0, 1.0, 1.0, 0.0, 0.0], vec![3.0, 1.0, 1.0, 0.0, 1.0, 0.0]]);
         // Equal values: z is 0, ranks by position.
         assert_eq!(choice_features(&[2.0, 2.0]), vec![vec![2.0, 0.0, 0.0], vec![2.0, 0.0, 0.0]]);
+    }
+
+    #[test]
+    fn kendall_distances_and_centrality_of_orders() {
+        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[0, 1, 2, 3]), 0.0);
+        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[3, 2, 1, 0]), 1.0);
+        assert!((kendall_distance(&[0, 1, 2, 3], &[1, 0, 2, 3]) - 1.0 / 6.0).abs() < 1e-12);
+        // Items missing from one order are left out of the pairs.
+        assert_eq!(kendall_distance(&["a", "b", "c"], &["c", "a"]), 1.0);
+        let c = order_centrality(&[vec![0, 1, 2], vec![1, 0, 2], vec![0, 2, 1]]);
+        assert_eq!(c, vec![1.0 / 3.0, 0.5, 0.5]);
     }
 
     #[test]
@@ -101,5 +153,19 @@ mod tests {
             }
         }
         assert!(sum.iter().all(|s| s.abs() < 1e-12), "{sum:?}");
+        // An answer tied with a negative holds each of their two ranks half the time, and is nearest an aim
+        // half the time it and the negative are.
+        let lead = answer_lead(&[0.5, 0.2, 0.5, 0.8], 0);
+        assert_eq!(lead[3..7], [-1.0 / 3.0, 0.5 - 1.0 / 6.0, 0.5 - 1.0 / 6.0, -1.0 / 3.0]);
+        // The tied pair shares one z: every aim it is nearest counts half.
+        let z = choice_features(&[0.5, 0.2, 0.5, 0.8])[0][1];
+        for (k, aim) in AIMS.iter().enumerate() {
+            let nearest_is_pair = [0.2f64, 0.8].iter().all(|&v| {
+                let zv = choice_features(&[0.5, 0.2, 0.5, 0.8])[if v < 0.5 { 1 } else { 3 }][1];
+                (zv - aim).abs() > (z - aim).abs()
+            });
+            let want = if nearest_is_pair { 0.5 } else { 0.0 } - 0.25;
+            assert!((lead[7 + k] - want).abs() < 1e-12, "aim {aim}: {} vs {want}", lead[7 + k]);
+        }
     }
 }

@@ -347,33 +347,6 @@ pub fn choice_centrality(sim: &[f32], n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// The mean normalised Kendall distance of each order to the other orders (the ordering task's choice-only
-/// reading).
-pub fn order_centrality(orders: &[&[usize]]) -> Vec<f32> {
-    let kendall = |a: &[usize], b: &[usize]| -> f32 {
-        let n = a.len();
-        let mut pos = vec![0usize; n];
-        for (i, &x) in b.iter().enumerate() {
-            pos[x] = i;
-        }
-        let mut disc = 0usize;
-        for i in 0..n {
-            for j in i + 1..n {
-                disc += usize::from(pos[a[i]] > pos[a[j]]);
-            }
-        }
-        let pairs = n * n.saturating_sub(1) / 2;
-        if pairs == 0 { 0.0 } else { disc as f32 / pairs as f32 }
-    };
-    (0..orders.len())
-        .map(|i| {
-            let others: Vec<f32> =
-                (0..orders.len()).filter(|&j| j != i).map(|j| kendall(orders[i], orders[j])).collect();
-            others.iter().sum::<f32>() / others.len().max(1) as f32
-        })
-        .collect()
-}
-
 /// Unit vectors of catalog rows: the shortcuts' distances are cosine whatever the catalog's metric.
 pub struct Unit<'a> {
     cat: &'a Catalog,

@@ -8,6 +8,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 use stepwise_core::rng::{ChaCha8Rng, rng_for};
+use stepwise_core::shortcut::order_centrality;
 use stepwise_core::taskset::{ContextStep, PLACEHOLDER};
 use stepwise_core::{Choice, Procedure, Question, Task, TaskShape};
 
@@ -378,7 +379,8 @@ impl<'a> Maker<'a> {
                 }
                 let orders: Vec<&[usize]> =
                     std::iter::once(identity.as_slice()).chain(wrong.iter().map(Vec::as_slice)).collect();
-                let lead = calibrated::lead(&lengths, Some(&calibrated::order_centrality(&orders)), 0);
+                let centrality: Vec<f32> = order_centrality(&orders).into_iter().map(|x| x as f32).collect();
+                let lead = calibrated::lead(&lengths, Some(&centrality), 0);
                 tries.push(Picked::Orders { wrong, weights: Vec::new(), pair: sides.pair.clone() }, lead, target);
             }
         }

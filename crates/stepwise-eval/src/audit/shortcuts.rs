@@ -17,6 +17,7 @@
 //! compare) and counted.
 
 use serde::Serialize;
+use stepwise_core::shortcut::order_centrality;
 use stepwise_core::{Choice, Question, Task};
 
 use super::AuditConfig;
@@ -250,7 +251,7 @@ fn dense_ids(keys: &[&str]) -> Vec<usize> {
 pub fn ordering_choice_only(q: &Question) -> Vec<f64> {
     let orders = q.provenance().choice_orders.filter(|o| o.len() == q.choice_list.len());
     match orders {
-        Some(o) => mean_distance_to_others(&o),
+        Some(o) => order_centrality(&o),
         None => {
             let seqs: Vec<Vec<&str>> = q
                 .choice_list
@@ -260,35 +261,9 @@ pub fn ordering_choice_only(q: &Question) -> Vec<f64> {
                     Choice::Item(_) => Vec::new(),
                 })
                 .collect();
-            mean_distance_to_others(&seqs)
+            order_centrality(&seqs)
         }
     }
-}
-
-fn mean_distance_to_others<T: PartialEq>(orders: &[Vec<T>]) -> Vec<f64> {
-    let n = orders.len();
-    (0..n)
-        .map(|i| {
-            let sum: f64 = (0..n).filter(|&j| j != i).map(|j| kendall_distance(&orders[i], &orders[j])).sum();
-            if n > 1 { sum / (n - 1) as f64 } else { 0.0 }
-        })
-        .collect()
-}
-
-/// Share of the pairs of items of `a` (also in `b`) that `b` orders the other way round (0: same order, 1:
-/// reversed; 0 when no pair is shared).
-pub fn kendall_distance<T: PartialEq>(a: &[T], b: &[T]) -> f64 {
-    let pos: Vec<Option<usize>> = a.iter().map(|x| b.iter().position(|y| y == x)).collect();
-    let (mut pairs, mut discordant) = (0usize, 0usize);
-    for i in 0..pos.len() {
-        for j in i + 1..pos.len() {
-            if let (Some(p), Some(q)) = (pos[i], pos[j]) {
-                pairs += 1;
-                discordant += usize::from(p > q);
-            }
-        }
-    }
-    if pairs == 0 { 0.0 } else { discordant as f64 / pairs as f64 }
 }
 
 #[cfg(test)]
@@ -455,10 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn kendall_distances_of_orders() {
-        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[0, 1, 2, 3]), 0.0);
-        assert_eq!(kendall_distance(&[0, 1, 2, 3], &[3, 2, 1, 0]), 1.0);
-        assert!((kendall_distance(&[0, 1, 2, 3], &[1, 0, 2, 3]) - 1.0 / 6.0).abs() < 1e-12);
+    fn ordering_choice_only_reads_the_shown_orders_or_the_recorded_ones() {
         let seq = |s: &[&str]| Choice::Sequence(s.iter().map(|x| x.to_string()).collect());
         let mut q = Question {
             choice_list: vec![seq(&["a", "b", "c"]), seq(&["a", "c", "b"]), seq(&["c", "b", "a"])],
