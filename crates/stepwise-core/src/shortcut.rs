@@ -155,15 +155,13 @@ mod tests {
         assert!(sum.iter().all(|s| s.abs() < 1e-12), "{sum:?}");
         // An answer tied with a negative holds each of their two ranks half the time, and is nearest an aim
         // half the time it and the negative are.
-        let lead = answer_lead(&[0.5, 0.2, 0.5, 0.8], 0);
+        let values = [0.5, 0.2, 0.5, 0.8];
+        let lead = answer_lead(&values, 0);
         assert_eq!(lead[3..7], [-1.0 / 3.0, 0.5 - 1.0 / 6.0, 0.5 - 1.0 / 6.0, -1.0 / 3.0]);
-        // The tied pair shares one z: every aim it is nearest counts half.
-        let z = choice_features(&[0.5, 0.2, 0.5, 0.8])[0][1];
+        // The tied pair (choices 0 and 2) shares one z: every aim it is nearer than choices 1 and 3 counts half.
+        let z: Vec<f64> = choice_features(&values).iter().map(|r| r[1]).collect();
         for (k, aim) in AIMS.iter().enumerate() {
-            let nearest_is_pair = [0.2f64, 0.8].iter().all(|&v| {
-                let zv = choice_features(&[0.5, 0.2, 0.5, 0.8])[if v < 0.5 { 1 } else { 3 }][1];
-                (zv - aim).abs() > (z - aim).abs()
-            });
+            let nearest_is_pair = [1, 3].iter().all(|&c| (z[c] - aim).abs() > (z[0] - aim).abs());
             let want = if nearest_is_pair { 0.5 } else { 0.0 } - 0.25;
             assert!((lead[7 + k] - want).abs() < 1e-12, "aim {aim}: {} vs {want}", lead[7 + k]);
         }
