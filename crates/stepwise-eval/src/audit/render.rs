@@ -170,12 +170,18 @@ fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
          answer's distance rank, flat for a set without a distance cue. Distance + rank probe: the distance probe \
          with the choice's rank as a one-hot; choice-only probe: the same model on each choice's relation to the \
          other choices only, never the question (it catches an answer that looks different from the negatives; \
-         for coherence the choices are the question). Both probes are cross-validated with folds grouped by \
-         procedure. A task is **shortcut-free** when every entry's interval contains chance and no entry lies \
-         more than {:.0} points above it. Each entry is tested at {:.0}% on its own, so a truly balanced set \
-         fails one of its several entries by chance now and then.\n\n",
+         for coherence the choices are the question). Both probes are fitted on the questions of half of the \
+         procedures and scored on the other half's (their question counts). A task is **shortcut-free** when every \
+         entry's interval at {} (the table's {:.0}%, Bonferroni-corrected over the entries, so that a set without \
+         any shortcut passes at least {:.0}% of the time) contains chance and no entry lies more than {:.0} points \
+         above it.\n\n",
+        format!(
+            "{:.1}%",
+            100.0 * tasks.iter().find_map(|t| t.shortcuts.as_ref()).map_or(1.0, |p| p.verdict_confidence)
+        ),
+        100.0 * r.config.bootstrap.confidence,
+        100.0 * r.config.bootstrap.confidence,
         100.0 * super::shortcuts::MARGIN,
-        100.0 * r.config.bootstrap.confidence
     ));
     for t in &tasks {
         let Some(p) = &t.shortcuts else { continue };

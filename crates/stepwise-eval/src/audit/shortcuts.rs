@@ -8,10 +8,14 @@
 //!   a distance cue. For coherence d is each item's distance to the other items, so rank n is the odd one out
 //!   (it differs from the Hasty Student's argmax only when the largest distances tie);
 //! - **distance + rank probe**: the distance probe ([`super::probe`]) with the choice's rank added as a one-hot,
-//!   cross-validated with folds grouped by *procedure* (a model never sees a recipe it is tested on);
+//!   fitted on the questions of half of the procedures and scored on the other half's (a model never sees a
+//!   recipe it is tested on, and no scored question trained it, so its interval holds);
 //! - **choice-only probe**: the same model on a value that never looks at the question, only at the other
 //!   choices ([`choice_only_definition`]); it catches "the answer looks different from the negatives". For
 //!   coherence the choices *are* the question, so its value is d itself.
+//!
+//! The verdict reads every entry at a Bonferroni-corrected confidence (95% over six entries: 99.2% each), so a
+//! set without any shortcut is called shortcut-free at least 95% of the time; the table shows the 95% intervals.
 //!
 //! Questions whose number of choices differs from the task's usual one are left out (ranks of different n do not
 //! compare) and counted.
@@ -21,8 +25,8 @@ use stepwise_core::shortcut::order_centrality;
 use stepwise_core::{Choice, Question, Task};
 
 use super::AuditConfig;
-use super::probe::{choice_features_with_ranks, cross_validate_folds, group_folds, ranks};
-use stepwise_score::bootstrap::{Estimate, Unit, mean_estimate};
+use super::probe::{choice_features_with_ranks, fit_on_choices, group_folds, pick, ranks};
+use stepwise_score::bootstrap::{BootstrapConfig, Estimate, Interval, Unit, mean_estimate};
 
 /// How far above chance an entry may lie and the task still count as shortcut-free.
 pub const MARGIN: f64 = 0.05;
@@ -30,7 +34,7 @@ pub const MARGIN: f64 = 0.05;
 /// What the panel sees of one question.
 #[derive(Debug, Clone)]
 pub struct ShortcutQuestion {
-    /// The question's procedure (`recipe_id`): the unit of resampling and of the probes' folds.
+    /// The question's procedure (`recipe_id`): the unit of resampling and of the probes' halves.
     pub procedure: String,
     /// Per-choice distance to the question (the distance probe's d).
     pub distances: Vec<f64>,
@@ -48,7 +52,9 @@ pub struct PanelEntry {
     pub name: String,
     /// Share of questions it answers, with the interval over procedures.
     pub accuracy: Estimate,
-    /// Questions it was measured on.
+    /// The wider interval the verdict reads ([`ShortcutPanel::verdict_confidence`]).
+    pub verdict_ci: Option<Interval>,
+    /// Questions it was measured on (a probe: those of the held-out half).
     pub questions: usize,
 }
 
@@ -66,12 +72,16 @@ pub struct ShortcutPanel {
     /// What the choice-only probe's value is for this task.
     pub choice_only: &'static str,
     /// Rank picks 1..n (ascending distance), then the distance + rank probe and the choice-only probe (each probe
-    /// only when there are at least as many procedures as folds).
+    /// only when the questions come from at least two procedures).
     pub entries: Vec<PanelEntry>,
     /// Questions whose answer has distance rank k (index k − 1, ascending distance): flat without a distance cue.
     pub answer_rank_counts: Vec<u64>,
-    /// Every entry's interval contains chance and none lies more than [`MARGIN`] above it; `None` when that
-    /// cannot be judged (see `undetermined`).
+    /// The confidence of the intervals the verdict reads: the bootstrap's, Bonferroni-corrected over the
+    /// entries, so that a set without any shortcut is called shortcut-free with at least the bootstrap's
+    /// confidence (tested one by one at 95%, six entries flag such a set about a quarter of the time).
+    pub verdict_confidence: f64,
+    /// Every entry's verdict interval contains chance and none lies more than [`MARGIN`] above it; `None` when
+    /// that cannot be judged (see `undetermined`).
     pub shortcut_free: Option<bool>,
     /// Why `shortcut_free` is `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -138,16 +148,9 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
     }
     let chance = 1.0 / choices as f64;
     let procedures: Vec<&str> = qs.iter().map(|q| q.procedure.as_str()).collect();
-    let clusters = dense_ids(&procedures);
-    let estimate = |values: &[f64], key: &str| {
-        mean_estimate(values, Unit::Clusters(&clusters), &cfg.bootstrap, &format!("audit/{task}/shortcut/{key}"))
-    };
-    let entry = |key: String, name: String, hits: &[f64]| PanelEntry {
-        accuracy: estimate(hits, &key),
-        key,
-        name,
-        questions: hits.len(),
-    };
+    let n_procedures = dense_ids(&procedures).iter().max().map_or(0, |m| m + 1);
+    // Each entry's hits (1: it found the answer) on the questions it was measured on, with their procedures.
+    let mut measured: Vec<(String, String, Vec<f64>, Vec<&str>)> = Vec::new();
 
     // Rank picks: the answer's rank decides which of them is right.
     let answer_rank: Vec<usize> = qs.iter().map(|q| ranks(&q.distances)[q.answer]).collect();
@@ -155,53 +158,69 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
     for &r in &answer_rank {
         answer_rank_counts[r] += 1;
     }
-    let mut entries: Vec<PanelEntry> = (0..choices)
-        .map(|r| {
-            let hits: Vec<f64> = answer_rank.iter().map(|&a| f64::from(u8::from(a == r))).collect();
-            entry(format!("rank_{}", r + 1), rank_name(task, r + 1, choices), &hits)
-        })
-        .collect();
+    for r in 0..choices {
+        let hits: Vec<f64> = answer_rank.iter().map(|&a| f64::from(u8::from(a == r))).collect();
+        measured.push((format!("rank_{}", r + 1), rank_name(task, r + 1, choices), hits, procedures.clone()));
+    }
 
-    // Probes, folds grouped by procedure.
+    // Probes: fitted on the questions of one half of the procedures and scored on the other half's. A scored
+    // question never trained the model that answers it nor any other model, so its hit is an independent draw
+    // and the bootstrap interval holds; cross-validated hits are not independent (every question trains the
+    // models that score the others) and, on sets whose answers were drawn at random, their intervals missed
+    // chance about twice as often as they should.
     let mut missing = Vec::new();
-    let n_procedures = clusters.iter().max().map_or(0, |m| m + 1);
     let answers: Vec<usize> = qs.iter().map(|q| q.answer).collect();
+    let half = group_folds(&procedures, 2, cfg.bootstrap.seed, "audit-shortcut-half");
     // (key, name, whether the probe sees the choice-only values rather than the distances)
     let probes =
         [("probe_distance_rank", "distance + rank probe", false), ("probe_choice_only", "choice-only probe", true)];
     for (key, name, choice_only) in probes {
-        let outcome = (cfg.folds >= 2 && n_procedures >= cfg.folds)
-            .then(|| {
-                let features: Vec<Vec<Vec<f64>>> = qs
-                    .iter()
-                    .map(|q| {
-                        choice_features_with_ranks(if choice_only { &q.choice_only } else { &q.distances }, choices)
-                    })
-                    .collect();
-                let fold = group_folds(&procedures, cfg.folds, cfg.bootstrap.seed, "audit-shortcut-fold");
-                cross_validate_folds(&features, &answers, fold, cfg.folds, &cfg.logreg)
-            })
-            .flatten();
+        let features: Vec<Vec<Vec<f64>>> = qs
+            .iter()
+            .map(|q| choice_features_with_ranks(if choice_only { &q.choice_only } else { &q.distances }, choices))
+            .collect();
+        let outcome = (n_procedures >= 2).then(|| held_out_half(&features, &answers, &half, &cfg.logreg)).flatten();
         match outcome {
-            Some(out) => {
-                let hits: Vec<f64> = out.correct.iter().map(|&c| f64::from(u8::from(c))).collect();
-                entries.push(entry(key.to_string(), name.to_string(), &hits));
+            Some(correct) => {
+                let hits: Vec<f64> = correct.iter().map(|&c| f64::from(u8::from(c))).collect();
+                let on: Vec<&str> = (0..qs.len()).filter(|&q| half[q] == SCORED_HALF).map(|q| procedures[q]).collect();
+                measured.push((key.to_string(), name.to_string(), hits, on));
             }
             None => missing.push(name),
         }
     }
 
+    // Every entry at the bootstrap's confidence for the reader, and Bonferroni-corrected for the verdict.
+    let verdict_confidence = 1.0 - (1.0 - cfg.bootstrap.confidence) / measured.len().max(1) as f64;
+    let verdict_bootstrap = BootstrapConfig { confidence: verdict_confidence, ..cfg.bootstrap.clone() };
+    let entries: Vec<PanelEntry> = measured
+        .into_iter()
+        .map(|(key, name, hits, on)| {
+            let clusters = dense_ids(&on);
+            let at = |config: &BootstrapConfig| {
+                mean_estimate(&hits, Unit::Clusters(&clusters), config, &format!("audit/{task}/shortcut/{key}"))
+            };
+            PanelEntry {
+                accuracy: at(&cfg.bootstrap),
+                verdict_ci: at(&verdict_bootstrap).ci,
+                questions: hits.len(),
+                key,
+                name,
+            }
+        })
+        .collect();
+
     let undetermined = if cfg.bootstrap.resamples == 0 {
         Some("intervals are disabled (0 resamples)".to_string())
     } else if !missing.is_empty() {
         Some(format!(
-            "the {} could not be cross-validated ({n_procedures} procedures, {} folds)",
-            missing.join(" and the "),
-            cfg.folds
+            "the {} could not be fitted on half of the procedures and scored on the other half ({n_procedures} \
+             procedures)",
+            missing.join(" and the ")
         ))
     } else if qs.len() < 2 || n_procedures < 2 {
         Some(format!("too few questions ({}) or procedures ({n_procedures}) for an interval", qs.len()))
-    } else if entries.iter().any(|e| e.accuracy.ci.is_none()) {
+    } else if entries.iter().any(|e| e.accuracy.ci.is_none() || e.verdict_ci.is_none()) {
         Some("an entry has no interval".to_string())
     } else {
         None
@@ -222,15 +241,40 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
         choice_only: choice_only_definition(task),
         entries,
         answer_rank_counts,
+        verdict_confidence,
         shortcut_free,
         undetermined,
         worst,
     })
 }
 
-/// The entry's interval contains chance and its value is at most [`MARGIN`] above it.
+/// The half of the procedures whose questions the probes are scored on (fitted on the other one).
+const SCORED_HALF: usize = 1;
+
+/// For each question of half [`SCORED_HALF`] (in order), whether the probe fitted on the other half's questions
+/// answers it; `None` when a half is empty or the fit fails.
+fn held_out_half(
+    features: &[Vec<Vec<f64>>],
+    answers: &[usize],
+    half: &[usize],
+    cfg: &stepwise_models::logreg::LogRegConfig,
+) -> Option<Vec<bool>> {
+    if !half.contains(&SCORED_HALF) {
+        return None;
+    }
+    let train = (0..features.len()).filter(|&q| half[q] != SCORED_HALF);
+    let model = fit_on_choices(train.map(|q| (features[q].as_slice(), answers[q])), cfg).ok()?;
+    Some(
+        (0..features.len())
+            .filter(|&q| half[q] == SCORED_HALF)
+            .map(|q| pick(&model, &features[q]) == answers[q])
+            .collect(),
+    )
+}
+
+/// The entry's verdict interval contains chance and its value is at most [`MARGIN`] above it.
 fn within_chance(e: &PanelEntry, chance: f64) -> bool {
-    let contains = e.accuracy.ci.is_some_and(|ci| ci.low <= chance && chance <= ci.high);
+    let contains = e.verdict_ci.is_some_and(|ci| ci.low <= chance && chance <= ci.high);
     contains && e.accuracy.value <= chance + MARGIN
 }
 
@@ -348,7 +392,7 @@ mod tests {
         assert!(p.shortcut_free.is_none() && p.undetermined.is_some());
         assert_eq!(p.worst.unwrap().key, "rank_1");
         // Too few procedures for the probes: undetermined, the rank picks are still there.
-        let p = panel(Task::TextualCloze, &qs[..6], 4, &cfg(50)).unwrap();
+        let p = panel(Task::TextualCloze, &qs[..2], 4, &cfg(50)).unwrap();
         assert!(p.shortcut_free.is_none() && p.entries.len() == 4, "{p:?}");
     }
 
@@ -370,6 +414,46 @@ mod tests {
         // 100 expected per rank, standard deviation ≈ 8.7.
         assert!(p.answer_rank_counts.iter().all(|&c| (65..=135).contains(&c)), "{:?}", p.answer_rank_counts);
         assert!((p.worst.unwrap().accuracy.value - 0.25).abs() < 0.1);
+    }
+
+    /// The verdict's false alarms: sets whose answers are drawn at random among exchangeable choices (no
+    /// shortcut exists) are called shortcut-free at least 95% of the time, and each probe's 95% interval contains
+    /// chance about 95% of the time. Cross-validated probes (every question trains the models that score the
+    /// others) missed chance about twice as often, and six entries at 95% each flagged about a quarter of the sets.
+    #[test]
+    fn sets_without_shortcuts_pass_at_the_stated_confidence() {
+        let sets = 40;
+        let (mut flagged, mut probe_misses, mut probes) = (0, 0, 0);
+        for set in 0..sets {
+            let mut rng = stepwise_core::rng::rng_for(set, "shortcut-null");
+            // 300 procedures of 4 questions, each procedure with its own scale of distances (as real ones have).
+            let qs: Vec<ShortcutQuestion> = (0..1200)
+                .map(|i| {
+                    let scale = 1.0 + (i / 4 % 7) as f64;
+                    let d: Vec<f64> = (0..4).map(|_| scale * rng.random::<f64>()).collect();
+                    let co: Vec<f64> = (0..4).map(|_| rng.random::<f64>().powi(3)).collect();
+                    ShortcutQuestion {
+                        procedure: format!("r{}", i / 4),
+                        distances: d,
+                        choice_only: co,
+                        answer: rng.random_range(0..4),
+                    }
+                })
+                .collect();
+            let p = panel(Task::VisualCloze, &qs, 4, &cfg(400)).unwrap();
+            assert!((p.verdict_confidence - (1.0 - 0.05 / 6.0)).abs() < 1e-12);
+            flagged += usize::from(p.shortcut_free == Some(false));
+            for e in p.entries.iter().filter(|e| e.key.starts_with("probe")) {
+                let ci = e.accuracy.ci.unwrap();
+                probes += 1;
+                probe_misses += usize::from(!(ci.low <= p.chance && p.chance <= ci.high));
+                // Scored on the half of the procedures the probe was not fitted on.
+                assert_eq!(e.questions, 600);
+            }
+        }
+        // Expected: about 2 of 40 flagged (at most 5%), about 4 of 80 probe intervals missing chance.
+        assert!(flagged <= 5, "{flagged} of {sets} sets without shortcuts flagged");
+        assert!(probe_misses <= 9, "{probe_misses} of {probes} probe intervals missed chance");
     }
 
     /// Visual cloze where the answer points away from the negatives but every choice is equally far from the
