@@ -102,6 +102,26 @@ fn calibrated_ranks_are_the_shortcuts_ranks_and_uniform() {
     }
 }
 
+/// Two choices that are each other's reverse are never both shown: otherwise, the reversed correct order never
+/// being a choice, "neither of a reversed pair" would be a shortcut.
+#[test]
+fn calibrated_orderings_never_show_an_order_and_its_reverse() {
+    let (procs, v) = corpus(300, 9);
+    let cfg = GenerateConfig { seed: 5, k: 60, k_c: 30, ..Default::default() };
+    for k2 in [0, 1] {
+        let mode = Mode::Knobs(KnobSetting { k1: 0, k2, k3: 0 });
+        let g = run(&procs, &v, Task::VisualOrdering, mode, &cfg);
+        assert!(g.questions.len() >= 100, "{mode}: {:?}", g.counts);
+        for q in &g.questions {
+            let orders: Vec<Vec<usize>> = serde_json::from_value(q.extra["meta"]["choice_orders"].clone()).unwrap();
+            for (i, a) in orders.iter().enumerate() {
+                let reversed: Vec<usize> = a.iter().rev().copied().collect();
+                assert!(!orders[i + 1..].contains(&reversed), "{mode} {}: {orders:?}", q.qid);
+            }
+        }
+    }
+}
+
 #[test]
 fn calibrated_draws_are_identical_for_any_thread_count() {
     let (procs, v) = corpus(80, 9);
