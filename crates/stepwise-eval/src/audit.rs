@@ -267,6 +267,7 @@ fn audit_task(
             distances: d.clone(),
             choice_only,
             answer: q.answer,
+            not_reversed: (task == Task::VisualOrdering).then(|| shortcuts::not_reversed_hit(q)).flatten(),
         });
         probe_questions.push(probe::ProbeQuestion { qid: q.qid.clone(), distances: d, answer: q.answer });
     }

@@ -148,6 +148,20 @@ pub fn markdown(r: &AuditReport, source: &str, plots: &PlotLinks) -> String {
     out
 }
 
+/// The verdict's confidence per task, "99.2% (textual_cloze, visual_cloze), 99.3% (visual_ordering)".
+fn verdict_levels(tasks: &[&TaskAudit]) -> String {
+    let mut levels: Vec<(String, Vec<String>)> = Vec::new();
+    for t in tasks {
+        let Some(p) = &t.shortcuts else { continue };
+        let level = format!("{:.1}%", 100.0 * p.verdict_confidence);
+        match levels.iter_mut().find(|(l, _)| *l == level) {
+            Some((_, names)) => names.push(t.task.to_string()),
+            None => levels.push((level, vec![t.task.to_string()])),
+        }
+    }
+    levels.iter().map(|(l, names)| format!("{l} ({})", names.join(", "))).collect::<Vec<_>>().join(", ")
+}
+
 /// "## Shortcut panel": one row per (task, shortcut), then each task's verdict and answer-rank histogram.
 fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
     let tasks: Vec<&TaskAudit> = r.tasks.iter().filter(|t| t.shortcuts.is_some()).collect();
@@ -170,16 +184,14 @@ fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
          answer's distance rank, flat for a set without a distance cue. Distance + rank probe: the distance probe \
          with the choice's rank as a one-hot; choice-only probe: the same model on each choice's relation to the \
          other choices only, never the question (it catches an answer that looks different from the negatives; \
-         for coherence the choices are the question). Both probes are fitted on the questions of half of the \
+         for coherence the choices are the question). Not one of a reversed pair (ordering): pick at random among \
+         the choices whose reverse is not shown. Both probes are fitted on the questions of half of the \
          procedures and scored on the other half's (their question counts). A task is **shortcut-free** when every \
-         entry's interval at {} (the table's {:.0}%, Bonferroni-corrected over the entries, so that a set without \
-         any shortcut passes at least {:.0}% of the time) contains chance and no entry lies more than {:.0} points \
-         above it.\n\n",
-        format!(
-            "{:.1}%",
-            100.0 * tasks.iter().find_map(|t| t.shortcuts.as_ref()).map_or(1.0, |p| p.verdict_confidence)
-        ),
+         entry's interval at the table's {:.0}% Bonferroni-corrected over the task's entries ({} each; so that a \
+         set without any shortcut passes at least {:.0}% of the time) contains chance and no entry lies more than \
+         {:.0} points above it.\n\n",
         100.0 * r.config.bootstrap.confidence,
+        verdict_levels(&tasks),
         100.0 * r.config.bootstrap.confidence,
         100.0 * super::shortcuts::MARGIN,
     ));

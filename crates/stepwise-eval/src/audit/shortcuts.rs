@@ -13,6 +13,9 @@
 //! - **choice-only probe**: the same model on a value that never looks at the question, only at the other
 //!   choices ([`choice_only_definition`]); it catches "the answer looks different from the negatives". For
 //!   coherence the choices *are* the question, so its value is d itself.
+//! - **not one of a reversed pair** (visual ordering): pick at random among the choices whose reverse is not
+//!   shown. A reversed pair cannot hold the answer when a generator never shows the answer's reverse; with
+//!   orders drawn alike for answers and negatives it scores chance ([`not_reversed_hit`]).
 //!
 //! The verdict reads every entry at a Bonferroni-corrected confidence (95% over six entries: 99.2% each), so a
 //! set without any shortcut is called shortcut-free at least 95% of the time; the table shows the 95% intervals.
@@ -41,6 +44,8 @@ pub struct ShortcutQuestion {
     /// Per-choice relation to the other choices only ([`choice_only_definition`]).
     pub choice_only: Vec<f64>,
     pub answer: usize,
+    /// Visual ordering: what "not one of a reversed pair" scores on the question ([`not_reversed_hit`]).
+    pub not_reversed: Option<f64>,
 }
 
 /// One shortcut and how often it finds the answer.
@@ -71,8 +76,8 @@ pub struct ShortcutPanel {
     pub left_out: usize,
     /// What the choice-only probe's value is for this task.
     pub choice_only: &'static str,
-    /// Rank picks 1..n (ascending distance), then the distance + rank probe and the choice-only probe (each probe
-    /// only when the questions come from at least two procedures).
+    /// Rank picks 1..n (ascending distance), for ordering "not one of a reversed pair", then the distance + rank
+    /// probe and the choice-only probe (each probe only when the questions come from at least two procedures).
     pub entries: Vec<PanelEntry>,
     /// Questions whose answer has distance rank k (index k − 1, ascending distance): flat without a distance cue.
     pub answer_rank_counts: Vec<u64>,
@@ -161,6 +166,9 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
     for r in 0..choices {
         let hits: Vec<f64> = answer_rank.iter().map(|&a| f64::from(u8::from(a == r))).collect();
         measured.push((format!("rank_{}", r + 1), rank_name(task, r + 1, choices), hits, procedures.clone()));
+    }
+    if let Some(hits) = qs.iter().map(|q| q.not_reversed).collect::<Option<Vec<f64>>>() {
+        measured.push(("not_reversed".to_string(), "not one of a reversed pair".to_string(), hits, procedures.clone()));
     }
 
     // Probes: fitted on the questions of one half of the procedures and scored on the other half's. A scored
@@ -310,6 +318,24 @@ pub fn ordering_choice_only(q: &Question) -> Vec<f64> {
     }
 }
 
+/// What "pick at random among the choices whose reverse is not shown" scores on an ordering question `q` (its
+/// shown sequences): 1 / (such choices) when the answer is one of them, else 0; every choice counts when each is
+/// in a reversed pair. `None` when a choice is not a sequence or the answer is out of range.
+pub fn not_reversed_hit(q: &Question) -> Option<f64> {
+    let seqs: Vec<&[String]> = q
+        .choice_list
+        .iter()
+        .map(|c| match c {
+            Choice::Sequence(s) => Some(s.as_slice()),
+            Choice::Item(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let reversed_shown = |i: usize| seqs.iter().enumerate().any(|(j, s)| j != i && s.iter().eq(seqs[i].iter().rev()));
+    let alone: Vec<usize> = (0..seqs.len()).filter(|&i| !reversed_shown(i)).collect();
+    let eligible: Vec<usize> = if alone.is_empty() { (0..seqs.len()).collect() } else { alone };
+    (q.answer < seqs.len()).then(|| if eligible.contains(&q.answer) { 1.0 / eligible.len() as f64 } else { 0.0 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,7 +347,7 @@ mod tests {
     }
 
     fn question(i: usize, distances: Vec<f64>, choice_only: Vec<f64>, answer: usize) -> ShortcutQuestion {
-        ShortcutQuestion { procedure: format!("r{}", i / 2), distances, choice_only, answer }
+        ShortcutQuestion { procedure: format!("r{}", i / 2), distances, choice_only, answer, not_reversed: None }
     }
 
     fn entry<'a>(p: &'a ShortcutPanel, key: &str) -> &'a PanelEntry {
@@ -437,6 +463,7 @@ mod tests {
                         distances: d,
                         choice_only: co,
                         answer: rng.random_range(0..4),
+                        not_reversed: None,
                     }
                 })
                 .collect();
@@ -511,6 +538,43 @@ mod tests {
         assert!(distance < p.chance + 0.15, "{distance}");
         assert_eq!(p.shortcut_free, Some(false));
         assert_eq!(p.worst.as_ref().unwrap().key, "probe_choice_only");
+    }
+
+    /// "Not one of a reversed pair" on single questions, and on an ordering set whose answer is never in the
+    /// reversed pair it shows (as calibrated ordering made them before it dropped such pairs): half the questions
+    /// are answered where chance is a quarter.
+    #[test]
+    fn a_reversed_pair_without_the_answer_is_a_shortcut() {
+        let seq = |s: &str| Choice::Sequence(s.chars().map(String::from).collect());
+        let q = |choices: [&str; 4], answer: usize| Question {
+            choice_list: choices.iter().map(|c| seq(c)).collect(),
+            answer,
+            ..Default::default()
+        };
+        assert_eq!(not_reversed_hit(&q(["abcd", "dcba", "bacd", "acbd"], 2)), Some(0.5));
+        assert_eq!(not_reversed_hit(&q(["abcd", "dcba", "bacd", "acbd"], 0)), Some(0.0));
+        assert_eq!(not_reversed_hit(&q(["abcd", "bacd", "acbd", "abdc"], 1)), Some(0.25));
+        // Every choice in a pair: all count.
+        assert_eq!(not_reversed_hit(&q(["abcd", "dcba", "bacd", "dcab"], 3)), Some(0.25));
+        let items = Question { choice_list: vec![Choice::Item("x".into()); 4], ..Default::default() };
+        assert_eq!(not_reversed_hit(&items), None);
+
+        let mut rng = stepwise_core::rng::rng_for(3, "reversed-pair-test");
+        let qs: Vec<ShortcutQuestion> = (0..400)
+            .map(|i| {
+                let d: Vec<f64> = (0..4).map(|_| rng.random::<f64>()).collect();
+                let co: Vec<f64> = (0..4).map(|_| rng.random::<f64>()).collect();
+                // Choices 1 and 2 are each other's reverse; the answer is 0 or 3.
+                let answer = if rng.random::<bool>() { 0 } else { 3 };
+                let hit = not_reversed_hit(&q(["abcd", "bdca", "acdb", "dabc"], answer));
+                ShortcutQuestion { not_reversed: hit, ..question(i, d, co, answer) }
+            })
+            .collect();
+        let p = panel(Task::VisualOrdering, &qs, 4, &cfg(200)).unwrap();
+        assert_eq!(entry(&p, "not_reversed").accuracy.value, 0.5);
+        assert_eq!(entry(&p, "not_reversed").name, "not one of a reversed pair");
+        assert_eq!(p.shortcut_free, Some(false));
+        assert!((p.verdict_confidence - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
     }
 
     #[test]
