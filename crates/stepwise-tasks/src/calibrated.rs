@@ -12,7 +12,8 @@
 //! A linear probe on such rows is at chance when the rows average to the same on answers as on negatives: the
 //! logistic loss is then stationary at zero weights. And a probe is scored by the choice it ranks first, so
 //! besides the means, "the answer is the choice whose z is nearest a typical z" must be as rare as chance
-//! ([`stepwise_core::shortcut::AIMS`]). So each question tries several draws of negatives (for every rank its
+//! ([`stepwise_core::shortcut::AIMS`]), and the answer's rank must not depend on how spread out or how far the
+//! question's distances are ([`rank_by_spread_lead`]). So each question tries several draws of negatives (for every rank its
 //! answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each draw's **lead**
 //! ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`] picks among the
 //! draws by exponential tilting, so that the kept questions' leads average to zero. A question whose every draw
@@ -40,7 +41,8 @@ pub const DEPARTURES: &[&str] = &[
      answer's own distance, k3 = 0 from anywhere on each side.",
     "Of the draws tried, each question keeps one at random, weighted by exponential tilting so that what the \
      shortcut probes read (each choice's distance to the question and to the other choices, their z-scores and \
-     ranks, and which choice sits nearest a typical z) averages the same on answers as on negatives; questions \
+     ranks, which choice sits nearest a typical z, and the answer's rank at each spread and level of the \
+     distances) averages the same on answers as on negatives; questions \
      whose every draw leads the same way are mostly left out (calibrated_balance), so a calibrated setting keeps \
      fewer questions than the paper's.",
     "Visual coherence balances the odd image's distance to the other images; visual ordering (no knob 3 in the \
@@ -90,10 +92,25 @@ pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Ve
         l
     };
     let mut out = part(distances);
+    out.extend(rank_by_spread_lead(distances, &out));
     if let Some(c) = choice_only {
         out.extend(part(c).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
     }
     out
+}
+
+/// The answer's rank lead (`lead`'s rank one-hot part, answer minus the others' mean) times the draw's spread and
+/// level of `values` (log standard deviation, mean) and their squares: balanced, the answer's rank is as likely
+/// at every spread and level, which the audit's "rank given spread and level" reads.
+fn rank_by_spread_lead(values: &[f32], lead: &[f64]) -> Vec<f64> {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    let var = values.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / n;
+    let spread = (var.sqrt() + 1e-9).ln() / 5.0;
+    let level = 5.0 * mean;
+    let covariates = [spread, spread * spread, level, level * level];
+    let ranks = &lead[3..3 + values.len()];
+    covariates.iter().flat_map(|c| ranks.iter().map(move |r| r * c)).collect()
 }
 
 /// How each question picks its draws so that what the shortcut probes read balances: exponential tilting (the

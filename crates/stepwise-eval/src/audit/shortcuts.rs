@@ -17,7 +17,7 @@
 //!   shown. A reversed pair cannot hold the answer when a generator never shows the answer's reverse; with
 //!   orders drawn alike for answers and negatives it scores chance ([`not_reversed_hit`]).
 //!
-//! The verdict reads every entry at a Bonferroni-corrected confidence (95% over six entries: 99.2% each), so a
+//! The verdict reads every entry at a Bonferroni-corrected confidence (95% over seven entries: 99.3% each), so a
 //! set without any shortcut is called shortcut-free at least 95% of the time; the table shows the 95% intervals.
 //!
 //! Questions whose number of choices differs from the task's usual one are left out (ranks of different n do not
@@ -197,6 +197,18 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
             None => missing.push(name),
         }
     }
+    // The answer's rank given how the question's distances lie (their spread and level): a set can have a flat
+    // rank histogram and still put the answer at rank 1 in tight questions and rank n in loose ones, which the
+    // linear probes barely see. Learned on one half, scored on the other, like the probes.
+    let outcome = (n_procedures >= 2).then(|| rank_by_spread(&qs, &answer_rank, &half)).flatten();
+    match outcome {
+        Some(correct) => {
+            let hits: Vec<f64> = correct.iter().map(|&c| f64::from(u8::from(c))).collect();
+            let on: Vec<&str> = (0..qs.len()).filter(|&q| half[q] == SCORED_HALF).map(|q| procedures[q]).collect();
+            measured.push(("rank_by_spread".to_string(), "rank given spread and level".to_string(), hits, on));
+        }
+        None => missing.push("rank given spread and level"),
+    }
 
     // Every entry at the bootstrap's confidence for the reader, and Bonferroni-corrected for the verdict.
     let verdict_confidence = 1.0 - (1.0 - cfg.bootstrap.confidence) / measured.len().max(1) as f64;
@@ -276,6 +288,55 @@ fn held_out_half(
         (0..features.len())
             .filter(|&q| half[q] == SCORED_HALF)
             .map(|q| pick(&model, &features[q]) == answers[q])
+            .collect(),
+    )
+}
+
+/// Cells per axis of [`rank_by_spread`]'s grid.
+const SPREAD_BINS: usize = 5;
+
+/// For each question of half [`SCORED_HALF`] (in order), whether its answer has the distance rank most common,
+/// among the other half's questions, in its cell of a grid of the questions' distance spread (standard
+/// deviation) and level (mean), each cut at the other half's quintiles; `None` when a half is empty.
+fn rank_by_spread(qs: &[&ShortcutQuestion], answer_rank: &[usize], half: &[usize]) -> Option<Vec<bool>> {
+    let stats: Vec<(f64, f64)> = qs
+        .iter()
+        .map(|q| {
+            let n = q.distances.len().max(1) as f64;
+            let mean = q.distances.iter().sum::<f64>() / n;
+            let var = q.distances.iter().map(|d| (d - mean) * (d - mean)).sum::<f64>() / n;
+            (var.sqrt(), mean)
+        })
+        .collect();
+    let fitted: Vec<usize> = (0..qs.len()).filter(|&q| half[q] != SCORED_HALF).collect();
+    if fitted.is_empty() || fitted.len() == qs.len() {
+        return None;
+    }
+    let edges = |axis: fn(&(f64, f64)) -> f64| -> Vec<f64> {
+        let mut v: Vec<f64> = fitted.iter().map(|&q| axis(&stats[q])).collect();
+        v.sort_by(f64::total_cmp);
+        (1..SPREAD_BINS).map(|k| v[k * v.len() / SPREAD_BINS]).collect()
+    };
+    let (spread_edges, level_edges) = (edges(|s| s.0), edges(|s| s.1));
+    let bin = |x: f64, edges: &[f64]| edges.iter().filter(|&&e| x >= e).count();
+    let cell = |q: usize| bin(stats[q].0, &spread_edges) * SPREAD_BINS + bin(stats[q].1, &level_edges);
+    let choices = qs.iter().map(|q| q.distances.len()).max().unwrap_or(0);
+    let mut counts = vec![vec![0usize; choices]; SPREAD_BINS * SPREAD_BINS + 1];
+    for &q in &fitted {
+        counts[cell(q)][answer_rank[q]] += 1;
+        counts[SPREAD_BINS * SPREAD_BINS][answer_rank[q]] += 1;
+    }
+    // The most common rank (the lowest on a tie); a cell the fitting half never reached takes the overall one.
+    let mode = |c: &[usize]| c.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0))).map(|(r, _)| r);
+    let overall = mode(&counts[SPREAD_BINS * SPREAD_BINS]);
+    Some(
+        (0..qs.len())
+            .filter(|&q| half[q] == SCORED_HALF)
+            .map(|q| {
+                let c = &counts[cell(q)];
+                let pick = if c.iter().sum::<usize>() == 0 { overall } else { mode(c) };
+                pick == Some(answer_rank[q])
+            })
             .collect(),
     )
 }
@@ -412,7 +473,7 @@ mod tests {
         assert_eq!((w.key.as_str(), w.accuracy.value), ("rank_1", 1.0));
         assert_eq!(p.answer_rank_counts, vec![120, 0, 0, 0]);
         assert_eq!(entry(&p, "probe_distance_rank").accuracy.value, 1.0);
-        assert_eq!(p.entries.len(), 6);
+        assert_eq!(p.entries.len(), 7);
         // Without intervals the verdict is undetermined, the worst entry is still named.
         let p = panel(Task::TextualCloze, &qs, 4, &cfg(0)).unwrap();
         assert!(p.shortcut_free.is_none() && p.undetermined.is_some());
@@ -468,7 +529,7 @@ mod tests {
                 })
                 .collect();
             let p = panel(Task::VisualCloze, &qs, 4, &cfg(400)).unwrap();
-            assert!((p.verdict_confidence - (1.0 - 0.05 / 6.0)).abs() < 1e-12);
+            assert!((p.verdict_confidence - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
             flagged += usize::from(p.shortcut_free == Some(false));
             for e in p.entries.iter().filter(|e| e.key.starts_with("probe")) {
                 let ci = e.accuracy.ci.unwrap();
@@ -540,6 +601,33 @@ mod tests {
         assert_eq!(p.worst.as_ref().unwrap().key, "probe_choice_only");
     }
 
+    /// A flat rank histogram that hides a rule: the answer is the nearest choice in tight questions and the
+    /// farthest in loose ones. The rank picks sit near chance; "rank given spread and level" finds it.
+    #[test]
+    fn a_rank_that_follows_the_spread_is_a_shortcut() {
+        let mut rng = stepwise_core::rng::rng_for(11, "rank-by-spread-test");
+        let qs: Vec<ShortcutQuestion> = (0..800)
+            .map(|i| {
+                let tight = i % 2 == 0;
+                let scale = if tight { 0.01 } else { 0.3 };
+                let d: Vec<f64> = (0..4).map(|_| 0.4 + scale * rng.random::<f64>()).collect();
+                let order = ranks(&d);
+                let want = if tight { 0 } else { 3 };
+                let answer = order.iter().position(|&r| r == want).unwrap();
+                let co: Vec<f64> = (0..4).map(|_| rng.random::<f64>()).collect();
+                question(i, d, co, answer)
+            })
+            .collect();
+        let p = panel(Task::TextualCloze, &qs, 4, &cfg(200)).unwrap();
+        for key in ["rank_1", "rank_4"] {
+            assert!((entry(&p, key).accuracy.value - 0.5).abs() < 1e-12, "{key}");
+        }
+        let rule = entry(&p, "rank_by_spread");
+        assert!(rule.accuracy.value > 0.95, "{rule:?}");
+        assert_eq!(rule.questions, 400);
+        assert_eq!(p.shortcut_free, Some(false));
+    }
+
     /// "Not one of a reversed pair" on single questions, and on an ordering set whose answer is never in the
     /// reversed pair it shows (as calibrated ordering made them before it dropped such pairs): half the questions
     /// are answered where chance is a quarter.
@@ -574,7 +662,7 @@ mod tests {
         assert_eq!(entry(&p, "not_reversed").accuracy.value, 0.5);
         assert_eq!(entry(&p, "not_reversed").name, "not one of a reversed pair");
         assert_eq!(p.shortcut_free, Some(false));
-        assert!((p.verdict_confidence - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
+        assert!((p.verdict_confidence - (1.0 - 0.05 / 8.0)).abs() < 1e-12);
     }
 
     #[test]
