@@ -13,14 +13,14 @@
 //! logistic loss is then stationary at zero weights. And a probe is scored by the choice it ranks first, so
 //! besides the means, "the answer is the choice whose z is nearest a typical z" must be as rare as chance
 //! ([`stepwise_core::shortcut::AIMS`]), and the answer's rank must not depend on how spread out or how far the
-//! question's distances are ([`rank_by_spread_lead`]). So each question tries several draws of negatives (for every rank its
-//! answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each draw's **lead**
-//! ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`] picks among the
-//! draws by exponential tilting, so that the kept questions' leads average to zero. A question whose every draw
-//! leads far the same way (typically an answer nearer the question than every candidate, which no draw can hide)
-//! is mostly left out ([`crate::SkipReason::CalibratedBalance`]). The tilts are fitted on a pilot sample of the
-//! plan; each question's pick depends on its own draws and random stream alone, so the draws are the same for
-//! any thread count and in any shard.
+//! question's distances are (`rank_by_spread_lead`). So each question tries several draws of negatives (for
+//! every rank its answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each
+//! draw's **lead** ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`]
+//! picks among the draws by exponential tilting, so that the kept questions' leads average to zero. A question
+//! whose every draw leads far the same way (typically an answer nearer the question than every candidate, which
+//! no draw can hide) is mostly left out ([`crate::SkipReason::CalibratedBalance`]). The tilts are fitted on a
+//! pilot sample of the plan; each question's pick depends on its own draws and random stream alone, so the draws
+//! are the same for any thread count and in any shard.
 
 use std::collections::HashMap;
 
@@ -109,6 +109,7 @@ fn rank_by_spread_lead(values: &[f32], lead: &[f64]) -> Vec<f64> {
     let spread = (var.sqrt() + 1e-9).ln() / 5.0;
     let level = 5.0 * mean;
     let covariates = [spread, spread * spread, level, level * level];
+    // The rank one-hot follows [x, z, z²] in `answer_lead`.
     let ranks = &lead[3..3 + values.len()];
     covariates.iter().flat_map(|c| ranks.iter().map(move |r| r * c)).collect()
 }

@@ -316,8 +316,7 @@ impl<'a> Maker<'a> {
     /// consecutive images) against the correct order's. An order and its reverse have the same length, so of
     /// each such pair of wrong orders one, either way round at random, is a candidate, and the reversed correct
     /// order never is (its rank would be a tie). Otherwise a question could show a wrong order with its reverse,
-    /// never the answer with its reverse, and "neither of a reversed pair" would answer it: on a 3,000-procedure
-    /// world 27–37% of the questions of each ordering setting showed such a pair.
+    /// never the answer with its reverse, and "neither of a reversed pair" would answer it.
     fn order_sides(&self, view: &ProcView<'_>, pq: &PlannedQuestion, rng: &mut ChaCha8Rng) -> OrderSides {
         let items: Vec<u32> = pq.positions.iter().map(|&p| self.item_of(view, p)).collect();
         let n = items.len();

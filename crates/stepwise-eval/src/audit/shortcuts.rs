@@ -179,35 +179,34 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
     let mut missing = Vec::new();
     let answers: Vec<usize> = qs.iter().map(|q| q.answer).collect();
     let half = group_folds(&procedures, 2, cfg.bootstrap.seed, "audit-shortcut-half");
+    let scored_on: Vec<&str> = (0..qs.len()).filter(|&q| half[q] == SCORED_HALF).map(|q| procedures[q]).collect();
+    let fits = n_procedures >= 2;
     // (key, name, whether the probe sees the choice-only values rather than the distances)
     let probes =
         [("probe_distance_rank", "distance + rank probe", false), ("probe_choice_only", "choice-only probe", true)];
-    for (key, name, choice_only) in probes {
-        let features: Vec<Vec<Vec<f64>>> = qs
-            .iter()
-            .map(|q| choice_features_with_ranks(if choice_only { &q.choice_only } else { &q.distances }, choices))
-            .collect();
-        let outcome = (n_procedures >= 2).then(|| held_out_half(&features, &answers, &half, &cfg.logreg)).flatten();
-        match outcome {
-            Some(correct) => {
-                let hits: Vec<f64> = correct.iter().map(|&c| f64::from(u8::from(c))).collect();
-                let on: Vec<&str> = (0..qs.len()).filter(|&q| half[q] == SCORED_HALF).map(|q| procedures[q]).collect();
-                measured.push((key.to_string(), name.to_string(), hits, on));
-            }
-            None => missing.push(name),
-        }
-    }
+    let mut held_out: Vec<(&str, &str, Option<Vec<bool>>)> = probes
+        .iter()
+        .map(|&(key, name, choice_only)| {
+            let features: Vec<Vec<Vec<f64>>> = qs
+                .iter()
+                .map(|q| choice_features_with_ranks(if choice_only { &q.choice_only } else { &q.distances }, choices))
+                .collect();
+            (key, name, fits.then(|| held_out_half(&features, &answers, &half, &cfg.logreg)).flatten())
+        })
+        .collect();
     // The answer's rank given how the question's distances lie (their spread and level): a set can have a flat
     // rank histogram and still put the answer at rank 1 in tight questions and rank n in loose ones, which the
     // linear probes barely see. Learned on one half, scored on the other, like the probes.
-    let outcome = (n_procedures >= 2).then(|| rank_by_spread(&qs, &answer_rank, &half)).flatten();
-    match outcome {
-        Some(correct) => {
-            let hits: Vec<f64> = correct.iter().map(|&c| f64::from(u8::from(c))).collect();
-            let on: Vec<&str> = (0..qs.len()).filter(|&q| half[q] == SCORED_HALF).map(|q| procedures[q]).collect();
-            measured.push(("rank_by_spread".to_string(), "rank given spread and level".to_string(), hits, on));
+    let rule = fits.then(|| rank_by_spread(&qs, &answer_rank, &half)).flatten();
+    held_out.push(("rank_by_spread", "rank given spread and level", rule));
+    for (key, name, outcome) in held_out {
+        match outcome {
+            Some(correct) => {
+                let hits: Vec<f64> = correct.iter().map(|&c| f64::from(u8::from(c))).collect();
+                measured.push((key.to_string(), name.to_string(), hits, scored_on.clone()));
+            }
+            None => missing.push(name),
         }
-        None => missing.push("rank given spread and level"),
     }
 
     // Every entry at the bootstrap's confidence for the reader, and Bonferroni-corrected for the verdict.
