@@ -211,7 +211,7 @@ pub fn panel(task: Task, questions: &[ShortcutQuestion], choices: usize, cfg: &A
 
     // Every entry at the bootstrap's confidence for the reader, and Bonferroni-corrected for the verdict.
     let verdict_confidence = 1.0 - (1.0 - cfg.bootstrap.confidence) / measured.len().max(1) as f64;
-    let verdict_bootstrap = BootstrapConfig { confidence: verdict_confidence, ..cfg.bootstrap.clone() };
+    let verdict_bootstrap = BootstrapConfig { confidence: verdict_confidence, ..cfg.bootstrap };
     let entries: Vec<PanelEntry> = measured
         .into_iter()
         .map(|(key, name, hits, on)| {
