@@ -185,7 +185,9 @@ fn shortcut_section(out: &mut String, r: &AuditReport, plots: &PlotLinks) {
          with the choice's rank as a one-hot; choice-only probe: the same model on each choice's relation to the \
          other choices only, never the question (it catches an answer that looks different from the negatives; \
          for coherence the choices are the question). Not one of a reversed pair (ordering): pick at random among \
-         the choices whose reverse is not shown. Both probes are fitted on the questions of half of the \
+         the choices whose reverse is not shown. Rank given spread and level: the answer rank most common, on the \
+         other half of the procedures, among questions whose distances are as spread out and as far (a 5 × 5 grid \
+         of their quintiles). Both probes are fitted on the questions of half of the \
          procedures and scored on the other half's (their question counts). A task is **shortcut-free** when every \
          entry's interval at the table's {:.0}% Bonferroni-corrected over the task's entries ({} each; so that a \
          set without any shortcut passes at least {:.0}% of the time) contains chance and no entry lies more than \

@@ -359,9 +359,9 @@ fn summary_markdown(source: &str, rows: &[SuiteAuditRow], aflite: Option<&Aflite
     let mut md = format!(
         "# Suite audit\n\n{source}: how much of each task set the Hasty Student and the distance probe answer without \
          reading (accuracy, %, with 95% bootstrap intervals over procedures){}. **Shortcut-free**: every shortcut of \
-         the shortcut panel (each distance-rank pick, the distance + rank probe, the choice-only probe and, for \
-         ordering, \"not one of a reversed pair\") has an \
-         interval containing chance, at a confidence Bonferroni-corrected over the panel's entries, and none lies \
+         the shortcut panel (each distance-rank pick, the distance + rank probe, the choice-only probe, the rank given \
+         the distances' spread and level and, for ordering, \"not one of a reversed pair\") has an interval \
+         containing chance, at a confidence Bonferroni-corrected over the panel's entries, and none lies \
          more than {:.0} points above it (–: cannot be judged, for lack of vectors, intervals or procedures); the \
          worst shortcut is the one farthest from chance. A set without any shortcut passes at least 95% of the \
          time, so of many such sets about one in twenty is flagged by chance. Each task set's \

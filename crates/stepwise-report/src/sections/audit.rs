@@ -239,8 +239,9 @@ pub fn section(ctx: &Ctx, rows: &[AuditRow]) -> Result<Option<Section>> {
          The question the control knobs answer: does the probe fall to chance once the knobs remove the shortcuts? \
          Settings with only a handful of questions have wide intervals — read them with their counts. \
          Shortcut-free: every entry of the audit's shortcut panel (each distance-rank pick — nearest, 2nd, …, \
-         farthest —, a probe on distances and ranks, and a choice-only probe that never sees the question, both \
-         fitted on half of the procedures and scored on the other half, and for ordering \"not one of a reversed \
+         farthest —, a probe on distances and ranks, and a choice-only probe that never sees the question, the answer \
+         rank most common at the question's spread and level of distances, all three fitted on half of the \
+         procedures and scored on the other half, and for ordering \"not one of a reversed \
          pair\") has an interval containing chance, at 95% \
          Bonferroni-corrected over the panel's entries (so a set without any shortcut passes at least 95% of the \
          time), and none lies more than 5 points above it; the worst shortcut is the entry farthest from chance \
