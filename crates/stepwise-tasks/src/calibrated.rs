@@ -13,7 +13,7 @@
 //! logistic loss is then stationary at zero weights. And a probe is scored by the choice it ranks first, so
 //! besides the means, "the answer is the choice whose z is nearest a typical z" must be as rare as chance
 //! ([`stepwise_core::shortcut::AIMS`]), and the answer's rank must not depend on how spread out or how far the
-//! question's distances are (`rank_by_spread_lead`). So each question tries several draws of negatives (for
+//! question's distances are (the rank is balanced within each cell of a [`Grid`] of spread and level). So each question tries several draws of negatives (for
 //! every rank its answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each
 //! draw's **lead** ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`]
 //! picks among the draws by exponential tilting, so that the kept questions' leads average to zero. A question
@@ -78,40 +78,130 @@ const HESSIAN_STRIDE: usize = 4;
 /// The ridge on the tilts: a shortcut no draw can balance gets a large finite tilt rather than an infinite one.
 const RIDGE: f64 = 1e-4;
 
+/// Where the fit stops: the norm of the pilot's expected kept lead (plus the ridge's pull). Leads are of order
+/// one, and a kept set's mean lead differs from its expectation by about one over the root of its questions, so
+/// balancing the pilot more finely changes nothing a probe could read.
+const GRADIENT_TOLERANCE: f64 = 1e-4;
+
+/// [`GRADIENT_TOLERANCE`] for the fit whose kept draws cut the grids ([`Balance::fit`]).
+const FIRST_TOLERANCE: f64 = 1e-2;
+
 /// The least share of the pilot the balance keeps ([`Balance::fit`] shrinks the tilts until it does).
 pub const MIN_KEEP: f64 = 0.2;
 
-/// What a draw does to the shortcuts ([`stepwise_core::shortcut::answer_lead`]) for the choices' distances to the
-/// question and, when the task has them apart from the distances, for their choice-only values (weighted by
-/// [`CHOICE_ONLY_WEIGHT`]); each raw value weighted by [`VALUE_WEIGHT`].
-pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Vec<f64> {
+/// What one draw does to the shortcuts: `dense`, how its answer differs from its negatives in the probes' rows
+/// ([`stepwise_core::shortcut::answer_lead`]) for the choices' distances to the question and, when the task has
+/// them apart from the distances, for their choice-only values (weighted by [`CHOICE_ONLY_WEIGHT`]), each raw
+/// value weighted by [`VALUE_WEIGHT`]; `ranks`, the distances' rank lead alone (answer minus the others' mean of
+/// the rank one-hot); `spread` and `level`, the standard deviation and mean of the distances, which place the
+/// draw in a cell of the balance's [`Grid`], where its rank lead is balanced apart from other cells'.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lead {
+    pub dense: Vec<f64>,
+    pub ranks: Vec<f64>,
+    pub spread: f64,
+    pub level: f64,
+}
+
+#[cfg(test)]
+impl Lead {
+    /// A lead with no rank part (nothing to hold in a grid).
+    pub fn plain(dense: Vec<f64>) -> Lead {
+        Lead { dense, ranks: Vec::new(), spread: 0.0, level: 0.0 }
+    }
+}
+
+/// The lead of a draw whose choices have `distances` (the answer at `answer`) and `choice_only` values.
+pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Lead {
     let part = |values: &[f32]| {
         let values: Vec<f64> = values.iter().map(|&x| f64::from(x)).collect();
         let mut l = stepwise_core::shortcut::answer_lead(&values, answer);
         l[0] *= VALUE_WEIGHT;
         l
     };
-    let mut out = part(distances);
-    out.extend(rank_by_spread_lead(distances, &out));
+    let mut dense = part(distances);
+    // The rank one-hot follows [x, z, z²] in `answer_lead`.
+    let ranks = dense[3..3 + distances.len()].to_vec();
     if let Some(c) = choice_only {
-        out.extend(part(c).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
+        dense.extend(part(c).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
     }
-    out
+    let n = distances.len().max(1) as f64;
+    let level = distances.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+    let spread = (distances.iter().map(|&x| (f64::from(x) - level).powi(2)).sum::<f64>() / n).sqrt();
+    Lead { dense, ranks, spread, level }
 }
 
-/// The answer's rank lead (`lead`'s rank one-hot part, answer minus the others' mean) times the draw's spread and
-/// level of `values` (log standard deviation, mean) and their squares: balanced, the answer's rank is as likely
-/// at every spread and level, which the audit's "rank given spread and level" reads.
-fn rank_by_spread_lead(values: &[f32], lead: &[f64]) -> Vec<f64> {
-    let n = values.len().max(1) as f64;
-    let mean = values.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    let var = values.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / n;
-    let spread = (var.sqrt() + 1e-9).ln() / 5.0;
-    let level = 5.0 * mean;
-    let covariates = [spread, spread * spread, level, level * level];
-    // The rank one-hot follows [x, z, z²] in `answer_lead`.
-    let ranks = &lead[3..3 + values.len()];
-    covariates.iter().flat_map(|c| ranks.iter().map(move |r| r * c)).collect()
+/// The most cells per axis of the grid of spread and level in which the answer's rank is balanced: the audit's
+/// "rank given spread and level" cuts its grid at quintiles, and the rank can depend on spread and level in any
+/// shape (a balance of the rank lead times low powers of them left cells at 35-52% on one rank).
+pub const MAX_GRID_BINS: usize = 5;
+
+/// Pilot questions per cell of the grid ([`grid_bins`]): fewer, and the tilt fits each cell's noise, leaving
+/// questions out until the ridge has to hold it back (a 300-procedure world's fits ran to their last step).
+const PILOT_PER_CELL: f64 = 120.0;
+
+/// Cells per axis of the grid for a pilot of `pilot` questions; at least two, which a small pilot fills and which
+/// keep the rank apart between closely and widely spread distances (one cell let a rank take 48% of the closest
+/// half of a small set's questions).
+pub fn grid_bins(pilot: usize) -> usize {
+    ((pilot as f64 / PILOT_PER_CELL).sqrt() as usize).clamp(2, MAX_GRID_BINS)
+}
+
+/// Where a draw's rank lead goes in its setting's tilt: one block per cell of spread × level, cut at the pilot's
+/// draws' quantiles (no cut when the pilot has no rank leads).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Grid {
+    spread: Vec<f64>,
+    level: Vec<f64>,
+}
+
+impl Grid {
+    /// The grid of `bins` cells per axis cut at the weighted quantiles of `points` (spread, level, weight).
+    pub fn fit(points: impl Iterator<Item = (f64, f64, f64)>, bins: usize) -> Grid {
+        let points: Vec<(f64, f64, f64)> = points.filter(|p| p.2 > 0.0).collect();
+        let total: f64 = points.iter().map(|p| p.2).sum();
+        if points.is_empty() || total <= 0.0 {
+            return Grid::default();
+        }
+        let cut = |axis: fn(&(f64, f64, f64)) -> f64| -> Vec<f64> {
+            let mut v: Vec<(f64, f64)> = points.iter().map(|p| (axis(p), p.2)).collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut edges = Vec::with_capacity(bins.saturating_sub(1));
+            let mut acc = 0.0;
+            for &(x, w) in &v {
+                acc += w;
+                while edges.len() + 1 < bins && acc >= total * (edges.len() + 1) as f64 / bins as f64 {
+                    edges.push(x);
+                }
+            }
+            edges
+        };
+        Grid { spread: cut(|p| p.0), level: cut(|p| p.1) }
+    }
+
+    fn cells(&self) -> usize {
+        (self.spread.len() + 1) * (self.level.len() + 1)
+    }
+
+    fn cell(&self, l: &Lead) -> usize {
+        let bin = |x: f64, edges: &[f64]| edges.iter().filter(|&&e| x >= e).count();
+        bin(l.spread, &self.spread) * (self.level.len() + 1) + bin(l.level, &self.level)
+    }
+
+    /// The length of a tilt for leads shaped like `l`.
+    fn dims(&self, l: &Lead) -> usize {
+        l.dense.len() + self.cells() * l.ranks.len()
+    }
+
+    /// `l`'s nonzero coordinates in the tilt as two runs (start, values): its dense part, then its rank lead in
+    /// its cell's block.
+    fn runs<'l>(&self, l: &'l Lead) -> [(usize, &'l [f64]); 2] {
+        [(0, &l.dense), (l.dense.len() + self.cell(l) * l.ranks.len(), &l.ranks)]
+    }
+
+    fn dot(&self, tilt: &[f64], l: &Lead) -> f64 {
+        self.runs(l).iter().map(|&(at, xs)| xs.iter().zip(&tilt[at..]).map(|(x, t)| x * t).sum::<f64>()).sum()
+    }
 }
 
 /// How each question picks its draws so that what the shortcut probes read balances: exponential tilting (the
@@ -125,19 +215,21 @@ fn rank_by_spread_lead(values: &[f32], lead: &[f64]) -> Vec<f64> {
 /// training folds, and the probe falls below chance).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tilt {
-    /// One tilt per paired setting, each as long as the setting's leads.
+    /// One tilt per paired setting, each as long as the setting's leads in its grid ([`Grid`]).
     pub tilts: Vec<Vec<f64>>,
+    /// Each paired setting's grid.
+    pub grids: Vec<Grid>,
     /// The pilot's expected share of questions kept, and its questions.
     pub expected_keep: f64,
     pub pilot_questions: usize,
 }
 
 /// One question's log mean weight per setting and each draw's weight (normalised within the setting).
-fn weigh(tilts: &[Vec<f64>], leads: &[&[Vec<f64>]]) -> (f64, Vec<Vec<f64>>) {
+fn weigh(tilts: &[Vec<f64>], grids: &[Grid], leads: &[&[Lead]]) -> (f64, Vec<Vec<f64>>) {
     let mut log_z = 0.0;
     let mut weights = Vec::with_capacity(leads.len());
-    for (tilt, options) in tilts.iter().zip(leads) {
-        let e: Vec<f64> = options.iter().map(|g| -tilt.iter().zip(g).map(|(l, x)| l * x).sum::<f64>()).collect();
+    for ((tilt, grid), options) in tilts.iter().zip(grids).zip(leads) {
+        let e: Vec<f64> = options.iter().map(|g| -grid.dot(tilt, g)).collect();
         let top = e.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let w: Vec<f64> = e.iter().map(|x| (x - top).exp()).collect();
         let sum: f64 = w.iter().sum();
@@ -154,14 +246,19 @@ fn keep_probability(log_z: f64) -> f64 {
 
 impl Tilt {
     /// The tilts for pilot questions `pilot` (per question, per paired setting, the leads of its draws; none
-    /// empty): Newton's method on the convex Σ_q log(Π_j Z_qj + [`DROP_WEIGHT`]) + ridge, whose gradient is the
-    /// pilot's expected kept lead.
-    pub fn fit(pilot: &[Vec<&[Vec<f64>]>]) -> Tilt {
+    /// empty), each setting's leads placed by its grid in `grids`: Newton's method on the convex
+    /// Σ_q log(Π_j Z_qj + [`DROP_WEIGHT`]) + ridge, whose gradient is the pilot's expected kept lead.
+    pub fn fit(pilot: &[Vec<&[Lead]>], grids: &[Grid]) -> Tilt {
+        Tilt::fit_to(pilot, grids, GRADIENT_TOLERANCE)
+    }
+
+    /// [`Tilt::fit`], stopping when the gradient's norm is below `tolerance`.
+    fn fit_to(pilot: &[Vec<&[Lead]>], grids: &[Grid], tolerance: f64) -> Tilt {
         // A shortcut no draw can balance would tilt towards leaving every question out: the ridge grows until
         // the pilot keeps at least MIN_KEEP, and the audit shows what stays unbalanced.
         let mut ridge = RIDGE;
         loop {
-            let b = Tilt::fit_with(pilot, ridge);
+            let b = Tilt::fit_with(pilot, grids, ridge, tolerance);
             if b.expected_keep >= MIN_KEEP || ridge >= 1e3 || pilot.is_empty() {
                 return b;
             }
@@ -169,9 +266,9 @@ impl Tilt {
         }
     }
 
-    fn fit_with(pilot: &[Vec<&[Vec<f64>]>], ridge_weight: f64) -> Tilt {
+    fn fit_with(pilot: &[Vec<&[Lead]>], grids: &[Grid], ridge_weight: f64, tolerance: f64) -> Tilt {
         let Some(first) = pilot.first() else { return Tilt::default() };
-        let dims: Vec<usize> = first.iter().map(|o| o.first().map_or(0, Vec::len)).collect();
+        let dims: Vec<usize> = first.iter().zip(grids).map(|(o, g)| o.first().map_or(0, |l| g.dims(l))).collect();
         let offsets: Vec<usize> = dims.iter().scan(0, |acc, &d| Some(std::mem::replace(acc, *acc + d))).collect();
         let n: usize = dims.iter().sum();
         let split = |flat: &[f64]| -> Vec<Vec<f64>> {
@@ -182,7 +279,7 @@ impl Tilt {
             let ridge: f64 = flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0;
             let parts: Vec<f64> = pilot
                 .par_chunks(FIT_CHUNK)
-                .map(|chunk| chunk.iter().map(|q| (weigh(&tilts, q).0.exp() + DROP_WEIGHT).ln()).sum::<f64>())
+                .map(|chunk| chunk.iter().map(|q| (weigh(&tilts, grids, q).0.exp() + DROP_WEIGHT).ln()).sum::<f64>())
                 .collect();
             parts.iter().sum::<f64>() / pilot.len() as f64 + ridge
         };
@@ -198,36 +295,55 @@ impl Tilt {
                     let mut grad = vec![0.0; n];
                     let mut hess = vec![0.0; n * n];
                     for (k, q) in chunk.iter().enumerate() {
-                        let (log_z, weights) = weigh(&tilts, q);
+                        let (log_z, weights) = weigh(&tilts, grids, q);
                         let keep = keep_probability(log_z);
                         // The Hessian from every HESSIAN_STRIDE-th question only (scaled up): Newton's steps
                         // with it still converge, for a quarter of the work.
                         let curvature = k % HESSIAN_STRIDE == 0;
-                        let hw = HESSIAN_STRIDE as f64;
-                        // e = ∇ Σ_j log Z_j = −E_w[lead] per setting; its Hessian is the per-setting covariance.
+                        let hw = HESSIAN_STRIDE as f64 * keep;
+                        // e = ∇ Σ_j log Z_j = −E_w[lead] per setting; its Hessian is the per-setting covariance
+                        // E_w[g gᵀ] − E_w[g] E_w[g]ᵀ.
                         let mut e = vec![0.0; n];
-                        for (j, (options, w)) in q.iter().zip(&weights).enumerate() {
+                        for (j, ((options, w), grid)) in q.iter().zip(&weights).zip(grids).enumerate() {
                             let o = offsets[j];
                             for (g, &p) in options.iter().zip(w) {
-                                for (k, x) in g.iter().enumerate() {
-                                    e[o + k] -= p * x;
+                                let runs = grid.runs(g);
+                                for &(at, xs) in &runs {
+                                    for (ea, x) in e[o + at..].iter_mut().zip(xs) {
+                                        *ea -= p * x;
+                                    }
+                                }
+                                if curvature {
+                                    for &(at, xs) in &runs {
+                                        for (a, x) in xs.iter().enumerate() {
+                                            let row = &mut hess[(o + at + a) * n + o..];
+                                            for &(bt, ys) in &runs {
+                                                for (h, y) in row[bt..bt + ys.len()].iter_mut().zip(ys) {
+                                                    *h += hw * p * x * y;
+                                                }
+                                            }
+                                        }
+                                    }
                                 }
                             }
-                            for (g, &p) in options.iter().zip(w).filter(|_| curvature) {
-                                let d: Vec<f64> = (0..dims[j]).map(|a| g[a] + e[o + a]).collect();
-                                for a in 0..dims[j] {
+                            if curvature {
+                                let block = &e[o..o + dims[j]];
+                                for (a, ea) in block.iter().enumerate() {
                                     let row = &mut hess[(o + a) * n + o..(o + a) * n + o + dims[j]];
-                                    for (h, db) in row.iter_mut().zip(&d) {
-                                        *h += hw * keep * p * d[a] * db;
+                                    for (h, eb) in row.iter_mut().zip(block) {
+                                        *h -= hw * ea * eb;
                                     }
                                 }
                             }
                         }
-                        for a in 0..n {
-                            grad[a] += keep * e[a];
-                            if curvature {
-                                for b in 0..n {
-                                    hess[a * n + b] += hw * keep * (1.0 - keep) * e[a] * e[b];
+                        for (g, ea) in grad.iter_mut().zip(&e) {
+                            *g += keep * ea;
+                        }
+                        if curvature {
+                            for (row, ea) in hess.chunks_exact_mut(n).zip(&e) {
+                                let c = hw * (1.0 - keep) * ea;
+                                for (h, eb) in row.iter_mut().zip(&e) {
+                                    *h += c * eb;
                                 }
                             }
                         }
@@ -249,7 +365,7 @@ impl Tilt {
                 }
             }
             let norm = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
-            if norm < 1e-6 {
+            if norm < tolerance {
                 break;
             }
             let step = solve(&hess, &grad, n);
@@ -267,13 +383,13 @@ impl Tilt {
         }
         let tilts = split(&flat);
         let expected_keep =
-            pilot.iter().map(|q| keep_probability(weigh(&tilts, q).0)).sum::<f64>() / pilot.len() as f64;
-        Tilt { tilts, expected_keep, pilot_questions: pilot.len() }
+            pilot.iter().map(|q| keep_probability(weigh(&tilts, grids, q).0)).sum::<f64>() / pilot.len() as f64;
+        Tilt { tilts, grids: grids.to_vec(), expected_keep, pilot_questions: pilot.len() }
     }
 
     /// Whether to keep a question whose settings' draws have `leads`, and which draw each setting keeps.
-    pub fn pick(&self, leads: &[&[Vec<f64>]], rng: &mut impl Rng) -> Option<Vec<usize>> {
-        let (log_z, weights) = weigh(&self.tilts, leads);
+    pub fn pick(&self, leads: &[&[Lead]], rng: &mut impl Rng) -> Option<Vec<usize>> {
+        let (log_z, weights) = weigh(&self.tilts, &self.grids, leads);
         if rng.random::<f64>() >= keep_probability(log_z) {
             return None;
         }
@@ -296,7 +412,8 @@ impl Tilt {
 /// The tilts a question's pick uses, cross-fitted: the procedures fall into two halves by a hash of their id,
 /// each half's tilt is fitted on the other half's pilot questions, so no question's pick depends on its own draws
 /// (a tilt fitted on the very questions it picks for pins their expected leads to sum to zero, and a held-out
-/// fold then mirrors its training folds: on a 300-procedure world the distance + rank probe fell to 17%).
+/// fold then mirrors its training folds: on a 300-procedure world the distance + rank probe fell to 17%). Both
+/// halves place the leads in the same grids, cut on the whole pilot.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Balance {
     /// `halves[h]`: the tilt for questions of half h, fitted on half 1 − h.
@@ -309,16 +426,42 @@ impl Balance {
         (stepwise_core::hash::hash64(&[b"calibrated-half", procedure.as_bytes()]) & 1) as usize
     }
 
-    /// The cross-fitted tilts for pilot questions `pilot` (each with its procedure's half).
-    pub fn fit(pilot: &[(usize, Vec<&[Vec<f64>]>)]) -> Balance {
-        let of = |h: usize| -> Vec<Vec<&[Vec<f64>]>> {
+    /// The cross-fitted tilts for pilot questions `pilot` (each with its procedure's half). The grids are cut
+    /// twice: first at the quantiles of every draw tried, then, after a first fit, at those of the draws as the
+    /// balance keeps them (which ones it keeps shifts spread and level, and a cell the kept questions split
+    /// would hide a rank that depends on them within it).
+    pub fn fit(pilot: &[(usize, Vec<&[Lead]>)]) -> Balance {
+        let settings = pilot.first().map_or(0, |(_, q)| q.len());
+        let of = |h: usize| -> Vec<Vec<&[Lead]>> {
             pilot.iter().filter(|(half, _)| *half == h).map(|(_, q)| q.clone()).collect()
         };
-        Balance { halves: [Tilt::fit(&of(1)), Tilt::fit(&of(0))] }
+        let (ones, zeros) = (of(1), of(0));
+        let bins = grid_bins(pilot.len());
+        let tried: Vec<Grid> = (0..settings)
+            .map(|j| Grid::fit(pilot.iter().flat_map(|(_, q)| q[j].iter()).map(|l| (l.spread, l.level, 1.0)), bins))
+            .collect();
+        // The first fit only weighs the draws for the second grid's cuts: a coarse balance does.
+        let first = [Tilt::fit_to(&ones, &tried, FIRST_TOLERANCE), Tilt::fit_to(&zeros, &tried, FIRST_TOLERANCE)];
+        let kept: Vec<Vec<(f64, f64, f64)>> = pilot
+            .iter()
+            .map(|(h, q)| {
+                let t = &first[h & 1];
+                let (log_z, weights) = weigh(&t.tilts, &t.grids, q);
+                let keep = keep_probability(log_z);
+                (q, weights, keep)
+            })
+            .fold(vec![Vec::new(); settings], |mut acc, (q, weights, keep)| {
+                for (j, (options, w)) in q.iter().zip(&weights).enumerate() {
+                    acc[j].extend(options.iter().zip(w).map(|(l, p)| (l.spread, l.level, keep * p)));
+                }
+                acc
+            });
+        let grids: Vec<Grid> = kept.into_iter().map(|points| Grid::fit(points.into_iter(), bins)).collect();
+        Balance { halves: [Tilt::fit(&ones, &grids), Tilt::fit(&zeros, &grids)] }
     }
 
     /// [`Tilt::pick`] with the tilt for `half`.
-    pub fn pick(&self, half: usize, leads: &[&[Vec<f64>]], rng: &mut impl Rng) -> Option<Vec<usize>> {
+    pub fn pick(&self, half: usize, leads: &[&[Lead]], rng: &mut impl Rng) -> Option<Vec<usize>> {
         self.halves[half & 1].pick(leads, rng)
     }
 }
@@ -506,33 +649,33 @@ mod tests {
 
     /// Pilot questions with one setting and one-dimensional leads: a third can only lead by +1 or +2, the rest
     /// have draws on both sides.
-    fn skewed_pilot() -> Vec<Vec<Vec<f64>>> {
+    fn skewed_pilot() -> Vec<Vec<Lead>> {
+        let leads = |xs: &[f64]| xs.iter().map(|&x| Lead::plain(vec![x])).collect();
         (0..600)
-            .map(|i| {
-                if i % 3 == 0 {
-                    vec![vec![1.0], vec![2.0]]
-                } else {
-                    vec![vec![-1.0], vec![-0.5], vec![0.5], vec![1.0 + (i % 5) as f64 / 10.0]]
-                }
-            })
+            .map(
+                |i| {
+                    if i % 3 == 0 { leads(&[1.0, 2.0]) } else { leads(&[-1.0, -0.5, 0.5, 1.0 + (i % 5) as f64 / 10.0]) }
+                },
+            )
             .collect()
     }
 
     #[test]
     fn tilting_balances_leads_that_a_plain_pick_would_not() {
         let pilot = skewed_pilot();
-        let plain: f64 = pilot.iter().map(|q| q.iter().map(|g| g[0]).sum::<f64>() / q.len() as f64).sum::<f64>();
+        let plain: f64 = pilot.iter().map(|q| q.iter().map(|g| g.dense[0]).sum::<f64>() / q.len() as f64).sum::<f64>();
         assert!(plain / pilot.len() as f64 > 0.3, "the plain pick leads");
-        let views: Vec<Vec<&[Vec<f64>]>> = pilot.iter().map(|q| vec![q.as_slice()]).collect();
-        let b = Tilt::fit(&views);
+        let views: Vec<Vec<&[Lead]>> = pilot.iter().map(|q| vec![q.as_slice()]).collect();
+        let grids = [Grid::default()];
+        let b = Tilt::fit(&views, &grids);
         assert_eq!(b.pilot_questions, 600);
         // The expected kept lead is zero (up to the ridge), and most questions are kept.
         let (mut lead, mut kept) = (0.0, 0.0);
         for q in &views {
-            let (log_z, w) = weigh(&b.tilts, q);
+            let (log_z, w) = weigh(&b.tilts, &grids, q);
             let keep = keep_probability(log_z);
             kept += keep;
-            lead += keep * q[0].iter().zip(&w[0]).map(|(g, p)| g[0] * p).sum::<f64>();
+            lead += keep * q[0].iter().zip(&w[0]).map(|(g, p)| g.dense[0] * p).sum::<f64>();
         }
         assert!((lead / kept).abs() < 1e-3, "{}", lead / kept);
         assert!((b.expected_keep - kept / 600.0).abs() < 1e-12);
@@ -543,7 +686,7 @@ mod tests {
         for _ in 0..20 {
             for q in &views {
                 if let Some(p) = b.pick(q, &mut rng) {
-                    sum += q[0][p[0]][0];
+                    sum += q[0][p[0]].dense[0];
                     n += 1;
                 }
             }
@@ -557,22 +700,49 @@ mod tests {
     }
 
     #[test]
+    fn grids_cut_at_weighted_quantiles_and_place_the_rank_lead_in_its_cell() {
+        // Spread i, level 10 - i, weight 3 for the first ten points and 1 for the other thirty: with two bins
+        // the cut is where half the weight lies below.
+        let points = (0..40).map(|i| (i as f64, 10.0 - i as f64, if i < 10 { 3.0 } else { 1.0 }));
+        let g = Grid::fit(points.clone(), 2);
+        assert_eq!(g.spread, vec![9.0]);
+        assert_eq!(g.level, vec![0.0]);
+        assert_eq!(g.cells(), 4);
+        assert_eq!(Grid::fit(points.clone(), 1), Grid { spread: vec![], level: vec![] });
+        assert_eq!(Grid::fit(std::iter::empty(), 3), Grid::default());
+        // A lead of spread 20 and level -25 lies in the high-spread, low-level cell: its rank lead goes to block 2.
+        let l = Lead { dense: vec![1.0, 2.0], ranks: vec![0.5, -0.5], spread: 20.0, level: -25.0 };
+        assert_eq!(g.dims(&l), 2 + 4 * 2);
+        let mut tilt = vec![0.0; 10];
+        tilt[0] = 1.0;
+        tilt[2 + 2 * 2] = 4.0;
+        tilt[2 + 2 * 2 + 1] = 2.0;
+        assert_eq!(g.dot(&tilt, &l), 1.0 + 0.5 * 4.0 - 0.5 * 2.0);
+        assert_eq!(grid_bins(100), 2);
+        assert_eq!(grid_bins(1500), 3);
+        assert_eq!(grid_bins(6000), MAX_GRID_BINS);
+    }
+
+    #[test]
     fn the_fit_is_the_same_for_any_thread_count() {
         let pilot = skewed_pilot();
         // Two settings, the second with two-dimensional leads.
-        let second: Vec<Vec<Vec<f64>>> =
-            pilot.iter().map(|q| q.iter().map(|g| vec![g[0] * 0.5, 1.0 - g[0]]).collect()).collect();
-        let views: Vec<Vec<&[Vec<f64>]>> =
+        let second: Vec<Vec<Lead>> = pilot
+            .iter()
+            .map(|q| q.iter().map(|g| Lead::plain(vec![g.dense[0] * 0.5, 1.0 - g.dense[0]])).collect())
+            .collect();
+        let views: Vec<Vec<&[Lead]>> =
             pilot.iter().zip(&second).map(|(a, b)| vec![a.as_slice(), b.as_slice()]).collect();
+        let grids = [Grid::default(), Grid::default()];
         let fit = |threads| {
-            rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| Tilt::fit(&views))
+            rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| Tilt::fit(&views, &grids))
         };
         let one = fit(1);
         assert_eq!(one.tilts.len(), 2);
         assert_eq!(one.tilts[1].len(), 2);
         assert_eq!(one, fit(2));
         assert_eq!(one, fit(3));
-        assert_eq!(Tilt::fit(&[]), Tilt::default());
+        assert_eq!(Tilt::fit(&[], &[]), Tilt::default());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use stepwise_core::shard::Shard;
 use stepwise_core::taskset::ContextStep;
 use stepwise_core::{Error, Procedure, Question, Result, Split, Task};
 
-use crate::calibrated::{Balance, pilot_stride};
+use crate::calibrated::{self, Balance, pilot_stride};
 use crate::catalog::{Catalog, FeatureSources};
 use crate::config::{GenerateConfig, ItemKind, KnobsMode, Mode};
 use crate::counts::{Counts, SkipReason};
@@ -317,7 +317,7 @@ impl<'a> TaskGenerator<'a> {
                 Some((Balance::half(&self.procedures[i].id), drawn?))
             })
             .collect();
-        let leads: Vec<(usize, Vec<&[Vec<f64>]>)> =
+        let leads: Vec<(usize, Vec<&[calibrated::Lead]>)> =
             drawn.iter().map(|(h, d)| (*h, d.iter().map(Drawn::leads).collect())).collect();
         Some(Balance::fit(&leads))
     }
@@ -373,7 +373,7 @@ impl<'a> TaskGenerator<'a> {
             if let (Some(balance), true) = (balance, drawn.iter().all(|d| d.is_ok())) {
                 let tried: Vec<&Drawn> =
                     drawn.iter().map(|d| d.as_ref().expect("checked: every setting drew")).collect();
-                let leads: Vec<&[Vec<f64>]> = tried.iter().map(|d| d.leads()).collect();
+                let leads: Vec<&[calibrated::Lead]> = tried.iter().map(|d| d.leads()).collect();
                 let k1 = match plan.mode {
                     Mode::Knobs(k) => k.k1,
                     Mode::RecipeQa => unreachable!("a balance is for knob settings"),

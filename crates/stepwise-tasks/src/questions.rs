@@ -111,7 +111,7 @@ impl Drawn {
     }
 
     /// Calibrated knobs: the leads of the draws tried, one per draw (empty otherwise).
-    pub fn leads(&self) -> &[Vec<f64>] {
+    pub fn leads(&self) -> &[calibrated::Lead] {
         &self.tries.leads
     }
 
@@ -128,7 +128,7 @@ impl Drawn {
 /// distance rank in it.
 struct Tries<T> {
     picked: Vec<T>,
-    leads: Vec<Vec<f64>>,
+    leads: Vec<calibrated::Lead>,
     ranks: Vec<usize>,
 }
 
@@ -137,7 +137,7 @@ impl<T> Tries<T> {
         Tries { picked: Vec::new(), leads: Vec::new(), ranks: Vec::new() }
     }
 
-    fn push(&mut self, picked: T, lead: Vec<f64>, rank: usize) {
+    fn push(&mut self, picked: T, lead: calibrated::Lead, rank: usize) {
         self.picked.push(picked);
         self.leads.push(lead);
         self.ranks.push(rank);
