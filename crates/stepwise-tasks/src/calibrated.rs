@@ -13,14 +13,15 @@
 //! logistic loss is then stationary at zero weights. And a probe is scored by the choice it ranks first, so
 //! besides the means, "the answer is the choice whose z is nearest a typical z" must be as rare as chance
 //! ([`stepwise_core::shortcut::AIMS`]), and the answer's rank must not depend on how spread out or how far the
-//! question's distances are (the rank is balanced within each cell of a [`Grid`] of spread and level). So each question tries several draws of negatives (for
-//! every rank its answer can take, [`TRIES_PER_RANK`] draws within knob 2's region and knob 3's band), each
-//! draw's **lead** ([`lead`]) says how its answer differs from its negatives in all of these, and [`Balance`]
-//! picks among the draws by exponential tilting, so that the kept questions' leads average to zero. A question
-//! whose every draw leads far the same way (typically an answer nearer the question than every candidate, which
-//! no draw can hide) is mostly left out ([`crate::SkipReason::CalibratedBalance`]). The tilts are fitted on a
-//! pilot sample of the plan; each question's pick depends on its own draws and random stream alone, so the draws
-//! are the same for any thread count and in any shard.
+//! question's distances are (the rank is balanced within each cell of a [`Grid`] of spread and level). So each
+//! question tries several draws of negatives (for every rank its answer can take, [`TRIES_PER_RANK`] draws
+//! within knob 2's region and knob 3's band), each draw's **lead** ([`lead`]) says how its answer differs from
+//! its negatives in all of these, and [`Balance`] picks among the draws by exponential tilting, so that the kept
+//! questions' leads average to zero. A question whose every draw leads far the same way (typically an answer
+//! nearer the question than every candidate, which no draw can hide) is mostly left out
+//! ([`crate::SkipReason::CalibratedBalance`]). The tilts are fitted on a pilot sample of the plan; each
+//! question's pick depends on its own draws and random stream alone, so the draws are the same for any thread
+//! count and in any shard.
 
 use std::collections::HashMap;
 
@@ -147,8 +148,8 @@ pub fn grid_bins(pilot: usize) -> usize {
     ((pilot as f64 / PILOT_PER_CELL).sqrt() as usize).clamp(2, MAX_GRID_BINS)
 }
 
-/// Where a draw's rank lead goes in its setting's tilt: one block per cell of spread × level, cut at the pilot's
-/// draws' quantiles (no cut when the pilot has no rank leads).
+/// Where a draw's rank lead goes in its setting's tilt: one block per cell of spread × level, cut at quantiles of
+/// the pilot's draws ([`Balance::fit`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Grid {
     spread: Vec<f64>,
