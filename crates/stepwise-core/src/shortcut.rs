@@ -3,12 +3,20 @@
 //! (`stepwise_eval::audit::probe`) fit on these rows, and the calibrated knobs balance the same rows between
 //! answers and negatives, so both sides see one definition.
 
+/// How spread out one question's `values` are and how far they lie: their standard deviation and mean (0 and 0
+/// for none). What z standardises by, and the axes of the audit's "rank given spread and level", which the
+/// calibrated knobs balance on the same definition.
+pub fn spread_and_level(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
+    (sd, mean)
+}
+
 /// The per-choice feature rows of one question's `values`: [x, z, z²] with z = x standardised within the
 /// question, so that a linear model can learn "smallest", "largest" or "at a typical value".
 pub fn choice_features(values: &[f64]) -> Vec<Vec<f64>> {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sd = (values.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let (sd, mean) = spread_and_level(values);
     values
         .iter()
         .map(|&d| {

@@ -114,21 +114,20 @@ impl Lead {
 
 /// The lead of a draw whose choices have `distances` (the answer at `answer`) and `choice_only` values.
 pub fn lead(distances: &[f32], choice_only: Option<&[f32]>, answer: usize) -> Lead {
-    let part = |values: &[f32]| {
-        let values: Vec<f64> = values.iter().map(|&x| f64::from(x)).collect();
-        let mut l = stepwise_core::shortcut::answer_lead(&values, answer);
+    let part = |values: &[f64]| {
+        let mut l = stepwise_core::shortcut::answer_lead(values, answer);
         l[0] *= VALUE_WEIGHT;
         l
     };
-    let mut dense = part(distances);
+    let wide = |values: &[f32]| -> Vec<f64> { values.iter().map(|&x| f64::from(x)).collect() };
+    let distances = wide(distances);
+    let mut dense = part(&distances);
     // The rank one-hot follows [x, z, z²] in `answer_lead`.
     let ranks = dense[3..3 + distances.len()].to_vec();
     if let Some(c) = choice_only {
-        dense.extend(part(c).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
+        dense.extend(part(&wide(c)).into_iter().map(|x| x * CHOICE_ONLY_WEIGHT));
     }
-    let n = distances.len().max(1) as f64;
-    let level = distances.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-    let spread = (distances.iter().map(|&x| (f64::from(x) - level).powi(2)).sum::<f64>() / n).sqrt();
+    let (spread, level) = stepwise_core::shortcut::spread_and_level(&distances);
     Lead { dense, ranks, spread, level }
 }
 

@@ -24,7 +24,7 @@
 //! compare) and counted.
 
 use serde::Serialize;
-use stepwise_core::shortcut::order_centrality;
+use stepwise_core::shortcut::{order_centrality, spread_and_level};
 use stepwise_core::{Choice, Question, Task};
 
 use super::AuditConfig;
@@ -298,15 +298,7 @@ const SPREAD_BINS: usize = 5;
 /// among the other half's questions, in its cell of a grid of the questions' distance spread (standard
 /// deviation) and level (mean), each cut at the other half's quintiles; `None` when a half is empty.
 fn rank_by_spread(qs: &[&ShortcutQuestion], answer_rank: &[usize], half: &[usize]) -> Option<Vec<bool>> {
-    let stats: Vec<(f64, f64)> = qs
-        .iter()
-        .map(|q| {
-            let n = q.distances.len().max(1) as f64;
-            let mean = q.distances.iter().sum::<f64>() / n;
-            let var = q.distances.iter().map(|d| (d - mean) * (d - mean)).sum::<f64>() / n;
-            (var.sqrt(), mean)
-        })
-        .collect();
+    let stats: Vec<(f64, f64)> = qs.iter().map(|q| spread_and_level(&q.distances)).collect();
     let fitted: Vec<usize> = (0..qs.len()).filter(|&q| half[q] != SCORED_HALF).collect();
     if fitted.is_empty() || fitted.len() == qs.len() {
         return None;
