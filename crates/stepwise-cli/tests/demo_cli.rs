@@ -100,7 +100,7 @@ fn demo_runs_every_stage_and_is_identical_in_any_folder() {
         "{seq_line}"
     );
     // The programs answer their own generated questions exactly.
-    assert!(stdout.contains("annotation: EM 100.0%, F1 100.0%"), "{stdout}");
+    assert!(stdout.contains("annotation: EM 100.0% [100.0%, 100.0%], F1 100.0% [100.0%, 100.0%] ("), "{stdout}");
     let dir = td.path().join("a");
     for f in [
         "report.html",

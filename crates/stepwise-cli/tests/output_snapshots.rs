@@ -104,6 +104,10 @@ fn summaries_audit_eval_tables_and_report_of_a_small_run() {
     r.write("shown-order.jsonl", &shown_order_predictions(&r.root.join("sequencing/instances.jsonl")));
     step(&["eval", "sequencing", "-p", "shown-order.jsonl", "--seed", "5", "-o", "eval/shown-order"]);
     step(&["baseline", "sequencing", "--model", "random", "--seed", "5", "-o", "random-order.jsonl"]);
+    let mut table_args = vec!["baseline", "sequencing", "--table", "world"];
+    table_args.extend(feats);
+    table_args.extend(["--seed", "5", "-o", "baselines"]);
+    step(&table_args);
     step(&[
         "eval",
         "sequencing",
@@ -133,6 +137,7 @@ fn summaries_audit_eval_tables_and_report_of_a_small_run() {
     insta::assert_snapshot!("eval-choices.md", r.read("eval/first-choice/results.md"));
     insta::assert_snapshot!("eval-sequencing.md", r.read("eval/shown-order/results.md"));
     insta::assert_snapshot!("eval-versus.md", r.read("eval/shown-vs-random/results.md"));
+    insta::assert_snapshot!("sequencing-baselines.md", r.read("baselines/results.md"));
     insta::assert_snapshot!("eval-r2vq.md", r.read("eval/r2vq/results.md"));
     insta::assert_snapshot!("suite-counts.md", r.read("suite/counts.md"));
     insta::assert_snapshot!("report.md", r.read("report.md"));

@@ -123,6 +123,7 @@ pub fn score_row(
         features: run.features().into(),
         sequences: n,
         multi_reference,
+        seeds: Some(1),
         single,
         multi,
     })

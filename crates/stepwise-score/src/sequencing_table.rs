@@ -23,6 +23,13 @@ pub struct Value {
     pub ci: Option<[f64; 2]>,
 }
 
+impl Value {
+    /// The interval as the Markdown helpers take it.
+    pub fn interval(&self) -> Option<crate::bootstrap::Interval> {
+        self.ci.map(|[low, high]| crate::bootstrap::Interval { low, high })
+    }
+}
+
 /// Metric name (`stepwise_score` machine names) → value.
 pub type Scores = BTreeMap<String, Value>;
 
@@ -36,6 +43,11 @@ pub struct Row {
     pub sequences: usize,
     /// Scored sequences with more than one reference.
     pub multi_reference: usize,
+    /// Training runs averaged into the values (one per seed, [`score_seeds`]); 1 for a single run; `None` in
+    /// files written before rows recorded it. Merged tables can hold one method twice (a one-seed baseline beside
+    /// a study's seed mean), told apart by this.
+    #[serde(default)]
+    pub seeds: Option<usize>,
     pub single: Scores,
     pub multi: Scores,
 }
@@ -311,6 +323,7 @@ pub fn seeded_rows(
         features: features.into(),
         sequences: n,
         multi_reference,
+        seeds: Some(seeds.len()),
         single,
         multi,
     };
@@ -365,11 +378,14 @@ pub fn seeds_markdown(rows: &[SeedRow]) -> String {
     out
 }
 
-/// The Table 4 rows of one method: its scores on the instances of `split` with one reference (`Single`),
-/// several (`Multi.`) and all (`All`), in the `dataset` column; subsets without a scored instance are left out.
+/// The Table 4 rows of one method trained with each of `seeds` (`runs[k]` from `seeds[k]`): its scores
+/// ([`score_seeds`], so the `All` row is the results table's row) on the instances of `split` with one reference
+/// (`Single`), several (`Multi.`) and all (`All`), in the `dataset` column; subsets without a scored instance are
+/// left out.
 pub fn breakdown(
     instances: &[SequencingInstance],
-    predictions: &[OrderPrediction],
+    runs: &[Vec<OrderPrediction>],
+    seeds: &[u64],
     split: Option<&str>,
     seed: u64,
     method: &str,
@@ -383,14 +399,16 @@ pub fn breakdown(
             continue;
         }
         let ids: std::collections::BTreeSet<&str> = insts.iter().map(|i| i.id.as_str()).collect();
-        let sub: Vec<OrderPrediction> = predictions.iter().filter(|p| ids.contains(p.id.as_str())).cloned().collect();
-        let (sequences, multi_reference, single, multi) = score(&insts, &sub, split, seed)?;
+        let subs: Vec<Vec<OrderPrediction>> =
+            runs.iter().map(|preds| preds.iter().filter(|p| ids.contains(p.id.as_str())).cloned().collect()).collect();
+        let (sequences, multi_reference, single, multi, _) = score_seeds(&insts, &subs, seeds, split, seed)?;
         rows.push(Row {
             dataset: subset.into(),
             method: method.into(),
             features: features.into(),
             sequences,
             multi_reference,
+            seeds: Some(seeds.len()),
             single,
             multi,
         });
@@ -398,31 +416,39 @@ pub fn breakdown(
     Ok(rows)
 }
 
+/// A share with its 95% interval (`48.4 [45.0, 51.6]`), a plain number without it (their intervals are in
+/// results.json: with them every row would run to sixteen intervals).
 fn cell(m: Metric, v: Option<&Value>) -> String {
+    use crate::markdown::{percent, percent_interval};
     match v {
         None => "–".into(),
-        Some(v) if m.is_share() => format!("{:.1}", v.value * 100.0),
+        Some(v) if m.is_share() => {
+            let ci = v.interval();
+            if ci.is_some() { format!("{} {}", percent(v.value), percent_interval(ci)) } else { percent(v.value) }
+        }
         Some(v) => format!("{:.3}", v.value),
     }
 }
 
-/// The Markdown table: Dataset | Method | Features | n | single-reference metrics | multi-reference metrics.
+/// The Markdown table: Dataset | Method | Features | n | seeds | single-reference metrics | multi-reference
+/// metrics.
 /// Multi-reference cells are `–` for a dataset without alternative orders (they would repeat the single ones).
 pub fn markdown(results: &Results) -> String {
     let order = [Metric::PositionAccuracy, Metric::Pmr, Metric::KendallTau, Metric::Distance, Metric::Lq, Metric::Lr];
     let mut out = String::new();
-    out.push_str("| Dataset | Method | Features | n |");
+    out.push_str("| Dataset | Method | Features | n | seeds |");
     for m in order {
         out.push_str(&format!(" {}{} |", m.label(), if m.is_share() { " %" } else { "" }));
     }
     for m in order {
         out.push_str(&format!(" multi {}{} |", m.label(), if m.is_share() { " %" } else { "" }));
     }
-    out.push_str("\n|---|---|---|---:|");
+    out.push_str("\n|---|---|---|---:|---:|");
     out.push_str(&"---:|".repeat(order.len() * 2));
     out.push('\n');
     for r in &results.rows {
-        out.push_str(&format!("| {} | {} | {} | {} |", r.dataset, r.method, r.features, r.sequences));
+        let seeds = r.seeds.map_or("–".into(), |k| k.to_string());
+        out.push_str(&format!("| {} | {} | {} | {} | {seeds} |", r.dataset, r.method, r.features, r.sequences));
         for m in order {
             out.push_str(&format!(" {} |", cell(m, r.single.get(m.name()))));
         }
@@ -436,7 +462,9 @@ pub fn markdown(results: &Results) -> String {
         "\nAcc = position accuracy, PMR = perfect match ratio (both %), τ = Kendall's tau, Dist = summed position \
          distance (lower is better), L_q / L_r = longest common subsequence / substring (raw lengths). Single = \
          against the authored order; multi = against the best valid order (`–` when the dataset has no \
-         alternative orders). Means over sequences; 95% bootstrap intervals are in results.json.\n",
+         alternative orders). Means over sequences, with 95% bootstrap intervals over sequences for Acc and PMR \
+         (the other metrics' intervals are in results.json); seeds = training runs averaged into the row (each \
+         sequence's values averaged over its seeds before the bootstrap).\n",
     );
     for n in &results.notes {
         out.push_str(&format!("\n- {n}"));
@@ -482,13 +510,15 @@ mod tests {
                 features: "-".into(),
                 sequences: n,
                 multi_reference: multi_ref,
+                seeds: Some(1),
                 single,
                 multi,
             }],
             notes: vec![],
         });
-        assert!(md.contains("| d | m | - | 2 | 66.7 | 50.0 |"), "{md}");
-        assert!(md.contains("| 100.0 | 100.0 | 1.000 | 0.000 | 3.000 | 3.000 |"), "{md}");
+        // Shares carry their interval; the row says it is one run.
+        assert!(md.contains("| d | m | - | 2 | 1 | 66.7 [33.3, 100.0] | 50.0 [0.0, 100.0] | 0.667 |"), "{md}");
+        assert!(md.contains("| 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 1.000 | 0.000 | 3.000 | 3.000 |"), "{md}");
     }
 
     #[test]
@@ -500,6 +530,7 @@ mod tests {
             features: "-".into(),
             sequences: 1,
             multi_reference: 0,
+            seeds: Some(1),
             single: BTreeMap::new(),
             multi: BTreeMap::new(),
         };
@@ -564,6 +595,21 @@ mod tests {
         assert!(md.contains("| A | text | 40 | 2 | 62.5 ["), "{md}");
         assert!(md.contains("| 17.7 | 75.0, 50.0 | +37.5 ["), "{md}");
         assert!(md.contains("vs base: outside noise |"), "{md}");
+        // The results row and Table 4's `All` row are the same seed means; both say how many seeds they average.
+        let (row, _) = seeded_rows("d", "A", "text", &instances, &a, &[1, 2], None, Some("test"), 0).unwrap();
+        assert_eq!(row.seeds, Some(2));
+        let table4 = breakdown(&instances, &a, &[1, 2], Some("test"), 0, "A", "text").unwrap();
+        let all = table4.iter().find(|r| r.dataset == "All").unwrap();
+        assert_eq!((&all.single, &all.multi, all.seeds), (&row.single, &row.multi, Some(2)));
+        assert!(markdown(&Results { rows: vec![row], notes: vec![] }).contains("| d | A | text | 40 | 2 | "));
+        // A results file written before rows recorded their seeds says nothing of them.
+        let old: Row = serde_json::from_str(
+            r#"{"dataset": "d", "method": "m", "features": "-", "sequences": 1, "multi_reference": 0,
+                "single": {}, "multi": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.seeds, None);
+        assert!(markdown(&Results { rows: vec![old], notes: vec![] }).contains("| d | m | - | 1 | – |"));
         // Predictions of different sequences cannot be averaged.
         let mut short = preds(5);
         short.pop();

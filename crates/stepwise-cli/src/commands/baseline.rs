@@ -255,11 +255,13 @@ fn run_table(
         )?;
         notes.extend(done.note);
         if !stepwise_core::progress::is_quiet() {
+            let pmr = &done.row.single["pmr"];
             eprintln!(
-                "{name}: {} ({}): PMR {:.1}%, τ {:.3} over {} sequences",
+                "{name}: {} ({}): PMR {}% {}, τ {:.3} over {} sequences (authored order)",
                 run.model.as_str(),
                 run.features(),
-                done.row.single["pmr"].value * 100.0,
+                stepwise_score::markdown::percent(pmr.value),
+                stepwise_score::markdown::percent_interval(pmr.interval()),
                 done.row.single["kendall_tau"].value,
                 done.row.sequences
             );

@@ -221,6 +221,26 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
+/// A share with its interval, `62.5% [40.0%, 85.0%]`, from a value and an interval written as `[low, high]` or
+/// `{low, high}`; bare when there is none (a single test procedure or sequence resamples to itself); `None` for a
+/// malformed interval.
+fn pct_interval(value: f64, ci: Option<&Value>) -> Option<String> {
+    let bounds = match ci {
+        None | Some(Value::Null) => return Some(pct(value)),
+        Some(Value::Array(a)) => (a.first()?.as_f64()?, a.get(1)?.as_f64()?),
+        Some(o) => (o.get("low")?.as_f64()?, o.get("high")?.as_f64()?),
+    };
+    Some(format!("{} [{}, {}]", pct(value), pct(bounds.0), pct(bounds.1)))
+}
+
+/// The estimate at a JSON pointer (an object with `value` and an optional `ci`) as [`pct_interval`], or an error
+/// naming the file and the field.
+fn pct_estimate(v: &Value, file: &str, pointer: &str) -> anyhow::Result<String> {
+    let e = v.pointer(pointer);
+    e.and_then(|e| pct_interval(e.get("value")?.as_f64()?, e.get("ci")))
+        .with_context(|| format!("{file}: no estimate (value and interval) at `{pointer}`"))
+}
+
 /// The world's parameters as the demo passes them to `stepwise world generate`.
 fn world_args(d: &Demo) -> Vec<String> {
     let mut a: Vec<String> = ["-n", &d.n.to_string(), "--seed", &d.seed.to_string(), "--domain", &d.domain]

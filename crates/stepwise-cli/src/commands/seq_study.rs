@@ -200,8 +200,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             table::seeded_rows(&args.name, &method, features, &scored, &runs, &seeds, versus, Some(&split), seed)?;
         seed_rows.push(seeds_row);
         rows.push(row);
-        // Table 4 reads the first seed's predictions.
-        breakdown.extend(table::breakdown(&scored, &runs[0], Some(&split), seed, &method, features)?);
+        // Table 4 averages the seeds, as the results row does (its `All` row is that row).
+        breakdown.extend(table::breakdown(&scored, &runs, &seeds, Some(&split), seed, &method, features)?);
     }
     let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
     notes.push(format!(

@@ -35,6 +35,8 @@ pub struct ResultRow {
     pub features: String,
     pub sequences: u64,
     pub multi_reference: u64,
+    /// Training runs averaged into the values (`None` in files written before rows recorded it).
+    pub seeds: Option<u64>,
     pub single: Vec<Option<Estimate>>,
     pub multi: Vec<Option<Estimate>>,
 }
@@ -104,6 +106,7 @@ fn read_rows(r: &Node<'_>) -> Result<Vec<ResultRow>> {
             features: row.opt_str("features")?.unwrap_or("-").to_string(),
             sequences: row.req_u64("sequences")?,
             multi_reference: row.opt_u64("multi_reference")?.unwrap_or(0),
+            seeds: row.opt_u64("seeds")?,
             single: metrics(row.get("single")?)?,
             multi: metrics(row.get("multi")?)?,
         });
@@ -134,41 +137,44 @@ pub fn read_results(a: &Artefact) -> Result<ResultsInfo> {
     Ok(ResultsInfo { rel, rows, notes, breakdown, seeds })
 }
 
+/// A metric's cell: a share always with its interval (every accuracy or PMR a reader sees carries one), the
+/// other metrics with theirs only when `with_ci` (the table that shows every interval).
 fn cell(e: &Option<Estimate>, share: bool, with_ci: bool) -> String {
     match e {
         None => "–".into(),
-        Some(e) if share => {
-            if with_ci {
-                pct_ci(e.value, e.ci)
-            } else {
-                pct(e.value)
-            }
-        }
+        Some(e) if share => pct_ci(e.value, e.ci),
         Some(e) => num_ci(e.value, if with_ci { e.ci } else { None }, 3),
     }
 }
 
-/// Headline: the best multi-reference PMR of each dataset against random.
+/// A results row's first cells: dataset, method, features, sequences and seeds.
+fn lead_cells(r: &ResultRow) -> Vec<String> {
+    let seeds = r.seeds.map_or("–".into(), |k| k.to_string());
+    vec![r.dataset.clone(), r.method.clone(), r.features.clone(), count(r.sequences), seeds]
+}
+
+/// Headline: the best multi-reference PMR of each dataset against random, each with its interval.
 pub fn headlines(results: &[ResultsInfo]) -> Vec<String> {
-    let pmr = |r: &ResultRow| r.multi[1].or(r.single[1]).map(|e| e.value);
+    let pmr = |r: &ResultRow| r.multi[1].or(r.single[1]);
     let mut out = Vec::new();
     for res in results {
         let best = res
             .rows
             .iter()
             .filter(|r| r.method != "random")
-            .filter_map(|r| pmr(r).map(|v| (r, v)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
+            .filter_map(|r| pmr(r).map(|e| (r, e)))
+            .max_by(|a, b| a.1.value.total_cmp(&b.1.value));
         let random = res.rows.iter().find(|r| r.method == "random").and_then(pmr);
-        if let Some((r, v)) = best {
+        if let Some((r, e)) = best {
             out.push(format!(
-                "Sequencing (`{}`, {} test sequences): best perfect-match ratio {}% by {} ({} features){}.",
+                "Sequencing (`{}`, {} test sequences): best perfect-match ratio {} % by {} ({} features{}){}.",
                 res.rel,
                 count(r.sequences),
-                pct(v),
+                pct_ci(e.value, e.ci),
                 r.method,
                 r.features,
-                random.map_or(String::new(), |x| format!(" against {}% for random order", pct(x)))
+                r.seeds.filter(|&k| k > 1).map_or(String::new(), |k| format!(", mean of {k} seeds")),
+                random.map_or(String::new(), |x| format!(" against {} % for random order", pct_ci(x.value, x.ci)))
             ));
         }
     }
@@ -216,16 +222,16 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
     }
     for (ri, res) in results.iter().enumerate() {
         s.push(Block::Heading(format!("Results (`{}`)", res.rel)));
-        let mut cols = vec!["dataset".to_string(), "method".into(), "features".into(), ">n".into()];
+        let mut cols = vec!["dataset".to_string(), "method".into(), "features".into(), ">n".into(), ">seeds".into()];
         for prefix in ["", "multi "] {
             cols.extend(METRICS.iter().map(|(_, c, _)| format!(">{prefix}{c}")));
         }
-        let groups = vec![(String::new(), 4), ("single reference".to_string(), 6), ("multi-reference".to_string(), 6)];
+        let groups = vec![(String::new(), 5), ("single reference".to_string(), 6), ("multi-reference".to_string(), 6)];
         let mut t = Table::new(&cols).with_groups(groups.clone());
         let mut ci = Table::new(&cols).with_groups(groups);
         for r in &res.rows {
             for (table, with_ci) in [(&mut t, false), (&mut ci, true)] {
-                let mut row = vec![r.dataset.clone(), r.method.clone(), r.features.clone(), count(r.sequences)];
+                let mut row = lead_cells(r);
                 row.extend(METRICS.iter().zip(&r.single).map(|((_, _, share), e)| cell(e, *share, with_ci)));
                 let multi: Vec<String> = if r.multi_reference == 0 {
                     vec!["–".into(); METRICS.len()]
@@ -294,7 +300,7 @@ pub fn section(ctx: &Ctx, instances: &[InstancesInfo], results: &[ResultsInfo]) 
             // Table 4 of the sequencing paper: the dataset column names the subset of instances.
             let mut b = Table::new(&cols);
             for r in &res.breakdown {
-                let mut row = vec![r.dataset.clone(), r.method.clone(), r.features.clone(), count(r.sequences)];
+                let mut row = lead_cells(r);
                 row.extend(METRICS.iter().zip(&r.single).map(|((_, _, share), e)| cell(e, *share, false)));
                 row.extend(METRICS.iter().zip(&r.multi).map(|((_, _, share), e)| cell(e, *share, false)));
                 b.row(row);

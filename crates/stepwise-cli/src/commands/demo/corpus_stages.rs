@@ -221,7 +221,23 @@ pub(super) fn audit(d: &mut Demo) -> anyhow::Result<String> {
             ("Hasty Student", "/tasks/0/hasty_student/value"),
             ("distance probe", "/tasks/0/distance_probe/accuracy/value"),
         ] {
-            let rq = value("recipeqa", task, pointer)?.map_or("–".into(), pct);
+            // RecipeQA mode's value with its interval and count; the knob settings' as their range (each with its
+            // interval is in the audit and the report).
+            let rq_file = format!("audit/recipeqa/{task}/audit.json");
+            let rq = if Path::new(&rq_file).is_file() {
+                let j = json(&rq_file)?;
+                let estimate = pointer.strip_suffix("/value").unwrap_or(pointer);
+                match (j.pointer(estimate), j.pointer("/tasks/0/questions").and_then(Value::as_u64)) {
+                    (Some(e), Some(n)) => e
+                        .get("value")
+                        .and_then(Value::as_f64)
+                        .and_then(|v| pct_interval(v, e.get("ci")))
+                        .map_or("–".into(), |x| format!("{x} ({n} questions)")),
+                    _ => "–".into(),
+                }
+            } else {
+                "–".into()
+            };
             let mut knobs = Vec::new();
             for s in &knob_settings {
                 knobs.extend(value(s, task, pointer)?);

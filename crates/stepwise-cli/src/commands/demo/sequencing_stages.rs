@@ -32,15 +32,11 @@ pub(super) fn sequencing(d: &mut Demo) -> anyhow::Result<String> {
     ))
 }
 
-/// The multi-reference PMR of a (method, features) row of the baseline table.
-fn table_pmr(results: &Value, method: &str, features: &str) -> Option<f64> {
-    results
-        .get("rows")?
-        .as_array()?
-        .iter()
-        .find(|r| r["method"] == method && r["features"] == features)?
-        .pointer("/multi/pmr/value")?
-        .as_f64()
+/// The multi-reference PMR of a (method, features) row of the baseline table, with its interval.
+fn table_pmr(results: &Value, method: &str, features: &str) -> Option<String> {
+    let row = results.get("rows")?.as_array()?.iter().find(|r| r["method"] == method && r["features"] == features)?;
+    let pmr = row.pointer("/multi/pmr")?;
+    pct_interval(pmr.get("value")?.as_f64()?, pmr.get("ci"))
 }
 
 /// Stage `baselines`: every baseline with text, image and multimodal features, scored on the test split.
@@ -61,10 +57,13 @@ pub(super) fn baselines(d: &mut Demo) -> anyhow::Result<String> {
         SEQ_RESULTS,
     ])?;
     let r = json(&format!("{SEQ_RESULTS}/results.json"))?;
-    let rows = r.get("rows").and_then(Value::as_array).map_or(0, Vec::len);
-    let pmr = |m: &str, f: &str| table_pmr(&r, m, f).map_or("–".into(), pct);
+    let rows = r.get("rows").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let n = rows.first().and_then(|r| r["sequences"].as_u64()).unwrap_or(0);
+    let pmr = |m: &str, f: &str| table_pmr(&r, m, f).unwrap_or_else(|| "–".into());
     Ok(format!(
-        "{rows} baseline runs; multi-reference PMR: pairwise text {}, image {}, multimodal {}; random {}",
+        "{} baseline runs; multi-reference PMR [95% CI] on {n} test sequences: pairwise text {}, image {}, \
+         multimodal {}; random {}",
+        rows.len(),
         pmr("pairwise", "text"),
         pmr("pairwise", "image"),
         pmr("pairwise", "multimodal"),
@@ -83,10 +82,11 @@ pub(super) fn eval_baselines(d: &mut Demo) -> anyhow::Result<String> {
         let file = format!("{out}/results.json");
         let r = json(&file)?;
         parts.push(format!(
-            "{name}: PMR {}, τ {:.3}",
-            pct(number(&r, &file, "/groups/0/metrics/pmr/value")?),
-            number(&r, &file, "/groups/0/metrics/kendall_tau/value")?
+            "{name}: PMR {}, τ {:.3} ({} sequences)",
+            pct_estimate(&r, &file, "/groups/0/metrics/pmr")?,
+            number(&r, &file, "/groups/0/metrics/kendall_tau/value")?,
+            number(&r, &file, "/groups/0/sequences")?
         ));
     }
-    Ok(format!("{} (test split, best valid order)", parts.join("; ")))
+    Ok(format!("{} (test split, best valid order; PMR [95% CI])", parts.join("; ")))
 }

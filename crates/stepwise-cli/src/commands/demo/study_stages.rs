@@ -21,10 +21,12 @@ pub(super) fn eval_hasty(d: &mut Demo) -> anyhow::Result<String> {
     let mut parts = Vec::new();
     let mut disagree = Vec::new();
     for t in tasks {
-        let (Some(task), Some(acc)) = (t["task"].as_str(), t.pointer("/accuracy/value").and_then(Value::as_f64)) else {
-            bail!("{file}: a task without `task` or `accuracy.value`");
+        let (Some(task), Some(acc), Some(questions)) =
+            (t["task"].as_str(), t.pointer("/accuracy/value").and_then(Value::as_f64), t["questions"].as_u64())
+        else {
+            bail!("{file}: a task without `task`, `questions` or `accuracy.value`");
         };
-        parts.push(format!("{task} {}", pct(acc)));
+        parts.push(format!("{task} {} ({questions})", pct_estimate(t, file, "/accuracy")?));
         // The RecipeQA-mode task set and the suite's RecipeQA setting hold the same questions, so the audit's
         // Hasty Student must agree.
         let audit = format!("audit/recipeqa/{task}/audit.json");
@@ -40,7 +42,7 @@ pub(super) fn eval_hasty(d: &mut Demo) -> anyhow::Result<String> {
     } else {
         format!("DIFFERS from the audit ({})", disagree.join("; "))
     };
-    Ok(format!("{n} predictions; accuracy {} ({check})", parts.join(", ")))
+    Ok(format!("{n} predictions; accuracy [95% CI] (questions) {} ({check})", parts.join(", ")))
 }
 
 /// The demo study: one trained model, HTRN (the papers' best), small, trained with 3 seeds on every setting of the
@@ -226,9 +228,10 @@ pub(super) fn r2vq(d: &mut Demo) -> anyhow::Result<String> {
         let file = format!("{out}/results.json");
         let r = json(&file)?;
         scores.push(format!(
-            "{method}: EM {}, F1 {}",
-            pct(number(&r, &file, "/overall/em/value")?),
-            pct(number(&r, &file, "/overall/f1/value")?)
+            "{method}: EM {}, F1 {} ({} questions)",
+            pct_estimate(&r, &file, "/overall/em")?,
+            pct_estimate(&r, &file, "/overall/f1")?,
+            number(&r, &file, "/overall/questions")?
         ));
     }
     let m = Manifest::read(Path::new(R2VQ))?;
@@ -266,14 +269,4 @@ pub(super) fn report(d: &mut Demo) -> anyhow::Result<String> {
     let md = std::fs::read_to_string("report.md").context("report.md was not written")?;
     let sections = md.lines().filter(|l| l.starts_with("## ")).count();
     Ok(format!("report.html ({:.1} MB, self-contained) and report.md: {sections} sections", html as f64 / 1e6))
-}
-
-/// A share with its interval from a study file's `[low, high]` array, or bare when the file records none (one
-/// test procedure or sequence resamples to itself, so the bootstrap gives no interval); `None` for a malformed
-/// interval.
-fn pct_interval(value: f64, ci: Option<&Value>) -> Option<String> {
-    Some(match ci.and_then(Value::as_array) {
-        Some(ci) => format!("{} [{}, {}]", pct(value), pct(ci.first()?.as_f64()?), pct(ci.get(1)?.as_f64()?)),
-        None => pct(value),
-    })
 }
