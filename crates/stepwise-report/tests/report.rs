@@ -173,8 +173,13 @@ fn the_report_has_a_table_for_every_output() {
     // Sequencing: table-2 layout, single then multi-reference metrics.
     assert!(
         md.contains(
-            "| demo | pairwise | multimodal | 10 | 60.0 | 30.0 | 0.500 | 3.000 | 3.500 | 2.500 | 90.0 | 80.0 |"
+            "| demo | pairwise | multimodal | 10 | – | 60.0 [50.0, 70.0] | 30.0 [20.0, 40.0] | 0.500 | 3.000 | 3.500 | 2.500 | 90.0 [80.0, 100.0] | 80.0 [70.0, 90.0] |"
         ),
+        "{md}"
+    );
+    // The headline's PMRs carry their intervals; a file without seeds shows "–" in the seeds column (above).
+    assert!(
+        md.contains("best perfect-match ratio 80.0 [70.0, 90.0] % by pairwise (multimodal features) against 20.0 [10.0, 30.0] % for random order"),
         "{md}"
     );
     assert!(md.contains("| tasks | `p.jsonl` | – | visual_cloze | 40 | 95.0 [90.0, 100.0] | 0 | 0 |"), "{md}");
