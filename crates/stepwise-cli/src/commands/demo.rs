@@ -233,12 +233,16 @@ fn pct_interval(value: f64, ci: Option<&Value>) -> Option<String> {
     Some(format!("{} [{}, {}]", pct(value), pct(bounds.0), pct(bounds.1)))
 }
 
-/// The estimate at a JSON pointer (an object with `value` and an optional `ci`) as [`pct_interval`], or an error
-/// naming the file and the field.
+/// The estimate at a JSON pointer (an object with `value` and an optional `ci`) as [`pct_interval`]; `None` when
+/// there is none there.
+fn pct_at(v: &Value, pointer: &str) -> Option<String> {
+    let e = v.pointer(pointer)?;
+    pct_interval(e.get("value")?.as_f64()?, e.get("ci"))
+}
+
+/// [`pct_at`], or an error naming the file and the field.
 fn pct_estimate(v: &Value, file: &str, pointer: &str) -> anyhow::Result<String> {
-    let e = v.pointer(pointer);
-    e.and_then(|e| pct_interval(e.get("value")?.as_f64()?, e.get("ci")))
-        .with_context(|| format!("{file}: no estimate (value and interval) at `{pointer}`"))
+    pct_at(v, pointer).with_context(|| format!("{file}: no estimate (value and interval) at `{pointer}`"))
 }
 
 /// The world's parameters as the demo passes them to `stepwise world generate`.

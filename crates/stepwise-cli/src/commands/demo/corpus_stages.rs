@@ -227,12 +227,8 @@ pub(super) fn audit(d: &mut Demo) -> anyhow::Result<String> {
             let rq = if Path::new(&rq_file).is_file() {
                 let j = json(&rq_file)?;
                 let estimate = pointer.strip_suffix("/value").unwrap_or(pointer);
-                match (j.pointer(estimate), j.pointer("/tasks/0/questions").and_then(Value::as_u64)) {
-                    (Some(e), Some(n)) => e
-                        .get("value")
-                        .and_then(Value::as_f64)
-                        .and_then(|v| pct_interval(v, e.get("ci")))
-                        .map_or("–".into(), |x| format!("{x} ({n} questions)")),
+                match (pct_at(&j, estimate), j.pointer("/tasks/0/questions").and_then(Value::as_u64)) {
+                    (Some(x), Some(n)) => format!("{x} ({n} questions)"),
                     _ => "–".into(),
                 }
             } else {

@@ -35,8 +35,7 @@ pub(super) fn sequencing(d: &mut Demo) -> anyhow::Result<String> {
 /// The multi-reference PMR of a (method, features) row of the baseline table, with its interval.
 fn table_pmr(results: &Value, method: &str, features: &str) -> Option<String> {
     let row = results.get("rows")?.as_array()?.iter().find(|r| r["method"] == method && r["features"] == features)?;
-    let pmr = row.pointer("/multi/pmr")?;
-    pct_interval(pmr.get("value")?.as_f64()?, pmr.get("ci"))
+    pct_at(row, "/multi/pmr")
 }
 
 /// Stage `baselines`: every baseline with text, image and multimodal features, scored on the test split.
