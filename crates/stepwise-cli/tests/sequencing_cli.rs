@@ -131,6 +131,23 @@ fn table_merge_and_cross_validation() {
         run(bin().args(["baseline", "--merge"]).arg(&dir).args(["--merge"]).arg(&dir).arg("-o").arg(&merged));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.matches("| synthetic | pairwise | text |").count(), 2);
+
+    // --train-only: synth/00..09 train in every fold and are never predicted or scored.
+    let extra = f.root.join("extra");
+    let (code, stdout, stderr) = run(bin()
+        .args(["baseline", f.instances.to_str().unwrap(), "--table", "synthetic", "--cv", "4", "--epochs", "10"])
+        .args(["--train-only", "synth/0", "--features", f.features.to_str().unwrap(), "-o", extra.to_str().unwrap()]));
+    assert_eq!(code, 0, "{stderr}");
+    for row in ["| synthetic | random | - | 80 |", "| synthetic | pairwise | text | 80 |"] {
+        assert!(stdout.contains(row), "missing {row}:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("20 train-only instances (procedures synth/0*) in the training set of every fold"),
+        "{stdout}"
+    );
+    let predicted = read_predictions(&extra.join("predictions/pairwise-text.jsonl"));
+    assert_eq!(predicted.len(), 80);
+    assert!(predicted.iter().all(|p| !p["id"].as_str().unwrap().starts_with("synth/0")), "{predicted:?}");
 }
 
 #[test]

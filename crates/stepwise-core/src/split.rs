@@ -83,6 +83,62 @@ pub fn assign_splits<'a>(
     out
 }
 
+/// Procedures that only ever train (`--train-only PREFIX`): extra training corpora beside the dataset under study.
+/// A procedure whose id starts with one of the prefixes is in the training set of every split and every
+/// cross-validation fold, and is never validated, tested or scored; the folds are made over the other procedures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct TrainOnly(Vec<String>);
+
+impl TrainOnly {
+    /// Empty prefixes are refused: they would make every procedure train-only.
+    pub fn new(prefixes: Vec<String>) -> crate::Result<Self> {
+        if prefixes.iter().any(String::is_empty) {
+            return Err(crate::Error::usage("--train-only: a prefix must not be empty"));
+        }
+        Ok(TrainOnly(prefixes))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn prefixes(&self) -> &[String] {
+        &self.0
+    }
+
+    /// True when `procedure` only trains.
+    pub fn contains(&self, procedure: &str) -> bool {
+        self.0.iter().any(|p| procedure.starts_with(p.as_str()))
+    }
+
+    /// The split a procedure's item is used in: `train` for a train-only procedure, else its own `split`.
+    pub fn split_of<'a>(&self, procedure: &str, split: &'a str) -> &'a str {
+        if self.contains(procedure) { "train" } else { split }
+    }
+
+    /// The protocol's note on the train-only instances (`n` of them), `None` when there are none to name.
+    pub fn note(&self, n: usize) -> Option<String> {
+        (!self.is_empty()).then(|| {
+            format!(
+                "{n} train-only instances (procedures {}) in the training set of every fold or split, never selected on, predicted or scored",
+                self.0.iter().map(|p| format!("{p}*")).collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
+    /// Cross-validation folds over the procedures that are not train-only (which [`ProcedureFolds::role`] then
+    /// places in training in every fold).
+    pub fn folds<'a>(
+        &self,
+        procedures: impl IntoIterator<Item = &'a str>,
+        k: usize,
+        seed: u64,
+    ) -> crate::Result<ProcedureFolds> {
+        ProcedureFolds::new(procedures.into_iter().filter(|p| !self.contains(p)), k, seed)
+    }
+}
+
 /// K-fold cross-validation by procedure, one rule for every command that has `--cv K`: the distinct procedures,
 /// sorted, are shuffled with `rng_for(seed, "cv")` and dealt round-robin into K folds. For fold `f`, the
 /// procedures of fold `f` are tested, those of fold `f + 1 (mod K)` select the epoch or model (val), the rest
@@ -148,6 +204,29 @@ impl ProcedureFolds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn train_only_procedures_train_in_every_fold() {
+        let t = TrainOnly::new(vec!["extra/".into(), "more/".into()]).unwrap();
+        let studied = ["a", "b", "c", "d", "e", "f", "g"];
+        let all = studied.iter().copied().chain(["extra/x", "more/y", "extra/z"]);
+        let folds = t.folds(all, 3, 5).unwrap();
+        assert_eq!(folds, ProcedureFolds::new(studied, 3, 5).unwrap(), "folds over the studied procedures alone");
+        for f in 0..3 {
+            for p in ["extra/x", "more/y"] {
+                assert_eq!(folds.role(p, f), Split::Train);
+            }
+        }
+        assert_eq!(t.split_of("extra/x", "test"), "train");
+        assert_eq!(t.split_of("a", "test"), "test");
+        assert!(!t.contains("extr"));
+        assert_eq!(
+            t.note(3).unwrap(),
+            "3 train-only instances (procedures extra/*, more/*) in the training set of every fold or split, never selected on, predicted or scored"
+        );
+        assert_eq!(TrainOnly::default().note(0), None);
+        assert!(TrainOnly::new(vec![String::new()]).is_err());
+    }
 
     #[test]
     fn splits_are_stratified_and_order_independent() {

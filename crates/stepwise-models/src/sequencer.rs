@@ -6,6 +6,8 @@
 //! - Cross-validation (`folds = K`): for small datasets, K folds by procedure
 //!   ([`stepwise_core::split::ProcedureFolds`]): every instance gets a prediction from a model that never saw
 //!   its procedure. The `split` field of the instances is ignored.
+//! - Train-only procedures (`RunConfig::train_only`, `--train-only`): extra training data in every split and
+//!   fold, never selected on, predicted or scored.
 //!
 //! The training-free baselines (random, image-chain, text-position) predict the targets directly.
 
@@ -14,7 +16,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::Serialize;
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
-use stepwise_core::split::ProcedureFolds;
+use stepwise_core::split::TrainOnly;
 use stepwise_core::{Error, Result};
 
 use crate::image_chain::{ChainStart, chain_order};
@@ -69,6 +71,9 @@ pub struct RunConfig {
     pub chain_start: ChainStartName,
     pub pairwise: PairwiseConfig,
     pub seed: u64,
+    /// Procedures that only train (never validated, predicted or scored).
+    #[serde(skip_serializing_if = "TrainOnly::is_empty")]
+    pub train_only: TrainOnly,
 }
 
 /// [`ChainStart`] as a serialisable name.
@@ -98,9 +103,13 @@ pub struct RunOutput {
 
 /// Run `cfg.model` over `instances`.
 pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &RunConfig) -> Result<RunOutput> {
+    let only = &cfg.train_only;
+    let split_of = |k: usize| only.split_of(&instances[k].procedure, &instances[k].split);
     let targets: Vec<usize> = match &cfg.evaluation {
-        Evaluation::Split(s) => instances.iter().enumerate().filter(|(_, i)| &i.split == s).map(|(k, _)| k).collect(),
-        Evaluation::CrossValidation(_) => (0..instances.len()).collect(),
+        Evaluation::Split(s) => (0..instances.len()).filter(|&k| split_of(k) == s).collect(),
+        Evaluation::CrossValidation(_) => {
+            (0..instances.len()).filter(|&k| !only.contains(&instances[k].procedure)).collect()
+        }
     };
     if targets.is_empty() {
         let splits: std::collections::BTreeSet<&str> = instances.iter().map(|i| i.split.as_str()).collect();
@@ -156,11 +165,11 @@ pub fn run(instances: &[SequencingInstance], features: &FeatureSet<'_>, cfg: &Ru
         ModelKind::Pairwise => {
             let groups: Vec<(Vec<usize>, Vec<usize>, Vec<usize>)> = match &cfg.evaluation {
                 Evaluation::Split(_) => {
-                    let of = |s: &str| (0..instances.len()).filter(|&k| instances[k].split == s).collect::<Vec<_>>();
+                    let of = |s: &str| (0..instances.len()).filter(|&k| split_of(k) == s).collect::<Vec<_>>();
                     vec![(of("train"), of("val"), targets.clone())]
                 }
                 Evaluation::CrossValidation(folds) => {
-                    let folds = ProcedureFolds::new(instances.iter().map(|i| i.procedure.as_str()), *folds, cfg.seed)?;
+                    let folds = only.folds(instances.iter().map(|i| i.procedure.as_str()), *folds, cfg.seed)?;
                     (0..folds.k())
                         .map(|f| {
                             let [train, val, test] = folds.indices(instances, f, |i| i.procedure.as_str());
@@ -210,11 +219,16 @@ mod tests {
 
     /// `procedures` procedures of 5 steps, one instance each; text vectors encode the step position plus noise.
     fn data(procedures: usize) -> (Vec<SequencingInstance>, Vectors) {
+        data_with_extra(procedures, 0)
+    }
+
+    /// As [`data`], the first `extra` procedures named `extra/p<k>`.
+    fn data_with_extra(procedures: usize, extra: usize) -> (Vec<SequencingInstance>, Vectors) {
         let mut ids = Vec::new();
         let mut vecs = Vec::new();
         let mut instances = Vec::new();
         for p in 0..procedures {
-            let pid = format!("p{p}");
+            let pid = if p < extra { format!("extra/p{p}") } else { format!("p{p}") };
             let mut rng = rng_for(1, &pid);
             for s in 0..5 {
                 ids.push(format!("text:{pid}#{s}"));
@@ -248,6 +262,7 @@ mod tests {
             chain_start: ChainStartName::Outlier,
             pairwise: PairwiseConfig { epochs: 15, ..Default::default() },
             seed: 0,
+            train_only: TrainOnly::default(),
         }
     }
 
@@ -270,6 +285,43 @@ mod tests {
         let ids: Vec<&str> = cv.predictions.iter().map(|p| p.id.as_str()).collect();
         let file_order: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, file_order, "predictions in file order");
+    }
+
+    #[test]
+    fn train_only_procedures_train_in_every_fold_and_are_never_predicted() {
+        let (instances, v) = data_with_extra(40, 10);
+        let set = FeatureSet { text: Some(&v), image: None };
+        let studied: Vec<SequencingInstance> = instances[10..].to_vec();
+        let extra = |p: &OrderPrediction| instances[..10].iter().any(|i| i.id == p.id);
+        let with = RunConfig {
+            train_only: TrainOnly::new(vec!["extra/".into()]).unwrap(),
+            ..cfg(ModelKind::Pairwise, Evaluation::CrossValidation(4))
+        };
+        let cv = run(&instances, &set, &with).unwrap();
+        let alone = run(&studied, &set, &cfg(ModelKind::Pairwise, Evaluation::CrossValidation(4))).unwrap();
+        assert_eq!(cv.predictions.len(), 30);
+        assert!(!cv.predictions.iter().any(extra));
+        // The folds are those of the studied procedures alone; every fold trains on the extra ones as well.
+        let ids = |o: &RunOutput| o.predictions.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&cv), ids(&alone));
+        assert_eq!(cv.training.len(), alone.training.len());
+        let added: Vec<usize> =
+            cv.training.iter().zip(&alone.training).map(|(w, a)| w.train_pairs - a.train_pairs).collect();
+        assert!(added[0] > 0 && added.iter().all(|&d| d == added[0]), "{added:?}");
+        for (w, a) in cv.training.iter().zip(&alone.training) {
+            assert_eq!(w.val_pairs, a.val_pairs, "extra procedures are never validated on");
+        }
+        // Split mode: an extra procedure in `test` or `val` trains instead.
+        let split = RunConfig { evaluation: Evaluation::Split("test".into()), ..with };
+        let out = run(&instances, &set, &split).unwrap();
+        assert_eq!(out.predictions.len(), studied.iter().filter(|i| i.split == "test").count());
+        assert!(!out.predictions.iter().any(extra));
+        let plain = run(&instances, &set, &cfg(ModelKind::Pairwise, Evaluation::Split("test".into()))).unwrap();
+        let moved = instances[..10].iter().filter(|i| i.split != "train").count();
+        assert!(moved > 0);
+        assert!(out.training[0].train_pairs > plain.training[0].train_pairs);
+        let extra_val = instances[..10].iter().any(|i| i.split == "val");
+        assert_eq!(out.training[0].val_pairs < plain.training[0].val_pairs, extra_val);
     }
 
     #[test]

@@ -116,6 +116,13 @@ pub fn score_row(
     config: &RunConfig,
     seed: u64,
 ) -> Result<Row> {
+    let studied: Vec<SequencingInstance>;
+    let instances = if config.train_only.is_empty() {
+        instances
+    } else {
+        studied = instances.iter().filter(|i| !config.train_only.contains(&i.procedure)).cloned().collect();
+        &studied
+    };
     let (n, multi_reference, single, multi) = table::score(instances, predictions, eval_split(config), seed)?;
     Ok(Row {
         dataset: dataset.to_string(),

@@ -48,6 +48,7 @@ fn config(model: ModelKind, evaluation: Evaluation) -> RunConfig {
         chain_start: ChainStartName::Outlier,
         pairwise: PairwiseConfig { seed: 1, ..Default::default() },
         seed: 1,
+        train_only: Default::default(),
     }
 }
 

@@ -14,6 +14,7 @@ use anyhow::Context;
 use stepwise_core::Manifest;
 use stepwise_core::output::OutputDir;
 use stepwise_core::sequencing::SequencingInstance;
+use stepwise_core::split::TrainOnly;
 use stepwise_models::pairwise::PairwiseConfig;
 use stepwise_models::pairwise::net::Classifier;
 use stepwise_models::sequencer::{self, ChainStartName, Evaluation, ModelKind, RunConfig};
@@ -65,6 +66,10 @@ pub struct Args {
     /// Instead of the split: K-fold cross-validation by procedure, predicting every instance (small datasets).
     #[arg(long, value_name = "K")]
     pub cv: Option<usize>,
+    /// Procedures whose id starts with PREFIX (repeatable) only train: in the training set of every fold or split,
+    /// never selected on, predicted or scored (extra training corpora beside the dataset under study).
+    #[arg(long = "train-only", value_name = "PREFIX")]
+    pub train_only: Vec<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print the metrics of the predictions (--model).
@@ -187,6 +192,7 @@ pub fn run_config(args: &Args, model: ModelKind) -> anyhow::Result<RunConfig> {
             seed: args.seed,
         },
         seed: args.seed,
+        train_only: TrainOnly::new(args.train_only.clone())?,
     })
 }
 
@@ -245,6 +251,8 @@ fn run_table(
     std::fs::create_dir_all(out_dir.path().join("predictions"))?;
     let mut rows = Vec::new();
     let mut notes = vec![protocol_note(name, &base.evaluation)];
+    let extra = instances.iter().filter(|i| base.train_only.contains(&i.procedure)).count();
+    notes.extend(base.train_only.note(extra).map(|n| format!("{name}: {n}")));
     for run in table_runs(instances, loaded) {
         let done = run_table_row(name, run, instances, loaded, &base, args.seed)
             .with_context(|| format!("{} ({})", run.model.as_str(), run.features()))?;

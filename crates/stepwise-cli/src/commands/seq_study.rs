@@ -10,7 +10,7 @@ use stepwise_core::json::to_pretty_sorted;
 use stepwise_core::manifest::{InputHash, Manifest};
 use stepwise_core::output::{OutputDir, write_string_atomic};
 use stepwise_core::sequencing::{OrderPrediction, SequencingInstance};
-use stepwise_core::split::ProcedureFolds;
+use stepwise_core::split::TrainOnly;
 use stepwise_models::item_features::FeatureKind;
 use stepwise_models::seq::study::{CellSettings, StudyPlan, pairwise_reference, plan, protocol_note, run_cell_on};
 use stepwise_models::seq::{DecoderKind, SeqTrainConfig};
@@ -66,6 +66,10 @@ pub struct Args {
     /// (for datasets too small for a held-out split; at least 3).
     #[arg(long, value_name = "K", conflicts_with = "split")]
     pub cv: Option<usize>,
+    /// Procedures whose id starts with PREFIX (repeatable) only train: in the training set of every fold or split,
+    /// never validated, tested or scored (extra training corpora beside the dataset under study).
+    #[arg(long = "train-only", value_name = "PREFIX")]
+    pub train_only: Vec<String>,
     /// Train every cell with this many seeds (--seed, --seed + 1, ...): the tables show the mean over seeds with
     /// its interval over sequences, seeds.md the spread over seeds and each cell's difference from the pairwise
     /// baseline. Predictions are written per seed (`<cell>__seed<S>.jsonl`; one seed: `<cell>.jsonl`).
@@ -92,18 +96,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let tune = args.fine_tune.tune_text_layers;
     let all = load_data(&args.instances, &args.features, None, args.hyper.max_tokens, tune)?;
     let seed = args.hyper.seed;
+    let train_only = TrainOnly::new(args.train_only.clone())?;
     let folds = match args.cv {
-        Some(k) => Some(ProcedureFolds::new(all.instances.iter().map(|i| i.procedure.as_str()), k, seed)?),
+        Some(k) => Some(train_only.folds(all.instances.iter().map(|i| i.procedure.as_str()), k, seed)?),
         None => None,
     };
-    // What is scored: the instances of --split, or (cross-validation) every instance, under the split name `cv`.
+    // What is scored: the instances of --split, or (cross-validation) every instance, under the split name `cv`;
+    // never a train-only one.
+    let studied = all.instances.iter().filter(|i| !train_only.contains(&i.procedure));
     let (scored, split): (Vec<SequencingInstance>, String) = match &folds {
-        None => (all.instances.clone(), args.split.clone()),
-        Some(_) => (
-            all.instances.iter().map(|i| SequencingInstance { split: CV_SPLIT.into(), ..i.clone() }).collect(),
-            CV_SPLIT.into(),
-        ),
+        None => (studied.cloned().collect(), args.split.clone()),
+        Some(_) => {
+            (studied.map(|i| SequencingInstance { split: CV_SPLIT.into(), ..i.clone() }).collect(), CV_SPLIT.into())
+        }
     };
+    let extra = all.instances.len() - scored.len();
     // Token ids are in the fine-tuned encoder's frozen rows: no MLM on them.
     let vocab = all.sources().vocab_size().is_some() && all.text_tower.is_none();
     let StudyPlan { cells, mut notes } = plan(all.kind, vocab, !args.no_ablation);
@@ -116,21 +123,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut by_kind: std::collections::BTreeMap<FeatureKind, SeqData> = Default::default();
     std::fs::create_dir_all(out.path().join("predictions"))?;
     let fingerprint = format!(
-        "{:?}|{:?}|{:?}|{}|{}|{:?}|{}",
+        "{:?}|{:?}|{:?}|{}|{}|{:?}|{}|{:?}",
         args.hyper,
         args.fine_tune,
         all.features.identities.iter().map(|(i, _)| i).collect::<Vec<_>>(),
         args.pretrain_epochs,
         args.beam,
         args.cv,
-        InputHash::of(&all.file)?.blake3
+        InputHash::of(&all.file)?.blake3,
+        train_only,
     );
     let key_hash = blake3::hash(fingerprint.as_bytes()).to_hex()[..16].to_string();
     let seeds: Vec<u64> = (0..args.seeds).map(|k| seed.wrapping_add(k)).collect();
     // The pairwise baseline on each modality's pooled vectors, with the same seeds: the reference every cell is
     // compared with.
     let kinds: BTreeSet<FeatureKind> = cells.iter().map(|c| c.modality).collect();
-    let reference = pairwise_reference(&all, &kinds, &seeds, &args.split, args.cv, seed)?;
+    let reference = pairwise_reference(&all, &kinds, &seeds, &args.split, args.cv, seed, &train_only)?;
     // One predictions file per cell and seed: `<key>.jsonl` with one seed, else `<key>__seed<S>.jsonl`.
     let write_runs = |key: &str, runs: &[Vec<OrderPrediction>]| -> anyhow::Result<()> {
         for (preds, run_seed) in runs.iter().zip(&seeds) {
@@ -185,7 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     beam: args.beam,
                     text_tower: data.text_tower.as_ref().map(|(_, values)| values.clone()),
                 };
-                let p = run_cell_on(cell, &settings, data, &args.split, folds.as_ref())?;
+                let p = run_cell_on(cell, &settings, data, &args.split, folds.as_ref(), &train_only)?;
                 write_order_predictions(&cache, &p, None)?;
                 p
             };
@@ -203,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // Table 4 averages the seeds, as the results row does (its `All` row is that row).
         breakdown.extend(table::breakdown(&scored, &runs, &seeds, Some(&split), seed, &method, features)?);
     }
-    let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len());
+    let protocol = protocol_note(&args.split, folds.as_ref(), all.instances.len() - extra);
     notes.push(format!(
         "{}: {protocol}; encoder {} layers × {} wide × {} heads, at most {} epochs (patience {}), pretraining {} epochs, beam {}; fine-tuned on {}{}{}; {} seed(s) ({}): values are means over the seeds, intervals over sequences of each sequence's seed-mean (seeds.md: spread over seeds); pairwise = the pairwise baseline on the same stores' pooled vectors",
         args.name, args.hyper.layers, args.hyper.dim, args.hyper.heads, args.hyper.epochs, args.hyper.patience, args.pretrain_epochs, args.beam,
@@ -225,6 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         seeds.len(), seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
     ));
+    notes.extend(train_only.note(extra).map(|n| format!("{}: {n}", args.name)));
     if !all.skipped.is_empty() {
         notes.push(format!("{} instances left out for missing vectors, e.g. {}", all.skipped.len(), all.skipped[0]));
     }
@@ -246,6 +255,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     m.param("run", "seq-study");
     if let Some(k) = args.cv {
         m.param("cv", k);
+    }
+    if !train_only.is_empty() {
+        m.param("train_only", train_only.prefixes());
     }
     m.count("rows", results.rows.len() as u64);
     m.count("seeds", seeds.len() as u64);

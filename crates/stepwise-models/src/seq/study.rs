@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use stepwise_core::sequencing::OrderPrediction;
-use stepwise_core::split::ProcedureFolds;
+use stepwise_core::split::{ProcedureFolds, TrainOnly};
 use stepwise_core::{Error, Result};
 
 use super::data::SeqData;
@@ -168,20 +168,24 @@ pub fn run_cell(
 
 /// Run `cell` on `data`: trained on `train` (epoch by validation loss on `val`) and decoded on `split`; or,
 /// with `folds`, once per fold (test on one fold, validate on the next, train on the rest), every instance
-/// predicted once.
+/// predicted once. `train_only`'s procedures train in every split and fold (the folds were made without them).
 pub fn run_cell_on(
     cell: &StudyCell,
     settings: &CellSettings,
     data: &SeqData,
     split: &str,
     folds: Option<&ProcedureFolds>,
+    train_only: &TrainOnly,
 ) -> Result<Vec<OrderPrediction>> {
     let Some(folds) = folds else {
-        let train = data.split("train");
+        let of = |name: &str| -> Vec<SeqInput> {
+            data.inputs.iter().filter(|s| train_only.split_of(&s.procedure, &s.split) == name).cloned().collect()
+        };
+        let train = of("train");
         if train.is_empty() {
             return Err(Error::usage(format!("{}: no usable instance in split `train`", data.file.display())));
         }
-        return run_cell(cell, settings, &train, &data.split("val"), &data.split(split));
+        return run_cell(cell, settings, &train, &of("val"), &of(split));
     };
     let mut out = Vec::new();
     for f in 0..folds.k() {
@@ -204,6 +208,7 @@ pub fn pairwise_reference(
     split: &str,
     cv: Option<usize>,
     seed: u64,
+    train_only: &TrainOnly,
 ) -> Result<BTreeMap<FeatureKind, Vec<Vec<OrderPrediction>>>> {
     let pooled = FeatureSet { text: data.features.text.as_ref(), image: data.features.image.as_ref() };
     let mut out = BTreeMap::new();
@@ -220,6 +225,7 @@ pub fn pairwise_reference(
                 chain_start: ChainStartName::Outlier,
                 pairwise: PairwiseConfig { seed: s, ..PairwiseConfig::default() },
                 seed,
+                train_only: train_only.clone(),
             };
             runs.push(sequencer::run(&data.instances, &set, &config)?.predictions);
         }
