@@ -4,6 +4,9 @@
 #   world       the built-in world (multimodal; exact multi-references from the step DAG), train/val/test split
 #   recipeqa    ../shared/data/recipeqa/recipes-dev.json (text only: its images are not distributed), 5-fold CV
 #   procedures  ../shared/data/procedures, every window of 4-5 image steps (multimodal), 5-fold CV
+#   recipeqa-extra  RecipeQA dev as `recipeqa`, with extra training recipes in every fold (--train-only; never
+#               scored): R2VQ's 800 train and 100 test recipes (text of its inline-tagged files, ids r2vq/...),
+#               based-cooking and gnome-recipes (../shared/data/procedures); not in the default DATASETS
 # Text: token-level features with vocabulary ids (MLM's classes), the paper's cap of 5 sentences / 60 tokens per
 # step. Images: a patch grid per photo (PISP/SMRM work on patches). The baselines (random, text-position,
 # image-chain, pairwise + topological sort) run on the same instances, features and folds. Output:
@@ -61,6 +64,19 @@ for d in $DATASETS; do
         -o "$OUT/seq/recipeqa" --force -q
       text_features recipeqa
       cv=(--cv 5) ; feats=(--features "$OUT/features/recipeqa-text") ;;
+    recipeqa-extra)
+      [[ -d "$SHARED" ]] || { echo "shared data not found at $SHARED (set SHARED)" >&2; exit 2; }
+      inline="$SHARED/r2vq/semeval2022_task9/hitqmul_derived/inline_tagged"
+      "$S" ingest "$inline/data_train3.json" "$inline/data_test3.json" --id-prefix r2vq/ \
+        -o "$OUT/corpora/r2vq-inline" --force -q
+      "$S" ingest --on-missing-image drop "$SHARED/recipeqa/recipes-dev.json" "$OUT/corpora/r2vq-inline/procedures.jsonl" \
+        "$SHARED/procedures/based-cooking.jsonl" "$SHARED/procedures/gnome-recipes.jsonl" \
+        -o "$OUT/corpora/recipeqa-extra" --force -q
+      "$S" generate "$OUT/corpora/recipeqa-extra" --task sequencing --modality text --seq-min-steps 4 \
+        --seed "$SEED" -o "$OUT/seq/recipeqa-extra" --force -q
+      text_features recipeqa-extra
+      cv=(--cv 5 --train-only r2vq/ --train-only based-cooking/ --train-only gnome-recipes/)
+      feats=(--features "$OUT/features/recipeqa-extra-text") ;;
     procedures)
       [[ -d "$SHARED" ]] || { echo "shared data not found at $SHARED (set SHARED)" >&2; exit 2; }
       "$S" ingest "$SHARED"/procedures/*.jsonl -o "$OUT/corpora/procedures" --force -q

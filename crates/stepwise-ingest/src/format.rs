@@ -104,6 +104,7 @@ impl Registry {
         r.register(Box::new(crate::readers::recipeqa::RecipeQaQuestions));
         r.register(Box::new(crate::readers::recipeqa_recipes::RecipeQaRecipes));
         r.register(Box::new(crate::readers::r2vq_conllu::R2vqConllu));
+        r.register(Box::new(crate::readers::r2vq_inline::R2vqInline));
         r
     }
 

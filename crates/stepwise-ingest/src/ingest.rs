@@ -27,6 +27,9 @@ pub struct IngestOptions {
     pub image_root: Option<PathBuf>,
     /// Replace an existing output folder.
     pub overwrite: bool,
+    /// Put this before every procedure id (`--id-prefix`): a namespace for a source, so that corpora merged later
+    /// cannot clash and commands can tell the source by its ids (e.g. `--train-only`).
+    pub id_prefix: Option<String>,
 }
 
 impl Default for IngestOptions {
@@ -37,6 +40,7 @@ impl Default for IngestOptions {
             copy_images: false,
             image_root: None,
             overwrite: false,
+            id_prefix: None,
         }
     }
 }
@@ -125,8 +129,20 @@ pub fn ingest(inputs: &[PathBuf], output: &Path, registry: &Registry, opts: &Ing
             None => registry.detect(input)?,
         };
         let spinner = stepwise_core::progress::spinner(&format!("reading {}", input.display()));
-        let got = format.read(std::slice::from_ref(input), &read_opts)?;
+        let mut got = format.read(std::slice::from_ref(input), &read_opts)?;
         spinner.finish_and_clear();
+        if let Some(prefix) = &opts.id_prefix {
+            // Questions name their recipes by id: renaming the recipes alone would cut them loose.
+            if !got.tasksets.is_empty() {
+                return Err(Error::usage(format!(
+                    "{}: --id-prefix renames procedures, and this input holds questions that name them; ingest it without --id-prefix",
+                    input.display()
+                )));
+            }
+            for p in &mut got.procedures {
+                p.id = format!("{prefix}{}", p.id);
+            }
+        }
         tracing::info!("{}: {} procedures ({})", input.display(), got.procedures.len(), format.name());
         input_reports.push(InputReport {
             path: input.to_string_lossy().into_owned(),
@@ -160,6 +176,9 @@ pub fn ingest(inputs: &[PathBuf], output: &Path, registry: &Registry, opts: &Ing
     manifest.param("formats", &formats);
     manifest.param("on_missing_image", opts.on_missing_image);
     manifest.param("copy_images", opts.copy_images);
+    if let Some(prefix) = &opts.id_prefix {
+        manifest.param("id_prefix", prefix);
+    }
     manifest.count("missing_images", images.missing.len() as u64);
     manifest.count("missing_image_refs", images.missing_refs as u64);
     let spinner = stepwise_core::progress::spinner("writing corpus");

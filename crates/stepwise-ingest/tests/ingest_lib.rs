@@ -117,6 +117,45 @@ fn recipeqa_questions_become_a_taskset_and_recipes() {
 }
 
 #[test]
+fn r2vq_inline_recipes_ingest_under_an_id_prefix_and_question_files_refuse_one() {
+    let td = tempfile::tempdir().unwrap();
+    let inline = td.path().join("data_train3.json");
+    std::fs::write(
+        &inline,
+        r#"{"f-AB12": ["cut ( result : chopped vegetables # tool : knife ) the broccoli ( participant : cut ) .", "boil water ."],
+        "r-7": ["mix ( result : dough ) flour ( participant : mix ) and water ( participant : mix ) ."]}"#,
+    )
+    .unwrap();
+    let out = td.path().join("corpus");
+    let opts = IngestOptions { id_prefix: Some("r2vq/".into()), ..Default::default() };
+    let report = ingest(std::slice::from_ref(&inline), &out, &Registry::builtin(), &opts).unwrap();
+    assert_eq!((report.inputs[0].format.as_str(), report.procedures, report.steps), ("r2vq-inline", 2, 3));
+    let corpus = Corpus::load(&out).unwrap();
+    let mut ids: Vec<&str> = corpus.procedures.iter().map(|p| p.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["r2vq/f-AB12", "r2vq/r-7"]);
+    let cut = corpus.procedures.iter().find(|p| p.id == "r2vq/f-AB12").unwrap();
+    assert_eq!(cut.steps[0].text.as_deref(), Some("cut the broccoli ."), "the annotation is left out");
+    assert_eq!(cut.steps[1].text.as_deref(), Some("boil water ."));
+    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(manifest.contains(r#""id_prefix": "r2vq/""#), "{manifest}");
+
+    // RecipeQA questions name their recipes by id: a prefix would cut them loose.
+    let q = td.path().join("val.json");
+    std::fs::write(
+        &q,
+        r#"{"data": [{"answer": 0, "choice_list": ["A", "B"], "context": [{"body": "b", "id": 1, "images": []}],
+        "context_modality": ["body"], "qid": "1-1", "question": ["@placeholder"], "question_modality": ["title"],
+        "question_text": "Choose", "recipe_id": "r", "split": "val", "task": "textual_cloze"}]}"#,
+    )
+    .unwrap();
+    let e = ingest(&[q], &td.path().join("q"), &Registry::builtin(), &opts).unwrap_err();
+    assert!(e.to_string().contains("--id-prefix renames procedures"), "{e}");
+    assert_eq!(e.exit_code(), 2);
+    assert!(!td.path().join("q").exists(), "nothing written");
+}
+
+#[test]
 fn explicit_format_and_detection_errors_are_usage_errors() {
     let td = tempfile::tempdir().unwrap();
     let f = td.path().join("notes.txt");

@@ -38,6 +38,10 @@ pub struct Args {
     /// Resolve image paths against this folder instead of each input file's folder.
     #[arg(long, value_name = "DIR")]
     pub image_root: Option<PathBuf>,
+    /// Put PREFIX before every procedure id (e.g. `r2vq/`): a namespace per source, so corpora merged later cannot
+    /// clash and commands can select a source by its ids (`seq-study --train-only r2vq/`). Not for question files.
+    #[arg(long, value_name = "PREFIX")]
+    pub id_prefix: Option<String>,
     /// Replace CORPUS if it exists.
     #[arg(long)]
     pub force: bool,
@@ -67,6 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         copy_images: args.copy_images,
         image_root: args.image_root,
         overwrite: args.force,
+        id_prefix: args.id_prefix,
     };
     let report = ingest(&args.inputs, &output, &registry, &opts)?;
     if !stepwise_core::progress::is_quiet() {

@@ -5,7 +5,7 @@
 //! - [`recipeqa_recipes`]: RecipeQA recipes as a JSON list of `{recipe_id, steps: [{id, title, body, images}]}`
 //! - [`r2vq_conllu`]: R2VQ recipes in the SemEval-2022 Task 9 CoNLL-U-like layout (annotation, questions)
 //! - [`r2vq_2021`]: the 2021 R2VQ release (recipe2video's `r2vq.jsonl`: text, offset annotation, questions)
-//! - [`r2vq_inline`]: R2VQ train recipes with the annotation written into the step text (HIT-QMUL's derived files)
+//! - [`r2vq_inline`]: R2VQ train recipes with the annotation written into the step text (HIT-QMUL's derived files; ingest format `r2vq-inline`)
 //! - [`r2vq_json`]: R2VQ question lists in JSON (`{q_id, question, doc_id}`)
 
 pub mod procedure_jsonl;

@@ -25,13 +25,14 @@
 //!   families 6, 10 and 14 share "How do you ...?" and answer forms, and are all counted as 6.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stepwise_core::error::{Error, Location, Result};
 use stepwise_core::json::read_json;
 
 use super::one_line;
+use crate::format::{Format, Ingested, Origin, ReadOptions, Sniff, contains, skip_ws};
 use stepwise_core::r2vq::{
     EntityKind, EntityRef, EntityTag, HeaderLine, HiddenArg, HiddenRole, InlineToken, Paragraph, QuestionId,
     R2vqDocument, R2vqRecipe, Sentence, Token,
@@ -39,6 +40,49 @@ use stepwise_core::r2vq::{
 
 /// The family of an answered question without a family id (see the module documentation).
 pub type FamilyOf<'a> = &'a dyn Fn(&str, &str) -> Option<u32>;
+
+/// The inline-tagged files as an ingest format (`r2vq-inline`): each recipe becomes a procedure as the SemEval
+/// layout's recipes do ([`super::r2vq_conllu::recipe_procedure`]): steps are the rebuilt step texts (lower-cased
+/// and tokenized as the file has them, the annotation left out). The files hold neither titles nor ingredients.
+pub struct R2vqInline;
+
+/// The annotation groups an inline-tagged step carries (what tells the format apart from other JSON).
+const INLINE_MARKS: [&[u8]; 5] = [b"( participant :", b"( entity :", b"( result :", b"( tool :", b"( habitat :"];
+
+impl Format for R2vqInline {
+    fn name(&self) -> &'static str {
+        "r2vq-inline"
+    }
+
+    fn describe(&self) -> &'static str {
+        "R2VQ recipes with the cooking-role annotation written inline (HIT-QMUL's inline_tagged/{data,entity}_*.json: \
+         {recipe: [step, ...]}); steps become procedure steps, the annotation is left out of their text"
+    }
+
+    fn sniff(&self, _path: &Path, head: &[u8]) -> Sniff {
+        let h = skip_ws(head);
+        if h.starts_with(b"{") && contains(h, b"\": [") && INLINE_MARKS.iter().any(|m| contains(h, m)) {
+            Sniff::Yes
+        } else {
+            Sniff::No
+        }
+    }
+
+    fn read(&self, inputs: &[PathBuf], opts: &ReadOptions) -> Result<Ingested> {
+        let mut out = Ingested::default();
+        for path in inputs {
+            let doc = document_of_inline(read_inline_steps(path)?);
+            let image_base = opts.image_base(path);
+            for r in &doc.recipes {
+                out.push(
+                    super::r2vq_conllu::recipe_procedure(r),
+                    Origin { file: path.clone(), record: format!("recipe {}", r.id), image_base: image_base.clone() },
+                );
+            }
+        }
+        Ok(out)
+    }
+}
 
 /// Read an inline-tagged file and, when given, the gold QA strings of its recipes. `family_of(question,
 /// answer)` names a question's family (`None`: the question is left out and counted in the returned number).
