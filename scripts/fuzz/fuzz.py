@@ -217,7 +217,7 @@ def main():
     ap.add_argument("--work", type=Path, default=ROOT / "target" / "fuzz" / "work")
     ap.add_argument("--json", type=Path, help="also write the table as JSON here")
     ap.add_argument("--build-only", action="store_true",
-                    help="build the instrumented binary and stop (CI builds it in the background beforehand)")
+                    help="build the instrumented binary and stop")
     args = ap.parse_args()
     if args.seconds < 1 or args.jobs < 1:
         sys.exit("fuzz.py: --seconds and --jobs must be at least 1")
