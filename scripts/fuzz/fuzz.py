@@ -9,7 +9,6 @@ size, peak memory and findings (crash, timeout, out-of-memory inputs). Exit stat
     scripts/fuzz/fuzz.py --seconds 60                # every target, 60 s each, two at a time
     scripts/fuzz/fuzz.py --seconds 600 --targets npy,pickle
     scripts/fuzz/fuzz.py --seconds 30 --no-demo      # without the demo's files as seeds
-    scripts/fuzz/fuzz.py --build-only                # the instrumented build alone (a later run finds it built)
 
 A finding is kept in target/fuzz/work/artifacts/<target>/; once fixed, copy it into fuzz/regressions/<target>/
 where `cargo test` replays it (crates/stepwise-cli/tests/fuzz_regressions.rs). Only the standard library is used.
@@ -216,16 +215,11 @@ def main():
     ap.add_argument("--no-demo", action="store_true", help="no demo run for seeds")
     ap.add_argument("--work", type=Path, default=ROOT / "target" / "fuzz" / "work")
     ap.add_argument("--json", type=Path, help="also write the table as JSON here")
-    ap.add_argument("--build-only", action="store_true",
-                    help="build the instrumented binary and stop")
     args = ap.parse_args()
     if args.seconds < 1 or args.jobs < 1:
         sys.exit("fuzz.py: --seconds and --jobs must be at least 1")
 
     binary = build(ROOT / "target" / "fuzz")
-    if args.build_only:
-        print(f"built {binary}", flush=True)
-        return
     targets = targets_of(binary)
     if args.targets:
         wanted = args.targets.split(",")
