@@ -284,31 +284,51 @@ impl Tilt {
             parts.iter().sum::<f64>() / pilot.len() as f64 + ridge
         };
         let mut flat = vec![0.0; n];
+        let (mut iterations, mut trials, mut norm) = (0, 0, f64::NAN);
         for _ in 0..50 {
+            iterations += 1;
             let tilts = split(&flat);
             // Per chunk of the pilot (fixed chunks, summed in order: the same bits for any thread count), the
-            // gradient and Hessian of the objective's data term.
+            // objective's data term and its gradient and Hessian.
             let scale = 1.0 / pilot.len() as f64;
-            let parts: Vec<(Vec<f64>, Vec<f64>)> = pilot
+            let parts: Vec<(f64, Vec<f64>, Vec<f64>)> = pilot
                 .par_chunks(FIT_CHUNK)
                 .map(|chunk| {
+                    let mut value = 0.0;
                     let mut grad = vec![0.0; n];
                     let mut hess = vec![0.0; n * n];
+                    let mut e = vec![0.0; n];
+                    // The coordinates a question's leads touch (a few cells of each grid): e is zero elsewhere,
+                    // and the Hessian's outer products of e need only these.
+                    let mut touched = vec![false; n];
+                    let mut nonzero: Vec<usize> = Vec::with_capacity(n);
                     for (k, q) in chunk.iter().enumerate() {
                         let (log_z, weights) = weigh(&tilts, grids, q);
+                        value += (log_z.exp() + DROP_WEIGHT).ln();
                         let keep = keep_probability(log_z);
                         // The Hessian from every HESSIAN_STRIDE-th question only (scaled up): Newton's steps
                         // with it still converge, for a quarter of the work.
                         let curvature = k % HESSIAN_STRIDE == 0;
                         let hw = HESSIAN_STRIDE as f64 * keep;
+                        for &i in &nonzero {
+                            e[i] = 0.0;
+                            touched[i] = false;
+                        }
+                        nonzero.clear();
                         // e = ∇ Σ_j log Z_j = −E_w[lead] per setting; its Hessian is the per-setting covariance
                         // E_w[g gᵀ] − E_w[g] E_w[g]ᵀ.
-                        let mut e = vec![0.0; n];
                         for (j, ((options, w), grid)) in q.iter().zip(&weights).zip(grids).enumerate() {
                             let o = offsets[j];
+                            let first = nonzero.len();
                             for (g, &p) in options.iter().zip(w) {
                                 let runs = grid.runs(g);
                                 for &(at, xs) in &runs {
+                                    if !xs.is_empty() && !touched[o + at] {
+                                        for i in o + at..o + at + xs.len() {
+                                            touched[i] = true;
+                                            nonzero.push(i);
+                                        }
+                                    }
                                     for (ea, x) in e[o + at..].iter_mut().zip(xs) {
                                         *ea -= p * x;
                                     }
@@ -327,28 +347,30 @@ impl Tilt {
                                 }
                             }
                             if curvature {
-                                let block = &e[o..o + dims[j]];
-                                for (a, ea) in block.iter().enumerate() {
-                                    let row = &mut hess[(o + a) * n + o..(o + a) * n + o + dims[j]];
-                                    for (h, eb) in row.iter_mut().zip(block) {
-                                        *h -= hw * ea * eb;
+                                let block = &nonzero[first..];
+                                for &a in block {
+                                    let c = hw * e[a];
+                                    let row = &mut hess[a * n..(a + 1) * n];
+                                    for &b in block {
+                                        row[b] -= c * e[b];
                                     }
                                 }
                             }
                         }
-                        for (g, ea) in grad.iter_mut().zip(&e) {
-                            *g += keep * ea;
+                        for &i in &nonzero {
+                            grad[i] += keep * e[i];
                         }
                         if curvature {
-                            for (row, ea) in hess.chunks_exact_mut(n).zip(&e) {
-                                let c = hw * (1.0 - keep) * ea;
-                                for (h, eb) in row.iter_mut().zip(&e) {
-                                    *h += c * eb;
+                            for &a in &nonzero {
+                                let c = hw * (1.0 - keep) * e[a];
+                                let row = &mut hess[a * n..(a + 1) * n];
+                                for &b in &nonzero {
+                                    row[b] += c * e[b];
                                 }
                             }
                         }
                     }
-                    (grad, hess)
+                    (value, grad, hess)
                 })
                 .collect();
             let mut grad: Vec<f64> = flat.iter().map(|x| x * ridge_weight).collect();
@@ -356,7 +378,9 @@ impl Tilt {
             for i in 0..n {
                 hess[i * n + i] = ridge_weight;
             }
-            for (g, h) in &parts {
+            let mut data = 0.0;
+            for (v, g, h) in &parts {
+                data += v;
                 for (a, b) in grad.iter_mut().zip(g) {
                     *a += scale * b;
                 }
@@ -364,15 +388,17 @@ impl Tilt {
                     *a += scale * b;
                 }
             }
-            let norm = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+            norm = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
             if norm < tolerance {
                 break;
             }
             let step = solve(&hess, &grad, n);
-            let f0 = objective(&flat);
+            // objective(&flat), from the same sums in the same order.
+            let f0 = data / pilot.len() as f64 + flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0;
             let slope: f64 = grad.iter().zip(&step).map(|(g, s)| g * s).sum();
             let mut t = 1.0;
             loop {
+                trials += 1;
                 let trial: Vec<f64> = flat.iter().zip(&step).map(|(x, s)| x - t * s).collect();
                 if objective(&trial) <= f0 - 1e-4 * t * slope || t < 1e-6 {
                     flat = trial;
@@ -384,6 +410,16 @@ impl Tilt {
         let tilts = split(&flat);
         let expected_keep =
             pilot.iter().map(|q| keep_probability(weigh(&tilts, grids, q).0)).sum::<f64>() / pilot.len() as f64;
+        tracing::debug!(
+            pilot = pilot.len(),
+            dims = n,
+            ridge = ridge_weight,
+            iterations,
+            trials,
+            gradient_norm = norm,
+            expected_keep,
+            "calibrated balance fitted"
+        );
         Tilt { tilts, grids: grids.to_vec(), expected_keep, pilot_questions: pilot.len() }
     }
 
@@ -528,8 +564,7 @@ impl<'a> Unit<'a> {
     }
 
     fn norm(&self, i: u32) -> f32 {
-        let r = self.cat.row(i);
-        dot_lanes(r, r).sqrt()
+        self.cat.norm(i)
     }
 
     /// The sum of the unit vectors of `items`.
@@ -765,6 +800,7 @@ mod tests {
             data,
             items: items.collect(),
             procs: vec![ProcEntry { eligible: vec![], excluded: vec![] }],
+            norms: Default::default(),
         };
         let unit = Unit::new(&cat);
         let coherent = [0u32, 1, 2];

@@ -6,6 +6,7 @@
 //! the question's procedure, and a choice can never repeat the answer's content.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use rand::Rng;
 use stepwise_core::rng::rng_for;
@@ -64,6 +65,9 @@ pub struct Catalog {
     pub items: Vec<Item>,
     /// One entry per procedure, in corpus order.
     pub procs: Vec<ProcEntry>,
+    /// Each row's Euclidean length, measured once on first use ([`Catalog::norm`]): calibrated knobs measure
+    /// cosines between millions of pairs of rows.
+    pub norms: OnceLock<Vec<f32>>,
 }
 
 /// Where the vectors come from.
@@ -212,7 +216,7 @@ impl Catalog {
         if cfg.metric == Metric::Cosine {
             stepwise_features::encoder::l2_normalize_rows(&mut data, dim);
         }
-        Ok(Catalog { kind, metric: cfg.metric, dim, data, items, procs })
+        Ok(Catalog { kind, metric: cfg.metric, dim, data, items, procs, norms: OnceLock::new() })
     }
 
     pub fn len(&self) -> usize {
@@ -226,6 +230,14 @@ impl Catalog {
     pub fn row(&self, i: u32) -> &[f32] {
         let i = i as usize;
         &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The Euclidean length of row `i`.
+    pub fn norm(&self, i: u32) -> f32 {
+        // Sequential: a parallel fill could, while waiting, take a job that asks for the norms it is filling.
+        let norms =
+            self.norms.get_or_init(|| self.data.chunks(self.dim.max(1)).map(|r| dot_lanes(r, r).sqrt()).collect());
+        norms[i as usize]
     }
 
     /// Distance between two items (lower is closer).

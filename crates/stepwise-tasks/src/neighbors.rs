@@ -318,6 +318,7 @@ mod tests {
                 .map(|(i, o)| Item { feature_id: format!("image:{i}"), content: format!("{i}"), owners: o.to_vec() })
                 .collect(),
             procs: Vec::new(),
+            norms: Default::default(),
         }
     }
 

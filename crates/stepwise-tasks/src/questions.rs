@@ -1075,6 +1075,7 @@ mod tests {
             data: points.iter().flat_map(|&(x, y)| [x as f32, y as f32]).collect(),
             items,
             procs: vec![ProcEntry { eligible, excluded: Vec::new() }],
+            norms: Default::default(),
         };
         // Paper knobs, with a seed whose coin flip applies knob 3 to the question (§4.4).
         let seed = (0..).find(|&s| knob3_coin(s, Task::VisualCloze, "p", 0)).expect("some seed applies knob 3");
@@ -1180,8 +1181,15 @@ mod tests {
                 excluded: Vec::new(),
             })
             .collect();
-        let cat =
-            Catalog { kind: crate::config::ItemKind::Image, metric: Metric::L2, dim, data, items, procs: entries };
+        let cat = Catalog {
+            kind: crate::config::ItemKind::Image,
+            metric: Metric::L2,
+            dim,
+            data,
+            items,
+            procs: entries,
+            norms: Default::default(),
+        };
         let procedure = Procedure { id: "p".into(), steps: vec![Step::default(); steps], ..Default::default() };
         let queries: BTreeSet<u32> = (0..(procs * steps) as u32).collect();
         // (proved to fail, the search's draw failed for want of a close negative, the search's draw succeeded)

@@ -891,7 +891,7 @@ mod tests {
         let items = (0..n)
             .map(|i| Item { feature_id: format!("image:{i}"), content: format!("{i}"), owners: vec![(i / 3) as u32] })
             .collect();
-        Catalog { kind: ItemKind::Image, metric, dim, data, items, procs: Vec::new() }
+        Catalog { kind: ItemKind::Image, metric, dim, data, items, procs: Vec::new(), norms: Default::default() }
     }
 
     fn full_scan(cat: &Catalog, queries: &[u32], above: f32, bound: f32) -> Vec<Cand> {
