@@ -239,6 +239,11 @@ fn weigh(tilts: &[Vec<f64>], grids: &[Grid], leads: &[&[Lead]]) -> (f64, Vec<Vec
     (log_z, weights)
 }
 
+/// A question's term in the fit's objective, log(Π_j Z_j + [`DROP_WEIGHT`]), from `log_z` = Σ_j log Z_j.
+fn data_term(log_z: f64) -> f64 {
+    (log_z.exp() + DROP_WEIGHT).ln()
+}
+
 /// The probability of keeping a question whose settings' log mean weights sum to `log_z`.
 fn keep_probability(log_z: f64) -> f64 {
     1.0 / (1.0 + DROP_WEIGHT * (-log_z).exp())
@@ -274,14 +279,17 @@ impl Tilt {
         let split = |flat: &[f64]| -> Vec<Vec<f64>> {
             dims.iter().zip(&offsets).map(|(&d, &o)| flat[o..o + d].to_vec()).collect()
         };
+        // The objective from the sum of its data terms over the pilot (summed per chunk, then in chunk order).
+        let total = |data: f64, flat: &[f64]| -> f64 {
+            data / pilot.len() as f64 + flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0
+        };
         let objective = |flat: &[f64]| -> f64 {
             let tilts = split(flat);
-            let ridge: f64 = flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0;
             let parts: Vec<f64> = pilot
                 .par_chunks(FIT_CHUNK)
-                .map(|chunk| chunk.iter().map(|q| (weigh(&tilts, grids, q).0.exp() + DROP_WEIGHT).ln()).sum::<f64>())
+                .map(|chunk| chunk.iter().map(|q| data_term(weigh(&tilts, grids, q).0)).sum::<f64>())
                 .collect();
-            parts.iter().sum::<f64>() / pilot.len() as f64 + ridge
+            total(parts.iter().sum::<f64>(), flat)
         };
         let mut flat = vec![0.0; n];
         let (mut iterations, mut trials, mut norm) = (0, 0, f64::NAN);
@@ -304,7 +312,7 @@ impl Tilt {
                     let mut nonzero: Vec<usize> = Vec::with_capacity(n);
                     for (k, q) in chunk.iter().enumerate() {
                         let (log_z, weights) = weigh(&tilts, grids, q);
-                        value += (log_z.exp() + DROP_WEIGHT).ln();
+                        value += data_term(log_z);
                         let keep = keep_probability(log_z);
                         // The Hessian from every HESSIAN_STRIDE-th question only (scaled up): Newton's steps
                         // with it still converge, for a quarter of the work.
@@ -378,9 +386,7 @@ impl Tilt {
             for i in 0..n {
                 hess[i * n + i] = ridge_weight;
             }
-            let mut data = 0.0;
-            for (v, g, h) in &parts {
-                data += v;
+            for (_, g, h) in &parts {
                 for (a, b) in grad.iter_mut().zip(g) {
                     *a += scale * b;
                 }
@@ -394,7 +400,7 @@ impl Tilt {
             }
             let step = solve(&hess, &grad, n);
             // objective(&flat), from the same sums in the same order.
-            let f0 = data / pilot.len() as f64 + flat.iter().map(|x| x * x).sum::<f64>() * ridge_weight / 2.0;
+            let f0 = total(parts.iter().map(|p| p.0).sum::<f64>(), &flat);
             let slope: f64 = grad.iter().zip(&step).map(|(g, s)| g * s).sum();
             let mut t = 1.0;
             loop {

@@ -65,8 +65,8 @@ pub struct Catalog {
     pub items: Vec<Item>,
     /// One entry per procedure, in corpus order.
     pub procs: Vec<ProcEntry>,
-    /// Each row's Euclidean length, measured once on first use ([`Catalog::norm`]): calibrated knobs measure
-    /// cosines between millions of pairs of rows.
+    /// Each row's Euclidean length, measured once on first use ([`Catalog::norm`]; `data` must not change
+    /// after it): calibrated knobs measure cosines between millions of pairs of rows.
     pub norms: OnceLock<Vec<f32>>,
 }
 
